@@ -1,0 +1,262 @@
+"""The device-independent data model shared by every rewriter, backend and report.
+
+Everything a backend hands to the analysis and everything a report prints is
+expressed with these types, so the semantics live in one place
+(``gpurace.analysis``) and the backends only move bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+# ---------------------------------------------------------------------------
+# Log record format (one record = RECORD_WORDS little-endian u32 words).
+# See docs/internals.md for the contract; backends write exactly this layout.
+# ---------------------------------------------------------------------------
+
+RECORD_WORDS = 8
+
+W_SITE = 0  # site id (index into the instrumented module's site table)
+W_FLAGS = 1  # kind | space<<2 | value_known<<3 | size<<8 | var<<16 | event<<24
+W_OFFSET = 2  # byte offset inside the tracked variable
+W_LID = 3  # local invocation index (linear, inside the work-group)
+W_GROUP = 4  # work-group linear id: x + y*nx + z*nx*ny
+W_EPOCH = 5  # epoch of the access's space; for barrier/exit events: barrier ordinal
+W_VALUE = 6  # stored bits (<= 4 bytes) or FNV-1a hash of the stored words
+W_EXTRA = 7  # atomics: op code; barriers: which epochs advanced (1 local, 2 global)
+
+
+class Kind(IntEnum):
+    """What an access (or event) does."""
+
+    LOAD = 0
+    STORE = 1
+    ATOMIC = 2
+    EVENT = 3  # barrier or work-item exit, see Event
+
+
+class Space(IntEnum):
+    """Tracked memory spaces; private/uniform/constant memory is not tracked."""
+
+    GLOBAL = 0
+    LOCAL = 1
+
+
+class Event(IntEnum):
+    """Subtypes of Kind.EVENT records."""
+
+    BARRIER = 0
+    EXIT = 1
+
+
+def pack_flags(
+    kind: int, space: int, size: int, var: int, value_known: bool = False, event: int = 0
+) -> int:
+    """Pack the W_FLAGS word exactly as the instrumented kernels do."""
+    return (
+        (kind & 3)
+        | ((space & 1) << 2)
+        | ((1 if value_known else 0) << 3)
+        | ((size & 0xFF) << 8)
+        | ((var & 0xFF) << 16)
+        | ((event & 0xF) << 24)
+    )
+
+
+def unpack_flags(flags: int) -> tuple[int, int, bool, int, int, int]:
+    """Inverse of pack_flags: (kind, space, value_known, size, var, event)."""
+    return (
+        flags & 3,
+        (flags >> 2) & 1,
+        bool((flags >> 3) & 1),
+        (flags >> 8) & 0xFF,
+        (flags >> 16) & 0xFF,
+        (flags >> 24) & 0xF,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Static description of an instrumented kernel.
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Site:
+    """One access point in the user's source (or a barrier / exit point)."""
+
+    id: int
+    file: str
+    line: int  # 1-based
+    col: int  # 1-based, first character of the access expression
+    kind: Kind  # LOAD/STORE/ATOMIC, or EVENT for barriers and exits
+    operand: str  # the access as written, e.g. "tile[lid + 1u]" or "workgroupBarrier()"
+    line_text: str  # the whole source line, stripped of its newline
+    var: str = ""  # root variable name ("" for events)
+    event: Event | None = None  # for EVENT sites
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True)
+class TrackedVar:
+    """A variable whose accesses are logged: a storage buffer or a workgroup variable."""
+
+    id: int  # the var field of W_FLAGS
+    name: str
+    space: Space
+    group: int | None  # bind group (storage) or None (workgroup)
+    binding: int | None
+    size: int | None  # bytes; None for a runtime-sized array
+    elem_stride: int  # bytes per element of the outermost array (or the whole size)
+    elem_type: str  # WGSL/C type name of that element, for naming addresses
+    access: str = "read_write"  # storage access mode
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A resource the host must bind: every storage and uniform buffer of the kernel."""
+
+    group: int
+    binding: int
+    name: str
+    kind: str  # "storage" or "uniform"
+    access: str  # "read", "read_write" (storage) or "read" (uniform)
+    size: int | None  # bytes of the fixed-size type; None for a runtime-sized array
+    elem_stride: int  # bytes per element of the runtime array (or of the outermost array)
+    elem_type: str  # WGSL type of that element
+    var: int | None  # TrackedVar.id for storage buffers, None for uniforms
+
+
+@dataclass
+class Instrumented:
+    """What a rewriter produces: the new source plus the tables to decode its logs."""
+
+    language: str  # "wgsl", "opencl", "cuda"
+    source: str  # the rewritten kernel source
+    entry: str
+    workgroup_size: tuple[int, int, int]
+    sites: list[Site]
+    variables: list[TrackedVar]
+    bindings: list[Binding] = field(default_factory=list)
+    log_group: int | None = None  # WGSL: bind group of the log bindings
+    not_instrumented: list[str] = field(default_factory=list)  # "file:l:c: what and why"
+
+
+# ---------------------------------------------------------------------------
+# Results.
+# ---------------------------------------------------------------------------
+
+
+class RaceClass(IntEnum):
+    """Race classes; the number is part of the on-device race key."""
+
+    LOCAL = 1  # intra-group, workgroup/local memory
+    GLOBAL_INTRA = 2  # intra-group, storage/global memory
+    GLOBAL_INTER = 3  # different work-groups, storage/global memory
+    STORAGE_EXCHANGE = 4  # warning: intra-group exchange ordered only by a global barrier
+    DIVERGENCE = 5  # barrier divergence
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """A work-item's ids; local_index/group_index are the linear forms."""
+
+    global_id: tuple[int, int, int]
+    local_id: tuple[int, int, int]
+    group_id: tuple[int, int, int]
+
+
+@dataclass
+class Race:
+    """One deduplicated report: a (site, kind) pair in one race class."""
+
+    cls: RaceClass
+    site_a: int
+    kind_a: Kind
+    site_b: int
+    kind_b: Kind
+    var: int  # tracked variable of the example (-1 for divergence)
+    address: int  # example byte offset inside var (lowest)
+    instances: int  # buckets (address x group x epoch) in which the pair conflicts
+    pairs: int  # conflicting access-record pairs summed over those instances
+    group_a: int  # example: linear group ids and local indices of both sides
+    lid_a: int
+    group_b: int
+    lid_b: int
+    epoch_a: int = 0
+    epoch_b: int = 0
+
+    @property
+    def key(self) -> tuple[int, int, int, int, int]:
+        return (int(self.cls), self.site_a, int(self.kind_a), self.site_b, int(self.kind_b))
+
+
+@dataclass
+class Scope:
+    """What a check covered: the explicit-scope statement of design.md §2."""
+
+    launches: int = 0
+    work_groups: int = 0
+    work_items: int = 0
+    accesses_logged: int = 0
+    accesses_dropped: int = 0
+    not_instrumented: list[str] = field(default_factory=list)
+    saturated: list[str] = field(default_factory=list)  # counters/tables that overflowed
+
+    @property
+    def complete(self) -> bool:
+        return not (self.accesses_dropped or self.not_instrumented or self.saturated)
+
+
+@dataclass
+class Report:
+    """The result of checking one or more launches of one kernel."""
+
+    kernel: str
+    file: str
+    language: str
+    device: str
+    races: list[Race]
+    sites: list[Site]
+    variables: list[TrackedVar]
+    scope: Scope
+    workgroup_size: tuple[int, int, int] = (1, 1, 1)
+    num_groups: tuple[int, int, int] = (1, 1, 1)
+    uniform_writes_race: bool = False
+
+    @property
+    def errors(self) -> list[Race]:
+        return [r for r in self.races if r.cls != RaceClass.STORAGE_EXCHANGE]
+
+    @property
+    def warnings(self) -> list[Race]:
+        return [r for r in self.races if r.cls == RaceClass.STORAGE_EXCHANGE]
+
+    @property
+    def exit_code(self) -> int:
+        """0 clean and complete, 1 races found, 2 incomplete (design.md §3)."""
+        if self.errors:
+            return 1
+        return 0 if self.scope.complete else 2
+
+
+class GpuraceError(Exception):
+    """A user-facing error: bad input or an unusable device. Printed as one line."""
+
+    def __init__(self, message: str, file: str = "", line: int = 0, col: int = 0):
+        super().__init__(message)
+        self.message = message
+        self.file = file
+        self.line = line
+        self.col = col
+
+    def __str__(self) -> str:
+        where = self.file
+        if where and self.line:
+            where += f":{self.line}"
+            if self.col:
+                where += f":{self.col}"
+        return f"{where}: error: {self.message}" if where else f"error: {self.message}"
