@@ -1,0 +1,391 @@
+"""The wgpu (WebGPU over Vulkan/Metal/D3D12) backend.
+
+It compiles a module, binds the user's buffers plus the log bindings, launches,
+and runs the companion kernels of `shaders/analysis.wgsl` on the same device. Only
+counters and the compact race table come back to the host; the log never does
+(except through `read_log`, which tests use to feed the NumPy reference).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+import wgpu
+
+from gpurace.model import RECORD_WORDS, Binding, GpuraceError, Kind, Race, RaceClass
+
+# Device-side table layouts: keep in step with shaders/analysis.wgsl.
+ENTRY_WORDS, BUCKET_WORDS, RACE_WORDS = 10, 6, 16
+COUNTER_NAMES = (
+    "entry table full",
+    "bucket table full",
+    "race table full",
+    None,  # live buckets
+    None,  # racy buckets
+    "a bucket held more entries or race pairs than the analysis walks",
+    "site ids beyond the packed race key's range",
+    "bucket list full",
+)
+C_LIVE, C_RACY = 3, 4
+WORKGROUP = 64
+ROW_GROUPS = 32768  # work-groups per dispatch row; more rows for larger grids
+
+_STORAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A device the user can choose with --device."""
+
+    name: str
+    description: str
+    adapter: object
+    is_gpu: bool
+
+
+def list_adapters() -> list[Adapter]:
+    """Every compute-capable adapter wgpu offers, best first (GPUs, then the CPU)."""
+    found = []
+    for a in wgpu.gpu.enumerate_adapters_sync():
+        info = a.info
+        if info.get("backend_type") == "OpenGL":
+            continue  # no storage atomics guarantees worth trusting; Vulkan covers it
+        kind = info.get("adapter_type", "")
+        desc = f"{info.get('device', '?')} ({info.get('backend_type', '?')}, {kind})"
+        found.append(
+            Adapter(info.get("device", "?"), desc, a, kind in ("DiscreteGPU", "IntegratedGPU"))
+        )
+    rank = {True: 0, False: 1}
+    return sorted(found, key=lambda x: rank[x.is_gpu])
+
+
+@functools.cache
+def get_device(name: str | None = None) -> tuple[object, str]:
+    """The wgpu device for `name` (substring of the adapter's name), or the default."""
+    adapters = list_adapters()
+    if not adapters:
+        raise GpuraceError(
+            "no Vulkan adapter found; install a GPU driver or mesa-vulkan-drivers (lavapipe)"
+        )
+    if name:
+        chosen = [a for a in adapters if name.lower() in a.description.lower()]
+        if not chosen:
+            names = ", ".join(a.description for a in adapters)
+            raise GpuraceError(f"no device matches '{name}'; available: {names}")
+        adapter = chosen[0]
+    else:
+        adapter = adapters[0]
+    lim = adapter.adapter.limits
+    wanted = {
+        "max-storage-buffers-per-shader-stage": min(
+            lim["max-storage-buffers-per-shader-stage"], 16
+        ),
+        "max-storage-buffer-binding-size": lim["max-storage-buffer-binding-size"],
+        "max-buffer-size": lim["max-buffer-size"],
+        "max-compute-workgroup-storage-size": lim["max-compute-workgroup-storage-size"],
+        "max-compute-invocations-per-workgroup": lim["max-compute-invocations-per-workgroup"],
+        "max-bind-groups": min(lim["max-bind-groups"], 8),
+    }
+    features = [f for f in ("shader-f16",) if f in adapter.adapter.features]
+    device = adapter.adapter.request_device_sync(required_limits=wanted, required_features=features)
+    return device, adapter.description
+
+
+def binding_limit(device) -> int:
+    return int(device.limits["max-storage-buffer-binding-size"])
+
+
+# ---------------------------------------------------------------------------
+# Launching a (plain or instrumented) module.
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class LaunchResult:
+    """Buffers after a launch; `log`/`ctl` are set for instrumented launches."""
+
+    outputs: dict[tuple[int, int], np.ndarray]
+    log: object | None = None
+    requested: int = 0  # records the kernel tried to append
+    capacity: int = 0
+
+
+def compile_module(device, source: str, path: str):
+    """Create a shader module, turning naga's error into a one-line GpuraceError."""
+    try:
+        return device.create_shader_module(code=source)
+    except Exception as exc:  # wgpu raises GPUValidationError with naga's text
+        raise GpuraceError(_first_line_of(exc), path) from None
+
+
+def _first_line_of(exc: Exception) -> str:
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return " ".join(lines[:3]) if lines else type(exc).__name__
+
+
+def _buffer_type(b: Binding) -> str:
+    if b.kind == "uniform":
+        return wgpu.BufferBindingType.uniform
+    if b.access == "read":
+        return wgpu.BufferBindingType.read_only_storage
+    return wgpu.BufferBindingType.storage
+
+
+def launch(
+    device,
+    source: str,
+    path: str,
+    entry: str,
+    bindings: list[Binding],
+    data: dict[tuple[int, int], np.ndarray],
+    workgroups: tuple[int, int, int],
+    log_group: int | None = None,
+    log_capacity: int = 0,
+    group_offset: int = 0,
+) -> LaunchResult:
+    """Run `entry` once with `data` per (group, binding); with log_group, also log."""
+    module = compile_module(device, source, path)
+    groups: dict[int, list] = {}
+    buffers: dict[tuple[int, int], object] = {}
+    for b in bindings:
+        arr = np.ascontiguousarray(data[(b.group, b.binding)])
+        usage = (
+            _STORAGE
+            if b.kind == "storage"
+            else wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
+        )
+        nbytes = max(16, (arr.nbytes + 15) // 16 * 16)
+        buf = device.create_buffer(size=nbytes, usage=usage)
+        device.queue.write_buffer(buf, 0, arr.tobytes())
+        buffers[(b.group, b.binding)] = buf
+        groups.setdefault(b.group, []).append((b.binding, _buffer_type(b), buf))
+    log_buf = ctl_buf = None
+    if log_group is not None:
+        log_buf = device.create_buffer(
+            size=max(32, log_capacity * RECORD_WORDS * 4), usage=_STORAGE
+        )
+        ctl_buf = device.create_buffer(size=16, usage=_STORAGE)
+        ctl = np.array([0, log_capacity, group_offset, 0], dtype=np.uint32)
+        device.queue.write_buffer(ctl_buf, 0, ctl.tobytes())
+        storage = wgpu.BufferBindingType.storage
+        groups[log_group] = [(0, storage, log_buf), (1, storage, ctl_buf)]
+    n_groups = max(groups) + 1 if groups else 0
+    layouts, bind_groups = [], []
+    for g in range(n_groups):
+        items = sorted(groups.get(g, []), key=lambda x: x[0])
+        layout = device.create_bind_group_layout(
+            entries=[
+                {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": t}}
+                for i, t, _ in items
+            ]
+        )
+        layouts.append(layout)
+        bind_groups.append(
+            device.create_bind_group(
+                layout=layout,
+                entries=[{"binding": i, "resource": {"buffer": buf}} for i, _, buf in items],
+            )
+        )
+    try:
+        pipeline = device.create_compute_pipeline(
+            layout=device.create_pipeline_layout(bind_group_layouts=layouts),
+            compute={"module": module, "entry_point": entry},
+        )
+    except Exception as exc:
+        raise GpuraceError(_first_line_of(exc), path) from None
+    encoder = device.create_command_encoder()
+    pass_ = encoder.begin_compute_pass()
+    pass_.set_pipeline(pipeline)
+    for g, bg in enumerate(bind_groups):
+        pass_.set_bind_group(g, bg)
+    pass_.dispatch_workgroups(*workgroups)
+    pass_.end()
+    device.queue.submit([encoder.finish()])
+    outputs = {}
+    for b in bindings:
+        if b.kind == "storage":
+            raw = device.queue.read_buffer(buffers[(b.group, b.binding)])
+            src = data[(b.group, b.binding)]
+            outputs[(b.group, b.binding)] = (
+                np.frombuffer(raw, dtype=src.dtype)[: src.size].reshape(src.shape).copy()
+            )
+    result = LaunchResult(outputs, log_buf, 0, log_capacity)
+    if ctl_buf is not None:
+        result.requested = int(np.frombuffer(device.queue.read_buffer(ctl_buf), np.uint32)[0])
+    return result
+
+
+def read_log(device, result: LaunchResult) -> np.ndarray:
+    """The logged records as an (n, 8) u32 array (tests and the reference use this)."""
+    n = min(result.requested, result.capacity)
+    raw = device.queue.read_buffer(result.log, 0, max(4, n * RECORD_WORDS * 4))
+    return np.frombuffer(raw, np.uint32)[: n * RECORD_WORDS].reshape(n, RECORD_WORDS).copy()
+
+
+# ---------------------------------------------------------------------------
+# The on-device analysis.
+# ---------------------------------------------------------------------------
+
+
+@functools.cache
+def _analysis_pipelines(device):
+    source = resources.files("gpurace.shaders").joinpath("analysis.wgsl").read_text()
+    module = device.create_shader_module(code=source)
+    storage, ro = wgpu.BufferBindingType.storage, wgpu.BufferBindingType.read_only_storage
+    types = [ro, wgpu.BufferBindingType.uniform, ro, storage, storage, storage, storage, storage]
+    layout = device.create_bind_group_layout(
+        entries=[
+            {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": t}}
+            for i, t in enumerate(types)
+        ]
+    )
+    playout = device.create_pipeline_layout(bind_group_layouts=[layout])
+    pipes = {
+        name: device.create_compute_pipeline(
+            layout=playout, compute={"module": module, "entry_point": name}
+        )
+        for name in ("insert", "refine", "walk")
+    }
+    return layout, pipes
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(10, (max(1, n) - 1).bit_length())
+
+
+def _pow2_at_most(n: int) -> int:
+    return 1 << (max(1, n).bit_length() - 1)
+
+
+@dataclass
+class DeviceAnalysis:
+    """What the companion kernels hand back: the races and what saturated."""
+
+    races: list[Race]
+    saturated: list[str]
+    live_buckets: int
+    table_bytes: int
+
+
+def analyse_on_device(
+    device,
+    log_buf,
+    n_records: int,
+    var_bases: list[int],
+    uniform_writes_race: bool,
+    race_capacity: int = 4096,
+) -> DeviceAnalysis:
+    """Run insert/refine/walk on the device over the first n_records of log_buf."""
+    layout, pipes = _analysis_pipelines(device)
+    limit = binding_limit(device)
+    ecap = min(_pow2_at_least(3 * n_records + 64), _pow2_at_most(limit // (ENTRY_WORDS * 4)))
+    bcap = min(_pow2_at_least(3 * n_records + 64), _pow2_at_most(limit // (BUCKET_WORDS * 4)))
+    rcap = _pow2_at_least(race_capacity)
+    list_len = min(2 * bcap, limit // 4)
+    sizes = {
+        "E": ecap * ENTRY_WORDS * 4,
+        "B": bcap * BUCKET_WORDS * 4,
+        "R": rcap * RACE_WORDS * 4,
+        "C": 64,
+        "L": list_len * 4,
+    }
+    bufs = {k: device.create_buffer(size=v, usage=_STORAGE) for k, v in sizes.items()}
+    vbase = np.array(var_bases + [0], dtype=np.uint32)
+    vbuf = device.create_buffer_with_data(data=vbase.tobytes(), usage=wgpu.BufferUsage.STORAGE)
+    params = device.create_buffer(
+        size=32, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
+    )
+    bind = device.create_bind_group(
+        layout=layout,
+        entries=[
+            {"binding": 0, "resource": {"buffer": log_buf}},
+            {"binding": 1, "resource": {"buffer": params}},
+            {"binding": 2, "resource": {"buffer": vbuf}},
+            {"binding": 3, "resource": {"buffer": bufs["E"]}},
+            {"binding": 4, "resource": {"buffer": bufs["B"]}},
+            {"binding": 5, "resource": {"buffer": bufs["R"]}},
+            {"binding": 6, "resource": {"buffer": bufs["C"]}},
+            {"binding": 7, "resource": {"buffer": bufs["L"]}},
+        ],
+    )
+
+    def run(pipe: str, n_threads: int, phase: int) -> None:
+        groups = max(1, -(-n_threads // WORKGROUP))
+        gx, gy = min(groups, ROW_GROUPS), -(-groups // ROW_GROUPS)
+        p = np.array(
+            [
+                n_records,
+                ecap,
+                bcap,
+                rcap,
+                int(uniform_writes_race),
+                phase,
+                n_threads,
+                gx * WORKGROUP,
+            ],
+            dtype=np.uint32,
+        )
+        device.queue.write_buffer(params, 0, p.tobytes())
+        enc = device.create_command_encoder()
+        cp = enc.begin_compute_pass()
+        cp.set_pipeline(pipes[pipe])
+        cp.set_bind_group(0, bind)
+        cp.dispatch_workgroups(gx, gy, 1)
+        cp.end()
+        device.queue.submit([enc.finish()])
+
+    def counters() -> np.ndarray:
+        return np.frombuffer(device.queue.read_buffer(bufs["C"]), np.uint32).copy()
+
+    run("insert", n_records, 0)
+    run("refine", n_records, 0)
+    live = min(int(counters()[C_LIVE]), list_len)
+    run("walk", live, 1)
+    racy = min(int(counters()[C_RACY]), list_len - live)
+    for phase in (2, 3, 4):
+        run("walk", racy, phase)
+    c = counters()
+    saturated = [f"{name} ({int(c[i])}x)" for i, name in enumerate(COUNTER_NAMES) if name and c[i]]
+    table = np.frombuffer(device.queue.read_buffer(bufs["R"]), np.uint32).reshape(rcap, RACE_WORDS)
+    races = [decode_race(row) for row in table if row[0] != 0]
+    races.sort(key=lambda r: r.key)
+    return DeviceAnalysis(races, saturated, live, sum(sizes.values()))
+
+
+def decode_race(row: np.ndarray) -> Race:
+    """One race-table row (see shaders/analysis.wgsl R_* fields) as a Race."""
+    key = int(row[0])
+    cls = RaceClass(key >> 29)
+    ex = [int(x) for x in row[7:15]]
+    var = -1 if ex[0] == 0xFFFFFFFF else ex[0]
+    return Race(
+        cls,
+        (key >> 13) & 0xFFF,
+        Kind((key >> 27) & 3),
+        key & 0x1FFF,
+        Kind((key >> 25) & 3),
+        var,
+        ex[1],
+        int(row[1]),
+        int(row[2]) | (int(row[3]) << 32),
+        ex[2],
+        ex[3],
+        ex[4],
+        ex[5],
+        ex[6],
+        ex[7],
+    )
+
+
+def analyse_records(
+    device, records: np.ndarray, var_bases: list[int], uniform_writes_race: bool
+) -> DeviceAnalysis:
+    """Upload a host-side log and analyse it on the device (differential tests)."""
+    recs = np.ascontiguousarray(records, dtype=np.uint32)
+    data = recs.tobytes() if recs.size else b"\0" * 32
+    buf = device.create_buffer_with_data(data=data, usage=wgpu.BufferUsage.STORAGE)
+    return analyse_on_device(device, buf, len(recs), var_bases, uniform_writes_race)

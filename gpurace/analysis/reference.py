@@ -1,0 +1,267 @@
+"""The NumPy/Python reference analyser: the oracle every on-device analysis must equal.
+
+It implements docs/internals.md §3 (the encoding of design.md §2) as plainly as
+possible: records are split into per-word pieces, pieces are summarised into
+entries inside buckets, and every pair of entries of a bucket is checked. Speed is
+not a goal here; obviousness is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpurace.model import (
+    RECORD_WORDS,
+    Event,
+    Kind,
+    Race,
+    RaceClass,
+    Space,
+)
+
+_U32_MAX = 0xFFFFFFFF
+
+
+@dataclass
+class Entry:
+    """Summary of the pieces of one (site, kind, offset, size[, epoch]) in one bucket."""
+
+    site: int
+    kind: int
+    offset: int
+    size: int
+    epoch: int
+    count: int = 0
+    amin: int = _U32_MAX  # actor: local index (intra) or group (inter)
+    amax: int = 0
+    vmin: int = _U32_MAX
+    vmax: int = 0
+    known: bool = True
+    lid_of_group: dict[int, int] = field(default_factory=dict)  # inter only
+
+    def add(self, actor: int, value: int, known: bool, lid: int) -> None:
+        self.count += 1
+        self.amin = min(self.amin, actor)
+        self.amax = max(self.amax, actor)
+        self.vmin = min(self.vmin, value)
+        self.vmax = max(self.vmax, value)
+        self.known = self.known and known
+        prev = self.lid_of_group.get(actor)
+        self.lid_of_group[actor] = lid if prev is None else min(prev, lid)
+
+
+def conflict(a: Entry, b: Entry, word: int, uniform_writes_race: bool) -> int | None:
+    """Return the first overlapping byte if entries a and b conflict in `word`, else None."""
+    lo = max(a.offset, b.offset, 4 * word)
+    hi = min(a.offset + a.size, b.offset + b.size, 4 * word + 4)
+    if lo >= hi:
+        return None
+    if a.kind == Kind.LOAD and b.kind == Kind.LOAD:
+        return None
+    if a.kind == Kind.ATOMIC and b.kind == Kind.ATOMIC:
+        return None
+    if a.amin == a.amax == b.amin == b.amax:
+        return None
+    if (
+        not uniform_writes_race
+        and a.kind == Kind.STORE
+        and b.kind == Kind.STORE
+        and a.offset == b.offset
+        and a.size == b.size
+        and a.known
+        and b.known
+        and a.vmin == a.vmax == b.vmin == b.vmax
+    ):
+        return None
+    return lo
+
+
+def pick_actors(a: Entry, b: Entry) -> tuple[int, int]:
+    """The example's two actors: deterministic, and different whenever possible."""
+    x = a.amin
+    y = b.amin if b.amin != x else b.amax
+    if y == x:
+        x = a.amax
+    return x, y
+
+
+@dataclass
+class _Acc:
+    """Accumulates one deduplicated race while buckets are visited."""
+
+    race: Race
+    order: tuple
+
+
+def analyse(
+    records: np.ndarray,
+    var_spaces: dict[int, Space],
+    uniform_writes_race: bool = False,
+) -> list[Race]:
+    """Analyse one launch's log (an (n, 8) u32 array) and return its deduplicated races.
+
+    `var_spaces` maps TrackedVar.id to its space. Races are sorted by key.
+    """
+    recs = np.asarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS)
+    local: dict[tuple, dict[tuple, Entry]] = {}
+    intra: dict[tuple, dict[tuple, Entry]] = {}
+    inter: dict[tuple, dict[tuple, Entry]] = {}
+    barriers: dict[tuple[int, int], dict[int, int]] = {}  # (group, ordinal) -> site -> min lid
+    exits: dict[int, list[tuple[int, int, int]]] = {}  # group -> [(ordinal, site, lid)]
+
+    for row in recs.tolist():
+        site, flags, off, lid, grp, epoch, value = row[:7]
+        kind = flags & 3
+        known = bool((flags >> 3) & 1)
+        size = (flags >> 8) & 0xFF
+        var = (flags >> 16) & 0xFF
+        if kind == Kind.EVENT:
+            if (flags >> 24) & 0xF == Event.BARRIER:
+                sites = barriers.setdefault((grp, epoch), {})
+                sites[site] = min(sites.get(site, _U32_MAX), lid)
+            else:
+                exits.setdefault(grp, []).append((epoch, site, lid))
+            continue
+        if size == 0:
+            continue
+        val = value if kind == Kind.STORE else 0
+        known = known and kind == Kind.STORE
+        space = var_spaces.get(var, Space.GLOBAL)
+        for w in range(off // 4, (off + size - 1) // 4 + 1):
+            if space == Space.LOCAL:
+                bucket = local.setdefault((var, w, grp, epoch), {})
+                ekey = (site, kind, off, size, epoch)
+                _entry(bucket, ekey).add(lid, val, known, lid)
+            else:
+                bucket = intra.setdefault((var, w, grp), {})
+                ekey = (site, kind, off, size, epoch)
+                _entry(bucket, ekey).add(lid, val, known, lid)
+                bucket = inter.setdefault((var, w), {})
+                ekey = (site, kind, off, size, 0)
+                _entry(bucket, ekey).add(grp, val, known, lid)
+
+    races: dict[tuple, _Acc] = {}
+    for (var, w, grp, epoch), entries in local.items():
+        _visit(races, entries, var, w, grp, epoch, RaceClass.LOCAL, uniform_writes_race)
+    for (var, w, grp), entries in intra.items():
+        _visit(races, entries, var, w, grp, 0, RaceClass.GLOBAL_INTRA, uniform_writes_race)
+    for (var, w), entries in inter.items():
+        _visit(races, entries, var, w, 0, 0, RaceClass.GLOBAL_INTER, uniform_writes_race)
+    _divergence(races, barriers, exits)
+    return sorted((acc.race for acc in races.values()), key=lambda r: r.key)
+
+
+def _entry(bucket: dict[tuple, Entry], ekey: tuple) -> Entry:
+    e = bucket.get(ekey)
+    if e is None:
+        e = bucket[ekey] = Entry(*ekey)
+    return e
+
+
+def _visit(
+    races: dict[tuple, _Acc],
+    entries: dict[tuple, Entry],
+    var: int,
+    word: int,
+    grp: int,
+    epoch: int,
+    base_cls: RaceClass,
+    uniform_writes_race: bool,
+) -> None:
+    """Check every entry pair of one bucket; fold conflicts into `races`."""
+    es = list(entries.values())
+    best: dict[tuple, tuple] = {}  # race key -> (candidate order, a, b, overlap)
+    for i in range(len(es)):
+        for j in range(i, len(es)):
+            a, b = es[i], es[j]
+            lo = conflict(a, b, word, uniform_writes_race)
+            if lo is None:
+                continue
+            cls = base_cls
+            if base_cls == RaceClass.GLOBAL_INTRA and a.epoch != b.epoch:
+                cls = RaceClass.STORAGE_EXCHANGE
+            if (a.site, a.kind, a.offset, a.size, a.epoch) > (
+                b.site,
+                b.kind,
+                b.offset,
+                b.size,
+                b.epoch,
+            ):
+                a, b = b, a
+            key = (int(cls), a.site, a.kind, b.site, b.kind)
+            pairs = a.count * (a.count - 1) // 2 if i == j else a.count * b.count
+            cand = (lo, a.offset, a.size, b.offset, b.size, a.epoch, b.epoch)
+            acc = races.get(key)
+            if acc is None:
+                race = Race(
+                    cls, a.site, Kind(a.kind), b.site, Kind(b.kind), var, lo, 0, 0, 0, 0, 0, 0
+                )
+                acc = races[key] = _Acc(race, (_U32_MAX,))
+            acc.race.pairs += pairs
+            prev = best.get(key)
+            if prev is None or cand < prev[0]:
+                best[key] = (cand, a, b, lo)
+    for key, (cand, a, b, lo) in best.items():
+        acc = races[key]
+        acc.race.instances += 1
+        order = (var, lo, grp, epoch, *cand)
+        if order < acc.order:
+            acc.order = order
+            _set_example(acc.race, a, b, var, lo, grp, base_cls)
+
+
+def _set_example(
+    race: Race, a: Entry, b: Entry, var: int, lo: int, grp: int, cls: RaceClass
+) -> None:
+    x, y = pick_actors(a, b)
+    race.var, race.address = var, lo
+    race.epoch_a, race.epoch_b = a.epoch, b.epoch
+    if cls == RaceClass.GLOBAL_INTER:
+        race.group_a, race.lid_a = x, a.lid_of_group[x]
+        race.group_b, race.lid_b = y, b.lid_of_group[y]
+    else:
+        race.group_a = race.group_b = grp
+        race.lid_a, race.lid_b = x, y
+
+
+def _divergence(
+    races: dict[tuple, _Acc],
+    barriers: dict[tuple[int, int], dict[int, int]],
+    exits: dict[int, list[tuple[int, int, int]]],
+) -> None:
+    """Barrier divergence: different barrier sites at one ordinal, or uneven exits."""
+    ev = int(Kind.EVENT)
+    found: list[tuple[int, int, int, int, int, int]] = []  # (grp, ordinal, sa, la, sb, lb)
+    for (grp, ordinal), sites in barriers.items():
+        if len(sites) > 1:
+            sa, sb = min(sites), max(sites)
+            found.append((grp, ordinal, sa, sites[sa], sb, sites[sb]))
+    for grp, events in exits.items():
+        low = min(o for o, _, _ in events)
+        if low == max(o for o, _, _ in events):
+            continue
+        exit_site, exit_lid = min((s, lid) for o, s, lid in events if o == low)
+        waiting = barriers.get((grp, low), {})
+        if not waiting:
+            continue
+        bar_site = min(waiting)
+        a, b = sorted([(exit_site, exit_lid), (bar_site, waiting[bar_site])])
+        found.append((grp, low, a[0], a[1], b[0], b[1]))
+    for grp, ordinal, sa, la, sb, lb in found:
+        key = (int(RaceClass.DIVERGENCE), sa, ev, sb, ev)
+        acc = races.get(key)
+        if acc is None:
+            race = Race(
+                RaceClass.DIVERGENCE, sa, Kind.EVENT, sb, Kind.EVENT, -1, 0, 0, 0, 0, 0, 0, 0
+            )
+            acc = races[key] = _Acc(race, (_U32_MAX,))
+        acc.race.instances += 1
+        acc.race.pairs += 1
+        if (grp, ordinal) < acc.order:
+            acc.order = (grp, ordinal)
+            r = acc.race
+            r.group_a = r.group_b = grp
+            r.lid_a, r.lid_b = la, lb
+            r.epoch_a = r.epoch_b = ordinal

@@ -1,0 +1,611 @@
+// gpurace companion kernels: the on-device race analysis (docs/internals.md §3).
+//
+// insert: every record's pieces go into hash tables of entries (per-bucket summaries)
+//         and buckets (lists of entries); events go into barrier/exit buckets.
+// refine: inter-group entries learn the lowest local index in their extreme groups.
+// walk:   every live bucket checks its entry pairs; phase 1 counts and finds each
+//         race's lowest address, phases 2-4 break ties and write the example.
+// Hash tables are claimed by "owner" = the record piece that created a slot; keys are
+// recomputed from the immutable log, so no thread ever waits for another.
+
+struct Params {
+  n_records: u32,
+  ecap: u32,        // entry slots (power of two)
+  bcap: u32,        // bucket slots (power of two)
+  rcap: u32,        // race slots (power of two)
+  uniform_race: u32,
+  phase: u32,
+  n_items: u32,     // walk: number of buckets in the list being walked
+  row: u32,         // threads per dispatch row (2-D dispatch for large grids)
+}
+
+struct Key {
+  a: vec4<u32>,
+  b: vec4<u32>,
+}
+
+@group(0) @binding(0) var<storage, read> LOG: array<u32>;
+@group(0) @binding(1) var<uniform> P: Params;
+@group(0) @binding(2) var<storage, read> VBASE: array<u32>;   // per var: global order base
+@group(0) @binding(3) var<storage, read_write> E: array<atomic<u32>>;
+@group(0) @binding(4) var<storage, read_write> B: array<atomic<u32>>;
+@group(0) @binding(5) var<storage, read_write> R: array<atomic<u32>>;
+@group(0) @binding(6) var<storage, read_write> C: array<atomic<u32>>;
+@group(0) @binding(7) var<storage, read_write> L: array<u32>;  // live list, then racy list
+
+const RW = 8u;     // record words
+const ES = 10u;    // entry slot words
+const BS = 6u;     // bucket slot words
+const RS = 16u;    // race slot words
+const NONE = 0xffffffffu;
+
+// counters (C)
+const C_E_FULL = 0u;
+const C_B_FULL = 1u;
+const C_R_FULL = 2u;
+const C_LIVE = 3u;
+const C_RACY = 4u;
+const C_BUCKET_FULL = 5u;   // a bucket held more entries / race keys than a walk can hold
+const C_SITE_RANGE = 6u;    // a site id too large for the packed race key
+const C_LIST_FULL = 7u;
+
+// entry slot fields
+const E_OWNER = 0u;
+const E_COUNT = 1u;
+const E_AMIN = 2u;     // stored inverted (~x) with atomicMax
+const E_AMAX = 3u;
+const E_VMIN = 4u;     // inverted
+const E_VMAX = 5u;
+const E_UNKNOWN = 6u;  // 1 if some piece's value is not known
+const E_NEXT = 7u;     // next entry of the bucket + 1
+const E_LMIN = 8u;     // inverted: lowest lid among pieces in group amin (inter)
+const E_LMAX = 9u;     // inverted: lowest lid among pieces in group amax (inter)
+
+// bucket slot fields
+const B_OWNER = 0u;
+const B_HEAD = 1u;
+const B_X0 = 2u;   // events: barrier (site<<16|lid) min inverted; exit ordinal min inverted
+const B_X1 = 3u;   // events: barrier (site<<16|~lid) max; exit ordinal max
+const B_X2 = 4u;   // events: exit (site<<16|lid) min inverted among the lowest ordinal
+const B_X3 = 5u;
+
+// race slot fields
+const R_KEY = 0u;
+const R_INST = 1u;
+const R_PLO = 2u;
+const R_PHI = 3u;
+const R_O1 = 4u;   // inverted minima of the example order
+const R_O2 = 5u;
+const R_O3 = 6u;
+const R_EX = 7u;   // var, address, group_a, lid_a, group_b, lid_b, epoch_a, epoch_b
+
+const T_LOCAL = 0u;
+const T_INTRA = 1u;
+const T_INTER = 2u;
+const T_BARRIER = 3u;
+const T_EXIT = 4u;
+
+const MAXE = 64u;  // entries a walk holds per bucket
+const MAXK = 32u;  // distinct race keys a walk holds per bucket
+
+fn thread_index(gid: vec3<u32>) -> u32 {
+  return gid.x + gid.y * P.row;
+}
+
+fn rec(r: u32, w: u32) -> u32 {
+  return LOG[r * RW + w];
+}
+
+fn kind_of(r: u32) -> u32 { return rec(r, 1u) & 3u; }
+fn size_of(r: u32) -> u32 { return (rec(r, 1u) >> 8u) & 0xffu; }
+fn var_of(r: u32) -> u32 { return (rec(r, 1u) >> 16u) & 0xffu; }
+fn is_local(r: u32) -> bool { return ((rec(r, 1u) >> 2u) & 1u) == 1u; }
+
+// The key of table slot `which` (0 entries, 1 buckets) for record r, piece p, tag t.
+fn make_key(which: u32, r: u32, p: u32, t: u32) -> Key {
+  var k: Key;
+  let grp = rec(r, 4u);
+  let epoch = rec(r, 5u);
+  if (t == T_BARRIER) {
+    k.a = vec4<u32>(t, 0u, 0u, grp);
+    k.b = vec4<u32>(epoch, 0u, 0u, 0u);
+    return k;
+  }
+  if (t == T_EXIT) {
+    k.a = vec4<u32>(t, 0u, 0u, grp);
+    k.b = vec4<u32>(0u, 0u, 0u, 0u);
+    return k;
+  }
+  let w = rec(r, 2u) / 4u + p;
+  let g = select(grp, 0u, t == T_INTER);
+  k.a = vec4<u32>(t, var_of(r), w, g);
+  if (which == 1u) {
+    k.b = vec4<u32>(select(0u, epoch, t == T_LOCAL), 0u, 0u, 0u);
+  } else {
+    let ep = select(epoch, 0u, t == T_INTER);
+    k.b = vec4<u32>(ep, rec(r, 0u), kind_of(r) | (size_of(r) << 2u), rec(r, 2u));
+  }
+  return k;
+}
+
+fn owner_key(which: u32, owner: u32) -> Key {
+  let o = owner - 1u;
+  let t = o & 7u;
+  let p = (o >> 3u) & 7u;
+  let r = o >> 6u;
+  return make_key(which, r, p, t);
+}
+
+fn key_eq(x: Key, y: Key) -> bool {
+  return all(x.a == y.a) && all(x.b == y.b);
+}
+
+fn mix(h: u32, v: u32) -> u32 {
+  var x = h ^ (v * 0x9e3779b1u);
+  x = (x ^ (x >> 16u)) * 0x85ebca6bu;
+  x = (x ^ (x >> 13u)) * 0xc2b2ae35u;
+  return x ^ (x >> 16u);
+}
+
+fn hash_key(k: Key) -> u32 {
+  var h = 0x811c9dc5u;
+  h = mix(h, k.a.x); h = mix(h, k.a.y); h = mix(h, k.a.z); h = mix(h, k.a.w);
+  h = mix(h, k.b.x); h = mix(h, k.b.y); h = mix(h, k.b.z); h = mix(h, k.b.w);
+  return h;
+}
+
+var<private> claimed: bool;
+
+// Find or claim the slot of `key` in table `which`; NONE when the table is full.
+// With owner == 0 it only finds.
+fn lookup(which: u32, key: Key, owner: u32) -> u32 {
+  claimed = false;
+  let cap = select(P.ecap, P.bcap, which == 1u);
+  let stride = select(ES, BS, which == 1u);
+  var h = hash_key(key) & (cap - 1u);
+  var probes = 0u;
+  loop {
+    if (probes >= cap) { break; }
+    var cur = 0u;
+    if (which == 0u) {
+      cur = atomicLoad(&E[h * stride]);
+      if (cur == 0u && owner != 0u) {
+        let res = atomicCompareExchangeWeak(&E[h * stride], 0u, owner);
+        if (res.exchanged) { claimed = true; return h; }
+        cur = res.old_value;
+        if (cur == 0u) { continue; }  // spurious failure: try the same slot again
+      }
+    } else {
+      cur = atomicLoad(&B[h * stride]);
+      if (cur == 0u && owner != 0u) {
+        let res = atomicCompareExchangeWeak(&B[h * stride], 0u, owner);
+        if (res.exchanged) { claimed = true; return h; }
+        cur = res.old_value;
+        if (cur == 0u) { continue; }
+      }
+    }
+    if (cur == 0u) { return NONE; }  // find only: not present
+    if (key_eq(owner_key(which, cur), key)) { return h; }
+    h = (h + 1u) & (cap - 1u);
+    probes += 1u;
+  }
+  if (owner != 0u) {
+    atomicAdd(&C[select(C_E_FULL, C_B_FULL, which == 1u)], 1u);
+  }
+  return NONE;
+}
+
+fn owner_of(r: u32, p: u32, t: u32) -> u32 {
+  return ((r * 8u + p) * 8u + t) + 1u;
+}
+
+// Insert piece p of record r under tag t: its entry, its bucket, and the link.
+fn insert_piece(r: u32, p: u32, t: u32, actor: u32, value: u32, known: bool) {
+  let owner = owner_of(r, p, t);
+  let e = lookup(0u, make_key(0u, r, p, t), owner);
+  if (e == NONE) { return; }
+  let fresh = claimed;
+  let s = e * ES;
+  atomicAdd(&E[s + E_COUNT], 1u);
+  atomicMax(&E[s + E_AMIN], ~actor);
+  atomicMax(&E[s + E_AMAX], actor);
+  atomicMax(&E[s + E_VMIN], ~value);
+  atomicMax(&E[s + E_VMAX], value);
+  if (!known) { atomicMax(&E[s + E_UNKNOWN], 1u); }
+  if (fresh) {
+    let b = lookup(1u, make_key(1u, r, p, t), owner);
+    if (b == NONE) { return; }
+    if (claimed) { push_live(b); }
+    let old = atomicExchange(&B[b * BS + B_HEAD], e + 1u);
+    atomicStore(&E[s + E_NEXT], old);
+  }
+}
+
+fn push_live(b: u32) {
+  let i = atomicAdd(&C[C_LIVE], 1u);
+  if (i < arrayLength(&L)) { L[i] = b; } else { atomicAdd(&C[C_LIST_FULL], 1u); }
+}
+
+@compute @workgroup_size(64)
+fn insert(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let r = thread_index(gid);
+  if (r >= P.n_records) { return; }
+  let kind = kind_of(r);
+  let lid = rec(r, 3u);
+  let grp = rec(r, 4u);
+  if (kind == 3u) {
+    let is_exit = ((rec(r, 1u) >> 24u) & 0xfu) == 1u;
+    let site = rec(r, 0u);
+    if (site > 0xffffu) { atomicAdd(&C[C_SITE_RANGE], 1u); return; }
+    let t = select(T_BARRIER, T_EXIT, is_exit);
+    let owner = owner_of(r, 0u, t);
+    let b = lookup(1u, make_key(1u, r, 0u, t), owner);
+    if (b == NONE) { return; }
+    if (claimed) { push_live(b); }
+    let s = b * BS;
+    if (is_exit) {
+      atomicMax(&B[s + B_X0], ~rec(r, 5u));
+      atomicMax(&B[s + B_X1], rec(r, 5u));
+    } else {
+      atomicMax(&B[s + B_X0], ~((site << 16u) | lid));
+      atomicMax(&B[s + B_X1], (site << 16u) | (0xffffu - lid));
+    }
+    return;
+  }
+  let size = size_of(r);
+  if (size == 0u) { return; }
+  let off = rec(r, 2u);
+  let nw = (off + size - 1u) / 4u - off / 4u + 1u;
+  let is_store = kind == 1u;
+  let value = select(0u, rec(r, 6u), is_store);
+  let known = is_store && ((rec(r, 1u) >> 3u) & 1u) == 1u;
+  for (var p = 0u; p < nw; p++) {
+    if (is_local(r)) {
+      insert_piece(r, p, T_LOCAL, lid, value, known);
+    } else {
+      insert_piece(r, p, T_INTRA, lid, value, known);
+      insert_piece(r, p, T_INTER, grp, value, known);
+    }
+  }
+}
+
+@compute @workgroup_size(64)
+fn refine(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let r = thread_index(gid);
+  if (r >= P.n_records) { return; }
+  let kind = kind_of(r);
+  let lid = rec(r, 3u);
+  let grp = rec(r, 4u);
+  if (kind == 3u) {
+    let is_exit = ((rec(r, 1u) >> 24u) & 0xfu) == 1u;
+    if (!is_exit) { return; }
+    let b = lookup(1u, make_key(1u, r, 0u, T_EXIT), 0u);
+    if (b == NONE) { return; }
+    if (rec(r, 5u) == ~atomicLoad(&B[b * BS + B_X0])) {
+      atomicMax(&B[b * BS + B_X2], ~((rec(r, 0u) << 16u) | lid));
+    }
+    return;
+  }
+  if (is_local(r) || size_of(r) == 0u) { return; }
+  let off = rec(r, 2u);
+  let nw = (off + size_of(r) - 1u) / 4u - off / 4u + 1u;
+  for (var p = 0u; p < nw; p++) {
+    let e = lookup(0u, make_key(0u, r, p, T_INTER), 0u);
+    if (e == NONE) { continue; }
+    let s = e * ES;
+    if (grp == ~atomicLoad(&E[s + E_AMIN])) { atomicMax(&E[s + E_LMIN], ~lid); }
+    if (grp == atomicLoad(&E[s + E_AMAX])) { atomicMax(&E[s + E_LMAX], ~lid); }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// walk
+// ---------------------------------------------------------------------------
+
+struct Ent {
+  site: u32,
+  kind: u32,
+  off: u32,
+  size: u32,
+  epoch: u32,
+  count: u32,
+  amin: u32,
+  amax: u32,
+  vmin: u32,
+  vmax: u32,
+  known: bool,
+  lmin: u32,
+  lmax: u32,
+}
+
+fn load_ent(e: u32) -> Ent {
+  let s = e * ES;
+  let k = owner_key(0u, atomicLoad(&E[s + E_OWNER]));
+  var x: Ent;
+  x.site = k.b.y;
+  x.kind = k.b.z & 3u;
+  x.size = k.b.z >> 2u;
+  x.off = k.b.w;
+  x.epoch = k.b.x;
+  x.count = atomicLoad(&E[s + E_COUNT]);
+  x.amin = ~atomicLoad(&E[s + E_AMIN]);
+  x.amax = atomicLoad(&E[s + E_AMAX]);
+  x.vmin = ~atomicLoad(&E[s + E_VMIN]);
+  x.vmax = atomicLoad(&E[s + E_VMAX]);
+  x.known = atomicLoad(&E[s + E_UNKNOWN]) == 0u;
+  x.lmin = ~atomicLoad(&E[s + E_LMIN]);
+  x.lmax = ~atomicLoad(&E[s + E_LMAX]);
+  return x;
+}
+
+// First overlapping byte of a and b inside word w if they conflict, else NONE.
+fn conflict(a: Ent, b: Ent, w: u32) -> u32 {
+  let lo = max(max(a.off, b.off), 4u * w);
+  let hi = min(min(a.off + a.size, b.off + b.size), 4u * w + 4u);
+  if (lo >= hi) { return NONE; }
+  if (a.kind == 0u && b.kind == 0u) { return NONE; }
+  if (a.kind == 2u && b.kind == 2u) { return NONE; }
+  if (a.amin == a.amax && a.amax == b.amin && b.amin == b.amax) { return NONE; }
+  if (P.uniform_race == 0u && a.kind == 1u && b.kind == 1u && a.off == b.off
+      && a.size == b.size && a.known && b.known && a.vmin == a.vmax && a.vmax == b.vmin
+      && b.vmin == b.vmax) {
+    return NONE;
+  }
+  return lo;
+}
+
+// Lexicographic (site, kind, off, size, epoch) order: which entry of a pair is "A".
+fn ent_gt(a: Ent, b: Ent) -> bool {
+  if (a.site != b.site) { return a.site > b.site; }
+  if (a.kind != b.kind) { return a.kind > b.kind; }
+  if (a.off != b.off) { return a.off > b.off; }
+  if (a.size != b.size) { return a.size > b.size; }
+  return a.epoch > b.epoch;
+}
+
+fn race_key(cls: u32, sa: u32, ka: u32, sb: u32, kb: u32) -> u32 {
+  if (sa >= 4096u || sb >= 8192u) {
+    atomicAdd(&C[C_SITE_RANGE], 1u);
+    return 0u;
+  }
+  return (cls << 29u) | (ka << 27u) | (kb << 25u) | (sa << 13u) | sb;
+}
+
+fn race_slot(key: u32, create: bool) -> u32 {
+  var h = mix(0x12345u, key) & (P.rcap - 1u);
+  for (var probes = 0u; probes < P.rcap; probes++) {
+    var cur = atomicLoad(&R[h * RS]);
+    if (cur == 0u && create) {
+      let res = atomicCompareExchangeWeak(&R[h * RS], 0u, key);
+      if (res.exchanged) { return h; }
+      cur = res.old_value;
+      if (cur == 0u) { probes -= 1u; continue; }
+    }
+    if (cur == key) { return h; }
+    if (cur == 0u) { return NONE; }
+    h = (h + 1u) & (P.rcap - 1u);
+  }
+  if (create) { atomicAdd(&C[C_R_FULL], 1u); }
+  return NONE;
+}
+
+fn add_pairs(slot: u32, n: u32) {
+  let old = atomicAdd(&R[slot * RS + R_PLO], n);
+  if (old + n < old) { atomicAdd(&R[slot * RS + R_PHI], 1u); }
+}
+
+// pairs of a x b (or a choose 2), added as 16-bit halves to stay in 32 bits.
+fn add_pair_count(slot: u32, ca: u32, cb: u32, same: bool) {
+  var x = ca;
+  var y = cb;
+  if (same) {
+    if ((ca & 1u) == 0u) { x = ca / 2u; y = ca - 1u; } else { x = ca; y = (ca - 1u) / 2u; }
+  }
+  let xl = x & 0xffffu;
+  let xh = x >> 16u;
+  let yl = y & 0xffffu;
+  let yh = y >> 16u;
+  add_pairs(slot, xl * yl);
+  let mid = xh * yl + xl * yh;  // may overflow only for counts beyond 2^31, ignored
+  add_pairs(slot, mid << 16u);
+  atomicAdd(&R[slot * RS + R_PHI], (mid >> 16u) + xh * yh);
+}
+
+// An instance found in one bucket, to fold into the race table.
+struct Inst {
+  key: u32,
+  o1: u32,
+  o2: u32,
+  o3: u32,
+  v: u32,
+  addr: u32,
+  ga: u32,
+  la: u32,
+  gb: u32,
+  lb: u32,
+  ea: u32,
+  eb: u32,
+}
+
+fn fold(inst: Inst) -> bool {
+  let slot = race_slot(inst.key, P.phase == 1u);
+  if (slot == NONE) { return false; }
+  let s = slot * RS;
+  if (P.phase == 1u) {
+    atomicAdd(&R[s + R_INST], 1u);
+    atomicMax(&R[s + R_O1], ~inst.o1);
+    return true;
+  }
+  if (inst.o1 != ~atomicLoad(&R[s + R_O1])) { return false; }
+  if (P.phase == 2u) { atomicMax(&R[s + R_O2], ~inst.o2); return true; }
+  if (inst.o2 != ~atomicLoad(&R[s + R_O2])) { return false; }
+  if (P.phase == 3u) { atomicMax(&R[s + R_O3], ~inst.o3); return true; }
+  if (inst.o3 != ~atomicLoad(&R[s + R_O3])) { return false; }
+  atomicStore(&R[s + R_EX + 0u], inst.v);
+  atomicStore(&R[s + R_EX + 1u], inst.addr);
+  atomicStore(&R[s + R_EX + 2u], inst.ga);
+  atomicStore(&R[s + R_EX + 3u], inst.la);
+  atomicStore(&R[s + R_EX + 4u], inst.gb);
+  atomicStore(&R[s + R_EX + 5u], inst.lb);
+  atomicStore(&R[s + R_EX + 6u], inst.ea);
+  atomicStore(&R[s + R_EX + 7u], inst.eb);
+  return true;
+}
+
+fn walk_access_bucket(b: u32, k: Key) -> bool {
+  let t = k.a.x;
+  let v = k.a.y;
+  let w = k.a.z;
+  let grp = k.a.w;
+  var ids: array<u32, 64>;
+  var n = 0u;
+  var e = atomicLoad(&B[b * BS + B_HEAD]);
+  loop {
+    if (e == 0u) { break; }
+    if (n == MAXE) { atomicAdd(&C[C_BUCKET_FULL], 1u); break; }
+    ids[n] = e - 1u;
+    n += 1u;
+    e = atomicLoad(&E[(e - 1u) * ES + E_NEXT]);
+  }
+  var keys: array<u32, 32>;
+  var best: array<array<u32, 7>, 32>;
+  var pa: array<u32, 32>;
+  var pb: array<u32, 32>;
+  var nk = 0u;
+  for (var i = 0u; i < n; i++) {
+    for (var j = i; j < n; j++) {
+      var a = load_ent(ids[i]);
+      var bb = load_ent(ids[j]);
+      let lo = conflict(a, bb, w);
+      if (lo == NONE) { continue; }
+      var cls = t + 1u;  // T_LOCAL -> LOCAL(1), T_INTRA -> GLOBAL_INTRA(2), T_INTER -> 3
+      if (t == T_INTRA && a.epoch != bb.epoch) { cls = 4u; }
+      var ia = ids[i];
+      var ib = ids[j];
+      if (ent_gt(a, bb)) {
+        let tmp = a; a = bb; bb = tmp;
+        let ti = ia; ia = ib; ib = ti;
+      }
+      let key = race_key(cls, a.site, a.kind, bb.site, bb.kind);
+      if (key == 0u) { continue; }
+      if (P.phase == 1u) {
+        let slot = race_slot(key, true);
+        if (slot != NONE) { add_pair_count(slot, a.count, bb.count, i == j); }
+      }
+      var cand = array<u32, 7>(lo, a.off, a.size, bb.off, bb.size, a.epoch, bb.epoch);
+      var found = nk;
+      for (var q = 0u; q < nk; q++) { if (keys[q] == key) { found = q; } }
+      if (found == nk) {
+        if (nk == MAXK) { atomicAdd(&C[C_BUCKET_FULL], 1u); continue; }
+        keys[nk] = key;
+        best[nk] = cand;
+        pa[nk] = ia;
+        pb[nk] = ib;
+        nk += 1u;
+      } else {
+        var smaller = false;
+        for (var q = 0u; q < 7u; q++) {
+          if (cand[q] != best[found][q]) { smaller = cand[q] < best[found][q]; break; }
+        }
+        if (smaller) { best[found] = cand; pa[found] = ia; pb[found] = ib; }
+      }
+    }
+  }
+  var any = false;
+  for (var q = 0u; q < nk; q++) {
+    let a = load_ent(pa[q]);
+    let bb = load_ent(pb[q]);
+    var x = a.amin;
+    var y = select(bb.amax, bb.amin, bb.amin != x);
+    if (y == x) { x = a.amax; }
+    var inst: Inst;
+    inst.key = keys[q];
+    inst.v = v;
+    inst.addr = best[q][0];
+    inst.o1 = VBASE[v] + best[q][0];
+    inst.o2 = grp;
+    inst.o3 = select(0u, k.b.x, t == T_LOCAL);
+    inst.ea = a.epoch;
+    inst.eb = bb.epoch;
+    if (t == T_INTER) {
+      inst.ga = x;
+      inst.la = select(a.lmax, a.lmin, x == a.amin);
+      inst.gb = y;
+      inst.lb = select(bb.lmax, bb.lmin, y == bb.amin);
+    } else {
+      inst.ga = grp;
+      inst.gb = grp;
+      inst.la = x;
+      inst.lb = y;
+    }
+    any = fold(inst) || any;
+  }
+  return any;
+}
+
+fn div_inst(grp: u32, ordinal: u32, sa: u32, la: u32, sb: u32, lb: u32) -> bool {
+  var inst: Inst;
+  inst.key = race_key(5u, sa, 3u, sb, 3u);
+  if (inst.key == 0u) { return false; }
+  if (P.phase == 1u) {
+    let slot = race_slot(inst.key, true);
+    if (slot != NONE) { add_pairs(slot, 1u); }
+  }
+  inst.o1 = grp;
+  inst.o2 = ordinal;
+  inst.o3 = 0u;
+  inst.v = NONE;
+  inst.addr = 0u;
+  inst.ga = grp;
+  inst.gb = grp;
+  inst.la = la;
+  inst.lb = lb;
+  inst.ea = ordinal;
+  inst.eb = ordinal;
+  return fold(inst);
+}
+
+fn walk_event_bucket(b: u32, k: Key) -> bool {
+  let s = b * BS;
+  let grp = k.a.w;
+  if (k.a.x == T_BARRIER) {
+    let lo = ~atomicLoad(&B[s + B_X0]);
+    let hi = atomicLoad(&B[s + B_X1]);
+    if ((lo >> 16u) == (hi >> 16u)) { return false; }
+    return div_inst(grp, k.b.x, lo >> 16u, lo & 0xffffu, hi >> 16u, 0xffffu - (hi & 0xffffu));
+  }
+  let omin = ~atomicLoad(&B[s + B_X0]);
+  let omax = atomicLoad(&B[s + B_X1]);
+  if (omin == omax) { return false; }
+  var bk: Key;
+  bk.a = vec4<u32>(T_BARRIER, 0u, 0u, grp);
+  bk.b = vec4<u32>(omin, 0u, 0u, 0u);
+  let wb = lookup(1u, bk, 0u);
+  if (wb == NONE) { return false; }
+  let waiting = ~atomicLoad(&B[wb * BS + B_X0]);
+  let exiting = ~atomicLoad(&B[s + B_X2]);
+  let first = min(waiting, exiting);
+  let second = max(waiting, exiting);
+  return div_inst(grp, omin, first >> 16u, first & 0xffffu, second >> 16u, second & 0xffffu);
+}
+
+@compute @workgroup_size(64)
+fn walk(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let i = thread_index(gid);
+  if (i >= P.n_items) { return; }
+  // phase 1 walks the live list from its start; later phases the racy list after it
+  let base = select(min(atomicLoad(&C[C_LIVE]), arrayLength(&L)), 0u, P.phase == 1u);
+  let b = L[base + i];
+  let k = owner_key(1u, atomicLoad(&B[b * BS + B_OWNER]));
+  var any = false;
+  if (k.a.x >= T_BARRIER) {
+    any = walk_event_bucket(b, k);
+  } else {
+    any = walk_access_bucket(b, k);
+  }
+  if (P.phase == 1u && any) {
+    let live = min(atomicLoad(&C[C_LIVE]), arrayLength(&L));
+    let j = atomicAdd(&C[C_RACY], 1u);
+    if (live + j < arrayLength(&L)) { L[live + j] = b; } else { atomicAdd(&C[C_LIST_FULL], 1u); }
+  }
+}

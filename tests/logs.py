@@ -1,0 +1,42 @@
+"""Seeded generators of synthetic logs for differential tests of the analysers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpurace.model import RECORD_WORDS, Event, Kind, Space, pack_flags
+
+VAR_SPACES = {0: Space.LOCAL, 1: Space.GLOBAL, 2: Space.GLOBAL}
+VAR_BASES = [0, 1 << 16, 2 << 16]
+
+
+def random_log(seed: int, n: int = 300, groups: int = 3, lids: int = 4) -> np.ndarray:
+    """A log dense in conflicts: few sites, few addresses, few actors, sizes 1..16."""
+    rng = np.random.default_rng(seed)
+    recs = np.zeros((n, RECORD_WORDS), dtype=np.uint32)
+    for i in range(n):
+        r = rng.random()
+        grp = int(rng.integers(groups))
+        lid = int(rng.integers(lids))
+        if r < 0.05:
+            ordinal = int(rng.integers(3))
+            site = 40 + int(rng.integers(2))
+            flags = pack_flags(Kind.EVENT, 0, 0, 0, event=Event.BARRIER)
+            recs[i] = [site, flags, 0, lid, grp, ordinal, 0, 1]
+            continue
+        if r < 0.08:
+            flags = pack_flags(Kind.EVENT, 0, 0, 0, event=Event.EXIT)
+            recs[i] = [50 + int(rng.integers(2)), flags, 0, lid, grp, int(rng.integers(3)), 0, 0]
+            continue
+        var = int(rng.integers(3))
+        kind = int(rng.choice([Kind.LOAD, Kind.STORE, Kind.ATOMIC], p=[0.4, 0.45, 0.15]))
+        size = int(rng.choice([1, 2, 4, 8, 12, 16], p=[0.1, 0.15, 0.5, 0.1, 0.05, 0.1]))
+        align = min(size, 4) if size != 12 else 4
+        off = int(rng.integers(0, 16)) * align
+        known = kind == Kind.STORE and rng.random() < 0.9
+        value = int(rng.integers(0, 3)) if kind == Kind.STORE else 0
+        site = int(rng.integers(0, 4))
+        epoch = int(rng.integers(0, 2))
+        flags = pack_flags(kind, VAR_SPACES[var], size, var, value_known=known)
+        recs[i] = [site, flags, off, lid, grp, epoch, value, 0]
+    return recs

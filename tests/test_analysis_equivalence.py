@@ -1,0 +1,29 @@
+"""The on-device analysis (lavapipe) equals the NumPy reference on the same logs."""
+
+import pytest
+
+from gpurace.analysis import analyse
+from gpurace.backends import wgpu_backend
+from tests.logs import VAR_BASES, VAR_SPACES, random_log
+
+
+@pytest.fixture(scope="module")
+def device():
+    return wgpu_backend.get_device()[0]
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("uniform_race", [False, True])
+def test_device_equals_reference_on_random_logs(device, seed, uniform_race):
+    log = random_log(seed, n=60 + 20 * (seed % 10))
+    expected = analyse(log, VAR_SPACES, uniform_writes_race=uniform_race)
+    got = wgpu_backend.analyse_records(device, log, VAR_BASES, uniform_race)
+    assert got.saturated == []
+    assert got.races == expected
+    assert expected, "the generator should produce races"
+
+
+def test_empty_log_is_clean(device):
+    log = random_log(0, n=0)
+    got = wgpu_backend.analyse_records(device, log, VAR_BASES, False)
+    assert got.races == [] and got.saturated == []
