@@ -9,11 +9,21 @@ counters and the compact race table come back to the host; the log never does
 from __future__ import annotations
 
 import functools
+import os
+import tempfile
 from dataclasses import dataclass
 from importlib import resources
 
 import numpy as np
-import wgpu
+
+# Mesa's Vulkan drivers complain on stderr when XDG_RUNTIME_DIR is unset (as in CI
+# and containers); give them a private directory so users see only gpurace's output.
+if not os.environ.get("XDG_RUNTIME_DIR"):
+    _runtime = os.path.join(tempfile.gettempdir(), f"gpurace-runtime-{os.getuid()}")
+    os.makedirs(_runtime, mode=0o700, exist_ok=True)
+    os.environ["XDG_RUNTIME_DIR"] = _runtime
+
+import wgpu  # noqa: E402
 
 from gpurace.model import RECORD_WORDS, Binding, GpuraceError, Kind, Race, RaceClass
 
@@ -269,6 +279,7 @@ class DeviceAnalysis:
     saturated: list[str]
     live_buckets: int
     table_bytes: int
+    orders: dict[tuple, tuple[int, int, int]]  # race key -> its example's order (merging)
 
 
 def analyse_on_device(
@@ -277,9 +288,16 @@ def analyse_on_device(
     n_records: int,
     var_bases: list[int],
     uniform_writes_race: bool,
+    address_range: tuple[int, int] = (0, 0xFFFFFFFF),
+    events: bool = True,
     race_capacity: int = 4096,
 ) -> DeviceAnalysis:
-    """Run insert/refine/walk on the device over the first n_records of log_buf."""
+    """Run insert/refine/walk on the device over the first n_records of log_buf.
+
+    Only words in `address_range` (of the linear order given by `var_bases`) and,
+    with `events`, barrier/exit events are analysed: a launch too large for one
+    pass is analysed as several independent address ranges.
+    """
     layout, pipes = _analysis_pipelines(device)
     limit = binding_limit(device)
     ecap = min(_pow2_at_least(3 * n_records + 64), _pow2_at_most(limit // (ENTRY_WORDS * 4)))
@@ -297,7 +315,7 @@ def analyse_on_device(
     vbase = np.array(var_bases + [0], dtype=np.uint32)
     vbuf = device.create_buffer_with_data(data=vbase.tobytes(), usage=wgpu.BufferUsage.STORAGE)
     params = device.create_buffer(
-        size=32, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
+        size=48, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
     )
     bind = device.create_bind_group(
         layout=layout,
@@ -326,6 +344,9 @@ def analyse_on_device(
                 phase,
                 n_threads,
                 gx * WORKGROUP,
+                *address_range,
+                int(events),
+                0,
             ],
             dtype=np.uint32,
         )
@@ -351,9 +372,14 @@ def analyse_on_device(
     c = counters()
     saturated = [f"{name} ({int(c[i])}x)" for i, name in enumerate(COUNTER_NAMES) if name and c[i]]
     table = np.frombuffer(device.queue.read_buffer(bufs["R"]), np.uint32).reshape(rcap, RACE_WORDS)
-    races = [decode_race(row) for row in table if row[0] != 0]
+    rows = [row for row in table if row[0] != 0]
+    races = [decode_race(row) for row in rows]
+    orders = {
+        r.key: tuple(0xFFFFFFFF ^ int(x) for x in row[4:7])
+        for r, row in zip(races, rows, strict=True)
+    }
     races.sort(key=lambda r: r.key)
-    return DeviceAnalysis(races, saturated, live, sum(sizes.values()))
+    return DeviceAnalysis(races, saturated, live, sum(sizes.values()), orders)
 
 
 def decode_race(row: np.ndarray) -> Race:
@@ -385,7 +411,12 @@ def analyse_records(
     device, records: np.ndarray, var_bases: list[int], uniform_writes_race: bool
 ) -> DeviceAnalysis:
     """Upload a host-side log and analyse it on the device (differential tests)."""
+    buf = upload_log(device, records)
+    return analyse_on_device(device, buf, len(records), var_bases, uniform_writes_race)
+
+
+def upload_log(device, records: np.ndarray):
+    """A device buffer holding `records` (an (n, 8) u32 array)."""
     recs = np.ascontiguousarray(records, dtype=np.uint32)
     data = recs.tobytes() if recs.size else b"\0" * 32
-    buf = device.create_buffer_with_data(data=data, usage=wgpu.BufferUsage.STORAGE)
-    return analyse_on_device(device, buf, len(recs), var_bases, uniform_writes_race)
+    return device.create_buffer_with_data(data=data, usage=wgpu.BufferUsage.STORAGE)

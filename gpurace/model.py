@@ -142,6 +142,8 @@ class Instrumented:
     variables: list[TrackedVar]
     bindings: list[Binding] = field(default_factory=list)
     log_group: int | None = None  # WGSL: bind group of the log bindings
+    # every entry point and its work-group size (a module may have several)
+    entry_points: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     not_instrumented: list[str] = field(default_factory=list)  # "file:l:c: what and why"
 
 
@@ -205,6 +207,7 @@ class Scope:
     accesses_dropped: int = 0
     not_instrumented: list[str] = field(default_factory=list)
     saturated: list[str] = field(default_factory=list)  # counters/tables that overflowed
+    device_bytes: int = 0  # log + analysis tables allocated on the device, largest pass
 
     @property
     def complete(self) -> bool:

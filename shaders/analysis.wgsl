@@ -17,6 +17,10 @@ struct Params {
   phase: u32,
   n_items: u32,     // walk: number of buckets in the list being walked
   row: u32,         // threads per dispatch row (2-D dispatch for large grids)
+  lo: u32,          // this pass analyses the words at [lo, hi) of the linear address order
+  hi: u32,
+  events: u32,      // 1 if this pass analyses barrier/exit events
+  pad: u32,
 }
 
 struct Key {
@@ -195,6 +199,12 @@ fn lookup(which: u32, key: Key, owner: u32) -> u32 {
   return NONE;
 }
 
+// Whether piece p (a word) of record r lies in this pass's address range.
+fn in_range(r: u32, p: u32) -> bool {
+  let a = VBASE[var_of(r)] + (rec(r, 2u) / 4u + p) * 4u;
+  return a >= P.lo && a < P.hi;
+}
+
 fn owner_of(r: u32, p: u32, t: u32) -> u32 {
   return ((r * 8u + p) * 8u + t) + 1u;
 }
@@ -234,6 +244,7 @@ fn insert(@builtin(global_invocation_id) gid: vec3<u32>) {
   let lid = rec(r, 3u);
   let grp = rec(r, 4u);
   if (kind == 3u) {
+    if (P.events == 0u) { return; }
     let is_exit = ((rec(r, 1u) >> 24u) & 0xfu) == 1u;
     let site = rec(r, 0u);
     if (site > 0xffffu) { atomicAdd(&C[C_SITE_RANGE], 1u); return; }
@@ -260,6 +271,7 @@ fn insert(@builtin(global_invocation_id) gid: vec3<u32>) {
   let value = select(0u, rec(r, 6u), is_store);
   let known = is_store && ((rec(r, 1u) >> 3u) & 1u) == 1u;
   for (var p = 0u; p < nw; p++) {
+    if (!in_range(r, p)) { continue; }
     if (is_local(r)) {
       insert_piece(r, p, T_LOCAL, lid, value, known);
     } else {
@@ -278,7 +290,7 @@ fn refine(@builtin(global_invocation_id) gid: vec3<u32>) {
   let grp = rec(r, 4u);
   if (kind == 3u) {
     let is_exit = ((rec(r, 1u) >> 24u) & 0xfu) == 1u;
-    if (!is_exit) { return; }
+    if (!is_exit || P.events == 0u) { return; }
     let b = lookup(1u, make_key(1u, r, 0u, T_EXIT), 0u);
     if (b == NONE) { return; }
     if (rec(r, 5u) == ~atomicLoad(&B[b * BS + B_X0])) {
@@ -290,6 +302,7 @@ fn refine(@builtin(global_invocation_id) gid: vec3<u32>) {
   let off = rec(r, 2u);
   let nw = (off + size_of(r) - 1u) / 4u - off / 4u + 1u;
   for (var p = 0u; p < nw; p++) {
+    if (!in_range(r, p)) { continue; }
     let e = lookup(0u, make_key(0u, r, p, T_INTER), 0u);
     if (e == NONE) { continue; }
     let s = e * ES;

@@ -3,6 +3,7 @@
 import pytest
 
 from gpurace.analysis import analyse
+from gpurace.analysis.merge import merge_ranges
 from gpurace.backends import wgpu_backend
 from tests.logs import VAR_BASES, VAR_SPACES, random_log
 
@@ -27,3 +28,25 @@ def test_empty_log_is_clean(device):
     log = random_log(0, n=0)
     got = wgpu_backend.analyse_records(device, log, VAR_BASES, False)
     assert got.races == [] and got.saturated == []
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_address_ranges_merge_to_the_whole(device, seed):
+    """Analysing a log as disjoint address ranges and merging equals one pass."""
+    log = random_log(100 + seed, n=200)
+    whole = analyse(log, VAR_SPACES)
+    cuts = [0, 24, 1 << 16, (1 << 16) + 40, 0xFFFFFFFF]
+    parts = []
+    for i, (lo, hi) in enumerate(zip(cuts, cuts[1:], strict=False)):
+        got = wgpu_backend.analyse_on_device(
+            device,
+            wgpu_backend.upload_log(device, log),
+            len(log),
+            VAR_BASES,
+            False,
+            address_range=(lo, hi),
+            events=i == 0,
+        )
+        assert got.saturated == []
+        parts.append((got.races, got.orders))
+    assert merge_ranges(parts) == whole
