@@ -108,6 +108,13 @@ def binding_limit(device) -> int:
     return int(device.limits["max-storage-buffer-binding-size"])
 
 
+def max_records_per_pass(device) -> int:
+    """Records one log buffer holds and one analysis pass can table (3/4 full at most)."""
+    limit = binding_limit(device)
+    entry_slots = _pow2_at_most(limit // (ENTRY_WORDS * 4))
+    return min(limit // (RECORD_WORDS * 4), entry_slots * 3 // 8)
+
+
 # ---------------------------------------------------------------------------
 # Launching a (plain or instrumented) module.
 # ---------------------------------------------------------------------------
@@ -155,9 +162,14 @@ def launch(
     workgroups: tuple[int, int, int],
     log_group: int | None = None,
     log_capacity: int = 0,
-    group_offset: int = 0,
+    log_range: tuple[int, int] = (0, 0xFFFFFFFF),
+    var_bases: list[int] | None = None,
 ) -> LaunchResult:
-    """Run `entry` once with `data` per (group, binding); with log_group, also log."""
+    """Run `entry` once with `data` per (group, binding); with log_group, also log.
+
+    Only accesses touching words in `log_range` of the linear address order
+    (`var_bases`) are logged, and events only when the range starts at 0.
+    """
     module = compile_module(device, source, path)
     groups: dict[int, list] = {}
     buffers: dict[tuple[int, int], object] = {}
@@ -178,8 +190,8 @@ def launch(
         log_buf = device.create_buffer(
             size=max(32, log_capacity * RECORD_WORDS * 4), usage=_STORAGE
         )
-        ctl_buf = device.create_buffer(size=16, usage=_STORAGE)
-        ctl = np.array([0, log_capacity, group_offset, 0], dtype=np.uint32)
+        ctl = np.array([0, log_capacity, *log_range, *(var_bases or [0])], dtype=np.uint32)
+        ctl_buf = device.create_buffer(size=max(16, ctl.nbytes), usage=_STORAGE)
         device.queue.write_buffer(ctl_buf, 0, ctl.tobytes())
         storage = wgpu.BufferBindingType.storage
         groups[log_group] = [(0, storage, log_buf), (1, storage, ctl_buf)]

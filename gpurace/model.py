@@ -208,6 +208,7 @@ class Scope:
     not_instrumented: list[str] = field(default_factory=list)
     saturated: list[str] = field(default_factory=list)  # counters/tables that overflowed
     device_bytes: int = 0  # log + analysis tables allocated on the device, largest pass
+    passes: int = 1  # address-range passes the launch was split into (each re-runs it)
 
     @property
     def complete(self) -> bool:

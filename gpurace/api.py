@@ -1,0 +1,205 @@
+"""The Python API: `check` a kernel with a launch, list devices.
+
+This is the one place that strings the pieces together: rewrite, launch with a log,
+analyse on the device, and describe the scope of what was checked.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from math import prod
+
+from gpurace.analysis.merge import merge_ranges
+from gpurace.launch import LaunchSpec, load_launch, resolve_entry, validate_against
+from gpurace.model import RECORD_WORDS, GpuraceError, Instrumented, Report, Scope, Space
+
+Progress = Callable[[str], None]
+
+# First log size tried; a launch that asks for more is re-run once with exactly
+# what it asked for (up to the device's binding limit), from the same inputs.
+INITIAL_LOG_RECORDS = 1 << 18
+FULL_RANGE = (0xFFFFFFFF // 16) * 16
+
+
+def instrument(source: str, path: str, language: str = "wgsl") -> Instrumented:
+    """Rewrite `source` for logging; `language` picks the rewriter."""
+    if language != "wgsl":
+        raise GpuraceError(f"language '{language}' is not supported yet (only WGSL)", path)
+    from gpurace.instrument.wgsl import instrument as instrument_wgsl
+
+    return instrument_wgsl(source, path)
+
+
+def language_of(path: str) -> str:
+    ext = os.path.splitext(path)[1].lower()
+    if ext == ".wgsl":
+        return "wgsl"
+    raise GpuraceError(
+        f"unsupported kernel file type '{ext or path}': gpurace checks .wgsl kernels", path
+    )
+
+
+def list_devices() -> list[tuple[str, str, bool]]:
+    """(name, description, is_default) for every adapter gpurace can use."""
+    from gpurace.backends import wgpu_backend
+
+    adapters = wgpu_backend.list_adapters()
+    return [(a.name, a.description, i == 0) for i, a in enumerate(adapters)]
+
+
+def check_file(
+    kernel_path: str,
+    launch_path: str,
+    device: str | None = None,
+    uniform_writes: str | None = None,
+    entry: str | None = None,
+    progress: Progress | None = None,
+    all_instances: bool = False,
+) -> Report:
+    """Check the kernel file with the launch file (the `gpurace check` command)."""
+    try:
+        with open(kernel_path, encoding="utf-8") as f:
+            source = f.read()
+    except OSError as exc:
+        raise GpuraceError(f"cannot read kernel: {exc.strerror}", kernel_path) from None
+    language_of(kernel_path)
+    spec = load_launch(launch_path)
+    return check(
+        source,
+        spec,
+        path=kernel_path,
+        device=device,
+        uniform_writes=uniform_writes,
+        entry=entry,
+        progress=progress,
+    )
+
+
+def check(
+    source: str,
+    launch: LaunchSpec,
+    *,
+    path: str = "kernel.wgsl",
+    device: str | None = None,
+    uniform_writes: str | None = None,
+    entry: str | None = None,
+    progress: Progress | None = None,
+) -> Report:
+    """Rewrite, launch and analyse one launch of a WGSL kernel; return the report."""
+    from gpurace.backends import wgpu_backend
+
+    say = progress or (lambda _msg: None)
+    inst = instrument(source, path)
+    entries = inst.entry_points or {inst.entry: inst.workgroup_size}
+    name = resolve_entry(launch, list(entries), entry)
+    validate_against(launch, inst.bindings)
+    mode = uniform_writes or launch.uniform_writes or "tolerate"
+    if mode not in ("tolerate", "race"):
+        raise GpuraceError(f"--uniform-writes must be 'tolerate' or 'race', not '{mode}'")
+    dev, dev_name = wgpu_backend.get_device(device)
+    data = {(b.group, b.binding): b.data for b in launch.buffers}
+    bases, total = address_layout(inst, launch)
+
+    def run(lo: int, hi: int, capacity: int):
+        return wgpu_backend.launch(
+            dev,
+            inst.source,
+            path,
+            name,
+            inst.bindings,
+            data,
+            tuple(launch.workgroups),
+            log_group=inst.log_group,
+            log_capacity=capacity,
+            log_range=(lo, hi),
+            var_bases=bases,
+        )
+
+    most = wgpu_backend.max_records_per_pass(dev)
+    pending = [(0, FULL_RANGE)]
+    parts, saturated = [], []
+    logged = dropped = peak = 0
+    say(f"launching instrumented '{name}' on {dev_name}")
+    while pending:
+        lo, hi = pending.pop(0)
+        capacity = min(INITIAL_LOG_RECORDS, most)
+        result = run(lo, hi, capacity)
+        if result.requested > capacity and capacity < most:
+            capacity = min(result.requested, most)
+            result = run(lo, hi, capacity)
+        if result.requested > capacity:
+            ranges = split_range(lo, min(hi, total), -(-result.requested * 4 // (3 * most)))
+            if len(ranges) > 1:
+                if hi == FULL_RANGE:
+                    ranges[-1] = (ranges[-1][0], FULL_RANGE)
+                say(f"{result.requested} records do not fit one pass: {len(ranges)} passes")
+                pending[:0] = ranges
+                continue
+        n = min(result.requested, capacity)
+        logged += n
+        dropped += result.requested - n
+        say(f"analysing {n} records on the device")
+        analysis = wgpu_backend.analyse_on_device(
+            dev, result.log, n, bases, mode == "race", address_range=(lo, hi), events=lo == 0
+        )
+        parts.append((analysis.races, analysis.orders))
+        saturated += analysis.saturated
+        peak = max(peak, capacity * RECORD_WORDS * 4 + analysis.table_bytes)
+    races = merge_ranges(parts)
+    wg_size = entries[name]
+    groups = prod(launch.workgroups)
+    scope = Scope(
+        launches=1,
+        work_groups=groups,
+        work_items=groups * prod(wg_size),
+        accesses_logged=logged,
+        accesses_dropped=dropped,
+        not_instrumented=list(inst.not_instrumented),
+        saturated=saturated,
+        device_bytes=peak,
+        passes=len(parts),
+    )
+    return Report(
+        kernel=name,
+        file=path,
+        language=inst.language,
+        device=dev_name,
+        races=races,
+        sites=inst.sites,
+        variables=inst.variables,
+        scope=scope,
+        workgroup_size=wg_size,
+        num_groups=tuple(launch.workgroups),
+        uniform_writes_race=mode == "race",
+    )
+
+
+def address_layout(inst: Instrumented, launch: LaunchSpec) -> tuple[list[int], int]:
+    """Each tracked variable's base in the linear address order, and the order's size.
+
+    Reports pick the lowest (variable, byte) as the example and large launches are
+    split by address; the device compares one u32, so variables are laid end to end
+    in declaration order, 16-byte aligned.
+    """
+    sizes = {(b.group, b.binding): b.nbytes for b in launch.buffers}
+    bases, total = [], 0
+    for v in inst.variables:
+        bases.append(total)
+        if v.space == Space.LOCAL or v.group is None:
+            total += v.size or 0
+        else:
+            total += sizes.get((v.group, v.binding), v.size or 0)
+        total = (total + 15) // 16 * 16
+    return bases, total
+
+
+def var_bases(inst: Instrumented, launch: LaunchSpec) -> list[int]:
+    return address_layout(inst, launch)[0]
+
+
+def split_range(lo: int, hi: int, parts: int) -> list[tuple[int, int]]:
+    """[lo, hi) in `parts` 16-byte-aligned pieces (fewer if the range is too small)."""
+    step = max(16, (-(-(hi - lo) // max(1, parts)) + 15) // 16 * 16)
+    cuts = list(range(lo, hi, step)) + [hi]
+    return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if a < b]

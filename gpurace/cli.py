@@ -1,0 +1,210 @@
+"""The ``gpurace`` command line.
+
+``gpurace check KERNEL --launch LAUNCH.toml`` prints the compiler-style report and
+exits 0 (no race, complete), 1 (races) or 2 (incomplete, bad input, error), as
+design.md §3 fixes, so CI can gate on it. Bad input is never a Python traceback:
+every user-facing error is one ``file:line: error: ...`` line on stderr and exit 2.
+
+The device work is behind ``gpurace.api`` (imported lazily so ``--help`` and input
+errors do not pay for starting a GPU API).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import tomllib
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import click
+
+from gpurace.model import GpuraceError
+
+EXIT_ERROR = 2
+
+
+def _fail(message: str) -> NoReturn:
+    """Print one error line to stderr and exit 2."""
+    click.echo(message, err=True)
+    sys.exit(EXIT_ERROR)
+
+
+def _api() -> Any:
+    # import_module (not ``from gpurace import api``) so tests can substitute the module
+    return importlib.import_module("gpurace.api")
+
+
+def _guarded(fn: Callable[[], int]) -> NoReturn:
+    """Run ``fn`` and exit with its code; turn every failure into one line and exit 2.
+
+    Unexpected exceptions are bugs in gpurace, not in the user's input, but a CI log
+    still reads better as one line; ``GPURACE_DEBUG=1`` shows the traceback.
+    """
+    try:
+        code = fn()
+    except GpuraceError as err:
+        _fail(str(err))
+    except tomllib.TOMLDecodeError as err:
+        _fail(f"error: invalid TOML: {err}")
+    except FileNotFoundError as err:
+        _fail(f"{err.filename}: error: file not found" if err.filename else f"error: {err}")
+    except OSError as err:
+        where = f"{err.filename}: " if err.filename else ""
+        _fail(f"{where}error: {err.strerror or err}")
+    except KeyboardInterrupt:
+        _fail("error: interrupted")
+    except Exception as err:  # the last line of defence: never a traceback by default
+        if os.environ.get("GPURACE_DEBUG"):
+            raise
+        _fail(
+            f"error: internal error: {type(err).__name__}: {err} "
+            "(a gpurace bug; GPURACE_DEBUG=1 shows the traceback)"
+        )
+    sys.exit(code)
+
+
+class _Progress:
+    """Progress messages on one self-erasing stderr line, only on a terminal.
+
+    Off when stderr is not a terminal so that logs and the one-line error contract
+    stay clean.
+    """
+
+    def __init__(self) -> None:
+        self.active = False
+
+    def __call__(self, message: str) -> None:
+        width = 100
+        sys.stderr.write("\r\x1b[K" + f"gpurace: {message}"[:width])
+        sys.stderr.flush()
+        self.active = True
+
+    def clear(self) -> None:
+        if self.active:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self.active = False
+
+
+def _find_launch(kernel: str, launch: str | None) -> str:
+    """The launch file: --launch, else KERNEL's name with ``.toml`` next to it."""
+    if launch is not None:
+        if not os.path.isfile(launch):
+            raise GpuraceError(
+                "launch file not found"
+                + (" (it is a directory)" if os.path.isdir(launch) else "")
+                + "; pass a TOML file with --launch (format: docs/launch-files.md)",
+                file=launch,
+            )
+        return launch
+    guess = os.path.splitext(kernel)[0] + ".toml"
+    if os.path.isfile(guess):
+        return guess
+    raise GpuraceError(
+        f"no launch file: pass --launch LAUNCH.toml (or create {guess}); "
+        "the format is in docs/launch-files.md",
+        file=kernel,
+    )
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="gpurace", prog_name="gpurace")
+def main() -> None:
+    """gpurace: find data races in GPU compute kernels by running them on the GPU."""
+
+
+@main.command()
+@click.argument("kernel", metavar="KERNEL")
+@click.option(
+    "--launch",
+    "launch_path",
+    metavar="LAUNCH.toml",
+    help="Launch file: grid, entry point and buffers (default: KERNEL's name + .toml).",
+)
+@click.option(
+    "--json", "json_path", metavar="FILE", help="Also write the report as JSON ('-': stdout)."
+)
+@click.option(
+    "--uniform-writes",
+    type=click.Choice(["tolerate", "race"]),
+    default=None,
+    help="Same-value plain writes by different work-items: tolerate (default) or report.",
+)
+@click.option("--all", "all_instances", is_flag=True, help="List every instance of each race.")
+@click.option("--device", metavar="NAME", help="Device to run on (see `gpurace devices`).")
+@click.option("--entry", metavar="NAME", help="Entry point (overrides the launch file).")
+@click.option(
+    "--color/--no-color", default=None, help="Colour the report (default: only on a terminal)."
+)
+def check(
+    kernel: str,
+    launch_path: str | None,
+    json_path: str | None,
+    uniform_writes: str | None,
+    all_instances: bool,
+    device: str | None,
+    entry: str | None,
+    color: bool | None,
+) -> None:
+    """Run KERNEL once as the launch file describes and report its data races.
+
+    Exit status: 0 no race and complete, 1 races found, 2 incomplete, bad input or error.
+    """
+
+    def run() -> int:
+        from gpurace.report.json_report import write_json
+        from gpurace.report.text import print_text
+
+        if not os.path.isfile(kernel):
+            raise GpuraceError(
+                "kernel file not found" + (" (it is a directory)" if os.path.isdir(kernel) else ""),
+                file=kernel,
+            )
+        launch = _find_launch(kernel, launch_path)
+        kwargs: dict[str, Any] = {"device": device, "entry": entry}
+        # Only passed when given, so check_file's defaults (the launch file's
+        # uniform_writes, one instance per race) apply otherwise.
+        if uniform_writes is not None:
+            kwargs["uniform_writes"] = uniform_writes
+        if all_instances:
+            kwargs["all_instances"] = True
+        progress = _Progress() if sys.stderr.isatty() else None
+        try:
+            report = _api().check_file(kernel, launch, progress=progress, **kwargs)
+        finally:
+            if progress is not None:
+                progress.clear()
+        to_stdout = json_path == "-"
+        print_text(report, sys.stderr if to_stdout else sys.stdout, color=color)
+        if json_path:
+            write_json(report, json_path)
+        return int(report.exit_code)
+
+    _guarded(run)
+
+
+@main.command()
+def devices() -> None:
+    """List the devices gpurace can run on; the default is marked with '*'."""
+
+    def run() -> int:
+        found = list(_api().list_devices())
+        if not found:
+            raise GpuraceError(
+                "no usable device found (install a Vulkan driver such as lavapipe/llvmpipe, "
+                "an OpenCL platform such as PoCL, or CUDA with cupy)"
+            )
+        width = max(len(name) for name, _, _ in found)
+        for name, description, is_default in found:
+            mark = "*" if is_default else " "
+            suffix = "  (default)" if is_default else ""
+            click.echo(f"{mark} {name:<{width}}  {description}{suffix}".rstrip())
+        return 0
+
+    _guarded(run)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main(prog_name="gpurace")

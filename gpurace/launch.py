@@ -1,0 +1,581 @@
+"""Launch files: the buffers, grid and entry point of one kernel launch.
+
+A check runs the user's kernel on real inputs, so it needs to know how many
+work-groups to launch and what every bound buffer holds. That is described by a
+small TOML file (docs/launch-files.md) or, from Python, by ``LaunchSpec.from_dict``.
+
+Every problem is reported as a ``GpuraceError`` naming the launch file and, where
+it can be found, the line of the offending key, because the user's next step is to
+open that file and fix that line. ``tomllib`` keeps no positions, so lines are
+recovered by scanning the raw text table by table (``_Lines``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpurace.model import Binding, GpuraceError
+
+#: Element types a launch file may name, and their (little-endian) NumPy dtypes.
+DTYPES: dict[str, np.dtype] = {
+    "f32": np.dtype("<f4"),
+    "i32": np.dtype("<i4"),
+    "u32": np.dtype("<u4"),
+    "f16": np.dtype("<f2"),
+}
+
+FILL_KINDS = ("zeros", "arange", "random")
+UNIFORM_WRITES = ("race", "tolerate")
+
+_TOP_KEYS = ("entry", "workgroups", "binding", "uniform_writes", "expect")
+_BINDING_KEYS = ("group", "binding", "type", "count", "fill", "seed")
+_EXAMPLE_TABLE = '[[binding]] with group = 0, binding = 0, type = "f32", count = 256'
+
+
+@dataclass
+class BufferSpec:
+    """One buffer the host creates and binds at (group, binding).
+
+    ``data`` already holds the initial contents (fill applied), so a backend only
+    has to upload ``data.tobytes()``; ``line`` is the line of the table in the launch
+    file (0 when unknown) so later checks against the kernel can point at it.
+    """
+
+    group: int
+    binding: int
+    type: str
+    count: int
+    data: np.ndarray
+    line: int = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the buffer in bytes."""
+        return int(self.data.nbytes)
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element of ``type``."""
+        return DTYPES[self.type].itemsize
+
+
+@dataclass
+class LaunchSpec:
+    """One launch: entry point, grid size, buffers, and the optional corpus labels."""
+
+    entry: str | None
+    workgroups: tuple[int, int, int]
+    buffers: list[BufferSpec]
+    uniform_writes: str | None = None
+    expect: dict | None = None
+    path: str = ""
+    # line numbers of top-level keys, for errors raised after loading (validate_against)
+    key_lines: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def buffer(self, group: int, binding: int) -> BufferSpec | None:
+        """The buffer bound at (group, binding), or None."""
+        for buf in self.buffers:
+            if buf.group == group and buf.binding == binding:
+                return buf
+        return None
+
+    @classmethod
+    def from_dict(
+        cls, data: Mapping[str, Any], path: str = "", base_dir: str | None = None
+    ) -> LaunchSpec:
+        """Build a launch from the same keys a launch file has (docs/launch-files.md).
+
+        For Python API users who have no file: ``path`` is only used in error messages
+        and ``base_dir`` (default: the directory of ``path``, else the current
+        directory) resolves relative ``.npy`` fills. A fill may also be a NumPy array
+        here, which is used as the buffer contents (dtype and count checked).
+        """
+        return _build(data, path, base_dir, _Lines(""))
+
+
+def load_launch(path: str | os.PathLike[str]) -> LaunchSpec:
+    """Read and check a launch file; every problem is a GpuraceError naming its line."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise GpuraceError(
+            "launch file not found; pass an existing TOML file with --launch "
+            "(format: docs/launch-files.md)",
+            file=path,
+        ) from None
+    except OSError as err:
+        raise GpuraceError(f"cannot read launch file: {err.strerror or err}", file=path) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise GpuraceError(
+            f"launch file is not UTF-8 text (byte {err.start}); save it as UTF-8 TOML",
+            file=path,
+        ) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise toml_error(err, path) from None
+    return _build(data, path, None, _Lines(text))
+
+
+def toml_error(err: tomllib.TOMLDecodeError, path: str) -> GpuraceError:
+    """Turn tomllib's "... (at line L, column C)" message into a located GpuraceError."""
+    msg = str(err)
+    line = col = 0
+    m = re.search(r"\s*\(at line (\d+), column (\d+)\)\s*$", msg)
+    if m:
+        line, col = int(m.group(1)), int(m.group(2))
+        msg = msg[: m.start()]
+    else:
+        m = re.search(r"\s*\(at end of document\)\s*$", msg)
+        if m:
+            msg = msg[: m.start()] + " at end of file"
+    return GpuraceError(f"invalid TOML: {msg}; see docs/launch-files.md", path, line, col)
+
+
+# ---------------------------------------------------------------------------
+# Line recovery
+# ---------------------------------------------------------------------------
+
+
+_HEADER = re.compile(r"""^\s*(\[\[?)\s*([A-Za-z0-9_.\-\s"']+?)\s*(\]\]?)\s*(#.*)?$""")
+
+
+class _Lines:
+    """Finds the line of a key in the raw TOML text, per table.
+
+    ``tomllib`` drops positions, so the text is cut into regions at table headers:
+    the top-level region (before the first header) and one region per ``[[binding]]``
+    header, in order, matching the list tomllib returns. A key is found by a
+    ``key =`` at the start of a line inside its region. Returns 0 when not found
+    (e.g. inline tables), and errors then name the file only.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+        self.top: tuple[int, int] = (1, len(self.lines))
+        self.bindings: list[tuple[int, int]] = []
+        headers: list[tuple[int, str]] = []
+        for no, line in enumerate(self.lines, 1):
+            m = _HEADER.match(line)
+            if m and not line.lstrip().startswith("#"):
+                name = m.group(2).replace(" ", "").replace('"', "")
+                headers.append((no, name if m.group(1) == "[" else f"[{name}]"))
+        if headers:
+            self.top = (1, headers[0][0] - 1)
+        for i, (no, name) in enumerate(headers):
+            end = headers[i + 1][0] - 1 if i + 1 < len(headers) else len(self.lines)
+            if name in ("[binding]", "binding"):
+                self.bindings.append((no, end))
+
+    def _find(self, key: str, region: tuple[int, int]) -> int:
+        pat = re.compile(rf"""^\s*(?:{re.escape(key)}|"{re.escape(key)}"|'{re.escape(key)}')\s*=""")
+        for no in range(region[0], min(region[1], len(self.lines)) + 1):
+            if pat.match(self.lines[no - 1]):
+                return no
+        return 0
+
+    def top_key(self, key: str) -> int:
+        """Line of a top-level key (0 if not found)."""
+        if not self.lines:
+            return 0
+        if key == "binding" and self.bindings:
+            return self.bindings[0][0]
+        return self._find(key, self.top)
+
+    def table(self, index: int) -> int:
+        """Line of the ``[[binding]]`` header of table ``index`` (0 if not found)."""
+        return self.bindings[index][0] if index < len(self.bindings) else 0
+
+    def binding_key(self, index: int, key: str) -> int:
+        """Line of ``key`` in binding table ``index``, else the table's header line."""
+        if index >= len(self.bindings):
+            return 0
+        return self._find(key, self.bindings[index]) or self.bindings[index][0]
+
+
+# ---------------------------------------------------------------------------
+# Building a LaunchSpec
+# ---------------------------------------------------------------------------
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: object) -> bool:
+    return (isinstance(v, int | float)) and not isinstance(v, bool)
+
+
+def _suggest(name: str, choices: Iterable[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def _build(data: Mapping[str, Any], path: str, base_dir: str | None, lines: _Lines) -> LaunchSpec:
+    def err(msg: str, line: int = 0) -> GpuraceError:
+        return GpuraceError(msg, path, line)
+
+    if not isinstance(data, Mapping):
+        raise err("a launch description must be a table of keys (docs/launch-files.md)")
+    for key in data:
+        if key not in _TOP_KEYS:
+            raise err(
+                f"unknown key '{key}'{_suggest(key, _TOP_KEYS)} (allowed: {', '.join(_TOP_KEYS)})",
+                lines.top_key(key),
+            )
+
+    entry = data.get("entry")
+    if entry is not None and (not isinstance(entry, str) or not entry):
+        raise err(
+            'entry must be the entry point\'s name as a string, e.g. entry = "main"',
+            lines.top_key("entry"),
+        )
+
+    workgroups = _workgroups(data, err, lines.top_key("workgroups"))
+
+    uniform_writes = data.get("uniform_writes")
+    if uniform_writes is not None and uniform_writes not in UNIFORM_WRITES:
+        raise err(
+            f'uniform_writes must be "race" or "tolerate", not {uniform_writes!r}',
+            lines.top_key("uniform_writes"),
+        )
+
+    expect = data.get("expect")
+    if expect is not None and not isinstance(expect, Mapping):
+        raise err("expect must be a table ([expect])", lines.top_key("expect"))
+
+    tables = data.get("binding", [])
+    if isinstance(tables, Mapping):
+        tables = [tables]
+    if not isinstance(tables, list):
+        raise err(
+            f"binding must be a list of tables: write one {_EXAMPLE_TABLE} per buffer",
+            lines.top_key("binding"),
+        )
+    if base_dir is None:
+        base_dir = os.path.dirname(os.path.abspath(path)) if path else os.getcwd()
+
+    buffers: list[BufferSpec] = []
+    seen: dict[tuple[int, int], int] = {}
+    for i, table in enumerate(tables):
+        buf = _buffer(table, i, path, base_dir, lines)
+        where = (buf.group, buf.binding)
+        if where in seen:
+            raise err(
+                f"a second table for group {buf.group}, binding {buf.binding} "
+                f"(the first is table {seen[where] + 1}); keep one table per binding",
+                lines.binding_key(i, "binding"),
+            )
+        seen[where] = i
+        buffers.append(buf)
+
+    key_lines = {k: lines.top_key(k) for k in _TOP_KEYS if k in data}
+    return LaunchSpec(
+        entry=entry,
+        workgroups=workgroups,
+        buffers=buffers,
+        uniform_writes=uniform_writes,
+        expect=dict(expect) if expect is not None else None,
+        path=path,
+        key_lines={k: v for k, v in key_lines.items() if v},
+    )
+
+
+def _workgroups(data: Mapping[str, Any], err: Any, line: int) -> tuple[int, int, int]:
+    """Parse ``workgroups``: 1 to 3 positive integers (or one bare integer)."""
+    if "workgroups" not in data:
+        raise err(
+            "missing key 'workgroups': the number of work-groups to launch, "
+            "e.g. workgroups = [4, 1, 1]",
+            0,
+        )
+    wg = data["workgroups"]
+    if _is_int(wg):
+        wg = [wg]
+    if not isinstance(wg, list | tuple) or not 1 <= len(wg) <= 3 or not all(_is_int(v) for v in wg):
+        raise err(
+            f"workgroups must be 1 to 3 integers, e.g. workgroups = [4, 1, 1], not {wg!r}",
+            line,
+        )
+    if any(v < 1 for v in wg):
+        raise err(f"workgroups must all be at least 1, not {list(wg)}", line)
+    full = list(wg) + [1] * (3 - len(wg))
+    return (full[0], full[1], full[2])
+
+
+def _buffer(table: Any, index: int, path: str, base_dir: str, lines: _Lines) -> BufferSpec:
+    """Parse and fill one ``[[binding]]`` table (``index`` counts from 0)."""
+
+    def err(msg: str, key: str | None = None) -> GpuraceError:
+        line = lines.binding_key(index, key) if key else lines.table(index)
+        return GpuraceError(msg, path, line)
+
+    n = index + 1
+    if not isinstance(table, Mapping):
+        raise err(f"binding entry {n} must be a table: {_EXAMPLE_TABLE}")
+    for key in table:
+        if key not in _BINDING_KEYS:
+            raise err(
+                f"unknown key '{key}' in [[binding]]{_suggest(key, _BINDING_KEYS)} "
+                f"(allowed: {', '.join(_BINDING_KEYS)})",
+                key,
+            )
+
+    group = table.get("group", 0)
+    if not _is_int(group) or not 0 <= group <= 3:
+        raise err(f"group must be a bind group number from 0 to 3, not {group!r}", "group")
+    if "binding" not in table:
+        raise err("this [[binding]] table has no 'binding = N' key (the @binding number)")
+    binding = table["binding"]
+    if not _is_int(binding) or binding < 0:
+        raise err(f"binding must be a non-negative integer, not {binding!r}", "binding")
+    what = f"group {group}, binding {binding}"
+
+    if "type" not in table:
+        raise err(f"{what}: missing key 'type' (one of {', '.join(DTYPES)})")
+    typ = table["type"]
+    if typ not in DTYPES:
+        shown = typ if isinstance(typ, str) else repr(typ)
+        raise err(
+            f"{what}: unknown type '{shown}' (element types: {', '.join(DTYPES)})",
+            "type",
+        )
+    dtype = DTYPES[typ]
+
+    fill = table.get("fill", "zeros")
+    count = table.get("count")
+    if count is None and not (_is_npy(fill) or isinstance(fill, np.ndarray)):
+        raise err(f"{what}: missing key 'count' (the number of {typ} elements)")
+    if count is not None and (not _is_int(count) or count < 1):
+        raise err(f"{what}: count must be a positive integer, not {count!r}", "count")
+
+    seed = table.get("seed", 0)
+    if not _is_int(seed) or seed < 0:
+        raise err(f"{what}: seed must be a non-negative integer, not {seed!r}", "seed")
+
+    data = _fill(fill, typ, dtype, count, seed, base_dir, lambda m: err(f"{what}: {m}", "fill"))
+    return BufferSpec(
+        group=group,
+        binding=binding,
+        type=typ,
+        count=int(data.size),
+        data=data,
+        line=lines.binding_key(index, "binding"),
+    )
+
+
+def _is_npy(fill: object) -> bool:
+    return isinstance(fill, str | os.PathLike) and os.fspath(fill).lower().endswith(".npy")
+
+
+def _fill(
+    fill: Any,
+    typ: str,
+    dtype: np.dtype,
+    count: int | None,
+    seed: int,
+    base_dir: str,
+    err: Any,
+) -> np.ndarray:
+    """Make the initial contents; ``count`` is None only for ``.npy`` fills."""
+    is_float = dtype.kind == "f"
+    if isinstance(fill, np.ndarray):
+        return _from_array(fill, "the array", typ, dtype, count, err)
+    if _is_npy(fill):
+        npy = os.path.join(base_dir, os.fspath(fill))
+        try:
+            arr = np.load(npy, allow_pickle=False)
+        except FileNotFoundError:
+            raise err(
+                f"fill file '{fill}' not found (looked for {npy}; .npy paths are "
+                "relative to the launch file)"
+            ) from None
+        except (OSError, ValueError, EOFError) as e:
+            raise err(f"cannot read '{fill}' as a NumPy .npy file: {e}") from None
+        if not isinstance(arr, np.ndarray):
+            raise err(f"'{fill}' does not hold one array")
+        return _from_array(arr, f"'{fill}'", typ, dtype, count, err)
+    assert count is not None
+    if isinstance(fill, str):
+        if fill == "zeros":
+            return np.zeros(count, dtype)
+        if fill == "arange":
+            return np.arange(count).astype(dtype)
+        if fill == "random":
+            rng = np.random.default_rng(seed)
+            if is_float:
+                vals = rng.random(count).astype(dtype)
+                # rounding to f32/f16 can turn 0.99999 into 1.0; keep the promise [0, 1)
+                below_one = np.nextafter(dtype.type(1), dtype.type(0))
+                return np.minimum(vals, below_one).astype(dtype)
+            return rng.integers(0, 1000, count).astype(dtype)
+        raise err(
+            f"unknown fill '{fill}'{_suggest(fill, FILL_KINDS)}; use \"zeros\", "
+            '"arange", "random", a number, or the path of a .npy file'
+        )
+    if _is_number(fill):
+        if is_float:
+            if math.isfinite(fill) and abs(fill) > float(np.finfo(dtype).max):
+                raise err(f"fill = {fill} does not fit in {typ}")
+            return np.full(count, fill, dtype)
+        if not (_is_int(fill) or (isinstance(fill, float) and fill.is_integer())):
+            raise err(f'fill = {fill} is not an integer, but type = "{typ}"')
+        info = np.iinfo(dtype)
+        if not info.min <= int(fill) <= info.max:
+            raise err(f"fill = {fill} does not fit in {typ} ({info.min} to {info.max})")
+        return np.full(count, int(fill), dtype)
+    raise err(f'fill must be "zeros", "arange", "random", a number, or a .npy path, not {fill!r}')
+
+
+def _from_array(
+    arr: np.ndarray, name: str, typ: str, dtype: np.dtype, count: int | None, err: Any
+) -> np.ndarray:
+    """Check a user array's element count and type; convert only when no value changes."""
+    if count is not None and arr.size != count:
+        raise err(
+            f"{name} holds {arr.size} elements but count = {count}; "
+            f"make them equal (or drop count to use the file's size)"
+        )
+    if arr.size == 0:
+        raise err(f"{name} is empty")
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    if flat.dtype == dtype:
+        return flat.copy()
+    if flat.dtype.kind not in "biuf":
+        raise err(f'{name} holds {flat.dtype} values, not numbers for type = "{typ}"')
+    # Accept other numeric dtypes only when every value survives the conversion
+    # unchanged: saving np.arange(n) (int64) is common and harmless, a silently
+    # rounded float64 is not.
+    with np.errstate(all="ignore"):
+        conv = flat.astype(dtype)
+        exact = np.array_equal(conv.astype(flat.dtype), flat, equal_nan=flat.dtype.kind == "f")
+    if not exact:
+        np_name = {"f32": "float32", "i32": "int32", "u32": "uint32", "f16": "float16"}[typ]
+        raise err(
+            f"{name} holds {flat.dtype} values that change when converted to {typ}; "
+            f"save it with .astype(np.{np_name})"
+        )
+    return conv
+
+
+# ---------------------------------------------------------------------------
+# Checking a launch against the kernel
+# ---------------------------------------------------------------------------
+
+
+def _describe(b: Binding) -> str:
+    size = "runtime-sized" if b.size is None else f"{b.size} bytes"
+    return f"@group({b.group}) @binding({b.binding}) '{b.name}' ({b.kind}, {size})"
+
+
+def resolve_entry(
+    spec: LaunchSpec, entry_points: Sequence[str], override: str | None = None
+) -> str:
+    """The entry point to launch: ``override`` (--entry), else the launch's, else the only one.
+
+    Kept next to the launch file logic so that every front end (CLI, Python API)
+    reports a wrong or ambiguous entry point the same way, naming the line.
+    """
+    names = list(entry_points)
+    listed = ", ".join(f"'{n}'" for n in names) or "none"
+    line = spec.key_lines.get("entry", 0)
+    if override is not None:
+        if override not in names:
+            raise GpuraceError(
+                f"--entry '{override}' is not an entry point of the kernel (it has {listed})"
+            )
+        return override
+    if spec.entry is not None:
+        if spec.entry not in names:
+            raise GpuraceError(
+                f"entry '{spec.entry}' is not an entry point of the kernel (it has {listed}); "
+                "fix entry = ... or pass --entry",
+                spec.path,
+                line,
+            )
+        return spec.entry
+    if len(names) == 1:
+        return names[0]
+    if not names:
+        raise GpuraceError("the kernel has no compute entry point", spec.path)
+    raise GpuraceError(
+        f"the kernel has several entry points ({listed}); "
+        'choose one with entry = "NAME" in the launch file or --entry NAME',
+        spec.path,
+    )
+
+
+def validate_against(
+    spec: LaunchSpec, bindings: Sequence[Binding], entry_points: Sequence[str] | None = None
+) -> None:
+    """Check that the launch binds exactly the kernel's buffers, each big enough.
+
+    A launch that misses a binding cannot run; an extra table is almost always a
+    typo in group/binding; a buffer smaller than the kernel's type would be clamped
+    or read out of bounds, so the check would cover a different program than the
+    user's. ``entry_points`` (when given) checks the launch's ``entry`` too.
+    """
+    if entry_points is not None and spec.entry is not None:
+        resolve_entry(spec, entry_points)
+    declared = {(b.group, b.binding): b for b in bindings}
+    for buf in spec.buffers:
+        if (buf.group, buf.binding) not in declared:
+            have = ", ".join(
+                f"group {g} binding {n} '{b.name}'" for (g, n), b in sorted(declared.items())
+            )
+            raise GpuraceError(
+                f"the kernel declares no buffer at group {buf.group}, binding {buf.binding}; "
+                f"remove this table or fix group/binding (the kernel declares: {have or 'none'})",
+                spec.path,
+                buf.line,
+            )
+    for b in sorted(bindings, key=lambda b: (b.group, b.binding)):
+        buf = spec.buffer(b.group, b.binding)
+        if buf is None:
+            hint = f'type = "{_type_hint(b)}", count = N'
+            raise GpuraceError(
+                f"the kernel declares {_describe(b)} but the launch file has no table for it; "
+                f"add [[binding]] with group = {b.group}, binding = {b.binding}, {hint}",
+                spec.path,
+                spec.key_lines.get("binding", 0),
+            )
+        itemsize = buf.itemsize
+        if b.size is not None:
+            if buf.nbytes < b.size:
+                need = -(-b.size // itemsize)
+                raise GpuraceError(
+                    f"buffer for '{b.name}' is {buf.nbytes} bytes ({buf.count} x {buf.type}) but "
+                    f"the kernel's type needs {b.size} bytes; set count = {need} or more",
+                    spec.path,
+                    buf.line,
+                )
+        elif b.elem_stride > 0 and buf.nbytes % b.elem_stride:
+            raise GpuraceError(
+                f"buffer for '{b.name}' is {buf.nbytes} bytes ({buf.count} x {buf.type}), not a "
+                f"whole number of {b.elem_type} elements ({b.elem_stride} bytes each); "
+                f"make count a multiple of {b.elem_stride // math.gcd(b.elem_stride, itemsize)}",
+                spec.path,
+                buf.line,
+            )
+
+
+def _type_hint(b: Binding) -> str:
+    """Best launch-file type for a binding, from the scalar inside its element type."""
+    for t in ("f16", "f32", "i32", "u32"):
+        if t in b.elem_type:
+            return t
+    return "u32"

@@ -1,0 +1,326 @@
+"""What every report format says about a race, computed once.
+
+The text, JSON (and later SARIF) formats must carry the same facts (design.md §3),
+so the decisions - which side is printed first, which site the diagnostic points
+at, how an address is named, how linear ids become (x,y,z) - live here and the
+formatters only lay them out.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from gpurace.model import (
+    Event,
+    Kind,
+    Race,
+    RaceClass,
+    Report,
+    Site,
+    Space,
+    TrackedVar,
+    WorkItem,
+)
+
+#: Stable class names, shared with the test corpus' ``[expect]`` labels.
+CLASS_NAMES: dict[RaceClass, str] = {
+    RaceClass.LOCAL: "local",
+    RaceClass.GLOBAL_INTRA: "global-intra",
+    RaceClass.GLOBAL_INTER: "global-inter",
+    RaceClass.STORAGE_EXCHANGE: "storage-exchange",
+    RaceClass.DIVERGENCE: "divergence",
+}
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How a source language names its memory spaces and barriers."""
+
+    local_memory: str
+    global_memory: str
+    local_barrier: str
+    global_barrier: str
+    local_decl: str
+
+
+DIALECTS: dict[str, Dialect] = {
+    "wgsl": Dialect(
+        "workgroup memory",
+        "storage buffer",
+        "workgroupBarrier()",
+        "storageBarrier()",
+        "var<workgroup>",
+    ),
+    "opencl": Dialect(
+        "local memory",
+        "global memory",
+        "barrier(CLK_LOCAL_MEM_FENCE)",
+        "barrier(CLK_GLOBAL_MEM_FENCE)",
+        "__local",
+    ),
+    "cuda": Dialect(
+        "shared memory", "global memory", "__syncthreads()", "__syncthreads()", "__shared__"
+    ),
+}
+
+
+def dialect(language: str) -> Dialect:
+    """The language's wording; WGSL's for an unknown language."""
+    return DIALECTS.get(language.lower(), DIALECTS["wgsl"])
+
+
+def delinearize(index: int, dims: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Linear id ``x + nx*(y + ny*z)`` back to (x, y, z)."""
+    nx, ny = max(dims[0], 1), max(dims[1], 1)
+    return (index % nx, (index // nx) % ny, index // (nx * ny))
+
+
+def work_item(report: Report, group: int, lid: int) -> WorkItem:
+    """The (x,y,z) ids of the work-item with linear local index ``lid`` in group ``group``."""
+    local = delinearize(lid, report.workgroup_size)
+    grp = delinearize(group, report.num_groups)
+    gid = (
+        grp[0] * report.workgroup_size[0] + local[0],
+        grp[1] * report.workgroup_size[1] + local[1],
+        grp[2] * report.workgroup_size[2] + local[2],
+    )
+    return WorkItem(global_id=gid, local_id=local, group_id=grp)
+
+
+def triple(t: tuple[int, int, int]) -> str:
+    """``(x,y,z)`` without spaces, as in the report format."""
+    return f"({t[0]},{t[1]},{t[2]})"
+
+
+def relpath(path: str, cwd: str | None = None) -> str:
+    """A path as the user should see it: relative to ``cwd`` when it lies inside it."""
+    if not path:
+        return path
+    base = os.path.abspath(cwd if cwd is not None else os.getcwd())
+    full = os.path.abspath(os.path.join(base, path))
+    try:
+        rel = os.path.relpath(full, base)
+    except ValueError:  # another drive on Windows
+        return full
+    return full if rel == ".." or rel.startswith(".." + os.sep) else rel
+
+
+def kind_name(kind: Kind, site: Site | None) -> str:
+    """load / store / atomic / barrier / exit (the corpus' kind names)."""
+    if kind == Kind.EVENT:
+        return "exit" if site is not None and site.event == Event.EXIT else "barrier"
+    return {Kind.LOAD: "load", Kind.STORE: "store", Kind.ATOMIC: "atomic"}[Kind(kind)]
+
+
+#: How each kind is labelled in a text block's access lines.
+KIND_LABELS = {
+    "load": "read",
+    "store": "write",
+    "atomic": "atomic",
+    "barrier": "barrier",
+    "exit": "exit",
+}
+
+
+def race_type(kind_a: str, kind_b: str) -> str:
+    """read-write / write-write / atomic-plain, from the two kinds."""
+    kinds = {kind_a, kind_b}
+    if "atomic" in kinds and len(kinds) == 2:
+        return "atomic-plain"
+    if kinds == {"store"}:
+        return "write-write"
+    if kinds == {"load", "store"}:
+        return "read-write"
+    return f"{KIND_LABELS.get(kind_a, kind_a)}-{KIND_LABELS.get(kind_b, kind_b)}"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One access (or barrier / exit) of a race, with its example work-item."""
+
+    site: Site
+    kind: str  # load, store, atomic, barrier, exit
+    group: int  # linear work-group id
+    lid: int  # linear local index
+    epoch: int
+    item: WorkItem
+
+
+@dataclass(frozen=True)
+class RaceView:
+    """A race as every format presents it.
+
+    ``first``/``second`` are the two sides in source order (line, col), so output
+    reads top to bottom; ``at`` is the site the diagnostic points at: the later access
+    (where the fix - a barrier before it - usually goes), or for a divergence between
+    a barrier and an exit, the barrier the other work-items wait at.
+    """
+
+    race: Race
+    cls: str
+    severity: str  # "error" or "warning"
+    first: Side
+    second: Side
+    at: Site
+    type: str  # read-write, write-write, atomic-plain, or "barrier-divergence"
+    memory: str  # "local" / "global" ("" for divergence)
+    memory_words: str  # e.g. "workgroup memory"
+    var: TrackedVar | None
+    var_name: str
+    index: int | None  # element index (None when the variable is not an array)
+    address_name: str  # 'tile[37]'
+
+
+def _lookup(report: Report) -> tuple[dict[int, Site], dict[int, TrackedVar]]:
+    return {s.id: s for s in report.sites}, {v.id: v for v in report.variables}
+
+
+def _site(sites: dict[int, Site], report: Report, site_id: int, kind: Kind) -> Site:
+    site = sites.get(site_id)
+    if site is None:  # never expected; still print something the user can follow up
+        site = Site(site_id, report.file, 0, 0, kind, f"<site {site_id}>", "")
+    return site
+
+
+def view(
+    report: Report,
+    race: Race,
+    tables: tuple[dict[int, Site], dict[int, TrackedVar]] | None = None,
+) -> RaceView:
+    """Decide everything about how ``race`` is presented (``tables``: from _lookup)."""
+    sites, variables = tables if tables is not None else _lookup(report)
+    a_site = _site(sites, report, race.site_a, race.kind_a)
+    b_site = _site(sites, report, race.site_b, race.kind_b)
+    a = Side(
+        a_site,
+        kind_name(race.kind_a, a_site),
+        race.group_a,
+        race.lid_a,
+        race.epoch_a,
+        work_item(report, race.group_a, race.lid_a),
+    )
+    b = Side(
+        b_site,
+        kind_name(race.kind_b, b_site),
+        race.group_b,
+        race.lid_b,
+        race.epoch_b,
+        work_item(report, race.group_b, race.lid_b),
+    )
+    first, second = (a, b) if (a_site.line, a_site.col) <= (b_site.line, b_site.col) else (b, a)
+    cls = RaceClass(race.cls)
+    words = dialect(report.language)
+    if cls == RaceClass.DIVERGENCE:
+        at = second.site
+        if second.kind == "exit" and first.kind != "exit":
+            at = first.site
+        return RaceView(
+            race=race,
+            cls=CLASS_NAMES[cls],
+            severity="error",
+            first=first,
+            second=second,
+            at=at,
+            type="barrier-divergence",
+            memory="",
+            memory_words="",
+            var=None,
+            var_name="",
+            index=None,
+            address_name="",
+        )
+    var = variables.get(race.var)
+    if var is not None:
+        space = var.space
+    else:
+        space = Space.LOCAL if cls == RaceClass.LOCAL else Space.GLOBAL
+    name = var.name if var is not None else f"<var {race.var}>"
+    index: int | None = None
+    if var is not None and var.elem_stride > 0 and (var.size is None or var.size > var.elem_stride):
+        index = race.address // var.elem_stride
+    return RaceView(
+        race=race,
+        cls=CLASS_NAMES[cls],
+        severity="warning" if cls == RaceClass.STORAGE_EXCHANGE else "error",
+        first=first,
+        second=second,
+        at=second.site,
+        type=race_type(first.kind, second.kind),
+        memory="local" if space == Space.LOCAL else "global",
+        memory_words=words.local_memory if space == Space.LOCAL else words.global_memory,
+        var=var,
+        var_name=name,
+        index=index,
+        address_name=name if index is None else f"{name}[{index}]",
+    )
+
+
+def views(report: Report) -> list[RaceView]:
+    """All races of the report, in the order of the sites they point at."""
+    tables = _lookup(report)
+    vs = [view(report, r, tables) for r in report.races]
+    vs.sort(key=lambda v: (v.at.file, v.at.line, v.at.col, int(v.race.cls), v.race.key))
+    return vs
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 race`` / ``2 races``."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def incomplete_reasons(report: Report) -> list[str]:
+    """Why a result is incomplete (empty when the scope is complete)."""
+    scope = report.scope
+    reasons = []
+    if scope.accesses_dropped:
+        dropped = plural(scope.accesses_dropped, "access", "accesses")
+        reasons.append(f"{dropped} dropped because the log was full")
+    if scope.not_instrumented:
+        reasons.append(f"{plural(len(scope.not_instrumented), 'construct')} not instrumented")
+    if scope.saturated:
+        reasons.append(
+            f"{plural(len(scope.saturated), 'counter or table', 'counters or tables')} saturated"
+        )
+    return reasons
+
+
+def explanation(v: RaceView, language: str) -> str:
+    """Why the two sides race: the class, in the language's words."""
+    words = dialect(language)
+    cls = RaceClass(v.race.cls)
+    if cls == RaceClass.LOCAL:
+        return f"same work-group, no {words.local_barrier} between"
+    if cls == RaceClass.GLOBAL_INTRA:
+        return f"same work-group, no {words.global_barrier} between"
+    if cls == RaceClass.GLOBAL_INTER:
+        return "different work-groups (nothing orders work-groups within a launch)"
+    if cls == RaceClass.STORAGE_EXCHANGE:
+        return (
+            f"storage-buffer exchange inside a work-group, ordered only by {words.global_barrier}"
+        )
+    group = triple(v.first.item.group_id)
+    if "exit" in (v.first.kind, v.second.kind) and v.first.kind != v.second.kind:
+        return (
+            f"barrier divergence: work-items of group {group} exit while others wait at a barrier"
+        )
+    return f"barrier divergence: work-items of group {group} reach different barriers"
+
+
+def message(v: RaceView) -> str:
+    """The diagnostic's one-line message (the text header after ``file:l:c: severity:``)."""
+    if v.cls == "divergence":
+        return f"barrier divergence at '{v.at.operand}'"
+    what = "exchange" if v.severity == "warning" else "race"
+    return f"{v.type} {what} on {v.memory_words} '{v.address_name}' (byte {v.race.address})"
+
+
+def hint(v: RaceView, language: str) -> str | None:
+    """The fix to suggest, for classes where one fix is almost always right."""
+    if RaceClass(v.race.cls) != RaceClass.STORAGE_EXCHANGE:
+        return None
+    words = dialect(language)
+    return (
+        f"move the exchanged data to {words.local_decl} memory and order it "
+        f"with {words.local_barrier}"
+    )

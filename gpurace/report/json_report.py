@@ -1,0 +1,147 @@
+"""The JSON report (``--json FILE``), for CI and scripts; schema in docs/json-schema.md.
+
+It carries the same facts as the text report (design.md §3), decided once in
+``common.view``, plus the raw ids (linear local/group indices, epochs, site ids)
+a script needs to match races against expectations without parsing text.
+Class and kind names are the test corpus' labels, so a harness can compare a
+report with a launch file's ``[expect]`` table directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from gpurace.model import Report, Site
+
+from .common import (
+    Side,
+    explanation,
+    hint,
+    incomplete_reasons,
+    message,
+    relpath,
+    views,
+)
+
+#: Bumped on any incompatible change (a removed or renamed field, a changed meaning).
+SCHEMA_VERSION = 1
+SCHEMA_NAME = "gpurace-report"
+
+
+def _tool_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("gpurace")
+    except Exception:  # not installed (running from a source tree)
+        return "unknown"
+
+
+def _site(site: Site, kind: str, cwd: str | None) -> dict[str, Any]:
+    return {
+        "id": site.id,
+        "file": relpath(site.file, cwd),
+        "line": site.line,
+        "col": site.col,
+        "operand": site.operand,
+        "line_text": site.line_text,
+        "kind": kind,
+    }
+
+
+def _side(side: Side, cwd: str | None) -> dict[str, Any]:
+    item = side.item
+    return {
+        "site": _site(side.site, side.kind, cwd),
+        "work_item": {
+            "global": list(item.global_id),
+            "local": list(item.local_id),
+            "group": list(item.group_id),
+            "local_index": side.lid,
+            "group_index": side.group,
+        },
+        "epoch": side.epoch,
+    }
+
+
+def to_json(report: Report, cwd: str | None = None) -> dict[str, Any]:
+    """The report as a JSON-ready dict; paths relative to ``cwd`` like the text report."""
+    races = []
+    for v in views(report):
+        race = v.race
+        divergence = v.cls == "divergence"
+        races.append(
+            {
+                "class": v.cls,
+                "severity": v.severity,
+                "type": v.type,
+                "message": message(v),
+                "explanation": explanation(v, report.language),
+                "hint": hint(v, report.language),
+                "launch": getattr(race, "launch", 0),
+                "location": {
+                    "file": relpath(v.at.file, cwd),
+                    "line": v.at.line,
+                    "col": v.at.col,
+                },
+                "memory": v.memory or None,
+                "var": None if divergence else v.var_name,
+                "index": v.index,
+                "address": None if divergence else race.address,
+                "instances": race.instances,
+                "pairs": race.pairs,
+                "a": _side(v.first, cwd),
+                "b": _side(v.second, cwd),
+            }
+        )
+    s = report.scope
+    return {
+        "schema": SCHEMA_NAME,
+        "version": SCHEMA_VERSION,
+        "tool": {"name": "gpurace", "version": _tool_version()},
+        "kernel": report.kernel,
+        "file": relpath(report.file, cwd),
+        "language": report.language,
+        "device": report.device,
+        "workgroup_size": list(report.workgroup_size),
+        "num_groups": list(report.num_groups),
+        "uniform_writes": "race" if report.uniform_writes_race else "tolerate",
+        "races": races,
+        "summary": {
+            "races": len(report.races),
+            "errors": len(report.errors),
+            "warnings": len(report.warnings),
+        },
+        "scope": {
+            "launches": s.launches,
+            "work_groups": s.work_groups,
+            "work_items": s.work_items,
+            "accesses_logged": s.accesses_logged,
+            "accesses_dropped": s.accesses_dropped,
+            "not_instrumented": list(s.not_instrumented),
+            "saturated": list(s.saturated),
+            "device_bytes": getattr(s, "device_bytes", 0),
+            "complete": s.complete,
+            "incomplete_reasons": incomplete_reasons(report),
+        },
+        "exit_code": report.exit_code,
+    }
+
+
+def dumps(report: Report, cwd: str | None = None) -> str:
+    """The JSON text, indented and newline-terminated (friendly to diffs and ``jq``)."""
+    return json.dumps(to_json(report, cwd), indent=2) + "\n"
+
+
+def write_json(report: Report, path: str | os.PathLike[str], cwd: str | None = None) -> None:
+    """Write the JSON report to ``path`` ("-" for standard output)."""
+    text = dumps(report, cwd)
+    if os.fspath(path) == "-":
+        import sys
+
+        sys.stdout.write(text)
+        return
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)

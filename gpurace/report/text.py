@@ -1,0 +1,174 @@
+"""The compiler-style text report (design.md §3).
+
+One block per race whose first line is ``file:line:col: error: ...`` so editors and
+CI log viewers jump to it, both sites with their source lines (a race has two ends
+and the fix may be at either), the example work-items in the (x,y,z) form the user
+wrote the kernel in, then a summary and the explicit scope statement: a clean result
+is only as good as what it covered, so the coverage is always printed.
+
+The text is plain; ``print_text`` adds colour only for a terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import TextIO
+
+from gpurace.model import Report
+
+from .common import (
+    KIND_LABELS,
+    RaceView,
+    explanation,
+    hint,
+    incomplete_reasons,
+    message,
+    plural,
+    relpath,
+    triple,
+    views,
+)
+
+
+def _loc(file: str, line: int, col: int, cwd: str | None) -> str:
+    return f"{relpath(file, cwd)}:{line}:{col}"
+
+
+def _counts(v: RaceView) -> str | None:
+    race = v.race
+    if v.cls == "divergence":
+        more = race.instances - 1
+        return f"(+{plural(more, 'more work-group')})" if more > 0 else None
+    if race.instances <= 1 and race.pairs <= 1:
+        return None
+    parts = []
+    if race.instances > 1:
+        parts.append(f"+{plural(race.instances - 1, 'more address', 'more addresses')}")
+    parts.append(plural(race.pairs, "work-item pair"))
+    return "(" + ", ".join(parts) + ")"
+
+
+def format_race(report: Report, v: RaceView, cwd: str | None = None) -> list[str]:
+    """The lines of one race block."""
+    launch = getattr(v.race, "launch", 0)
+    loc = _loc(v.at.file, v.at.line, v.at.col, cwd)
+    lines = [
+        f"{loc}: {v.severity}: {message(v)}",
+        f"  kernel '{report.kernel}', launch {launch}: {explanation(v, report.language)}",
+    ]
+    for side in (v.first, v.second):
+        item = side.item
+        lines.append(
+            f"  {KIND_LABELS[side.kind]:<6} by global {triple(item.global_id)} "
+            f"local {triple(item.local_id)} group {triple(item.group_id)}  "
+            f"at {_loc(side.site.file, side.site.line, side.site.col, cwd)}"
+        )
+        if side.site.line_text.strip():
+            lines.append(f"      {side.site.line_text.strip()}")
+    counts = _counts(v)
+    if counts:
+        lines.append(f"  {counts}")
+    fix = hint(v, report.language)
+    if fix:
+        lines.append(f"  hint: {fix}")
+    return lines
+
+
+def summary_line(report: Report) -> str:
+    """``N races (E errors, W warnings) in kernel 'K'`` or ``no races in kernel 'K'``."""
+    n = len(report.races)
+    if not n:
+        return f"no races in kernel '{report.kernel}'"
+    e, w = len(report.errors), len(report.warnings)
+    return (
+        f"{plural(n, 'race')} ({plural(e, 'error')}, {plural(w, 'warning')}) "
+        f"in kernel '{report.kernel}'"
+    )
+
+
+_LOCATED = re.compile(r"^(.+?)(:\d+(?::\d+)?:.*)$", re.S)
+
+
+def _relative_entry(entry: str, cwd: str | None) -> str:
+    """Make the path at the front of a "file:l:c: what" entry relative, like sites."""
+    m = _LOCATED.match(entry)
+    return relpath(m.group(1), cwd) + m.group(2) if m else entry
+
+
+def scope_lines(report: Report, cwd: str | None = None) -> list[str]:
+    """The explicit-scope statement (design.md §2) and the verdict's completeness."""
+    s = report.scope
+    lines = [
+        f"scope: {plural(s.launches, 'launch', 'launches')}, "
+        f"{plural(s.work_groups, 'work-group')}, {plural(s.work_items, 'work-item')}"
+        + (f" on '{report.device}'" if report.device else ""),
+        f"  {plural(s.accesses_logged, 'access', 'accesses')} logged, {s.accesses_dropped} dropped",
+    ]
+    if s.not_instrumented:
+        lines.append(f"  not instrumented ({len(s.not_instrumented)}):")
+        lines += [f"    {_relative_entry(x, cwd)}" for x in s.not_instrumented]
+    else:
+        lines.append("  not instrumented: none")
+    if s.saturated:
+        lines.append(f"  saturated ({len(s.saturated)}):")
+        lines += [f"    {x}" for x in s.saturated]
+    else:
+        lines.append("  saturated: none")
+    reasons = incomplete_reasons(report)
+    if reasons:
+        lines.append(f"result: INCOMPLETE: {'; '.join(reasons)}")
+    else:
+        lines.append("result: complete")
+    return lines
+
+
+def format_text(report: Report, cwd: str | None = None) -> str:
+    """The whole text report; paths relative to ``cwd`` (default: the current directory)."""
+    blocks = ["\n".join(format_race(report, v, cwd)) for v in views(report)]
+    tail = "\n".join([summary_line(report), *scope_lines(report, cwd)])
+    return "\n\n".join([*blocks, tail]) + "\n"
+
+
+_STYLES = [
+    (r"^[^\n]*?: error:", "bold red"),
+    (r"^[^\n]*?: warning:", "bold magenta"),
+    (r"^  hint:", "bold cyan"),
+    (r"^result: INCOMPLETE", "bold yellow"),
+    (r"^result: complete", "bold green"),
+]
+
+
+def use_color(stream: TextIO) -> bool:
+    """Colour only for a terminal, and never when NO_COLOR is set (no-color.org)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def print_text(
+    report: Report,
+    stream: TextIO | None = None,
+    cwd: str | None = None,
+    color: bool | None = None,
+) -> None:
+    """Write the text report; colour (via rich) only when ``color`` or a terminal."""
+    stream = stream if stream is not None else sys.stdout
+    text = format_text(report, cwd)
+    if color is None:
+        color = use_color(stream)
+    if not color:
+        stream.write(text)
+        return
+    from rich.console import Console
+    from rich.text import Text
+
+    styled = Text(text)
+    for pattern, style in _STYLES:
+        styled.highlight_regex(re.compile(pattern, re.M), style)
+    console = Console(
+        file=stream, force_terminal=True, highlight=False, soft_wrap=True, emoji=False
+    )
+    console.print(styled, end="")
