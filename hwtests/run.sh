@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The GPU checks, in one script of a few minutes: the WGSL corpus (verdicts, sites,
+# bit-identical outputs, device analysis == NumPy reference) on the real GPU's Vulkan
+# adapter, then the overhead benchmark. Logs go to $OUT (default hwtests/out).
+#
+#   bash hwtests/run.sh            # picks the GPU adapter; GPURACE_DEVICE=name to choose
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-hwtests/out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q -e '.[test]' 2>&1 | grep -v WARNING
+python3 -m gpurace devices 2>&1 | tee "$OUT/devices.txt"
+status=0
+python3 -m pytest -q hwtests tests/test_corpus_wgsl.py tests/test_analysis_equivalence.py \
+  2>&1 | tee "$OUT/pytest.log" || status=1
+python3 bench/bench_wgsl.py --repeat 3 2>&1 | tee "$OUT/bench_wgsl.md" || status=1
+exit $status

@@ -1,0 +1,12 @@
+@group(0) @binding(0) var<storage, read> src: array<f32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<f32>;
+
+var<workgroup> tile: array<f32, 64>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    tile[lid] = src[gid.x];
+    storageBarrier();   // orders storage memory only, not the tile
+    dst[gid.x] = tile[63u - lid];
+}

@@ -1,0 +1,14 @@
+@group(0) @binding(0) var<storage, read> src: array<f32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<f32>;
+
+var<workgroup> tile: array<f32, 64>;
+
+// Each work-item stages one element, then reads its neighbour's element,
+// but nothing orders the neighbour's write before this read.
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    tile[lid] = src[gid.x];
+    // missing: workgroupBarrier();
+    dst[gid.x] = tile[(lid + 1u) % 64u];
+}
