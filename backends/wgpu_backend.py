@@ -74,7 +74,11 @@ def list_adapters() -> list[Adapter]:
 
 @functools.cache
 def get_device(name: str | None = None) -> tuple[object, str]:
-    """The wgpu device for `name` (substring of the adapter's name), or the default."""
+    """The wgpu device for `name` (substring of the adapter's name), or the default.
+
+    The default is $GPURACE_DEVICE if set, else the first GPU, else the CPU driver.
+    """
+    name = name or os.environ.get("GPURACE_DEVICE") or None
     adapters = list_adapters()
     if not adapters:
         raise GpuraceError(

@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 import click
 
 from gpurace.model import GpuraceError
+from gpurace.report.common import relpath
 
 EXIT_ERROR = 2
 
@@ -45,6 +46,8 @@ def _guarded(fn: Callable[[], int]) -> NoReturn:
     try:
         code = fn()
     except GpuraceError as err:
+        if err.file:
+            err.file = relpath(err.file)
         _fail(str(err))
     except tomllib.TOMLDecodeError as err:
         _fail(f"error: invalid TOML: {err}")
@@ -181,6 +184,77 @@ def check(
         if json_path:
             write_json(report, json_path)
         return int(report.exit_code)
+
+    _guarded(run)
+
+
+@main.command()
+@click.argument("kernel", metavar="KERNEL")
+@click.option(
+    "--launch",
+    "launch_path",
+    metavar="LAUNCH.toml",
+    help="Launch file: grid, entry point and buffers (default: KERNEL's name + .toml).",
+)
+@click.option(
+    "--runs",
+    "runs_text",
+    metavar="N",
+    default="20",
+    show_default=True,
+    help="Number of replays, each from the same initial buffers.",
+)
+@click.option(
+    "--json", "json_path", metavar="FILE", help="Also write the result as JSON ('-': stdout)."
+)
+@click.option("--device", metavar="NAME", help="Device to run on (see `gpurace devices`).")
+@click.option("--entry", metavar="NAME", help="Entry point (overrides the launch file).")
+def repeat(
+    kernel: str,
+    launch_path: str | None,
+    runs_text: str,
+    json_path: str | None,
+    device: str | None,
+    entry: str | None,
+) -> None:
+    """Replay the plain KERNEL N times from the same inputs and compare the outputs' bits.
+
+    Every buffer the kernel can write is restored from an on-device snapshot before
+    each replay and hashed on the device after it; where replays differ, one output
+    per distinct result is read back and compared element by element.
+
+    Exit status: 0 all replays bit-identical, 1 they differ, 2 bad input or error.
+    """
+
+    def run() -> int:
+        from gpurace.determinism import repeat_file, write_json
+
+        # Parsed here, not by click, so a bad value is one error line like every other.
+        try:
+            runs = int(runs_text)
+        except ValueError:
+            runs = 0
+        if runs < 1:
+            raise GpuraceError(f"--runs must be a positive integer, not '{runs_text}'")
+        if not os.path.isfile(kernel):
+            raise GpuraceError(
+                "kernel file not found" + (" (it is a directory)" if os.path.isdir(kernel) else ""),
+                file=kernel,
+            )
+        launch = _find_launch(kernel, launch_path)
+        progress = _Progress() if sys.stderr.isatty() else None
+        try:
+            result = repeat_file(
+                kernel, launch, runs=runs, device=device, entry=entry, progress=progress
+            )
+        finally:
+            if progress is not None:
+                progress.clear()
+        out = sys.stderr if json_path == "-" else sys.stdout
+        out.write(str(result) + "\n")
+        if json_path:
+            write_json(result, json_path)
+        return result.exit_code
 
     _guarded(run)
 

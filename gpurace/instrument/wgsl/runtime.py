@@ -1,0 +1,439 @@
+"""WGSL text of the logging runtime and of the per-access helper functions.
+
+Every instrumented access is replaced, in place, by a call to a generated helper
+function that logs the access and then performs it. Because a call is an
+ordinary expression, the rewrite never moves code: evaluation order, short
+circuits and loop conditions stay exactly as written, and index expressions are
+evaluated once (as the helper's arguments).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpurace.model import Event, Kind, Space, pack_flags
+
+from .types import (
+    Array,
+    Atomic,
+    Matrix,
+    Scalar,
+    Struct,
+    Type,
+    Vector,
+    column_stride,
+    size_of,
+    stride_of,
+    wgsl,
+)
+
+FNV_OFFSET = 2166136261
+FNV_PRIME = 16777619
+SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3, "r": 0, "g": 1, "b": 2, "a": 3}
+BARRIER_EXTRA = {"workgroupBarrier": 1, "storageBarrier": 2, "textureBarrier": 0}
+
+
+@dataclass
+class TrackedInfo:
+    """A tracked module variable: a ``var<storage>`` or ``var<workgroup>``."""
+
+    id: int
+    name: str
+    space: Space
+    type: Type
+    access: str
+
+
+@dataclass
+class Step:
+    """One step of an access path below its root variable."""
+
+    kind: str  # "member", "comp" (vector component) or "index"
+    text: str  # member/component name, or the index expression (call-site text)
+    offset: int = 0  # static byte offset of a member/component/constant index
+    stride: int = 0  # bytes per index step
+    itype: str = ""  # i32/u32 for a dynamic index, "" for a constant one
+
+
+@dataclass
+class Path:
+    """A reference into a tracked variable: root + member/component/index steps."""
+
+    root: TrackedInfo
+    steps: list[Step] = field(default_factory=list)
+    type: Type | None = None  # store type of the referenced memory
+
+    def dynamic(self) -> list[Step]:
+        return [s for s in self.steps if s.kind == "index" and s.itype]
+
+    def copy(self) -> Path:
+        return Path(self.root, [Step(**vars(s)) for s in self.steps], self.type)
+
+    def shape(self) -> tuple:
+        """Identity of the path with dynamic index texts abstracted away."""
+        return (self.root.name,) + tuple(
+            (s.kind, s.itype or s.text, s.offset, s.stride) for s in self.steps
+        )
+
+
+def prelude(nvars: int) -> str:
+    """Private state, the prologue ``_gr_init`` and the record appender ``_gr_rec``.
+
+    ``_gr_ctl`` (docs/internals.md §1): [0] records requested, [1] capacity,
+    [2]/[3] the address range [lo, hi) to log, [4 + var] each variable's base in
+    the linear address order. An access is logged only if a 4-byte word it
+    touches lies in the range; events only when lo == 0.
+    """
+    n = max(1, nvars)  # the private array needs at least one element
+    bases = "\n".join(f"  _gr_base[{v}] = atomicLoad(&_gr_ctl[{4 + v}]);" for v in range(nvars))
+    return f"""\
+var<private> _gr_lid: u32;
+var<private> _gr_grp: u32;
+var<private> _gr_cap: u32;
+var<private> _gr_lo: u32;
+var<private> _gr_hi: u32;
+var<private> _gr_base: array<u32, {n}>;
+var<private> _gr_ep_l: u32;
+var<private> _gr_ep_g: u32;
+var<private> _gr_nbar: u32;
+
+fn _gr_init(l: u32, w: vec3<u32>, n: vec3<u32>) {{
+  _gr_lid = l;
+  _gr_grp = w.x + n.x * (w.y + n.y * w.z);
+  _gr_cap = atomicLoad(&_gr_ctl[1]);
+  _gr_lo = atomicLoad(&_gr_ctl[2]);
+  _gr_hi = atomicLoad(&_gr_ctl[3]);
+{bases}
+  _gr_ep_l = 0u;
+  _gr_ep_g = 0u;
+  _gr_nbar = 0u;
+}}
+
+fn _gr_rec(site: u32, flags: u32, off: u32, epoch: u32, value: u32, extra: u32) {{
+  var keep = _gr_lo == 0u;
+  if (flags & 3u) != 3u {{
+    let base = _gr_base[(flags >> 16u) & 0xffu];
+    let first = base + (off & ~3u);
+    let last = base + ((off + ((flags >> 8u) & 0xffu) - 1u) & ~3u);
+    keep = first < _gr_hi && last >= _gr_lo;
+  }}
+  if keep {{
+    let i = atomicAdd(&_gr_ctl[0], 1u);
+    if i < _gr_cap {{
+      let b = i * 8u;
+      _gr_log[b] = site;
+      _gr_log[b + 1u] = flags;
+      _gr_log[b + 2u] = off;
+      _gr_log[b + 3u] = _gr_lid;
+      _gr_log[b + 4u] = _gr_grp;
+      _gr_log[b + 5u] = epoch;
+      _gr_log[b + 6u] = value;
+      _gr_log[b + 7u] = extra;
+    }}
+  }}
+}}
+
+"""
+
+
+FNV_HELPER = f"""\
+// FNV-1a over the low n bytes of w (little-endian), continuing from hash h.
+fn _gr_fnv(h: u32, w: u32, n: u32) -> u32 {{
+  var x = h;
+  for (var b = 0u; b < n; b++) {{
+    x = (x ^ ((w >> (8u * b)) & 0xffu)) * {FNV_PRIME}u;
+  }}
+  return x;
+}}
+"""
+
+
+def log_bindings(group: int) -> str:
+    return (
+        f"@group({group}) @binding(0) var<storage, read_write> _gr_log: array<u32>;\n"
+        f"@group({group}) @binding(1) var<storage, read_write> _gr_ctl: array<atomic<u32>>;\n"
+    )
+
+
+@dataclass
+class Off:
+    """A byte-offset expression: constant + sum of u32 terms."""
+
+    const: int = 0
+    terms: tuple[str, ...] = ()
+
+    def plus(self, c: int = 0, term: str | None = None) -> Off:
+        return Off(self.const + c, self.terms + ((term,) if term else ()))
+
+    def text(self) -> str:
+        parts = list(self.terms)
+        if self.const or not parts:
+            parts.append(f"{self.const}u")
+        return " + ".join(parts)
+
+
+def _words(t: Scalar | Vector, v: str) -> list[tuple[str, int]]:
+    """The stored value as (u32 expression, byte count) words, little-endian."""
+    s = t if isinstance(t, Scalar) else t.elem
+    n = 1 if isinstance(t, Scalar) else t.n
+    if s.name == "f16":
+        if n == 1:
+            return [(f"pack2x16float(vec2<f32>(f32({v}), 0.0))", 2)]
+        out = []
+        comps = "xyzw"[:n]
+        for k in range(0, n, 2):
+            pair = comps[k : k + 2]
+            if len(pair) == 2:
+                out.append((f"pack2x16float(vec2<f32>(({v}).{pair}))", 4))
+            else:
+                out.append((f"pack2x16float(vec2<f32>(f32(({v}).{pair}), 0.0))", 2))
+        return out
+    if s.name == "bool":
+        if n == 1:
+            return [(f"select(0u, 1u, {v})", 4)]
+        return [(f"select(0u, 1u, ({v}).{c})", 4) for c in "xyzw"[:n]]
+    conv = (lambda x: x) if s.name == "u32" else (lambda x: f"bitcast<u32>({x})")
+    if n == 1:
+        return [(conv(v), 4)]
+    return [(conv(f"({v}).{c}"), 4) for c in "xyzw"[:n]]
+
+
+def value_bits(t: Scalar | Vector, v: str) -> str:
+    """Word 6 of a store record: the bits if <= 4 bytes, else FNV-1a of the bytes."""
+    words = _words(t, v)
+    if sum(n for _, n in words) <= 4:
+        return words[0][0]
+    h = f"{FNV_OFFSET}u"
+    for w, n in words:
+        h = f"_gr_fnv({h}, {w}, {n}u)"
+    return h
+
+
+def _plain(t: Type | None) -> Type | None:
+    """The value type of a plain access (naga loads/stores an atomic as its scalar)."""
+    return t.elem if isinstance(t, Atomic) else t
+
+
+class Runtime:
+    """Generates (and de-duplicates) the helper functions of one module."""
+
+    def __init__(self) -> None:
+        self._by_body: dict[str, str] = {}
+        self.decls: list[str] = []
+        self._n = 0
+
+    def _add(self, prefix: str, params: list[str], ret: str | None, body: list[str]) -> str:
+        sig_tail = f" -> {ret}" if ret else ""
+        key = prefix + "|" + ", ".join(params) + sig_tail + "\n" + "\n".join(body)
+        name = self._by_body.get(key)
+        if name is None:
+            name = f"{prefix}{self._n}"
+            self._n += 1
+            self._by_body[key] = name
+            lines = [f"fn {name}({', '.join(params)}){sig_tail} {{"]
+            lines += ["  " + b for b in body]
+            lines.append("}")
+            self.decls.append("\n".join(lines))
+        return name
+
+    def add_private(self, decl: str) -> None:
+        if decl not in self._by_body:
+            self._by_body[decl] = decl
+            self.decls.append(decl)
+
+    # ------------------------------------------------------------------ paths
+    @staticmethod
+    def _params(path: Path) -> list[str]:
+        return [f"_gr_i{k}: {s.itype}" for k, s in enumerate(path.dynamic())]
+
+    @staticmethod
+    def ref(path: Path, names: list[str] | None = None) -> str:
+        """WGSL reference text of the path; dynamic indices named by ``names``."""
+        text = path.root.name
+        k = 0
+        for s in path.steps:
+            if s.kind in ("member", "comp"):
+                text += "." + s.text
+            elif s.itype:
+                text += f"[{names[k] if names else f'_gr_i{k}'}]"
+                k += 1
+            else:
+                text += f"[{s.text}]"
+        return text
+
+    @staticmethod
+    def offset(path: Path, names: list[str] | None = None) -> Off:
+        off = Off()
+        k = 0
+        for s in path.steps:
+            if s.kind == "index" and s.itype:
+                name = names[k] if names else f"_gr_i{k}"
+                idx = name if s.itype == "u32" else f"u32({name})"
+                off = off.plus(term=f"{idx} * {s.stride}u" if s.stride != 1 else idx)
+                k += 1
+            else:
+                off = off.plus(s.offset)
+        return off
+
+    # ------------------------------------------------------------------ records
+    @staticmethod
+    def _rec(
+        site: int, kind: Kind, path: Path, size: int, off: Off, value: str | None, extra: int = 0
+    ) -> str:
+        root = path.root
+        flags = pack_flags(int(kind), int(root.space), size, root.id, value is not None)
+        epoch = "_gr_ep_l" if root.space == Space.LOCAL else "_gr_ep_g"
+        return f"_gr_rec({site}u, {flags}u, {off.text()}, {epoch}, {value or '0u'}, {extra}u);"
+
+    def _leaves(
+        self,
+        site: int,
+        kind: Kind,
+        path: Path,
+        t: Type,
+        off: Off,
+        value: str | None,
+        depth: int = 0,
+    ) -> list[str]:
+        """One record per scalar/vector/matrix-column leaf; fixed arrays as loops."""
+        if isinstance(t, Scalar | Vector):
+            v = value_bits(t, value) if value is not None else None
+            return [self._rec(site, kind, path, size_of(t), off, v)]
+        if isinstance(t, Atomic):  # a plain access to an atomic (a naga extension)
+            v = value_bits(t.elem, value) if value is not None else None
+            return [self._rec(site, kind, path, 4, off, v)]
+        if isinstance(t, Matrix):
+            out = []
+            cs = column_stride(t)
+            for c in range(t.cols):
+                cv = f"({value})[{c}]" if value is not None else None
+                out += self._leaves(site, kind, path, t.column, off.plus(c * cs), cv, depth)
+            return out
+        if isinstance(t, Struct):
+            out = []
+            for m in t.members:
+                mv = f"({value}).{m.name}" if value is not None else None
+                out += self._leaves(site, kind, path, m.type, off.plus(m.offset), mv, depth)
+            return out
+        if isinstance(t, Array) and t.count is not None:
+            k = f"_gr_k{depth}"
+            ev = f"({value})[{k}]" if value is not None else None
+            inner = self._leaves(
+                site, kind, path, t.elem, off.plus(term=f"{k} * {stride_of(t)}u"), ev, depth + 1
+            )
+            return (
+                [f"for (var {k} = 0u; {k} < {t.count}u; {k}++) {{"]
+                + ["  " + line for line in inner]
+                + ["}"]
+            )
+        raise ValueError(f"cannot log an access of type {wgsl(t)}")
+
+    # ------------------------------------------------------------------ helpers
+    def load(self, site: int, path: Path) -> str:
+        body = self._leaves(site, Kind.LOAD, path, path.type, self.offset(path), None)
+        body.append(f"return {self.ref(path)};")
+        return self._add("_gr_ld", self._params(path), wgsl(_plain(path.type)), body)
+
+    def swizzle_load(self, site: int, path: Path, swizzle: str) -> str:
+        vt = path.type
+        assert isinstance(vt, Vector)
+        es = size_of(vt.elem)
+        comps = sorted({SWIZZLE[c] for c in swizzle})
+        runs: list[list[int]] = []
+        for c in comps:
+            if runs and runs[-1][-1] == c - 1:
+                runs[-1].append(c)
+            else:
+                runs.append([c])
+        off = self.offset(path)
+        body = [
+            self._rec(site, Kind.LOAD, path, es * len(r), off.plus(r[0] * es), None) for r in runs
+        ]
+        body.append(f"return {self.ref(path)}.{swizzle};")
+        ret = Vector(len(swizzle), vt.elem)
+        return self._add("_gr_ld", self._params(path), wgsl(ret), body)
+
+    def store(self, site: int, path: Path) -> str:
+        body = self._leaves(site, Kind.STORE, path, path.type, self.offset(path), "_gr_v")
+        body.append(f"{self.ref(path)} = _gr_v;")
+        params = self._params(path) + [f"_gr_v: {wgsl(_plain(path.type))}"]
+        return self._add("_gr_st", params, None, body)
+
+    # A compound assignment ``e1 op= e2`` means ``let p = &e1; *p = *p op e2`` with e1
+    # evaluated once: the load happens before e2 is evaluated, the store after. It is
+    # rewritten as ``_gr_rsN(_gr_rlN(indices) op (e2))``: the load helper saves the
+    # indices in private variables of its site, and the store helper reuses them.
+    @staticmethod
+    def _saved(site: int, path: Path) -> list[str]:
+        return [f"_gr_s{site}_{k}_{s.itype}" for k, s in enumerate(path.dynamic())]
+
+    def rmw_load(self, site: int, path: Path) -> str:
+        names = self._saved(site, path)
+        for name, s in zip(names, path.dynamic(), strict=True):
+            self.add_private(f"var<private> {name}: {s.itype};")
+        body = [f"{name} = _gr_i{k};" for k, name in enumerate(names)]
+        body += self._leaves(site, Kind.LOAD, path, path.type, self.offset(path), None)
+        body.append(f"return {self.ref(path)};")
+        return self._add("_gr_rl", self._params(path), wgsl(_plain(path.type)), body)
+
+    def rmw_store(self, load_site: int, store_site: int, path: Path) -> str:
+        names = self._saved(load_site, path)
+        off = self.offset(path, names)
+        body = self._leaves(store_site, Kind.STORE, path, path.type, off, "_gr_v")
+        body.append(f"{self.ref(path, names)} = _gr_v;")
+        return self._add("_gr_rs", [f"_gr_v: {wgsl(_plain(path.type))}"], None, body)
+
+    def atomic(self, site: int, path: Path, fn: str, op: int, args: list[Type]) -> str:
+        at = path.type
+        assert isinstance(at, Atomic)
+        body = [self._rec(site, Kind.ATOMIC, path, 4, self.offset(path), None, op)]
+        params = self._params(path) + [f"_gr_a{k}: {wgsl(t)}" for k, t in enumerate(args)]
+        call = f"{fn}(&{self.ref(path)}" + "".join(f", _gr_a{k}" for k in range(len(args))) + ")"
+        if fn == "atomicStore":
+            body.append(call + ";")
+            return self._add("_gr_at", params, None, body)
+        body.append(f"return {call};")
+        return self._add("_gr_at", params, wgsl(at.elem), body)
+
+    def cas_save(self, site: int, k: int, itype: str) -> str:
+        """Pass-through for index k of a compare-exchange: saves it for the log call."""
+        var = f"_gr_c{site}_{k}_{itype}"
+        self.add_private(f"var<private> {var}: {itype};")
+        body = [f"{var} = _gr_i;", "return _gr_i;"]
+        return self._add("_gr_sv", [f"_gr_i: {itype}"], itype, body)
+
+    def cas_log(self, site: int, path: Path, cmp: Type) -> str:
+        """Pass-through for the compare value: logs the atomic using the saved indices."""
+        names = [f"_gr_c{site}_{k}_{s.itype}" for k, s in enumerate(path.dynamic())]
+        rec = self._rec(site, Kind.ATOMIC, path, 4, self.offset(path, names), None, 11)
+        return self._add("_gr_cas", [f"_gr_c: {wgsl(cmp)}"], wgsl(cmp), [rec, "return _gr_c;"])
+
+    def barrier_rec(self, site: int, extra: int) -> str:
+        flags = pack_flags(int(Kind.EVENT), 0, 0, 0, False, int(Event.BARRIER))
+        return f"_gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, {extra}u);"
+
+    def barrier(self, site: int, fn: str) -> str:
+        extra = BARRIER_EXTRA[fn]
+        body = [self.barrier_rec(site, extra), f"{fn}();"]
+        if extra & 1:
+            body.append("_gr_ep_l += 1u;")
+        if extra & 2:
+            body.append("_gr_ep_g += 1u;")
+        body.append("_gr_nbar += 1u;")
+        return self._add("_gr_bar", [], None, body)
+
+    def uniform_load(self, bar_site: int, load_site: int, path: Path) -> str:
+        body = [
+            self.barrier_rec(bar_site, 1),
+            f"let _gr_v = workgroupUniformLoad(&{self.ref(path)});",
+            "_gr_ep_l += 1u;",
+            "_gr_nbar += 1u;",
+        ]
+        body += self._leaves(load_site, Kind.LOAD, path, path.type, self.offset(path), None)
+        body.append("return _gr_v;")
+        return self._add("_gr_wul", self._params(path), wgsl(path.type), body)
+
+    def exit(self, site: int) -> str:
+        flags = pack_flags(int(Kind.EVENT), 0, 0, 0, False, int(Event.EXIT))
+        body = [f"_gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, 0u);"]
+        return self._add("_gr_exit", [], None, body)

@@ -1,0 +1,78 @@
+"""Shared helpers for the labelled kernel corpus in tests/corpus/."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpurace.launch import LaunchSpec, load_launch
+from gpurace.model import Event, Kind, RaceClass, Report, Site
+
+CORPUS = Path(__file__).parent / "corpus"
+
+CLASS_NAMES = {
+    RaceClass.LOCAL: "local",
+    RaceClass.GLOBAL_INTRA: "global-intra",
+    RaceClass.GLOBAL_INTER: "global-inter",
+    RaceClass.STORAGE_EXCHANGE: "storage-exchange",
+    RaceClass.DIVERGENCE: "divergence",
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One corpus kernel with one launch file."""
+
+    kernel: Path
+    launch_path: Path
+
+    @property
+    def id(self) -> str:
+        return self.launch_path.stem
+
+    def load(self) -> tuple[str, LaunchSpec]:
+        return self.kernel.read_text(), load_launch(str(self.launch_path))
+
+
+def cases(language: str, ext: str) -> list[Case]:
+    """Every launch file of the language's corpus, paired with its kernel."""
+    found = []
+    for toml in sorted((CORPUS / language).glob("*.toml")):
+        stem = toml.stem
+        kernel = toml.with_suffix(ext)
+        while not kernel.exists() and "_" in stem:  # NAME_variant.toml runs NAME.ext
+            stem = stem.rsplit("_", 1)[0]
+            kernel = toml.with_name(stem + ext)
+        found.append(Case(kernel, toml))
+    return found
+
+
+def site_kind(site: Site, kind: Kind) -> str:
+    if kind == Kind.EVENT:
+        return "exit" if site.event == Event.EXIT else "barrier"
+    return kind.name.lower()
+
+
+def reported(report: Report) -> list[tuple]:
+    """The report's races as comparable, orientation-free tuples."""
+    out = []
+    for r in report.races:
+        a, b = report.sites[r.site_a], report.sites[r.site_b]
+        sides = sorted(
+            [
+                (f"{a.line}:{a.col}", site_kind(a, r.kind_a)),
+                (f"{b.line}:{b.col}", site_kind(b, r.kind_b)),
+            ]
+        )
+        out.append((CLASS_NAMES[r.cls], *sides))
+    return sorted(out)
+
+
+def expected(expect: dict) -> list[tuple]:
+    """The [expect] table's races in the same form as `reported`."""
+    out = []
+    for race in expect.get("race", []):
+        ka, kb = race["kinds"]
+        sides = sorted([(race["a"], ka), (race["b"], kb)])
+        out.append((race["class"], *sides))
+    return sorted(out)

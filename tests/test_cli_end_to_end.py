@@ -1,0 +1,95 @@
+"""`gpurace check` end to end on lavapipe: the README example, bad input, repeatability."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def gpurace(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "gpurace", *args], cwd=cwd, capture_output=True, text=True
+    )
+
+
+def test_readme_example_reports_the_missing_barrier(tmp_path):
+    out = tmp_path / "r.json"
+    p = gpurace(
+        "check", "examples/reduce_racy.wgsl", "--launch", "examples/reduce_racy.toml",
+        "--json", str(out),
+    )  # fmt: skip
+    assert p.returncode == 1, p.stderr
+    first = p.stdout.splitlines()[0]
+    assert first.startswith("examples/reduce_racy.wgsl:14:")
+    assert "race on workgroup memory 'tile[" in first
+    data = json.loads(out.read_text())
+    races = data["races"]
+    assert len(races) == 1
+    assert races[0]["class"] == "local"
+    kinds = sorted(side["site"]["kind"] for side in (races[0]["a"], races[0]["b"]))
+    assert kinds == ["load", "store"]
+    assert "result: complete" in p.stdout
+
+
+def test_fixed_example_is_clean():
+    p = gpurace("check", "examples/reduce_fixed.wgsl", "--launch", "examples/reduce_fixed.toml")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "no races" in p.stdout
+
+
+def test_report_identical_across_ten_runs():
+    args = ("check", "examples/reduce_racy.wgsl", "--launch", "examples/reduce_racy.toml")
+    outputs = {gpurace(*args).stdout for _ in range(10)}
+    assert len(outputs) == 1
+
+
+def _one_line_error(p: subprocess.CompletedProcess) -> str:
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, p.stderr
+    return lines[0]
+
+
+def test_invalid_wgsl_is_located(tmp_path):
+    bad = tmp_path / "bad.wgsl"
+    bad.write_text(
+        "@group(0) @binding(0) var<storage, read_write> a: array<f32>;\n"
+        "@compute @workgroup_size(1)\nfn main() {\n    a[0] = 1.0 +;\n}\n"
+    )
+    launch = tmp_path / "bad.toml"
+    launch.write_text('workgroups = [1]\n[[binding]]\nbinding = 0\ntype = "f32"\ncount = 4\n')
+    line = _one_line_error(gpurace("check", str(bad), "--launch", str(launch), cwd=tmp_path))
+    assert line.startswith("bad.wgsl:4:") and "error:" in line
+
+
+def test_launch_that_misses_a_binding(tmp_path):
+    launch = tmp_path / "l.toml"
+    launch.write_text(
+        'entry = "reduce"\nworkgroups = [4]\n[[binding]]\nbinding = 0\ntype = "f32"\ncount = 256\n'
+    )
+    line = _one_line_error(
+        gpurace("check", str(EXAMPLES / "reduce_racy.wgsl"), "--launch", str(launch))
+    )
+    assert "binding" in line and "1" in line
+
+
+@pytest.mark.parametrize("which", ["kernel", "launch"])
+def test_missing_file(tmp_path, which):
+    kernel = tmp_path / "nope.wgsl" if which == "kernel" else EXAMPLES / "reduce_racy.wgsl"
+    launch = tmp_path / "nope.toml" if which == "launch" else EXAMPLES / "reduce_racy.toml"
+    line = _one_line_error(gpurace("check", str(kernel), "--launch", str(launch)))
+    assert "nope" in line
+
+
+def test_devices_lists_the_cpu_driver():
+    p = gpurace("devices")
+    assert p.returncode == 0
+    assert "llvmpipe" in p.stdout or "lavapipe" in p.stdout

@@ -1,0 +1,76 @@
+"""Every labelled WGSL kernel gives its expected verdict and exactly its race sites."""
+
+import numpy as np
+import pytest
+
+from gpurace import api
+from gpurace.analysis import analyse
+from gpurace.backends import wgpu_backend
+from tests.corpus import cases, expected, reported
+
+CASES = cases("wgsl", ".wgsl")
+
+
+def test_corpus_is_large_enough():
+    assert len(CASES) >= 40
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_verdict_and_sites(case):
+    source, spec = case.load()
+    report = api.check(source, spec, path=str(case.kernel))
+    verdict = spec.expect["verdict"]
+    assert reported(report) == expected(spec.expect)
+    assert report.scope.complete, report.scope
+    if verdict == "race":
+        assert report.exit_code == 1 and report.errors
+    elif verdict == "warning":
+        assert report.exit_code == 0 and report.warnings and not report.errors
+    else:
+        assert verdict == "clean"
+        assert report.exit_code == 0 and not report.races
+
+
+def _run(case, instrumented: bool):
+    source, spec = case.load()
+    inst = api.instrument(source, str(case.kernel))
+    dev = wgpu_backend.get_device()[0]
+    entries = inst.entry_points or {inst.entry: inst.workgroup_size}
+    name = spec.entry or next(iter(entries))
+    data = {(b.group, b.binding): b.data for b in spec.buffers}
+    result = wgpu_backend.launch(
+        dev,
+        inst.source if instrumented else source,
+        str(case.kernel),
+        name,
+        inst.bindings,
+        data,
+        tuple(spec.workgroups),
+        log_group=inst.log_group if instrumented else None,
+        log_capacity=1 << 16 if instrumented else 0,
+    )
+    return dev, inst, spec, result
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if c.load()[1].expect["verdict"] != "race"], ids=lambda c: c.id
+)
+def test_race_free_outputs_bit_identical(case):
+    _, _, _, plain = _run(case, instrumented=False)
+    _, _, _, inst = _run(case, instrumented=True)
+    assert plain.outputs.keys() == inst.outputs.keys()
+    for key, out in plain.outputs.items():
+        assert np.array_equal(out.view(np.uint8), inst.outputs[key].view(np.uint8)), key
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_device_analysis_equals_reference_on_corpus_logs(case):
+    dev, inst, spec, result = _run(case, instrumented=True)
+    assert result.requested <= result.capacity
+    log = wgpu_backend.read_log(dev, result)
+    spaces = {v.id: v.space for v in inst.variables}
+    for uniform_race in (False, True):
+        ref = analyse(log, spaces, uniform_writes_race=uniform_race)
+        got = wgpu_backend.analyse_records(dev, log, api.var_bases(inst, spec), uniform_race)
+        assert got.saturated == []
+        assert got.races == ref
