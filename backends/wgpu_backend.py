@@ -172,7 +172,7 @@ def launch(
     """Run `entry` once with `data` per (group, binding); with log_group, also log.
 
     Only accesses touching words in `log_range` of the linear address order
-    (`var_bases`) are logged, and events only when the range starts at 0.
+    (`var_bases`) are logged, and the events of groups whose linear id is in it.
     """
     module = compile_module(device, source, path)
     groups: dict[int, list] = {}
@@ -305,14 +305,13 @@ def analyse_on_device(
     var_bases: list[int],
     uniform_writes_race: bool,
     address_range: tuple[int, int] = (0, 0xFFFFFFFF),
-    events: bool = True,
     race_capacity: int = 4096,
 ) -> DeviceAnalysis:
     """Run insert/refine/walk on the device over the first n_records of log_buf.
 
-    Only words in `address_range` (of the linear order given by `var_bases`) and,
-    with `events`, barrier/exit events are analysed: a launch too large for one
-    pass is analysed as several independent address ranges.
+    Only words in `address_range` of the linear order given by `var_bases` are
+    analysed, and the events of work-groups whose linear id is in that range: a
+    launch too large for one pass is analysed as several independent ranges.
     """
     layout, pipes = _analysis_pipelines(device)
     limit = binding_limit(device)
@@ -361,7 +360,7 @@ def analyse_on_device(
                 n_threads,
                 gx * WORKGROUP,
                 *address_range,
-                int(events),
+                0,
                 0,
             ],
             dtype=np.uint32,

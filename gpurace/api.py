@@ -130,9 +130,9 @@ def check(
             result = run(lo, hi, capacity)
         if result.requested > capacity:
             ranges = split_range(lo, min(hi, total), -(-result.requested * 4 // (3 * most)))
+            if hi == FULL_RANGE and ranges:
+                ranges[-1] = (ranges[-1][0], FULL_RANGE)
             if len(ranges) > 1:
-                if hi == FULL_RANGE:
-                    ranges[-1] = (ranges[-1][0], FULL_RANGE)
                 say(f"{result.requested} records do not fit one pass: {len(ranges)} passes")
                 pending[:0] = ranges
                 continue
@@ -141,7 +141,7 @@ def check(
         dropped += result.requested - n
         say(f"analysing {n} records on the device")
         analysis = wgpu_backend.analyse_on_device(
-            dev, result.log, n, bases, mode == "race", address_range=(lo, hi), events=lo == 0
+            dev, result.log, n, bases, mode == "race", address_range=(lo, hi)
         )
         parts.append((analysis.races, analysis.orders))
         saturated += analysis.saturated
@@ -180,10 +180,11 @@ def address_layout(inst: Instrumented, launch: LaunchSpec) -> tuple[list[int], i
 
     Reports pick the lowest (variable, byte) as the example and large launches are
     split by address; the device compares one u32, so variables are laid end to end
-    in declaration order, 16-byte aligned.
+    in declaration order, 16-byte aligned, after one address per work-group (a
+    group's barrier and exit events live at its linear id).
     """
     sizes = {(b.group, b.binding): b.nbytes for b in launch.buffers}
-    bases, total = [], 0
+    bases, total = [], (prod(launch.workgroups) + 15) // 16 * 16
     for v in inst.variables:
         bases.append(total)
         if v.space == Space.LOCAL or v.group is None:

@@ -18,9 +18,9 @@ struct Params {
   n_items: u32,     // walk: number of buckets in the list being walked
   row: u32,         // threads per dispatch row (2-D dispatch for large grids)
   lo: u32,          // this pass analyses the words at [lo, hi) of the linear address order
-  hi: u32,
-  events: u32,      // 1 if this pass analyses barrier/exit events
-  pad: u32,
+  hi: u32,          // (events: the work-group's linear id is their address)
+  pad0: u32,
+  pad1: u32,
 }
 
 struct Key {
@@ -244,7 +244,7 @@ fn insert(@builtin(global_invocation_id) gid: vec3<u32>) {
   let lid = rec(r, 3u);
   let grp = rec(r, 4u);
   if (kind == 3u) {
-    if (P.events == 0u) { return; }
+    if (grp < P.lo || grp >= P.hi) { return; }
     let is_exit = ((rec(r, 1u) >> 24u) & 0xfu) == 1u;
     let site = rec(r, 0u);
     if (site > 0xffffu) { atomicAdd(&C[C_SITE_RANGE], 1u); return; }
@@ -290,7 +290,7 @@ fn refine(@builtin(global_invocation_id) gid: vec3<u32>) {
   let grp = rec(r, 4u);
   if (kind == 3u) {
     let is_exit = ((rec(r, 1u) >> 24u) & 0xfu) == 1u;
-    if (!is_exit || P.events == 0u) { return; }
+    if (!is_exit || grp < P.lo || grp >= P.hi) { return; }
     let b = lookup(1u, make_key(1u, r, 0u, T_EXIT), 0u);
     if (b == NONE) { return; }
     if (rec(r, 5u) == ~atomicLoad(&B[b * BS + B_X0])) {

@@ -7,7 +7,7 @@ import numpy as np
 from gpurace.model import RECORD_WORDS, Event, Kind, Space, pack_flags
 
 VAR_SPACES = {0: Space.LOCAL, 1: Space.GLOBAL, 2: Space.GLOBAL}
-VAR_BASES = [0, 1 << 16, 2 << 16]
+VAR_BASES = [16, 1 << 16, 2 << 16]  # after one address per group (events)
 
 
 def random_log(seed: int, n: int = 300, groups: int = 3, lids: int = 4) -> np.ndarray:

@@ -82,7 +82,7 @@ def prelude(nvars: int) -> str:
     ``_gr_ctl`` (docs/internals.md §1): [0] records requested, [1] capacity,
     [2]/[3] the address range [lo, hi) to log, [4 + var] each variable's base in
     the linear address order. An access is logged only if a 4-byte word it
-    touches lies in the range; events only when lo == 0.
+    touches lies in the range; events if the work-group's linear id does.
     """
     n = max(1, nvars)  # the private array needs at least one element
     bases = "\n".join(f"  _gr_base[{v}] = atomicLoad(&_gr_ctl[{4 + v}]);" for v in range(nvars))
@@ -110,7 +110,7 @@ fn _gr_init(l: u32, w: vec3<u32>, n: vec3<u32>) {{
 }}
 
 fn _gr_rec(site: u32, flags: u32, off: u32, epoch: u32, value: u32, extra: u32) {{
-  var keep = _gr_lo == 0u;
+  var keep = _gr_grp >= _gr_lo && _gr_grp < _gr_hi;
   if (flags & 3u) != 3u {{
     let base = _gr_base[(flags >> 16u) & 0xffu];
     let first = base + (off & ~3u);
