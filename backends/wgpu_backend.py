@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from importlib import resources
 
@@ -29,6 +31,7 @@ from gpurace.model import RECORD_WORDS, Binding, GpuraceError, Kind, Race, RaceC
 
 # Device-side table layouts: keep in step with shaders/analysis.wgsl.
 ENTRY_WORDS, BUCKET_WORDS, RACE_WORDS = 10, 6, 16
+DENSE_EVENTS = 16  # barrier ordinals with direct-mapped slots per work-group (DK)
 COUNTER_NAMES = (
     "entry table full",
     "bucket table full",
@@ -40,6 +43,7 @@ COUNTER_NAMES = (
     "bucket list full",
 )
 C_LIVE, C_RACY = 3, 4
+PROFILE = bool(os.environ.get("GPURACE_PROFILE"))  # print each analysis pass's time
 WORKGROUP = 64
 ROW_GROUPS = 32768  # work-groups per dispatch row; more rows for larger grids
 
@@ -110,6 +114,11 @@ def get_device(name: str | None = None) -> tuple[object, str]:
 
 def binding_limit(device) -> int:
     return int(device.limits["max-storage-buffer-binding-size"])
+
+
+def max_shadow_words(device) -> int:
+    """Words of the linear address order one pass's shadow covers (2 u32 each)."""
+    return binding_limit(device) // 8
 
 
 def max_records_per_pass(device) -> int:
@@ -262,7 +271,7 @@ def _analysis_pipelines(device):
     source = resources.files("gpurace.shaders").joinpath("analysis.wgsl").read_text()
     module = device.create_shader_module(code=source)
     storage, ro = wgpu.BufferBindingType.storage, wgpu.BufferBindingType.read_only_storage
-    types = [ro, wgpu.BufferBindingType.uniform, ro, storage, storage, storage, storage, storage]
+    types = [ro, wgpu.BufferBindingType.uniform, ro] + [storage] * 6
     layout = device.create_bind_group_layout(
         entries=[
             {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": t}}
@@ -274,7 +283,7 @@ def _analysis_pipelines(device):
         name: device.create_compute_pipeline(
             layout=playout, compute={"module": module, "entry_point": name}
         )
-        for name in ("insert", "refine", "walk")
+        for name in ("mark", "insert", "refine", "walk", "walk_dense")
     }
     return layout, pipes
 
@@ -304,7 +313,11 @@ def analyse_on_device(
     n_records: int,
     var_bases: list[int],
     uniform_writes_race: bool,
-    address_range: tuple[int, int] = (0, 0xFFFFFFFF),
+    *,
+    address_range: tuple[int, int],
+    address_end: int,
+    wgsize: int,
+    groups: int,
     race_capacity: int = 4096,
 ) -> DeviceAnalysis:
     """Run insert/refine/walk on the device over the first n_records of log_buf.
@@ -312,6 +325,9 @@ def analyse_on_device(
     Only words in `address_range` of the linear order given by `var_bases` are
     analysed, and the events of work-groups whose linear id is in that range: a
     launch too large for one pass is analysed as several independent ranges.
+    `address_end` (where the linear order ends) sizes the shadow that lets words
+    touched by one work-item skip the tables; `wgsize` is work-items per group and
+    `groups` the launch's work-groups (their events get direct-mapped slots).
     """
     layout, pipes = _analysis_pipelines(device)
     limit = binding_limit(device)
@@ -319,9 +335,16 @@ def analyse_on_device(
     bcap = min(_pow2_at_least(3 * n_records + 64), _pow2_at_most(limit // (BUCKET_WORDS * 4)))
     rcap = _pow2_at_least(race_capacity)
     list_len = min(2 * bcap, limit // 4)
+    lo, hi = address_range
+    end = min(hi, address_end)
+    swords = max(1, min(-(-(end - lo) // 4), limit // 8, max_shadow_words(device)))
+    dense_groups = max(0, min(hi, groups) - lo)
+    dgroups = min(dense_groups, limit // (BUCKET_WORDS * 4) // (DENSE_EVENTS + 1) // 2)
+    bcap = min(bcap, _pow2_at_most(limit // (BUCKET_WORDS * 4) - dgroups * (DENSE_EVENTS + 1)))
     sizes = {
+        "S": swords * 8,
         "E": ecap * ENTRY_WORDS * 4,
-        "B": bcap * BUCKET_WORDS * 4,
+        "B": (dgroups * (DENSE_EVENTS + 1) + bcap) * BUCKET_WORDS * 4,
         "R": rcap * RACE_WORDS * 4,
         "C": 64,
         "L": list_len * 4,
@@ -330,7 +353,7 @@ def analyse_on_device(
     vbase = np.array(var_bases + [0], dtype=np.uint32)
     vbuf = device.create_buffer_with_data(data=vbase.tobytes(), usage=wgpu.BufferUsage.STORAGE)
     params = device.create_buffer(
-        size=48, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
+        size=64, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
     )
     bind = device.create_bind_group(
         layout=layout,
@@ -343,6 +366,7 @@ def analyse_on_device(
             {"binding": 5, "resource": {"buffer": bufs["R"]}},
             {"binding": 6, "resource": {"buffer": bufs["C"]}},
             {"binding": 7, "resource": {"buffer": bufs["L"]}},
+            {"binding": 8, "resource": {"buffer": bufs["S"]}},
         ],
     )
 
@@ -360,6 +384,10 @@ def analyse_on_device(
                 n_threads,
                 gx * WORKGROUP,
                 *address_range,
+                wgsize,
+                swords,
+                dgroups,
+                0,
                 0,
                 0,
             ],
@@ -372,18 +400,30 @@ def analyse_on_device(
         cp.set_bind_group(0, bind)
         cp.dispatch_workgroups(gx, gy, 1)
         cp.end()
+        t0 = time.perf_counter()
         device.queue.submit([enc.finish()])
+        if PROFILE:
+            counters()  # wait for the pass
+            print(
+                f"gpurace: {pipe}/{phase} {n_threads} threads: "
+                f"{(time.perf_counter() - t0) * 1e3:.1f} ms",
+                file=sys.stderr,
+            )
 
     def counters() -> np.ndarray:
         return np.frombuffer(device.queue.read_buffer(bufs["C"]), np.uint32).copy()
 
+    run("mark", n_records, 0)
     run("insert", n_records, 0)
     run("refine", n_records, 0)
     live = min(int(counters()[C_LIVE]), list_len)
+    dense_slots = dgroups * (DENSE_EVENTS + 1)
     run("walk", live, 1)
+    run("walk_dense", dense_slots, 1)
     racy = min(int(counters()[C_RACY]), list_len - live)
     for phase in (2, 3, 4):
         run("walk", racy, phase)
+        run("walk_dense", dense_slots, phase)
     c = counters()
     saturated = [f"{name} ({int(c[i])}x)" for i, name in enumerate(COUNTER_NAMES) if name and c[i]]
     table = np.frombuffer(device.queue.read_buffer(bufs["R"]), np.uint32).reshape(rcap, RACE_WORDS)
@@ -427,7 +467,24 @@ def analyse_records(
 ) -> DeviceAnalysis:
     """Upload a host-side log and analyse it on the device (differential tests)."""
     buf = upload_log(device, records)
-    return analyse_on_device(device, buf, len(records), var_bases, uniform_writes_race)
+    recs = np.asarray(records, dtype=np.int64).reshape(-1, RECORD_WORDS)
+    if len(recs):
+        var = (recs[:, 1] >> 16) & 0xFF
+        end = int((np.asarray(var_bases)[var] + recs[:, 2] + 16).max())
+    else:
+        end = 16
+    wgsize = int(recs[:, 3].max()) + 1 if len(recs) else 1
+    return analyse_on_device(
+        device,
+        buf,
+        len(records),
+        var_bases,
+        uniform_writes_race,
+        address_range=(0, 0xFFFFFFFF),
+        address_end=end,
+        wgsize=wgsize,
+        groups=int(recs[:, 4].max()) + 1 if len(recs) else 1,
+    )
 
 
 def upload_log(device, records: np.ndarray):

@@ -117,7 +117,9 @@ def check(
         )
 
     most = wgpu_backend.max_records_per_pass(dev)
-    pending = [(0, FULL_RANGE)]
+    widest = 4 * wgpu_backend.max_shadow_words(dev)
+    pending = split_range(0, total, -(-total // widest))
+    pending[-1] = (pending[-1][0], FULL_RANGE)
     parts, saturated = [], []
     logged = dropped = peak = 0
     say(f"launching instrumented '{name}' on {dev_name}")
@@ -141,7 +143,15 @@ def check(
         dropped += result.requested - n
         say(f"analysing {n} records on the device")
         analysis = wgpu_backend.analyse_on_device(
-            dev, result.log, n, bases, mode == "race", address_range=(lo, hi)
+            dev,
+            result.log,
+            n,
+            bases,
+            mode == "race",
+            address_range=(lo, hi),
+            address_end=total,
+            wgsize=prod(entries[name]),
+            groups=prod(launch.workgroups),
         )
         parts.append((analysis.races, analysis.orders))
         saturated += analysis.saturated

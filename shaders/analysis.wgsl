@@ -1,5 +1,9 @@
 // gpurace companion kernels: the on-device race analysis (docs/internals.md §3).
 //
+// mark:   a shadow word per 4 bytes of the pass's range records whether one or several
+//         work-items touch it and with which kinds; only words where a conflict is
+//         possible (several work-items, and a store, or an atomic beside plain
+//         accesses) go on to the tables. Most words of most kernels stop here.
 // insert: every record's pieces go into hash tables of entries (per-bucket summaries)
 //         and buckets (lists of entries); events go into barrier/exit buckets.
 // refine: inter-group entries learn the lowest local index in their extreme groups.
@@ -19,8 +23,12 @@ struct Params {
   row: u32,         // threads per dispatch row (2-D dispatch for large grids)
   lo: u32,          // this pass analyses the words at [lo, hi) of the linear address order
   hi: u32,          // (events: the work-group's linear id is their address)
+  wgsize: u32,      // work-items per work-group (global actor = group * wgsize + lid)
+  swords: u32,      // shadow words: the shadow covers [lo, lo + 4 * swords)
+  dgroups: u32,     // groups lo .. lo + dgroups - 1 have dense event slots (see event_slot)
   pad0: u32,
   pad1: u32,
+  pad2: u32,
 }
 
 struct Key {
@@ -36,6 +44,7 @@ struct Key {
 @group(0) @binding(5) var<storage, read_write> R: array<atomic<u32>>;
 @group(0) @binding(6) var<storage, read_write> C: array<atomic<u32>>;
 @group(0) @binding(7) var<storage, read_write> L: array<u32>;  // live list, then racy list
+@group(0) @binding(8) var<storage, read_write> S: array<atomic<u32>>;  // shadow: actor, kinds
 
 const RW = 8u;     // record words
 const ES = 10u;    // entry slot words
@@ -89,7 +98,7 @@ const T_INTER = 2u;
 const T_BARRIER = 3u;
 const T_EXIT = 4u;
 
-const MAXE = 64u;  // entries a walk holds per bucket
+const MAXE = 32u;  // entries a walk holds per bucket
 const MAXK = 32u;  // distinct race keys a walk holds per bucket
 
 fn thread_index(gid: vec3<u32>) -> u32 {
@@ -180,16 +189,18 @@ fn lookup(which: u32, key: Key, owner: u32) -> u32 {
         if (cur == 0u) { continue; }  // spurious failure: try the same slot again
       }
     } else {
-      cur = atomicLoad(&B[h * stride]);
+      let slot = DENSE_SLOTS() + h;
+      cur = atomicLoad(&B[slot * stride]);
       if (cur == 0u && owner != 0u) {
-        let res = atomicCompareExchangeWeak(&B[h * stride], 0u, owner);
-        if (res.exchanged) { claimed = true; return h; }
+        let res = atomicCompareExchangeWeak(&B[slot * stride], 0u, owner);
+        if (res.exchanged) { claimed = true; return slot; }
         cur = res.old_value;
         if (cur == 0u) { continue; }
       }
+      if (cur != 0u && key_eq(owner_key(which, cur), key)) { return slot; }
     }
     if (cur == 0u) { return NONE; }  // find only: not present
-    if (key_eq(owner_key(which, cur), key)) { return h; }
+    if (which == 0u && key_eq(owner_key(which, cur), key)) { return h; }
     h = (h + 1u) & (cap - 1u);
     probes += 1u;
   }
@@ -203,6 +214,69 @@ fn lookup(which: u32, key: Key, owner: u32) -> u32 {
 fn in_range(r: u32, p: u32) -> bool {
   let a = VBASE[var_of(r)] + (rec(r, 2u) / 4u + p) * 4u;
   return a >= P.lo && a < P.hi;
+}
+
+const MULTI = 0xffffffffu;
+
+// The shadow index of piece p of record r, or NONE outside the shadow's window.
+fn shadow_index(r: u32, p: u32) -> u32 {
+  let a = VBASE[var_of(r)] + (rec(r, 2u) / 4u + p) * 4u;
+  let i = (a - P.lo) / 4u;
+  return select(NONE, i, a >= P.lo && i < P.swords);
+}
+
+// Whether the word of piece p of record r can hold a conflict (see "mark").
+fn may_conflict(r: u32, p: u32) -> bool {
+  let i = shadow_index(r, p);
+  if (i == NONE) { return true; }
+  let kinds = atomicLoad(&S[2u * i + 1u]);
+  let several = atomicLoad(&S[2u * i]) == MULTI;
+  return several && ((kinds & 2u) != 0u || ((kinds & 4u) != 0u && (kinds & 1u) != 0u));
+}
+
+@compute @workgroup_size(64)
+fn mark(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let r = thread_index(gid);
+  if (r >= P.n_records) { return; }
+  let kind = kind_of(r);
+  if (kind == 3u || size_of(r) == 0u) { return; }
+  let lid = rec(r, 3u);
+  let actor = select(rec(r, 4u) * P.wgsize + lid, lid, is_local(r)) + 1u;
+  let off = rec(r, 2u);
+  let nw = (off + size_of(r) - 1u) / 4u - off / 4u + 1u;
+  for (var p = 0u; p < nw; p++) {
+    let i = shadow_index(r, p);
+    if (i == NONE) { continue; }
+    atomicOr(&S[2u * i + 1u], 1u << kind);
+    var cur = atomicLoad(&S[2u * i]);
+    loop {
+      if (cur == actor || cur == MULTI) { break; }
+      if (cur != 0u) { atomicStore(&S[2u * i], MULTI); break; }
+      let res = atomicCompareExchangeWeak(&S[2u * i], 0u, actor);
+      if (res.exchanged) { break; }
+      cur = res.old_value;
+    }
+  }
+}
+
+// Events of the first dgroups groups of the range use direct-mapped bucket slots:
+// DK barrier ordinals and one exit slot per group, ahead of the hashed buckets.
+const DK = 16u;
+
+fn DENSE_SLOTS() -> u32 { return P.dgroups * (DK + 1u); }
+
+// The bucket slot of an event (barrier ordinal, or exit when is_exit) of group grp:
+// dense when it has one, else found or (with owner != 0) claimed in the hash table.
+fn event_slot(grp: u32, ordinal: u32, is_exit: bool, owner: u32) -> u32 {
+  claimed = false;
+  let gi = grp - P.lo;
+  if (gi < P.dgroups && (is_exit || ordinal < DK)) {
+    return gi * (DK + 1u) + select(ordinal, DK, is_exit);
+  }
+  var k: Key;
+  k.a = vec4<u32>(select(T_BARRIER, T_EXIT, is_exit), 0u, 0u, grp);
+  k.b = vec4<u32>(select(ordinal, 0u, is_exit), 0u, 0u, 0u);
+  return lookup(1u, k, owner);
 }
 
 fn owner_of(r: u32, p: u32, t: u32) -> u32 {
@@ -249,8 +323,7 @@ fn insert(@builtin(global_invocation_id) gid: vec3<u32>) {
     let site = rec(r, 0u);
     if (site > 0xffffu) { atomicAdd(&C[C_SITE_RANGE], 1u); return; }
     let t = select(T_BARRIER, T_EXIT, is_exit);
-    let owner = owner_of(r, 0u, t);
-    let b = lookup(1u, make_key(1u, r, 0u, t), owner);
+    let b = event_slot(grp, rec(r, 5u), is_exit, owner_of(r, 0u, t));
     if (b == NONE) { return; }
     if (claimed) { push_live(b); }
     let s = b * BS;
@@ -271,7 +344,7 @@ fn insert(@builtin(global_invocation_id) gid: vec3<u32>) {
   let value = select(0u, rec(r, 6u), is_store);
   let known = is_store && ((rec(r, 1u) >> 3u) & 1u) == 1u;
   for (var p = 0u; p < nw; p++) {
-    if (!in_range(r, p)) { continue; }
+    if (!in_range(r, p) || !may_conflict(r, p)) { continue; }
     if (is_local(r)) {
       insert_piece(r, p, T_LOCAL, lid, value, known);
     } else {
@@ -291,7 +364,7 @@ fn refine(@builtin(global_invocation_id) gid: vec3<u32>) {
   if (kind == 3u) {
     let is_exit = ((rec(r, 1u) >> 24u) & 0xfu) == 1u;
     if (!is_exit || grp < P.lo || grp >= P.hi) { return; }
-    let b = lookup(1u, make_key(1u, r, 0u, T_EXIT), 0u);
+    let b = event_slot(grp, 0u, true, 0u);
     if (b == NONE) { return; }
     if (rec(r, 5u) == ~atomicLoad(&B[b * BS + B_X0])) {
       atomicMax(&B[b * BS + B_X2], ~((rec(r, 0u) << 16u) | lid));
@@ -302,7 +375,7 @@ fn refine(@builtin(global_invocation_id) gid: vec3<u32>) {
   let off = rec(r, 2u);
   let nw = (off + size_of(r) - 1u) / 4u - off / 4u + 1u;
   for (var p = 0u; p < nw; p++) {
-    if (!in_range(r, p)) { continue; }
+    if (!in_range(r, p) || !may_conflict(r, p)) { continue; }
     let e = lookup(0u, make_key(0u, r, p, T_INTER), 0u);
     if (e == NONE) { continue; }
     let s = e * ES;
@@ -470,13 +543,13 @@ fn walk_access_bucket(b: u32, k: Key) -> bool {
   let v = k.a.y;
   let w = k.a.z;
   let grp = k.a.w;
-  var ids: array<u32, 64>;
+  var ents: array<Ent, 32>;  // each entry read once, then compared pairwise
   var n = 0u;
   var e = atomicLoad(&B[b * BS + B_HEAD]);
   loop {
     if (e == 0u) { break; }
     if (n == MAXE) { atomicAdd(&C[C_BUCKET_FULL], 1u); break; }
-    ids[n] = e - 1u;
+    ents[n] = load_ent(e - 1u);
     n += 1u;
     e = atomicLoad(&E[(e - 1u) * ES + E_NEXT]);
   }
@@ -487,14 +560,14 @@ fn walk_access_bucket(b: u32, k: Key) -> bool {
   var nk = 0u;
   for (var i = 0u; i < n; i++) {
     for (var j = i; j < n; j++) {
-      var a = load_ent(ids[i]);
-      var bb = load_ent(ids[j]);
+      var a = ents[i];
+      var bb = ents[j];
       let lo = conflict(a, bb, w);
       if (lo == NONE) { continue; }
       var cls = t + 1u;  // T_LOCAL -> LOCAL(1), T_INTRA -> GLOBAL_INTRA(2), T_INTER -> 3
       if (t == T_INTRA && a.epoch != bb.epoch) { cls = 4u; }
-      var ia = ids[i];
-      var ib = ids[j];
+      var ia = i;
+      var ib = j;
       if (ent_gt(a, bb)) {
         let tmp = a; a = bb; bb = tmp;
         let ti = ia; ia = ib; ib = ti;
@@ -526,8 +599,8 @@ fn walk_access_bucket(b: u32, k: Key) -> bool {
   }
   var any = false;
   for (var q = 0u; q < nk; q++) {
-    let a = load_ent(pa[q]);
-    let bb = load_ent(pb[q]);
+    let a = ents[pa[q]];
+    let bb = ents[pb[q]];
     var x = a.amin;
     var y = select(bb.amax, bb.amin, bb.amin != x);
     if (y == x) { x = a.amax; }
@@ -581,6 +654,7 @@ fn div_inst(grp: u32, ordinal: u32, sa: u32, la: u32, sb: u32, lb: u32) -> bool 
 fn walk_event_bucket(b: u32, k: Key) -> bool {
   let s = b * BS;
   let grp = k.a.w;
+  if (atomicLoad(&B[s + B_X0]) == 0u) { return false; }  // an unused dense slot
   if (k.a.x == T_BARRIER) {
     let lo = ~atomicLoad(&B[s + B_X0]);
     let hi = atomicLoad(&B[s + B_X1]);
@@ -590,11 +664,8 @@ fn walk_event_bucket(b: u32, k: Key) -> bool {
   let omin = ~atomicLoad(&B[s + B_X0]);
   let omax = atomicLoad(&B[s + B_X1]);
   if (omin == omax) { return false; }
-  var bk: Key;
-  bk.a = vec4<u32>(T_BARRIER, 0u, 0u, grp);
-  bk.b = vec4<u32>(omin, 0u, 0u, 0u);
-  let wb = lookup(1u, bk, 0u);
-  if (wb == NONE) { return false; }
+  let wb = event_slot(grp, omin, false, 0u);
+  if (wb == NONE || atomicLoad(&B[wb * BS + B_X0]) == 0u) { return false; }
   let waiting = ~atomicLoad(&B[wb * BS + B_X0]);
   let exiting = ~atomicLoad(&B[s + B_X2]);
   let first = min(waiting, exiting);
@@ -621,4 +692,17 @@ fn walk(@builtin(global_invocation_id) gid: vec3<u32>) {
     let j = atomicAdd(&C[C_RACY], 1u);
     if (live + j < arrayLength(&L)) { L[live + j] = b; } else { atomicAdd(&C[C_LIST_FULL], 1u); }
   }
+}
+
+// Phase p of the walk over the dense event slots (every phase visits them all).
+@compute @workgroup_size(64)
+fn walk_dense(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let b = thread_index(gid);
+  if (b >= DENSE_SLOTS()) { return; }
+  let gi = b / (DK + 1u);
+  let o = b % (DK + 1u);
+  var k: Key;
+  k.a = vec4<u32>(select(T_BARRIER, T_EXIT, o == DK), 0u, 0u, P.lo + gi);
+  k.b = vec4<u32>(select(o, 0u, o == DK), 0u, 0u, 0u);
+  walk_event_bucket(b, k);
 }

@@ -10,8 +10,20 @@ VAR_SPACES = {0: Space.LOCAL, 1: Space.GLOBAL, 2: Space.GLOBAL}
 VAR_BASES = [16, 1 << 16, 2 << 16]  # after one address per group (events)
 
 
-def random_log(seed: int, n: int = 300, groups: int = 3, lids: int = 4) -> np.ndarray:
-    """A log dense in conflicts: few sites, few addresses, few actors, sizes 1..16."""
+def random_log(
+    seed: int,
+    n: int = 300,
+    groups: int = 3,
+    lids: int = 4,
+    spread: int = 16,
+    ordinals: int = 3,
+) -> np.ndarray:
+    """A log dense in conflicts (few sites, addresses and actors; sizes 1..16).
+
+    A larger `spread` leaves many words touched by a single work-item, which the
+    device's shadow filter skips; `ordinals` past 16 reach the device's hashed (not
+    direct-mapped) barrier slots.
+    """
     rng = np.random.default_rng(seed)
     recs = np.zeros((n, RECORD_WORDS), dtype=np.uint32)
     for i in range(n):
@@ -19,20 +31,29 @@ def random_log(seed: int, n: int = 300, groups: int = 3, lids: int = 4) -> np.nd
         grp = int(rng.integers(groups))
         lid = int(rng.integers(lids))
         if r < 0.05:
-            ordinal = int(rng.integers(3))
+            ordinal = int(rng.integers(ordinals))
             site = 40 + int(rng.integers(2))
             flags = pack_flags(Kind.EVENT, 0, 0, 0, event=Event.BARRIER)
             recs[i] = [site, flags, 0, lid, grp, ordinal, 0, 1]
             continue
         if r < 0.08:
             flags = pack_flags(Kind.EVENT, 0, 0, 0, event=Event.EXIT)
-            recs[i] = [50 + int(rng.integers(2)), flags, 0, lid, grp, int(rng.integers(3)), 0, 0]
+            recs[i] = [
+                50 + int(rng.integers(2)),
+                flags,
+                0,
+                lid,
+                grp,
+                int(rng.integers(ordinals)),
+                0,
+                0,
+            ]
             continue
         var = int(rng.integers(3))
         kind = int(rng.choice([Kind.LOAD, Kind.STORE, Kind.ATOMIC], p=[0.4, 0.45, 0.15]))
         size = int(rng.choice([1, 2, 4, 8, 12, 16], p=[0.1, 0.15, 0.5, 0.1, 0.05, 0.1]))
         align = min(size, 4) if size != 12 else 4
-        off = int(rng.integers(0, 16)) * align
+        off = int(rng.integers(0, spread)) * align
         known = kind == Kind.STORE and rng.random() < 0.9
         value = int(rng.integers(0, 3)) if kind == Kind.STORE else 0
         site = int(rng.integers(0, 4))

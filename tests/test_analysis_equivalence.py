@@ -5,6 +5,7 @@ import pytest
 from gpurace.analysis import analyse
 from gpurace.analysis.merge import merge_ranges
 from gpurace.backends import wgpu_backend
+from gpurace.model import RaceClass
 from tests.logs import VAR_BASES, VAR_SPACES, random_log
 
 
@@ -16,7 +17,7 @@ def device():
 @pytest.mark.parametrize("seed", range(40))
 @pytest.mark.parametrize("uniform_race", [False, True])
 def test_device_equals_reference_on_random_logs(device, seed, uniform_race):
-    log = random_log(seed, n=60 + 20 * (seed % 10))
+    log = random_log(seed, n=60 + 20 * (seed % 10), spread=16 if seed % 2 else 200)
     expected = analyse(log, VAR_SPACES, uniform_writes_race=uniform_race)
     got = wgpu_backend.analyse_records(device, log, VAR_BASES, uniform_race)
     assert got.saturated == []
@@ -45,7 +46,23 @@ def test_address_ranges_merge_to_the_whole(device, seed):
             VAR_BASES,
             False,
             address_range=(lo, hi),
+            address_end=3 << 16,
+            wgsize=4,
+            groups=3,
         )
         assert got.saturated == []
         parts.append((got.races, got.orders))
     assert merge_ranges(parts) == whole
+
+
+def test_events_beyond_the_direct_mapped_ordinals(device):
+    """Barrier ordinals past the dense slots go through the hashed buckets, same result."""
+    divergent = 0
+    for seed in range(6):
+        log = random_log(200 + seed, n=400, spread=200, ordinals=24)
+        expected = analyse(log, VAR_SPACES)
+        divergent += sum(r.cls == RaceClass.DIVERGENCE for r in expected)
+        got = wgpu_backend.analyse_records(device, log, VAR_BASES, False)
+        assert got.saturated == []
+        assert got.races == expected
+    assert divergent > 0
