@@ -30,7 +30,7 @@ import wgpu  # noqa: E402
 from gpurace.model import RECORD_WORDS, Binding, GpuraceError, Kind, Race, RaceClass
 
 # Device-side table layouts: keep in step with shaders/analysis.wgsl.
-ENTRY_WORDS, BUCKET_WORDS, RACE_WORDS = 10, 6, 16
+ENTRY_WORDS, BUCKET_WORDS, RACE_WORDS, INSTANCE_WORDS = 10, 6, 16, 12
 DENSE_EVENTS = 16  # barrier ordinals with direct-mapped slots per work-group (DK)
 COUNTER_NAMES = (
     "entry table full",
@@ -271,7 +271,7 @@ def _analysis_pipelines(device):
     source = resources.files("gpurace.shaders").joinpath("analysis.wgsl").read_text()
     module = device.create_shader_module(code=source)
     storage, ro = wgpu.BufferBindingType.storage, wgpu.BufferBindingType.read_only_storage
-    types = [ro, wgpu.BufferBindingType.uniform, ro] + [storage] * 6
+    types = [ro, wgpu.BufferBindingType.uniform, ro] + [storage] * 7
     layout = device.create_bind_group_layout(
         entries=[
             {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": t}}
@@ -305,6 +305,7 @@ class DeviceAnalysis:
     live_buckets: int
     table_bytes: int
     orders: dict[tuple, tuple[int, int, int]]  # race key -> its example's order (merging)
+    listed: list[tuple[tuple, Race]]  # --all: (race key + order, instance) per instance
 
 
 def analyse_on_device(
@@ -319,6 +320,7 @@ def analyse_on_device(
     wgsize: int,
     groups: int,
     race_capacity: int = 4096,
+    list_instances: int = 0,
 ) -> DeviceAnalysis:
     """Run insert/refine/walk on the device over the first n_records of log_buf.
 
@@ -328,6 +330,7 @@ def analyse_on_device(
     `address_end` (where the linear order ends) sizes the shadow that lets words
     touched by one work-item skip the tables; `wgsize` is work-items per group and
     `groups` the launch's work-groups (their events get direct-mapped slots).
+    With `list_instances` > 0 (--all), up to that many instances are listed too.
     """
     layout, pipes = _analysis_pipelines(device)
     limit = binding_limit(device)
@@ -343,6 +346,7 @@ def analyse_on_device(
     bcap = min(bcap, _pow2_at_most(limit // (BUCKET_WORDS * 4) - dgroups * (DENSE_EVENTS + 1)))
     sizes = {
         "S": swords * 8,
+        "I": 4 + list_instances * INSTANCE_WORDS * 4,
         "E": ecap * ENTRY_WORDS * 4,
         "B": (dgroups * (DENSE_EVENTS + 1) + bcap) * BUCKET_WORDS * 4,
         "R": rcap * RACE_WORDS * 4,
@@ -367,6 +371,7 @@ def analyse_on_device(
             {"binding": 6, "resource": {"buffer": bufs["C"]}},
             {"binding": 7, "resource": {"buffer": bufs["L"]}},
             {"binding": 8, "resource": {"buffer": bufs["S"]}},
+            {"binding": 9, "resource": {"buffer": bufs["I"]}},
         ],
     )
 
@@ -387,7 +392,7 @@ def analyse_on_device(
                 wgsize,
                 swords,
                 dgroups,
-                0,
+                list_instances,
                 0,
                 0,
             ],
@@ -434,7 +439,16 @@ def analyse_on_device(
         for r, row in zip(races, rows, strict=True)
     }
     races.sort(key=lambda r: r.key)
-    return DeviceAnalysis(races, saturated, live, sum(sizes.values()), orders)
+    listed: list[tuple[tuple, Race]] = []
+    if list_instances:
+        raw = np.frombuffer(device.queue.read_buffer(bufs["I"]), np.uint32)
+        if raw[0] > list_instances:
+            saturated.append(f"instance list of --all ({int(raw[0])} instances)")
+        rows = raw[1 : 1 + min(int(raw[0]), list_instances) * INSTANCE_WORDS]
+        for row in rows.reshape(-1, INSTANCE_WORDS):
+            inst = decode_race(np.concatenate([row[:1], [1, 0, 0], [0] * 3, row[4:12], [0]]))
+            listed.append(((inst.key, *(int(x) for x in row[1:4])), inst))
+    return DeviceAnalysis(races, saturated, live, sum(sizes.values()), orders, listed)
 
 
 def decode_race(row: np.ndarray) -> Race:

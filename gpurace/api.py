@@ -12,7 +12,7 @@ from math import prod
 
 from gpurace.analysis.merge import merge_ranges
 from gpurace.launch import LaunchSpec, load_launch, resolve_entry, validate_against
-from gpurace.model import RECORD_WORDS, GpuraceError, Instrumented, Report, Scope, Space
+from gpurace.model import RECORD_WORDS, GpuraceError, Instrumented, Race, Report, Scope, Space
 
 Progress = Callable[[str], None]
 
@@ -20,6 +20,7 @@ Progress = Callable[[str], None]
 # what it asked for (up to the device's binding limit), from the same inputs.
 INITIAL_LOG_RECORDS = 1 << 18
 FULL_RANGE = (0xFFFFFFFF // 16) * 16
+ALL_INSTANCES_CAP = 1 << 16  # instances --all lists per pass
 
 
 def instrument(source: str, path: str, language: str = "wgsl") -> Instrumented:
@@ -73,6 +74,7 @@ def check_file(
         uniform_writes=uniform_writes,
         entry=entry,
         progress=progress,
+        all_instances=all_instances,
     )
 
 
@@ -85,8 +87,13 @@ def check(
     uniform_writes: str | None = None,
     entry: str | None = None,
     progress: Progress | None = None,
+    all_instances: bool = False,
 ) -> Report:
-    """Rewrite, launch and analyse one launch of a WGSL kernel; return the report."""
+    """Rewrite, launch and analyse one launch of a WGSL kernel; return the report.
+
+    With `all_instances`, the report also lists every instance of each race (up to
+    ALL_INSTANCES_CAP per pass; more makes the result incomplete).
+    """
     from gpurace.backends import wgpu_backend
 
     say = progress or (lambda _msg: None)
@@ -120,7 +127,7 @@ def check(
     widest = 4 * wgpu_backend.max_shadow_words(dev)
     pending = split_range(0, total, -(-total // widest))
     pending[-1] = (pending[-1][0], FULL_RANGE)
-    parts, saturated = [], []
+    parts, saturated, listed = [], [], []
     logged = dropped = peak = 0
     say(f"launching instrumented '{name}' on {dev_name}")
     while pending:
@@ -152,8 +159,10 @@ def check(
             address_end=total,
             wgsize=prod(entries[name]),
             groups=prod(launch.workgroups),
+            list_instances=ALL_INSTANCES_CAP if all_instances else 0,
         )
         parts.append((analysis.races, analysis.orders))
+        listed += analysis.listed
         saturated += analysis.saturated
         peak = max(peak, capacity * RECORD_WORDS * 4 + analysis.table_bytes)
     races = merge_ranges(parts)
@@ -182,7 +191,16 @@ def check(
         workgroup_size=wg_size,
         num_groups=tuple(launch.workgroups),
         uniform_writes_race=mode == "race",
+        instances=group_instances(listed),
     )
+
+
+def group_instances(listed: list[tuple[tuple, Race]]) -> dict[tuple, list[Race]]:
+    """Instances per race key, in the order the examples are chosen by."""
+    grouped: dict[tuple, list[Race]] = {}
+    for _, inst in sorted(listed, key=lambda x: x[0]):
+        grouped.setdefault(inst.key, []).append(inst)
+    return grouped
 
 
 def address_layout(inst: Instrumented, launch: LaunchSpec) -> tuple[list[int], int]:

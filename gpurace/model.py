@@ -230,6 +230,8 @@ class Report:
     workgroup_size: tuple[int, int, int] = (1, 1, 1)
     num_groups: tuple[int, int, int] = (1, 1, 1)
     uniform_writes_race: bool = False
+    # --all: every instance of each race (race key -> one Race per instance, in order)
+    instances: dict[tuple, list[Race]] = field(default_factory=dict)
 
     @property
     def errors(self) -> list[Race]:

@@ -26,7 +26,7 @@ struct Params {
   wgsize: u32,      // work-items per work-group (global actor = group * wgsize + lid)
   swords: u32,      // shadow words: the shadow covers [lo, lo + 4 * swords)
   dgroups: u32,     // groups lo .. lo + dgroups - 1 have dense event slots (see event_slot)
-  pad0: u32,
+  all_cap: u32,     // --all: instances the list I holds (0: do not list instances)
   pad1: u32,
   pad2: u32,
 }
@@ -45,6 +45,7 @@ struct Key {
 @group(0) @binding(6) var<storage, read_write> C: array<atomic<u32>>;
 @group(0) @binding(7) var<storage, read_write> L: array<u32>;  // live list, then racy list
 @group(0) @binding(8) var<storage, read_write> S: array<atomic<u32>>;  // shadow: actor, kinds
+@group(0) @binding(9) var<storage, read_write> I: array<atomic<u32>>;  // --all: count, instances
 
 const RW = 8u;     // record words
 const ES = 10u;    // entry slot words
@@ -513,6 +514,26 @@ struct Inst {
   eb: u32,
 }
 
+const IW = 12u;  // words per listed instance: the Inst fields in order
+
+fn list_instance(inst: Inst) {
+  let i = atomicAdd(&I[0], 1u);
+  if (i >= P.all_cap) { return; }
+  let s = 1u + i * IW;
+  atomicStore(&I[s + 0u], inst.key);
+  atomicStore(&I[s + 1u], inst.o1);
+  atomicStore(&I[s + 2u], inst.o2);
+  atomicStore(&I[s + 3u], inst.o3);
+  atomicStore(&I[s + 4u], inst.v);
+  atomicStore(&I[s + 5u], inst.addr);
+  atomicStore(&I[s + 6u], inst.ga);
+  atomicStore(&I[s + 7u], inst.la);
+  atomicStore(&I[s + 8u], inst.gb);
+  atomicStore(&I[s + 9u], inst.lb);
+  atomicStore(&I[s + 10u], inst.ea);
+  atomicStore(&I[s + 11u], inst.eb);
+}
+
 fn fold(inst: Inst) -> bool {
   let slot = race_slot(inst.key, P.phase == 1u);
   if (slot == NONE) { return false; }
@@ -520,6 +541,7 @@ fn fold(inst: Inst) -> bool {
   if (P.phase == 1u) {
     atomicAdd(&R[s + R_INST], 1u);
     atomicMax(&R[s + R_O1], ~inst.o1);
+    if (P.all_cap > 0u) { list_instance(inst); }
     return true;
   }
   if (inst.o1 != ~atomicLoad(&R[s + R_O1])) { return false; }

@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any
 
-from gpurace.model import Report, Site
+from gpurace.model import Race, Report, Site
 
 from .common import (
     Side,
@@ -22,6 +22,7 @@ from .common import (
     incomplete_reasons,
     message,
     relpath,
+    view,
     views,
 )
 
@@ -66,6 +67,17 @@ def _side(side: Side, cwd: str | None) -> dict[str, Any]:
     }
 
 
+def _instance(report: Report, race: Race, cwd: str | None) -> dict[str, Any]:
+    v = view(report, race)
+    return {
+        "var": v.var_name or None,
+        "index": v.index,
+        "address": race.address if v.var_name else None,
+        "a": _side(v.first, cwd),
+        "b": _side(v.second, cwd),
+    }
+
+
 def to_json(report: Report, cwd: str | None = None) -> dict[str, Any]:
     """The report as a JSON-ready dict; paths relative to ``cwd`` like the text report."""
     races = []
@@ -96,6 +108,9 @@ def to_json(report: Report, cwd: str | None = None) -> dict[str, Any]:
                 "b": _side(v.second, cwd),
             }
         )
+        listed = report.instances.get(race.key)
+        if listed is not None:  # --all
+            races[-1]["all_instances"] = [_instance(report, inst, cwd) for inst in listed]
     s = report.scope
     return {
         "schema": SCHEMA_NAME,

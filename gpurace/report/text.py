@@ -16,7 +16,7 @@ import re
 import sys
 from typing import TextIO
 
-from gpurace.model import Report
+from gpurace.model import Race, Report
 
 from .common import (
     KIND_LABELS,
@@ -28,6 +28,7 @@ from .common import (
     plural,
     relpath,
     triple,
+    view,
     views,
 )
 
@@ -70,10 +71,24 @@ def format_race(report: Report, v: RaceView, cwd: str | None = None) -> list[str
     counts = _counts(v)
     if counts:
         lines.append(f"  {counts}")
+    for i, inst in enumerate(report.instances.get(v.race.key, [])):
+        lines.append(f"  #{i + 1:<4} {_instance(report, inst)}")
     fix = hint(v, report.language)
     if fix:
         lines.append(f"  hint: {fix}")
     return lines
+
+
+def _instance(report: Report, race: Race) -> str:
+    """One line of --all: where, and which work-items, for one instance of a race."""
+    v = view(report, race)
+    where = f"'{v.address_name}' (byte {race.address}) " if v.address_name else ""
+    sides = ", ".join(
+        f"{s.kind} by global {triple(s.item.global_id)} local {triple(s.item.local_id)} "
+        f"group {triple(s.item.group_id)}"
+        for s in (v.first, v.second)
+    )
+    return where + sides
 
 
 def summary_line(report: Report) -> str:
