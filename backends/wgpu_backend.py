@@ -42,7 +42,7 @@ COUNTER_NAMES = (
     "site ids beyond the packed race key's range",
     "bucket list full",
 )
-C_LIVE, C_RACY = 3, 4
+C_LIVE, C_RACY, C_NEED_ENTRIES, C_NEED_EVENTS = 3, 4, 8, 9
 PROFILE = bool(os.environ.get("GPURACE_PROFILE"))  # print each analysis pass's time
 WORKGROUP = 64
 ROW_GROUPS = 32768  # work-groups per dispatch row; more rows for larger grids
@@ -122,10 +122,8 @@ def max_shadow_words(device) -> int:
 
 
 def max_records_per_pass(device) -> int:
-    """Records one log buffer holds and one analysis pass can table (3/4 full at most)."""
-    limit = binding_limit(device)
-    entry_slots = _pow2_at_most(limit // (ENTRY_WORDS * 4))
-    return min(limit // (RECORD_WORDS * 4), entry_slots * 3 // 8)
+    """Records one log buffer holds (the analysis may still ask for a smaller range)."""
+    return binding_limit(device) // (RECORD_WORDS * 4)
 
 
 # ---------------------------------------------------------------------------
@@ -283,7 +281,7 @@ def _analysis_pipelines(device):
         name: device.create_compute_pipeline(
             layout=playout, compute={"module": module, "entry_point": name}
         )
-        for name in ("mark", "insert", "refine", "walk", "walk_dense")
+        for name in ("mark", "count", "insert", "refine", "walk", "walk_dense")
     }
     return layout, pipes
 
@@ -306,6 +304,7 @@ class DeviceAnalysis:
     table_bytes: int
     orders: dict[tuple, tuple[int, int, int]]  # race key -> its example's order (merging)
     listed: list[tuple[tuple, Race]]  # --all: (race key + order, instance) per instance
+    too_big: bool = False  # the range needs more table slots than a binding holds: split it
 
 
 def analyse_on_device(
@@ -334,24 +333,19 @@ def analyse_on_device(
     """
     layout, pipes = _analysis_pipelines(device)
     limit = binding_limit(device)
-    ecap = min(_pow2_at_least(3 * n_records + 64), _pow2_at_most(limit // (ENTRY_WORDS * 4)))
-    bcap = min(_pow2_at_least(3 * n_records + 64), _pow2_at_most(limit // (BUCKET_WORDS * 4)))
-    rcap = _pow2_at_least(race_capacity)
-    list_len = min(2 * bcap, limit // 4)
     lo, hi = address_range
     end = min(hi, address_end)
     swords = max(1, min(-(-(end - lo) // 4), limit // 8, max_shadow_words(device)))
     dense_groups = max(0, min(hi, groups) - lo)
     dgroups = min(dense_groups, limit // (BUCKET_WORDS * 4) // (DENSE_EVENTS + 1) // 2)
-    bcap = min(bcap, _pow2_at_most(limit // (BUCKET_WORDS * 4) - dgroups * (DENSE_EVENTS + 1)))
+    dense_slots = dgroups * (DENSE_EVENTS + 1)
+    rcap = _pow2_at_least(race_capacity)
+    ecap = bcap = list_len = 1  # sized once "count" has said what the tables must hold
     sizes = {
         "S": swords * 8,
         "I": 4 + list_instances * INSTANCE_WORDS * 4,
-        "E": ecap * ENTRY_WORDS * 4,
-        "B": (dgroups * (DENSE_EVENTS + 1) + bcap) * BUCKET_WORDS * 4,
         "R": rcap * RACE_WORDS * 4,
         "C": 64,
-        "L": list_len * 4,
     }
     bufs = {k: device.create_buffer(size=v, usage=_STORAGE) for k, v in sizes.items()}
     vbase = np.array(var_bases + [0], dtype=np.uint32)
@@ -359,43 +353,37 @@ def analyse_on_device(
     params = device.create_buffer(
         size=64, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
     )
-    bind = device.create_bind_group(
-        layout=layout,
-        entries=[
-            {"binding": 0, "resource": {"buffer": log_buf}},
-            {"binding": 1, "resource": {"buffer": params}},
-            {"binding": 2, "resource": {"buffer": vbuf}},
-            {"binding": 3, "resource": {"buffer": bufs["E"]}},
-            {"binding": 4, "resource": {"buffer": bufs["B"]}},
-            {"binding": 5, "resource": {"buffer": bufs["R"]}},
-            {"binding": 6, "resource": {"buffer": bufs["C"]}},
-            {"binding": 7, "resource": {"buffer": bufs["L"]}},
-            {"binding": 8, "resource": {"buffer": bufs["S"]}},
-            {"binding": 9, "resource": {"buffer": bufs["I"]}},
-        ],
-    )
+
+    def bind_group():
+        names = ["E", "B", "R", "C", "L", "S", "I"]
+        return device.create_bind_group(
+            layout=layout,
+            entries=[
+                {"binding": 0, "resource": {"buffer": log_buf}},
+                {"binding": 1, "resource": {"buffer": params}},
+                {"binding": 2, "resource": {"buffer": vbuf}},
+            ]
+            + [{"binding": 3 + i, "resource": {"buffer": bufs[n]}} for i, n in enumerate(names)],
+        )
+
+    def allocate_tables() -> None:
+        for name, size in (
+            ("E", ecap * ENTRY_WORDS * 4),
+            ("B", (dense_slots + bcap) * BUCKET_WORDS * 4),
+            ("L", list_len * 4),
+        ):
+            sizes[name] = max(16, size)
+            bufs[name] = device.create_buffer(size=sizes[name], usage=_STORAGE)
+
+    allocate_tables()
+    bind = bind_group()
 
     def run(pipe: str, n_threads: int, phase: int) -> None:
         groups = max(1, -(-n_threads // WORKGROUP))
         gx, gy = min(groups, ROW_GROUPS), -(-groups // ROW_GROUPS)
         p = np.array(
-            [
-                n_records,
-                ecap,
-                bcap,
-                rcap,
-                int(uniform_writes_race),
-                phase,
-                n_threads,
-                gx * WORKGROUP,
-                *address_range,
-                wgsize,
-                swords,
-                dgroups,
-                list_instances,
-                0,
-                0,
-            ],
+            [n_records, ecap, bcap, rcap, int(uniform_writes_race), phase, n_threads]
+            + [gx * WORKGROUP, *address_range, wgsize, swords, dgroups, list_instances, 0, 0],
             dtype=np.uint32,
         )
         device.queue.write_buffer(params, 0, p.tobytes())
@@ -409,16 +397,24 @@ def analyse_on_device(
         device.queue.submit([enc.finish()])
         if PROFILE:
             counters()  # wait for the pass
-            print(
-                f"gpurace: {pipe}/{phase} {n_threads} threads: "
-                f"{(time.perf_counter() - t0) * 1e3:.1f} ms",
-                file=sys.stderr,
-            )
+            ms = (time.perf_counter() - t0) * 1e3
+            print(f"gpurace: {pipe}/{phase} {n_threads} threads: {ms:.1f} ms", file=sys.stderr)
 
     def counters() -> np.ndarray:
         return np.frombuffer(device.queue.read_buffer(bufs["C"]), np.uint32).copy()
 
     run("mark", n_records, 0)
+    run("count", n_records, 0)
+    c = counters()
+    need_e, need_b = int(c[C_NEED_ENTRIES]), int(c[C_NEED_ENTRIES]) + int(c[C_NEED_EVENTS])
+    max_e = _pow2_at_most(limit // (ENTRY_WORDS * 4))
+    max_b = _pow2_at_most(limit // (BUCKET_WORDS * 4) - dense_slots)
+    too_big = need_e * 4 > 3 * max_e or need_b * 4 > 3 * max_b
+    ecap = min(_pow2_at_least(need_e * 4 // 3 + 64), max_e)
+    bcap = min(_pow2_at_least(need_b * 4 // 3 + 64), max_b)
+    list_len = min(2 * bcap, limit // 4)
+    allocate_tables()
+    bind = bind_group()
     run("insert", n_records, 0)
     run("refine", n_records, 0)
     live = min(int(counters()[C_LIVE]), list_len)
@@ -448,7 +444,7 @@ def analyse_on_device(
         for row in rows.reshape(-1, INSTANCE_WORDS):
             inst = decode_race(np.concatenate([row[:1], [1, 0, 0], [0] * 3, row[4:12], [0]]))
             listed.append(((inst.key, *(int(x) for x in row[1:4])), inst))
-    return DeviceAnalysis(races, saturated, live, sum(sizes.values()), orders, listed)
+    return DeviceAnalysis(races, saturated, live, sum(sizes.values()), orders, listed, too_big)
 
 
 def decode_race(row: np.ndarray) -> Race:

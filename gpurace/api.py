@@ -138,16 +138,12 @@ def check(
             capacity = min(result.requested, most)
             result = run(lo, hi, capacity)
         if result.requested > capacity:
-            ranges = split_range(lo, min(hi, total), -(-result.requested * 4 // (3 * most)))
-            if hi == FULL_RANGE and ranges:
-                ranges[-1] = (ranges[-1][0], FULL_RANGE)
+            ranges = subranges(lo, hi, total, -(-result.requested * 4 // (3 * most)))
             if len(ranges) > 1:
                 say(f"{result.requested} records do not fit one pass: {len(ranges)} passes")
                 pending[:0] = ranges
                 continue
         n = min(result.requested, capacity)
-        logged += n
-        dropped += result.requested - n
         say(f"analysing {n} records on the device")
         analysis = wgpu_backend.analyse_on_device(
             dev,
@@ -161,6 +157,13 @@ def check(
             groups=prod(launch.workgroups),
             list_instances=ALL_INSTANCES_CAP if all_instances else 0,
         )
+        ranges = subranges(lo, hi, total, 2) if analysis.too_big else []
+        if len(ranges) > 1:
+            say(f"the analysis tables do not fit: {len(ranges)} passes")
+            pending[:0] = ranges
+            continue
+        logged += n
+        dropped += result.requested - n
         parts.append((analysis.races, analysis.orders))
         listed += analysis.listed
         saturated += analysis.saturated
@@ -225,6 +228,14 @@ def address_layout(inst: Instrumented, launch: LaunchSpec) -> tuple[list[int], i
 
 def var_bases(inst: Instrumented, launch: LaunchSpec) -> list[int]:
     return address_layout(inst, launch)[0]
+
+
+def subranges(lo: int, hi: int, total: int, parts: int) -> list[tuple[int, int]]:
+    """[lo, hi) cut for `parts` passes; the last keeps hi (accesses past `total` too)."""
+    ranges = split_range(lo, min(hi, total), parts)
+    if ranges and hi == FULL_RANGE:
+        ranges[-1] = (ranges[-1][0], FULL_RANGE)
+    return ranges
 
 
 def split_range(lo: int, hi: int, parts: int) -> list[tuple[int, int]]:

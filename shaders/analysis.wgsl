@@ -62,6 +62,8 @@ const C_RACY = 4u;
 const C_BUCKET_FULL = 5u;   // a bucket held more entries / race keys than a walk can hold
 const C_SITE_RANGE = 6u;    // a site id too large for the packed race key
 const C_LIST_FULL = 7u;
+const C_NEED_ENTRIES = 8u;  // count: entry insertions the tables must hold
+const C_NEED_EVENTS = 9u;   // count: events that need hashed bucket slots
 
 // entry slot fields
 const E_OWNER = 0u;
@@ -278,6 +280,31 @@ fn event_slot(grp: u32, ordinal: u32, is_exit: bool, owner: u32) -> u32 {
   k.a = vec4<u32>(select(T_BARRIER, T_EXIT, is_exit), 0u, 0u, grp);
   k.b = vec4<u32>(select(ordinal, 0u, is_exit), 0u, 0u, 0u);
   return lookup(1u, k, owner);
+}
+
+// count: how many entries (and hashed event buckets) insert will need, to size tables.
+@compute @workgroup_size(64)
+fn count(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let r = thread_index(gid);
+  if (r >= P.n_records) { return; }
+  let kind = kind_of(r);
+  if (kind == 3u) {
+    let grp = rec(r, 4u);
+    if (grp < P.lo || grp >= P.hi) { return; }
+    let is_exit = ((rec(r, 1u) >> 24u) & 0xfu) == 1u;
+    if (grp - P.lo >= P.dgroups || (!is_exit && rec(r, 5u) >= DK)) {
+      atomicAdd(&C[C_NEED_EVENTS], 1u);
+    }
+    return;
+  }
+  if (size_of(r) == 0u) { return; }
+  let off = rec(r, 2u);
+  let nw = (off + size_of(r) - 1u) / 4u - off / 4u + 1u;
+  var need = 0u;
+  for (var p = 0u; p < nw; p++) {
+    if (in_range(r, p) && may_conflict(r, p)) { need += select(2u, 1u, is_local(r)); }
+  }
+  if (need > 0u) { atomicAdd(&C[C_NEED_ENTRIES], need); }
 }
 
 fn owner_of(r: u32, p: u32, t: u32) -> u32 {
