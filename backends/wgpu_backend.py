@@ -139,6 +139,7 @@ class LaunchResult:
     log: object | None = None
     requested: int = 0  # records the kernel tried to append
     capacity: int = 0
+    histogram: np.ndarray | None = None  # counting runs: records per address bin
 
 
 def compile_module(device, source: str, path: str):
@@ -175,11 +176,15 @@ def launch(
     log_capacity: int = 0,
     log_range: tuple[int, int] = (0, 0xFFFFFFFF),
     var_bases: list[int] | None = None,
+    histogram_bins: int = 0,
+    histogram_width: int = 0,
 ) -> LaunchResult:
     """Run `entry` once with `data` per (group, binding); with log_group, also log.
 
     Only accesses touching words in `log_range` of the linear address order
     (`var_bases`) are logged, and the events of groups whose linear id is in it.
+    With `histogram_bins`, nothing is logged: the run counts the records each bin of
+    `histogram_width` addresses (from the range's start) would log.
     """
     module = compile_module(device, source, path)
     groups: dict[int, list] = {}
@@ -201,7 +206,9 @@ def launch(
         log_buf = device.create_buffer(
             size=max(32, log_capacity * RECORD_WORDS * 4), usage=_STORAGE
         )
-        ctl = np.array([0, log_capacity, *log_range, *(var_bases or [0])], dtype=np.uint32)
+        bases = var_bases or [0]
+        head = [0, log_capacity, *log_range, histogram_bins, histogram_width, *bases]
+        ctl = np.array(head + [0] * histogram_bins, dtype=np.uint32)
         ctl_buf = device.create_buffer(size=max(16, ctl.nbytes), usage=_STORAGE)
         device.queue.write_buffer(ctl_buf, 0, ctl.tobytes())
         storage = wgpu.BufferBindingType.storage
@@ -248,7 +255,10 @@ def launch(
             )
     result = LaunchResult(outputs, log_buf, 0, log_capacity)
     if ctl_buf is not None:
-        result.requested = int(np.frombuffer(device.queue.read_buffer(ctl_buf), np.uint32)[0])
+        words = np.frombuffer(device.queue.read_buffer(ctl_buf), np.uint32)
+        result.requested = int(words[0])
+        if histogram_bins:
+            result.histogram = words[len(head) : len(head) + histogram_bins].astype(np.int64)
     return result
 
 
@@ -320,6 +330,7 @@ def analyse_on_device(
     groups: int,
     race_capacity: int = 4096,
     list_instances: int = 0,
+    splittable: bool = False,
 ) -> DeviceAnalysis:
     """Run insert/refine/walk on the device over the first n_records of log_buf.
 
@@ -330,6 +341,9 @@ def analyse_on_device(
     touched by one work-item skip the tables; `wgsize` is work-items per group and
     `groups` the launch's work-groups (their events get direct-mapped slots).
     With `list_instances` > 0 (--all), up to that many instances are listed too.
+    If the range needs more table slots than a binding holds and is `splittable`,
+    nothing is analysed and the result says `too_big`; otherwise the tables are
+    capped and what does not fit is reported as saturated.
     """
     layout, pipes = _analysis_pipelines(device)
     limit = binding_limit(device)
@@ -410,6 +424,8 @@ def analyse_on_device(
     max_e = _pow2_at_most(limit // (ENTRY_WORDS * 4))
     max_b = _pow2_at_most(limit // (BUCKET_WORDS * 4) - dense_slots)
     too_big = need_e * 4 > 3 * max_e or need_b * 4 > 3 * max_b
+    if too_big and splittable:  # the caller splits the range rather than overfill tables
+        return DeviceAnalysis([], [], 0, sum(sizes.values()), {}, [], too_big=True)
     ecap = min(_pow2_at_least(need_e * 4 // 3 + 64), max_e)
     bcap = min(_pow2_at_least(need_b * 4 // 3 + 64), max_b)
     list_len = min(2 * bcap, limit // 4)

@@ -29,8 +29,25 @@ def grid(groups: int) -> list[int]:
     return [groups // gy, gy, 1]
 
 
-def cases(scale: float) -> list[tuple[str, dict]]:
+def sizes(scale: float) -> tuple[int, int, int]:
+    """Elements for the 1-D kernels, matmul N and stencil side at this scale of the issue's
+    sizes (16M elements, 1024 x 1024 matmul, 2048 x 2048 stencil)."""
     n = int(16 * 1024 * 1024 * scale) // 256 * 256
+    side = max(16, int(1024 * scale**0.5) // 16 * 16)
+    return n, side, 2 * side
+
+
+def kernel_source(name: str, scale: float) -> str:
+    """The bench kernel with its compile-time size set for this scale."""
+    _, side, grid_side = sizes(scale)
+    text = (KERNELS / f"{name}.wgsl").read_text()
+    text = text.replace("const N: u32 = 1024u;", f"const N: u32 = {side}u;")
+    text = text.replace("const W: u32 = 2048u;", f"const W: u32 = {grid_side}u;")
+    return text.replace("const H: u32 = 2048u;", f"const H: u32 = {grid_side}u;")
+
+
+def cases(scale: float) -> list[tuple[str, dict]]:
+    n, side, grid_side = sizes(scale)
     return [
         (
             "saxpy",
@@ -55,21 +72,21 @@ def cases(scale: float) -> list[tuple[str, dict]]:
         (
             "matmul",
             {
-                "workgroups": [64, 64, 1],
+                "workgroups": [side // 16, side // 16, 1],
                 "binding": [
-                    {"binding": 0, "type": "f32", "count": 1 << 20, "fill": "random", "seed": 1},
-                    {"binding": 1, "type": "f32", "count": 1 << 20, "fill": "random", "seed": 2},
-                    {"binding": 2, "type": "f32", "count": 1 << 20},
+                    {"binding": 0, "type": "f32", "count": side**2, "fill": "random", "seed": 1},
+                    {"binding": 1, "type": "f32", "count": side**2, "fill": "random", "seed": 2},
+                    {"binding": 2, "type": "f32", "count": side**2},
                 ],
             },
         ),
         (
             "stencil",
             {
-                "workgroups": [128, 128, 1],
+                "workgroups": [grid_side // 16, grid_side // 16, 1],
                 "binding": [
-                    {"binding": 0, "type": "f32", "count": 1 << 22, "fill": "random", "seed": 1},
-                    {"binding": 1, "type": "f32", "count": 1 << 22},
+                    {"binding": 0, "type": "f32", "count": grid_side**2, "fill": "random"},
+                    {"binding": 1, "type": "f32", "count": grid_side**2},
                 ],
             },
         ),
@@ -97,14 +114,14 @@ def timed(fn, repeat: int) -> tuple[float, object]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--scale", type=float, default=1.0, help="fraction of the 16M sizes")
+    ap.add_argument("--scale", type=float, default=1.0, help="fraction of the issue's sizes")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--device", default=None)
     args = ap.parse_args()
     dev, dev_name = wgpu_backend.get_device(args.device)
     rows, ratios = [], []
     for name, launch in cases(args.scale):
-        source = (KERNELS / f"{name}.wgsl").read_text()
+        source = kernel_source(name, args.scale)
         spec = LaunchSpec.from_dict({"entry": "main", **launch}, path=f"{name}.toml")
         path = str(KERNELS / f"{name}.wgsl")
         inst = api.instrument(source, path)

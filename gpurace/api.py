@@ -16,9 +16,11 @@ from gpurace.model import RECORD_WORDS, GpuraceError, Instrumented, Race, Report
 
 Progress = Callable[[str], None]
 
-# First log size tried; a launch that asks for more is re-run once with exactly
-# what it asked for (up to the device's binding limit), from the same inputs.
-INITIAL_LOG_RECORDS = 1 << 18
+# The first log size tried is a guess per work-item; a launch that asks for more is
+# re-run once with exactly what it asked for (up to the device's binding limit),
+# from the same inputs, or split into address ranges when even that is too small.
+RECORDS_PER_ITEM = 16
+MIN_LOG_RECORDS = 1 << 16
 FULL_RANGE = (0xFFFFFFFF // 16) * 16
 ALL_INSTANCES_CAP = 1 << 16  # instances --all lists per pass
 
@@ -108,7 +110,7 @@ def check(
     data = {(b.group, b.binding): b.data for b in launch.buffers}
     bases, total = address_layout(inst, launch)
 
-    def run(lo: int, hi: int, capacity: int):
+    def run(lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0):
         return wgpu_backend.launch(
             dev,
             inst.source,
@@ -121,24 +123,28 @@ def check(
             log_capacity=capacity,
             log_range=(lo, hi),
             var_bases=bases,
+            histogram_bins=bins,
+            histogram_width=width,
         )
 
     most = wgpu_backend.max_records_per_pass(dev)
     widest = 4 * wgpu_backend.max_shadow_words(dev)
-    pending = split_range(0, total, -(-total // widest))
-    pending[-1] = (pending[-1][0], FULL_RANGE)
+    work_items = prod(launch.workgroups) * prod(entries[name])
+    # (lo, hi, log records to try first): a guess per work-item, then what was seen
+    pending = [(a, b, RECORDS_PER_ITEM * work_items) for a, b in subranges(
+        0, FULL_RANGE, total, -(-total // widest))]  # fmt: skip
     parts, saturated, listed = [], [], []
     logged = dropped = peak = 0
     say(f"launching instrumented '{name}' on {dev_name}")
     while pending:
-        lo, hi = pending.pop(0)
-        capacity = min(INITIAL_LOG_RECORDS, most)
+        lo, hi, guess = pending.pop(0)
+        capacity = min(most, max(MIN_LOG_RECORDS, guess))
         result = run(lo, hi, capacity)
         if result.requested > capacity and capacity < most:
             capacity = min(result.requested, most)
             result = run(lo, hi, capacity)
         if result.requested > capacity:
-            ranges = subranges(lo, hi, total, -(-result.requested * 4 // (3 * most)))
+            ranges = balanced_ranges(run, lo, hi, total, most * 3 // 4)
             if len(ranges) > 1:
                 say(f"{result.requested} records do not fit one pass: {len(ranges)} passes")
                 pending[:0] = ranges
@@ -156,11 +162,12 @@ def check(
             wgsize=prod(entries[name]),
             groups=prod(launch.workgroups),
             list_instances=ALL_INSTANCES_CAP if all_instances else 0,
+            splittable=min(hi, total) - lo > 16,
         )
         ranges = subranges(lo, hi, total, 2) if analysis.too_big else []
         if len(ranges) > 1:
             say(f"the analysis tables do not fit: {len(ranges)} passes")
-            pending[:0] = ranges
+            pending[:0] = [(a, b, result.requested * 3 // 4) for a, b in ranges]
             continue
         logged += n
         dropped += result.requested - n
@@ -228,6 +235,33 @@ def address_layout(inst: Instrumented, launch: LaunchSpec) -> tuple[list[int], i
 
 def var_bases(inst: Instrumented, launch: LaunchSpec) -> list[int]:
     return address_layout(inst, launch)[0]
+
+
+HISTOGRAM_BINS = 4096
+
+
+def balanced_ranges(run, lo: int, hi: int, total: int, budget: int) -> list[tuple[int, int, int]]:
+    """Cut [lo, hi) into ranges of at most `budget` records each, as a counting run says.
+
+    Records are far from uniform over addresses (a group's barrier events, a hot
+    array), so the cuts follow a histogram of where the records fall. A bin that
+    alone exceeds the budget becomes a range of its own and is cut again later.
+    Returns (lo, hi, expected records) triples.
+    """
+    end = max(min(hi, total), lo + 16)
+    width = max(16, -(-(end - lo) // HISTOGRAM_BINS) + 15) // 16 * 16
+    counts = run(lo, hi, 0, HISTOGRAM_BINS, width).histogram
+    ranges, start, acc = [], lo, 0
+    for i, c in enumerate(counts.tolist()):
+        cut = lo + i * width
+        if cut >= end:
+            break
+        if acc and acc + c > budget and cut > start:
+            ranges.append((start, cut, acc))
+            start, acc = cut, 0
+        acc += c
+    ranges.append((start, hi, acc))
+    return ranges
 
 
 def subranges(lo: int, hi: int, total: int, parts: int) -> list[tuple[int, int]]:

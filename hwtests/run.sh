@@ -13,6 +13,8 @@ python3 -m pip install -q -e '.[test]' 2>&1 | grep -v WARNING
 python3 -m gpurace devices 2>&1 | tee "$OUT/devices.txt"
 status=0
 python3 -m pytest -q hwtests tests/test_corpus_wgsl.py tests/test_analysis_equivalence.py \
+  tests/test_determinism.py \
   2>&1 | tee "$OUT/pytest.log" || status=1
 python3 bench/bench_wgsl.py --repeat 3 2>&1 | tee "$OUT/bench_wgsl.md" || status=1
+python3 bench/bench_repeat.py 2>&1 | tee "$OUT/bench_repeat.md" || status=1
 exit $status

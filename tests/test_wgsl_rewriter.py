@@ -60,7 +60,7 @@ def run_module(
     if log:
         assert inst.log_group is not None
         log_buf = device.create_buffer(size=capacity * 32, usage=usage)
-        ctl = np.array([0, capacity, *log_range, *(var_bases or [0])], dtype=np.uint32)
+        ctl = np.array([0, capacity, *log_range, 0, 0, *(var_bases or [0])], dtype=np.uint32)
         ctl_buf = device.create_buffer_with_data(data=ctl.tobytes(), usage=usage)
         entries.setdefault(inst.log_group, []).extend(
             [(0, "storage", "read_write", log_buf), (1, "storage", "read_write", ctl_buf)]
@@ -296,7 +296,7 @@ def test_basic_scalars_arrays_barrier(device):
 
 def test_address_range_filter(device):
     """Only accesses touching a word in [lo, hi) of the linear address order are logged
-    (docs/internals.md §1); events only in the range that starts at 0."""
+    (docs/internals.md §1); events when their work-group's linear id is in it."""
     x = np.arange(16, dtype=np.float32)
     inst = instrument(BASIC, "k.wgsl")
     bufs = {"src": x, "dst": np.zeros(16, np.float32)}
@@ -317,7 +317,7 @@ def test_address_range_filter(device):
         want = [
             r
             for r in full
-            if (r.kind == Kind.EVENT and lo == 0)
+            if (r.kind == Kind.EVENT and lo <= r.grp < hi)
             or (r.kind != Kind.EVENT and lo <= bases[r.var] + (r.off & ~3) < hi)
         ]
         same(decode(inst, recs), want)

@@ -80,18 +80,21 @@ def prelude(nvars: int) -> str:
     """Private state, the prologue ``_gr_init`` and the record appender ``_gr_rec``.
 
     ``_gr_ctl`` (docs/internals.md §1): [0] records requested, [1] capacity,
-    [2]/[3] the address range [lo, hi) to log, [4 + var] each variable's base in
-    the linear address order. An access is logged only if a 4-byte word it
+    [2]/[3] the address range [lo, hi) to log, [4]/[5] histogram bins and bin width
+    (a counting run when bins > 0), [6 + var] each variable's base in the linear
+    address order, then the bins. An access is logged only if a 4-byte word it
     touches lies in the range; events if the work-group's linear id does.
     """
     n = max(1, nvars)  # the private array needs at least one element
-    bases = "\n".join(f"  _gr_base[{v}] = atomicLoad(&_gr_ctl[{4 + v}]);" for v in range(nvars))
+    bases = "\n".join(f"  _gr_base[{v}] = atomicLoad(&_gr_ctl[{6 + v}]);" for v in range(nvars))
     return f"""\
 var<private> _gr_lid: u32;
 var<private> _gr_grp: u32;
 var<private> _gr_cap: u32;
 var<private> _gr_lo: u32;
 var<private> _gr_hi: u32;
+var<private> _gr_nbins: u32;
+var<private> _gr_binw: u32;
 var<private> _gr_base: array<u32, {n}>;
 var<private> _gr_ep_l: u32;
 var<private> _gr_ep_g: u32;
@@ -103,6 +106,8 @@ fn _gr_init(l: u32, w: vec3<u32>, n: vec3<u32>) {{
   _gr_cap = atomicLoad(&_gr_ctl[1]);
   _gr_lo = atomicLoad(&_gr_ctl[2]);
   _gr_hi = atomicLoad(&_gr_ctl[3]);
+  _gr_nbins = atomicLoad(&_gr_ctl[4]);
+  _gr_binw = max(1u, atomicLoad(&_gr_ctl[5]));
 {bases}
   _gr_ep_l = 0u;
   _gr_ep_g = 0u;
@@ -111,11 +116,19 @@ fn _gr_init(l: u32, w: vec3<u32>, n: vec3<u32>) {{
 
 fn _gr_rec(site: u32, flags: u32, off: u32, epoch: u32, value: u32, extra: u32) {{
   var keep = _gr_grp >= _gr_lo && _gr_grp < _gr_hi;
+  var at = _gr_grp;
   if (flags & 3u) != 3u {{
     let base = _gr_base[(flags >> 16u) & 0xffu];
     let first = base + (off & ~3u);
     let last = base + ((off + ((flags >> 8u) & 0xffu) - 1u) & ~3u);
     keep = first < _gr_hi && last >= _gr_lo;
+    at = max(first, _gr_lo);
+  }}
+  if keep && _gr_nbins > 0u {{
+    // a counting run: how many records each address bin of the range would log
+    let bin = min((at - _gr_lo) / _gr_binw, _gr_nbins - 1u);
+    atomicAdd(&_gr_ctl[6u + {nvars}u + bin], 1u);
+    return;
   }}
   if keep {{
     let i = atomicAdd(&_gr_ctl[0], 1u);
