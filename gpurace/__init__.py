@@ -1,3 +1,9 @@
+"""gpurace: data-race detection for GPU compute kernels, on the GPU.
+
+``gpurace.check(source, launch)`` checks one launch and returns a Report;
+``gpurace.repeat(fn, runs=N)`` replays a function and compares its outputs bit for bit.
+"""
+
 from __future__ import annotations
 
 from typing import Any
@@ -5,9 +11,17 @@ from typing import Any
 
 def __getattr__(name: str) -> Any:
     # Lazy, so that ``import gpurace`` (and the CLI's --help) does not load NumPy or
-    # a GPU API until the determinism API is actually used.
+    # a GPU API until one of these is actually used.
     if name == "repeat":
         from gpurace.determinism import repeat
 
         return repeat
+    if name == "check":
+        from gpurace.api import check
+
+        return check
+    if name == "LaunchSpec":
+        from gpurace.launch import LaunchSpec
+
+        return LaunchSpec
     raise AttributeError(f"module 'gpurace' has no attribute {name!r}")

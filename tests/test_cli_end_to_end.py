@@ -93,3 +93,26 @@ def test_devices_lists_the_cpu_driver():
     p = gpurace("devices")
     assert p.returncode == 0
     assert "llvmpipe" in p.stdout or "lavapipe" in p.stdout
+
+
+def test_python_api_returns_the_same_report_as_the_cli():
+    import gpurace
+
+    spec = gpurace.LaunchSpec.from_dict(
+        {
+            "entry": "reduce",
+            "workgroups": [4],
+            "binding": [
+                {"binding": 0, "type": "f32", "count": 256, "fill": "arange"},
+                {"binding": 1, "type": "f32", "count": 4},
+            ],
+        }
+    )
+    source = (EXAMPLES / "reduce_racy.wgsl").read_text()
+    report = gpurace.check(source, spec, path="examples/reduce_racy.wgsl")
+    assert report.exit_code == 1
+    assert len(report.races) == 1
+    race = report.races[0]
+    sites = {(report.sites[s].line, report.sites[s].col) for s in (race.site_a, race.site_b)}
+    assert sites == {(14, 13), (14, 37)}
+    assert race.instances == 124 and race.address == 4
