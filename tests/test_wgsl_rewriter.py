@@ -228,7 +228,12 @@ def check(
     return inst, out, decode(inst, recs)
 
 
-def same(got: list[R], want: list[R]) -> None:
+def same(got: list[R], want: list[R], inst: Instrumented) -> None:
+    """Records equal as multisets. A module without barriers logs no exit records
+    (they only matter for "finished while others wait"), so those are not expected."""
+    if not any(site.event == Event.BARRIER for site in inst.sites):
+        exits = {(s.line, s.col) for s in inst.sites if s.event == Event.EXIT}
+        want = [r for r in want if not (r.kind == Kind.EVENT and (r.line, r.col) in exits)]
     key = lambda r: (r.grp, r.lid, r.line, r.col, r.kind, r.off, r.epoch)  # noqa: E731
     assert sorted(got, key=key) == sorted(want, key=key)
 
@@ -283,7 +288,7 @@ def test_basic_scalars_arrays_barrier(device):
     x = np.arange(16, dtype=np.float32) * 1.5
     inst, out, recs = check(device, BASIC, {"src": x, "dst": np.zeros(16, np.float32)}, (2, 1, 1))
     assert out["dst"].tolist() == [x[(g * 8 + (i + 1) % 8)] + 1 for g in range(2) for i in range(8)]
-    same(recs, basic_expected(x))
+    same(recs, basic_expected(x), inst)
     assert [v.name for v in inst.variables] == ["src", "dst", "tile"]
     assert inst.variables[2].space == Space.LOCAL and inst.variables[2].size == 32
     assert inst.workgroup_size == (8, 1, 1) and inst.log_group == 1
@@ -320,7 +325,7 @@ def test_address_range_filter(device):
             if (r.kind == Kind.EVENT and lo <= r.grp < hi)
             or (r.kind != Kind.EVENT and lo <= bases[r.var] + (r.off & ~3) < hi)
         ]
-        same(decode(inst, recs), want)
+        same(decode(inst, recs), want, inst)
 
 
 STRUCTS = kernel("""
@@ -364,7 +369,7 @@ def test_structs_nested_arrays_whole_struct(device):
             st(p_n, "objs", b + 36, 4, i, int(w[3]) + 7),
             ex(p_end, i, 0),
         ]
-    same(recs, want)
+    same(recs, want, inst)
 
 
 VECTORS = kernel("""
@@ -435,7 +440,7 @@ def test_vectors_swizzles_matrices(device):
             st(p["res[lid]"], "res", i * 8, 8, i, fnv((a + b).view(np.uint32))),
             ex(p_end, i, 0),
         ]
-    same(recs, want)
+    same(recs, want, inst)
 
 
 ATOMICS = kernel("""
@@ -519,7 +524,7 @@ def test_atomics(device):
             st(p["res[lid]"], "res", i * 4, 4, i, 6 + i + 100),
             ex(last_brace(ATOMICS), i, 2),
         ]
-    same(recs, want)
+    same(recs, want, inst)
 
 
 POINTERS = kernel("""
@@ -577,7 +582,7 @@ def test_let_pointers(device):
             st(p_info, "info", i * 4, 4, i, int(out["info"][i])),
             ex(last_brace(POINTERS), i, 0),
         ]
-    same(recs, want)
+    same(recs, want, inst)
 
 
 PTR_PARAMS = kernel("""
@@ -649,7 +654,7 @@ def test_pointer_parameters_are_specialised(device):
             st(p_st, "data", (i + 4) * 4, 4, i, f32_bits(3.0)),
             ex(last_brace(PTR_PARAMS), i, 1),
         ]
-    same(recs, want)
+    same(recs, want, inst)
 
 
 ORDER = kernel("""
@@ -715,7 +720,7 @@ def test_evaluation_order_short_circuit_and_loops(device):
             ex(last_brace(ORDER), i, 0),
         ]
         assert out["res"][i] == n * 100 + k * 10 + 2
-    same(recs, want)
+    same(recs, want, inst)
 
 
 BARRIERS = kernel("""
@@ -782,7 +787,7 @@ def test_barriers_uniform_load_and_exits(device):
                 st(pos(BARRIERS, "buf[lid + 4u]"), "buf", (i + 4) * 4, 4, i, 3, epoch=1),
                 ex(last_brace(BARRIERS), i, 6),
             ]
-    same(recs, want)
+    same(recs, want, inst)
     exits = [s for s in inst.sites if s.event == Event.EXIT]
     assert [(s.operand, s.kind) for s in exits] == [("return", Kind.EVENT), ("}", Kind.EVENT)]
 
@@ -839,7 +844,7 @@ def test_f16_byte_granularity(device):
             st(p["h4[lid].z"], "h4", i * 8 + 4, 2, i, f16_bits(0.25)),
             ex(last_brace(F16), i, 0),
         ]
-    same(recs, want)
+    same(recs, want, inst)
 
 
 SYNTAX = kernel("""
@@ -916,7 +921,7 @@ def test_syntax_coverage_and_module_tables(device):
             st(p_out, "out", i * 16, 12, i, fnv(v.view(np.uint32))),
             ex(last_brace(SYNTAX), i, 0),
         ]
-    same(recs, want)
+    same(recs, want, inst)
 
 
 def test_group_ids_of_a_2d_dispatch(device):
@@ -939,7 +944,7 @@ def test_group_ids_of_a_2d_dispatch(device):
                     st(p, "o", (gx * 2 + i + 4 * gy) * 4, 4, i, gy, grp),
                     ex(last_brace(src), i, 0, grp),
                 ]
-    same(recs, want)
+    same(recs, want, inst)
 
 
 def test_log_overflow_counts_requested_records(device):
@@ -1323,5 +1328,4 @@ def test_assignment_order_with_side_effects(device):
         st(p_st, "buf", 4, 4, 0, 51),
         ld(pos(SIDE_EFFECTS, "buf[0];"), "buf", 0, 4, 0),
         st(p_3, "buf", 12, 4, 0, 6),
-        ex(last_brace(SIDE_EFFECTS), 0, 0),
-    ]
+    ]  # in log order; no exit record: the module has no barrier

@@ -6,7 +6,7 @@ module (log bindings in group ``log_group``, private state, ``_gr_rec``).
 
 from __future__ import annotations
 
-from gpurace.model import Binding, GpuraceError, Instrumented, Space, TrackedVar
+from gpurace.model import Binding, Event, GpuraceError, Instrumented, Space, TrackedVar
 
 from . import ast as A
 from .lexer import _Scanner
@@ -330,7 +330,12 @@ def instrument(
             continue
         text = source[d.start : d.end]
         parts.append(text + (";" if isinstance(d, A.ConstAssert) else ""))
-    parts.append(log_bindings(log_group) + "\n" + prelude(len(m.tracked)) + FNV_HELPER)
+    # Exit records only matter next to barriers ("finished while others wait"): a
+    # module without barriers logs none, one record per work-item fewer.
+    log_exits = any(site.event == Event.BARRIER for site in sites.sites)
+    parts.append(
+        log_bindings(log_group) + "\n" + prelude(len(m.tracked), log_exits) + FNV_HELPER
+    )
     parts += mr.runtime.decls
     parts += out_fns
     return Instrumented(

@@ -76,7 +76,7 @@ class Path:
         )
 
 
-def prelude(nvars: int) -> str:
+def prelude(nvars: int, log_exits: bool = True) -> str:
     """Private state, the prologue ``_gr_init`` and the record appender ``_gr_rec``.
 
     ``_gr_ctl`` (docs/internals.md §1): [0] records requested, [1] capacity,
@@ -88,6 +88,7 @@ def prelude(nvars: int) -> str:
     n = max(1, nvars)  # the private array needs at least one element
     bases = "\n".join(f"  _gr_base[{v}] = atomicLoad(&_gr_ctl[{6 + v}]);" for v in range(nvars))
     return f"""\
+const _GR_LOG_EXITS: bool = {"true" if log_exits else "false"};
 var<private> _gr_lid: u32;
 var<private> _gr_grp: u32;
 var<private> _gr_cap: u32;
@@ -448,5 +449,5 @@ class Runtime:
 
     def exit(self, site: int) -> str:
         flags = pack_flags(int(Kind.EVENT), 0, 0, 0, False, int(Event.EXIT))
-        body = [f"_gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, 0u);"]
+        body = [f"if _GR_LOG_EXITS {{ _gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, 0u); }}"]
         return self._add("_gr_exit", [], None, body)
