@@ -333,9 +333,7 @@ def instrument(
     # Exit records only matter next to barriers ("finished while others wait"): a
     # module without barriers logs none, one record per work-item fewer.
     log_exits = any(site.event == Event.BARRIER for site in sites.sites)
-    parts.append(
-        log_bindings(log_group) + "\n" + prelude(len(m.tracked), log_exits) + FNV_HELPER
-    )
+    parts.append(log_bindings(log_group) + "\n" + prelude(len(m.tracked), log_exits) + FNV_HELPER)
     parts += mr.runtime.decls
     parts += out_fns
     return Instrumented(
