@@ -587,77 +587,108 @@ fn fold(inst: Inst) -> bool {
   return true;
 }
 
+// The distinct race keys of one bucket, each with its best (lowest) entry pair.
+struct PairAcc {
+  keys: array<u32, 32>,
+  best: array<array<u32, 7>, 32>,
+  pa: array<u32, 32>,  // entry ids
+  pb: array<u32, 32>,
+  nk: u32,
+}
+
+// Check one entry pair (ids ia, ib; same when an entry meets itself) of a bucket of
+// tag t in word w, count its pairs (phase 1) and keep it if it is its key's best.
+fn visit_pair(acc: ptr<function, PairAcc>, a0: Ent, b0: Ent, ia0: u32, ib0: u32, same: bool,
+              t: u32, w: u32) {
+  var a = a0;
+  var bb = b0;
+  let lo = conflict(a, bb, w);
+  if (lo == NONE) { return; }
+  var cls = t + 1u;  // T_LOCAL -> LOCAL(1), T_INTRA -> GLOBAL_INTRA(2), T_INTER -> 3
+  if (t == T_INTRA && a.epoch != bb.epoch) { cls = 4u; }
+  var ia = ia0;
+  var ib = ib0;
+  if (ent_gt(a, bb)) {
+    let tmp = a; a = bb; bb = tmp;
+    let ti = ia; ia = ib; ib = ti;
+  }
+  let key = race_key(cls, a.site, a.kind, bb.site, bb.kind);
+  if (key == 0u) { return; }
+  if (P.phase == 1u) {
+    let slot = race_slot(key, true);
+    if (slot != NONE) { add_pair_count(slot, a.count, bb.count, same); }
+  }
+  var cand = array<u32, 7>(lo, a.off, a.size, bb.off, bb.size, a.epoch, bb.epoch);
+  let nk = (*acc).nk;
+  var found = nk;
+  for (var q = 0u; q < nk; q++) { if ((*acc).keys[q] == key) { found = q; } }
+  if (found == nk) {
+    if (nk == MAXK) { atomicAdd(&C[C_BUCKET_FULL], 1u); return; }
+    (*acc).keys[nk] = key;
+    (*acc).best[nk] = cand;
+    (*acc).pa[nk] = ia;
+    (*acc).pb[nk] = ib;
+    (*acc).nk = nk + 1u;
+    return;
+  }
+  var smaller = false;
+  for (var q = 0u; q < 7u; q++) {
+    if (cand[q] != (*acc).best[found][q]) { smaller = cand[q] < (*acc).best[found][q]; break; }
+  }
+  if (smaller) { (*acc).best[found] = cand; (*acc).pa[found] = ia; (*acc).pb[found] = ib; }
+}
+
+fn next_entry(e: u32) -> u32 {
+  return atomicLoad(&E[(e - 1u) * ES + E_NEXT]);
+}
+
 fn walk_access_bucket(b: u32, k: Key) -> bool {
   let t = k.a.x;
   let v = k.a.y;
   let w = k.a.z;
   let grp = k.a.w;
-  var ents: array<Ent, 32>;  // each entry read once, then compared pairwise
+  var acc: PairAcc;
+  let head = atomicLoad(&B[b * BS + B_HEAD]);
   var n = 0u;
-  var e = atomicLoad(&B[b * BS + B_HEAD]);
-  loop {
-    if (e == 0u) { break; }
-    if (n == MAXE) { atomicAdd(&C[C_BUCKET_FULL], 1u); break; }
-    ents[n] = load_ent(e - 1u);
-    n += 1u;
-    e = atomicLoad(&E[(e - 1u) * ES + E_NEXT]);
-  }
-  var keys: array<u32, 32>;
-  var best: array<array<u32, 7>, 32>;
-  var pa: array<u32, 32>;
-  var pb: array<u32, 32>;
-  var nk = 0u;
-  for (var i = 0u; i < n; i++) {
-    for (var j = i; j < n; j++) {
-      var a = ents[i];
-      var bb = ents[j];
-      let lo = conflict(a, bb, w);
-      if (lo == NONE) { continue; }
-      var cls = t + 1u;  // T_LOCAL -> LOCAL(1), T_INTRA -> GLOBAL_INTRA(2), T_INTER -> 3
-      if (t == T_INTRA && a.epoch != bb.epoch) { cls = 4u; }
-      var ia = i;
-      var ib = j;
-      if (ent_gt(a, bb)) {
-        let tmp = a; a = bb; bb = tmp;
-        let ti = ia; ia = ib; ib = ti;
+  for (var e = head; e != 0u && n <= MAXE; e = next_entry(e)) { n += 1u; }
+  if (n <= MAXE) {
+    // the usual small bucket: read each entry once, compare the copies pairwise
+    var ents: array<Ent, 32>;
+    var ids: array<u32, 32>;
+    var m = 0u;
+    for (var e = head; e != 0u; e = next_entry(e)) {
+      ents[m] = load_ent(e - 1u);
+      ids[m] = e - 1u;
+      m += 1u;
+    }
+    for (var i = 0u; i < m; i++) {
+      for (var j = i; j < m; j++) {
+        visit_pair(&acc, ents[i], ents[j], ids[i], ids[j], i == j, t, w);
       }
-      let key = race_key(cls, a.site, a.kind, bb.site, bb.kind);
-      if (key == 0u) { continue; }
-      if (P.phase == 1u) {
-        let slot = race_slot(key, true);
-        if (slot != NONE) { add_pair_count(slot, a.count, bb.count, i == j); }
-      }
-      var cand = array<u32, 7>(lo, a.off, a.size, bb.off, bb.size, a.epoch, bb.epoch);
-      var found = nk;
-      for (var q = 0u; q < nk; q++) { if (keys[q] == key) { found = q; } }
-      if (found == nk) {
-        if (nk == MAXK) { atomicAdd(&C[C_BUCKET_FULL], 1u); continue; }
-        keys[nk] = key;
-        best[nk] = cand;
-        pa[nk] = ia;
-        pb[nk] = ib;
-        nk += 1u;
-      } else {
-        var smaller = false;
-        for (var q = 0u; q < 7u; q++) {
-          if (cand[q] != best[found][q]) { smaller = cand[q] < best[found][q]; break; }
-        }
-        if (smaller) { best[found] = cand; pa[found] = ia; pb[found] = ib; }
+    }
+  } else {
+    // a large bucket (e.g. one storage word over many storageBarrier epochs):
+    // stream the pairs from memory, no size limit
+    for (var ea = head; ea != 0u; ea = next_entry(ea)) {
+      let a = load_ent(ea - 1u);
+      for (var eb = ea; eb != 0u; eb = next_entry(eb)) {
+        visit_pair(&acc, a, load_ent(eb - 1u), ea - 1u, eb - 1u, eb == ea, t, w);
       }
     }
   }
+  let nk = acc.nk;
   var any = false;
   for (var q = 0u; q < nk; q++) {
-    let a = ents[pa[q]];
-    let bb = ents[pb[q]];
+    let a = load_ent(acc.pa[q]);
+    let bb = load_ent(acc.pb[q]);
     var x = a.amin;
     var y = select(bb.amax, bb.amin, bb.amin != x);
     if (y == x) { x = a.amax; }
     var inst: Inst;
-    inst.key = keys[q];
+    inst.key = acc.keys[q];
     inst.v = v;
-    inst.addr = best[q][0];
-    inst.o1 = VBASE[v] + best[q][0];
+    inst.addr = acc.best[q][0];
+    inst.o1 = VBASE[v] + acc.best[q][0];
     inst.o2 = grp;
     inst.o3 = select(0u, k.b.x, t == T_LOCAL);
     inst.ea = a.epoch;

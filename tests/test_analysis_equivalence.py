@@ -1,11 +1,12 @@
 """The on-device analysis (lavapipe) equals the NumPy reference on the same logs."""
 
+import numpy as np
 import pytest
 
 from gpurace.analysis import analyse
 from gpurace.analysis.merge import merge_ranges
 from gpurace.backends import wgpu_backend
-from gpurace.model import RaceClass
+from gpurace.model import Kind, RaceClass, Space, pack_flags
 from tests.logs import VAR_BASES, VAR_SPACES, random_log
 
 
@@ -66,3 +67,20 @@ def test_events_beyond_the_direct_mapped_ordinals(device):
         assert got.saturated == []
         assert got.races == expected
     assert divergent > 0
+
+
+def test_bucket_larger_than_the_walk_cache_is_streamed(device):
+    """One storage word exchanged over 60 storageBarrier epochs: 120 entries in one
+    bucket, more than the walk caches; the device still equals the reference."""
+    rows = []
+    for epoch in range(60):
+        store = pack_flags(Kind.STORE, Space.GLOBAL, 4, 1, value_known=True)
+        load = pack_flags(Kind.LOAD, Space.GLOBAL, 4, 1)
+        rows.append([0, store, 8, epoch % 2, 0, epoch, epoch, 0])
+        rows.append([1, load, 8, 1 - epoch % 2, 0, epoch + 1, 0, 0])
+    log = np.array(rows, dtype=np.uint32)
+    expected = analyse(log, VAR_SPACES)
+    assert {r.cls for r in expected} == {RaceClass.STORAGE_EXCHANGE}
+    got = wgpu_backend.analyse_records(device, log, VAR_BASES, False)
+    assert got.saturated == []
+    assert got.races == expected
