@@ -42,7 +42,7 @@ COUNTER_NAMES = (
     "site ids beyond the packed race key's range",
     "bucket list full",
 )
-C_LIVE, C_RACY, C_NEED_ENTRIES, C_NEED_EVENTS = 3, 4, 8, 9
+C_LIVE, C_RACY, C_NEED_ENTRIES, C_NEED_EVENTS, C_WORK = 3, 4, 8, 9, 10
 PROFILE = bool(os.environ.get("GPURACE_PROFILE"))  # print each analysis pass's time
 WORKGROUP = 64
 ROW_GROUPS = 32768  # work-groups per dispatch row; more rows for larger grids
@@ -279,7 +279,7 @@ def _analysis_pipelines(device):
     source = resources.files("gpurace.shaders").joinpath("analysis.wgsl").read_text()
     module = device.create_shader_module(code=source)
     storage, ro = wgpu.BufferBindingType.storage, wgpu.BufferBindingType.read_only_storage
-    types = [ro, wgpu.BufferBindingType.uniform, ro] + [storage] * 7
+    types = [ro, wgpu.BufferBindingType.uniform, ro] + [storage] * 8
     layout = device.create_bind_group_layout(
         entries=[
             {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": t}}
@@ -360,6 +360,7 @@ def analyse_on_device(
         "I": 4 + list_instances * INSTANCE_WORDS * 4,
         "R": rcap * RACE_WORDS * 4,
         "C": 64,
+        "W": 4 * max(1, n_records),
     }
     bufs = {k: device.create_buffer(size=v, usage=_STORAGE) for k, v in sizes.items()}
     vbase = np.array(var_bases + [0], dtype=np.uint32)
@@ -369,7 +370,7 @@ def analyse_on_device(
     )
 
     def bind_group():
-        names = ["E", "B", "R", "C", "L", "S", "I"]
+        names = ["E", "B", "R", "C", "L", "S", "I", "W"]
         return device.create_bind_group(
             layout=layout,
             entries=[
@@ -431,8 +432,9 @@ def analyse_on_device(
     list_len = min(2 * bcap, limit // 4)
     allocate_tables()
     bind = bind_group()
-    run("insert", n_records, 0)
-    run("refine", n_records, 0)
+    work = int(counters()[C_WORK])  # records insert/refine must visit (count listed them)
+    run("insert", work, 0)
+    run("refine", work, 0)
     live = min(int(counters()[C_LIVE]), list_len)
     dense_slots = dgroups * (DENSE_EVENTS + 1)
     run("walk", live, 1)

@@ -46,6 +46,7 @@ struct Key {
 @group(0) @binding(7) var<storage, read_write> L: array<u32>;  // live list, then racy list
 @group(0) @binding(8) var<storage, read_write> S: array<atomic<u32>>;  // shadow: actor, kinds
 @group(0) @binding(9) var<storage, read_write> I: array<atomic<u32>>;  // --all: count, instances
+@group(0) @binding(10) var<storage, read_write> WORK: array<u32>;  // records insert must visit
 
 const RW = 8u;     // record words
 const ES = 10u;    // entry slot words
@@ -64,6 +65,12 @@ const C_SITE_RANGE = 6u;    // a site id too large for the packed race key
 const C_LIST_FULL = 7u;
 const C_NEED_ENTRIES = 8u;  // count: entry insertions the tables must hold
 const C_NEED_EVENTS = 9u;   // count: events that need hashed bucket slots
+const C_WORK = 10u;         // count: records listed in WORK (insert and refine visit only those)
+
+fn push_work(r: u32) {
+  let i = atomicAdd(&C[C_WORK], 1u);
+  if (i < arrayLength(&WORK)) { WORK[i] = r; }
+}
 
 // entry slot fields
 const E_OWNER = 0u;
@@ -295,6 +302,7 @@ fn count(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (grp - P.lo >= P.dgroups || (!is_exit && rec(r, 5u) >= DK)) {
       atomicAdd(&C[C_NEED_EVENTS], 1u);
     }
+    push_work(r);
     return;
   }
   if (size_of(r) == 0u) { return; }
@@ -304,7 +312,10 @@ fn count(@builtin(global_invocation_id) gid: vec3<u32>) {
   for (var p = 0u; p < nw; p++) {
     if (in_range(r, p) && may_conflict(r, p)) { need += select(2u, 1u, is_local(r)); }
   }
-  if (need > 0u) { atomicAdd(&C[C_NEED_ENTRIES], need); }
+  if (need > 0u) {
+    atomicAdd(&C[C_NEED_ENTRIES], need);
+    push_work(r);
+  }
 }
 
 fn owner_of(r: u32, p: u32, t: u32) -> u32 {
@@ -340,8 +351,9 @@ fn push_live(b: u32) {
 
 @compute @workgroup_size(64)
 fn insert(@builtin(global_invocation_id) gid: vec3<u32>) {
-  let r = thread_index(gid);
-  if (r >= P.n_records) { return; }
+  let i = thread_index(gid);
+  if (i >= P.n_items) { return; }
+  let r = WORK[i];
   let kind = kind_of(r);
   let lid = rec(r, 3u);
   let grp = rec(r, 4u);
@@ -384,8 +396,9 @@ fn insert(@builtin(global_invocation_id) gid: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn refine(@builtin(global_invocation_id) gid: vec3<u32>) {
-  let r = thread_index(gid);
-  if (r >= P.n_records) { return; }
+  let i = thread_index(gid);
+  if (i >= P.n_items) { return; }
+  let r = WORK[i];
   let kind = kind_of(r);
   let lid = rec(r, 3u);
   let grp = rec(r, 4u);
