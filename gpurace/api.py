@@ -176,12 +176,10 @@ def check(
         saturated += analysis.saturated
         peak = max(peak, capacity * RECORD_WORDS * 4 + analysis.table_bytes)
     races = merge_ranges(parts)
-    wg_size = entries[name]
-    groups = prod(launch.workgroups)
     scope = Scope(
         launches=1,
-        work_groups=groups,
-        work_items=groups * prod(wg_size),
+        work_groups=prod(launch.workgroups),
+        work_items=work_items,
         accesses_logged=logged,
         accesses_dropped=dropped,
         not_instrumented=list(inst.not_instrumented),
@@ -198,7 +196,7 @@ def check(
         sites=inst.sites,
         variables=inst.variables,
         scope=scope,
-        workgroup_size=wg_size,
+        workgroup_size=entries[name],
         num_groups=tuple(launch.workgroups),
         uniform_writes_race=mode == "race",
         instances=group_instances(listed),
