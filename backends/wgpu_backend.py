@@ -300,10 +300,6 @@ def _pow2_at_least(n: int) -> int:
     return 1 << max(10, (max(1, n) - 1).bit_length())
 
 
-def _pow2_at_most(n: int) -> int:
-    return 1 << (max(1, n).bit_length() - 1)
-
-
 @dataclass
 class DeviceAnalysis:
     """What the companion kernels hand back: the races and what saturated."""
@@ -422,13 +418,13 @@ def analyse_on_device(
     run("count", n_records, 0)
     c = counters()
     need_e, need_b = int(c[C_NEED_ENTRIES]), int(c[C_NEED_ENTRIES]) + int(c[C_NEED_EVENTS])
-    max_e = _pow2_at_most(limit // (ENTRY_WORDS * 4))
-    max_b = _pow2_at_most(limit // (BUCKET_WORDS * 4) - dense_slots)
+    max_e = limit // (ENTRY_WORDS * 4)
+    max_b = limit // (BUCKET_WORDS * 4) - dense_slots
     too_big = need_e * 4 > 3 * max_e or need_b * 4 > 3 * max_b
     if too_big and splittable:  # the caller splits the range rather than overfill tables
         return DeviceAnalysis([], [], 0, sum(sizes.values()), {}, [], too_big=True)
-    ecap = min(_pow2_at_least(need_e * 4 // 3 + 64), max_e)
-    bcap = min(_pow2_at_least(need_b * 4 // 3 + 64), max_b)
+    ecap = min(need_e * 4 // 3 + 64, max_e)
+    bcap = min(need_b * 4 // 3 + 64, max_b)
     list_len = min(2 * bcap, limit // 4)
     allocate_tables()
     bind = bind_group()

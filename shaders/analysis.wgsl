@@ -14,8 +14,8 @@
 
 struct Params {
   n_records: u32,
-  ecap: u32,        // entry slots (power of two)
-  bcap: u32,        // bucket slots (power of two)
+  ecap: u32,        // entry slots
+  bcap: u32,        // hashed bucket slots (after the dense event slots)
   rcap: u32,        // race slots (power of two)
   uniform_race: u32,
   phase: u32,
@@ -185,7 +185,7 @@ fn lookup(which: u32, key: Key, owner: u32) -> u32 {
   claimed = false;
   let cap = select(P.ecap, P.bcap, which == 1u);
   let stride = select(ES, BS, which == 1u);
-  var h = hash_key(key) & (cap - 1u);
+  var h = hash_key(key) % cap;
   var probes = 0u;
   loop {
     if (probes >= cap) { break; }
@@ -211,7 +211,7 @@ fn lookup(which: u32, key: Key, owner: u32) -> u32 {
     }
     if (cur == 0u) { return NONE; }  // find only: not present
     if (which == 0u && key_eq(owner_key(which, cur), key)) { return h; }
-    h = (h + 1u) & (cap - 1u);
+    h = (h + 1u) % cap;
     probes += 1u;
   }
   if (owner != 0u) {

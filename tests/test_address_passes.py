@@ -42,11 +42,11 @@ def test_what_cannot_be_split_is_dropped_and_incomplete(monkeypatch):
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_tables_too_small_for_one_pass_split_the_range(case, monkeypatch):
-    """Analysis tables of 16 KiB overflow on one range: it is split, same report."""
+    """Analysis tables of 8 KiB overflow on one range: it is split, same report."""
     source, spec = case.load()
     whole = api.check(source, spec, path=str(case.kernel))
     monkeypatch.setattr(wgpu_backend, "max_records_per_pass", lambda _dev: 1 << 20)
-    monkeypatch.setattr(wgpu_backend, "binding_limit", lambda _dev: 16384)
+    monkeypatch.setattr(wgpu_backend, "binding_limit", lambda _dev: 8192)
     split = api.check(source, spec, path=str(case.kernel))
     assert split.scope.passes > 1
     assert split.scope.complete, split.scope
