@@ -123,6 +123,13 @@ fn kind_of(r: u32) -> u32 { return rec(r, 1u) & 3u; }
 fn size_of(r: u32) -> u32 { return (rec(r, 1u) >> 8u) & 0xffu; }
 fn var_of(r: u32) -> u32 { return (rec(r, 1u) >> 16u) & 0xffu; }
 fn is_local(r: u32) -> bool { return ((rec(r, 1u) >> 2u) & 1u) == 1u; }
+fn is_exit_event(r: u32) -> bool { return ((rec(r, 1u) >> 24u) & 0xfu) == 1u; }
+
+// The 4-byte words an access touches (its pieces), for a record of size > 0.
+fn word_count(r: u32) -> u32 {
+  let off = rec(r, 2u);
+  return (off + size_of(r) - 1u) / 4u - off / 4u + 1u;
+}
 
 // The key of table slot `which` (0 entries, 1 buckets) for record r, piece p, tag t.
 fn make_key(which: u32, r: u32, p: u32, t: u32) -> Key {
@@ -252,8 +259,7 @@ fn mark(@builtin(global_invocation_id) gid: vec3<u32>) {
   if (kind == 3u || size_of(r) == 0u) { return; }
   let lid = rec(r, 3u);
   let actor = select(rec(r, 4u) * P.wgsize + lid, lid, is_local(r)) + 1u;
-  let off = rec(r, 2u);
-  let nw = (off + size_of(r) - 1u) / 4u - off / 4u + 1u;
+  let nw = word_count(r);
   for (var p = 0u; p < nw; p++) {
     let i = shadow_index(r, p);
     if (i == NONE) { continue; }
@@ -298,7 +304,7 @@ fn count(@builtin(global_invocation_id) gid: vec3<u32>) {
   if (kind == 3u) {
     let grp = rec(r, 4u);
     if (grp < P.lo || grp >= P.hi) { return; }
-    let is_exit = ((rec(r, 1u) >> 24u) & 0xfu) == 1u;
+    let is_exit = is_exit_event(r);
     if (grp - P.lo >= P.dgroups || (!is_exit && rec(r, 5u) >= DK)) {
       atomicAdd(&C[C_NEED_EVENTS], 1u);
     }
@@ -306,8 +312,7 @@ fn count(@builtin(global_invocation_id) gid: vec3<u32>) {
     return;
   }
   if (size_of(r) == 0u) { return; }
-  let off = rec(r, 2u);
-  let nw = (off + size_of(r) - 1u) / 4u - off / 4u + 1u;
+  let nw = word_count(r);
   var need = 0u;
   for (var p = 0u; p < nw; p++) {
     if (in_range(r, p) && may_conflict(r, p)) { need += select(2u, 1u, is_local(r)); }
@@ -359,7 +364,7 @@ fn insert(@builtin(global_invocation_id) gid: vec3<u32>) {
   let grp = rec(r, 4u);
   if (kind == 3u) {
     if (grp < P.lo || grp >= P.hi) { return; }
-    let is_exit = ((rec(r, 1u) >> 24u) & 0xfu) == 1u;
+    let is_exit = is_exit_event(r);
     let site = rec(r, 0u);
     if (site > 0xffffu) { atomicAdd(&C[C_SITE_RANGE], 1u); return; }
     let t = select(T_BARRIER, T_EXIT, is_exit);
@@ -378,8 +383,7 @@ fn insert(@builtin(global_invocation_id) gid: vec3<u32>) {
   }
   let size = size_of(r);
   if (size == 0u) { return; }
-  let off = rec(r, 2u);
-  let nw = (off + size - 1u) / 4u - off / 4u + 1u;
+  let nw = word_count(r);
   let is_store = kind == 1u;
   let value = select(0u, rec(r, 6u), is_store);
   let known = is_store && ((rec(r, 1u) >> 3u) & 1u) == 1u;
@@ -403,7 +407,7 @@ fn refine(@builtin(global_invocation_id) gid: vec3<u32>) {
   let lid = rec(r, 3u);
   let grp = rec(r, 4u);
   if (kind == 3u) {
-    let is_exit = ((rec(r, 1u) >> 24u) & 0xfu) == 1u;
+    let is_exit = is_exit_event(r);
     if (!is_exit || grp < P.lo || grp >= P.hi) { return; }
     let b = event_slot(grp, 0u, true, 0u);
     if (b == NONE) { return; }
@@ -413,8 +417,7 @@ fn refine(@builtin(global_invocation_id) gid: vec3<u32>) {
     return;
   }
   if (is_local(r) || size_of(r) == 0u) { return; }
-  let off = rec(r, 2u);
-  let nw = (off + size_of(r) - 1u) / 4u - off / 4u + 1u;
+  let nw = word_count(r);
   for (var p = 0u; p < nw; p++) {
     if (!in_range(r, p) || !may_conflict(r, p)) { continue; }
     let e = lookup(0u, make_key(0u, r, p, T_INTER), 0u);
