@@ -147,21 +147,59 @@ def compile_module(device, source: str, path: str):
     try:
         return device.create_shader_module(code=source)
     except Exception as exc:  # wgpu raises GPUValidationError with naga's text
-        raise GpuraceError(_first_line_of(exc), path) from None
+        raise GpuraceError(one_line(exc), path) from None
 
 
-def _first_line_of(exc: Exception) -> str:
-    text = str(exc).strip()
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+def one_line(exc: Exception) -> str:
+    """naga's/wgpu's multi-line validation message as one line for the user."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
     return " ".join(lines[:3]) if lines else type(exc).__name__
 
 
-def _buffer_type(b: Binding) -> str:
+def binding_type(b: Binding) -> str:
+    """The bind-group-layout buffer type the kernel's declaration of `b` needs."""
     if b.kind == "uniform":
         return wgpu.BufferBindingType.uniform
     if b.access == "read":
         return wgpu.BufferBindingType.read_only_storage
     return wgpu.BufferBindingType.storage
+
+
+# per bind group: (binding, buffer binding type, buffer)
+Groups = dict[int, list[tuple[int, str, object]]]
+
+
+def compute_pipeline(device, module, entry: str, path: str, groups: Groups):
+    """Explicit bind groups 0..max (empty ones where the kernel has none) and the
+    pipeline for `entry`; returns (pipeline, bind groups in order).
+
+    Explicit layouts, not "auto": "auto" drops bindings the entry point does not
+    use, and the same buffers must bind to every entry point of a module.
+    """
+    layouts, bind_groups = [], []
+    for g in range(max(groups) + 1 if groups else 0):
+        items = sorted(groups.get(g, []), key=lambda x: x[0])
+        layout = device.create_bind_group_layout(
+            entries=[
+                {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": t}}
+                for i, t, _ in items
+            ]
+        )
+        layouts.append(layout)
+        bind_groups.append(
+            device.create_bind_group(
+                layout=layout,
+                entries=[{"binding": i, "resource": {"buffer": buf}} for i, _, buf in items],
+            )
+        )
+    try:
+        pipeline = device.create_compute_pipeline(
+            layout=device.create_pipeline_layout(bind_group_layouts=layouts),
+            compute={"module": module, "entry_point": entry},
+        )
+    except Exception as exc:  # naga/wgpu validation: one line, like a compile error
+        raise GpuraceError(one_line(exc), path) from None
+    return pipeline, bind_groups
 
 
 def launch(
@@ -187,7 +225,7 @@ def launch(
     `histogram_width` addresses (from the range's start) would log.
     """
     module = compile_module(device, source, path)
-    groups: dict[int, list] = {}
+    groups: Groups = {}
     buffers: dict[tuple[int, int], object] = {}
     for b in bindings:
         arr = np.ascontiguousarray(data[(b.group, b.binding)])
@@ -200,7 +238,7 @@ def launch(
         buf = device.create_buffer(size=nbytes, usage=usage)
         device.queue.write_buffer(buf, 0, arr.tobytes())
         buffers[(b.group, b.binding)] = buf
-        groups.setdefault(b.group, []).append((b.binding, _buffer_type(b), buf))
+        groups.setdefault(b.group, []).append((b.binding, binding_type(b), buf))
     log_buf = ctl_buf = None
     if log_group is not None:
         log_buf = device.create_buffer(
@@ -213,30 +251,7 @@ def launch(
         device.queue.write_buffer(ctl_buf, 0, ctl.tobytes())
         storage = wgpu.BufferBindingType.storage
         groups[log_group] = [(0, storage, log_buf), (1, storage, ctl_buf)]
-    n_groups = max(groups) + 1 if groups else 0
-    layouts, bind_groups = [], []
-    for g in range(n_groups):
-        items = sorted(groups.get(g, []), key=lambda x: x[0])
-        layout = device.create_bind_group_layout(
-            entries=[
-                {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": t}}
-                for i, t, _ in items
-            ]
-        )
-        layouts.append(layout)
-        bind_groups.append(
-            device.create_bind_group(
-                layout=layout,
-                entries=[{"binding": i, "resource": {"buffer": buf}} for i, _, buf in items],
-            )
-        )
-    try:
-        pipeline = device.create_compute_pipeline(
-            layout=device.create_pipeline_layout(bind_group_layouts=layouts),
-            compute={"module": module, "entry_point": entry},
-        )
-    except Exception as exc:
-        raise GpuraceError(_first_line_of(exc), path) from None
+    pipeline, bind_groups = compute_pipeline(device, module, entry, path, groups)
     encoder = device.create_command_encoder()
     pass_ = encoder.begin_compute_pass()
     pass_.set_pipeline(pipeline)

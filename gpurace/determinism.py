@@ -703,11 +703,6 @@ def _where(b: Binding) -> str:
     return f"@group({b.group}) @binding({b.binding})"
 
 
-def _one_line(exc: Exception) -> str:
-    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-    return " ".join(lines[:3]) if lines else type(exc).__name__
-
-
 class _Replayer:
     """Device buffers and pipelines of one launch, set up once and replayed N times."""
 
@@ -746,43 +741,20 @@ class _Replayer:
                 buf = device.create_buffer_with_data(
                     data=data, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
                 )
-                kind = wgpu.BufferBindingType.uniform
             elif b.access == "read":
                 buf = device.create_buffer_with_data(data=data, usage=storage)
-                kind = wgpu.BufferBindingType.read_only_storage
             else:
                 buf = device.create_buffer_with_data(data=data, usage=storage | copy)
-                kind = wgpu.BufferBindingType.storage
                 if where not in keep_state:
                     snap = device.create_buffer_with_data(
                         data=data, usage=wgpu.BufferUsage.COPY_SRC
                     )
                     self.restore.append((snap, buf, size))
             self.working[where] = buf
-            groups.setdefault(b.group, []).append((b.binding, kind, buf))
-        layouts, self.bind_groups = [], []
-        for g in range(max(groups) + 1 if groups else 0):
-            items = sorted(groups.get(g, []), key=lambda x: x[0])
-            layout = device.create_bind_group_layout(
-                entries=[
-                    {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": t}}
-                    for i, t, _ in items
-                ]
-            )
-            layouts.append(layout)
-            self.bind_groups.append(
-                device.create_bind_group(
-                    layout=layout,
-                    entries=[{"binding": i, "resource": {"buffer": buf}} for i, _, buf in items],
-                )
-            )
-        try:
-            self.pipeline = device.create_compute_pipeline(
-                layout=device.create_pipeline_layout(bind_group_layouts=layouts),
-                compute={"module": module, "entry_point": entry},
-            )
-        except Exception as exc:  # naga/wgpu validation: one line, like gpurace check
-            raise GpuraceError(_one_line(exc), path) from None
+            groups.setdefault(b.group, []).append((b.binding, wgpu_backend.binding_type(b), buf))
+        self.pipeline, self.bind_groups = wgpu_backend.compute_pipeline(
+            device, module, entry, path, groups
+        )
 
         hash_layout, self.hash_pipeline = _hash_pipeline(device)
         acc_size = _padded(8 * len(self.compare))

@@ -6,17 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpurace.launch import LaunchSpec, load_launch
-from gpurace.model import Event, Kind, RaceClass, Report, Site
+from gpurace.model import Event, Kind, Report, Site
+from gpurace.report.common import CLASS_NAMES
 
 CORPUS = Path(__file__).parent / "corpus"
-
-CLASS_NAMES = {
-    RaceClass.LOCAL: "local",
-    RaceClass.GLOBAL_INTRA: "global-intra",
-    RaceClass.GLOBAL_INTER: "global-inter",
-    RaceClass.STORAGE_EXCHANGE: "storage-exchange",
-    RaceClass.DIVERGENCE: "divergence",
-}
 
 
 @dataclass(frozen=True)
