@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import wgpu
 
+from gpurace.backends import wgpu_backend
 from gpurace.instrument.wgsl import instrument
 from gpurace.instrument.wgsl.parser import parse
 from gpurace.model import Event, GpuraceError, Instrumented, Kind, Space, unpack_flags
@@ -19,19 +20,7 @@ from gpurace.model import Event, GpuraceError, Instrumented, Kind, Space, unpack
 
 @pytest.fixture(scope="module")
 def device() -> wgpu.GPUDevice:
-    adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
-    features = [f for f in ("shader-f16",) if f in adapter.features]
-    return adapter.request_device_sync(required_features=features)
-
-
-def _layout_entry(binding: int, kind: str, access: str) -> dict:
-    if kind == "uniform":
-        ty = wgpu.BufferBindingType.uniform
-    elif access == "read":
-        ty = wgpu.BufferBindingType.read_only_storage
-    else:
-        ty = wgpu.BufferBindingType.storage
-    return {"binding": binding, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": ty}}
+    return wgpu_backend.get_device()[0]
 
 
 def run_module(
@@ -47,66 +36,24 @@ def run_module(
 ) -> tuple[dict[str, np.ndarray], np.ndarray | None, int]:
     """Run ``source`` with the user's buffers (by variable name) and, if ``log``, the
     log/ctl bindings; returns (outputs, records (n, 8) u32, records requested)."""
-    entries: dict[int, list[tuple[int, str, str, wgpu.GPUBuffer]]] = {}
-    gpu_bufs: dict[str, wgpu.GPUBuffer] = {}
-    usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
-    for b in inst.bindings:
-        data = np.ascontiguousarray(buffers[b.name])
-        u = usage if b.kind == "storage" else wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
-        buf = device.create_buffer_with_data(data=data.tobytes(), usage=u)
-        gpu_bufs[b.name] = buf
-        entries.setdefault(b.group, []).append((b.binding, b.kind, b.access, buf))
-    log_buf = ctl_buf = None
-    if log:
-        assert inst.log_group is not None
-        log_buf = device.create_buffer(size=capacity * 32, usage=usage)
-        ctl = np.array([0, capacity, *log_range, 0, 0, *(var_bases or [0])], dtype=np.uint32)
-        ctl_buf = device.create_buffer_with_data(data=ctl.tobytes(), usage=usage)
-        entries.setdefault(inst.log_group, []).extend(
-            [(0, "storage", "read_write", log_buf), (1, "storage", "read_write", ctl_buf)]
-        )
-    ngroups = max(entries) + 1 if entries else 0
-    layouts, bind_groups = [], []
-    for g in range(ngroups):
-        es = sorted(entries.get(g, []), key=lambda e: e[0])
-        layout = device.create_bind_group_layout(
-            entries=[_layout_entry(b, k, a) for b, k, a, _ in es]
-        )
-        layouts.append(layout)
-        bind_groups.append(
-            device.create_bind_group(
-                layout=layout,
-                entries=[
-                    {"binding": b, "resource": {"buffer": buf, "offset": 0, "size": buf.size}}
-                    for b, _, _, buf in es
-                ],
-            )
-        )
-    module = device.create_shader_module(code=source)
-    pipeline = device.create_compute_pipeline(
-        layout=device.create_pipeline_layout(bind_group_layouts=layouts),
-        compute={"module": module, "entry_point": inst.entry},
+    by_slot = {(b.group, b.binding): b.name for b in inst.bindings}
+    result = wgpu_backend.launch(
+        device,
+        source,
+        "k.wgsl",
+        inst.entry,
+        inst.bindings,
+        {slot: buffers[name] for slot, name in by_slot.items()},
+        groups,
+        log_group=inst.log_group if log else None,
+        log_capacity=capacity,
+        log_range=log_range,
+        var_bases=var_bases,
     )
-    enc = device.create_command_encoder()
-    cp = enc.begin_compute_pass()
-    cp.set_pipeline(pipeline)
-    for g, bg in enumerate(bind_groups):
-        cp.set_bind_group(g, bg)
-    cp.dispatch_workgroups(*groups)
-    cp.end()
-    device.queue.submit([enc.finish()])
-    outputs = {}
-    for b in inst.bindings:
-        if b.kind == "storage":
-            raw = device.queue.read_buffer(gpu_bufs[b.name])
-            src = buffers[b.name]
-            outputs[b.name] = np.frombuffer(raw, dtype=src.dtype).reshape(src.shape).copy()
+    outputs = {by_slot[slot]: out for slot, out in result.outputs.items()}
     if not log:
         return outputs, None, 0
-    ctl_out = np.frombuffer(device.queue.read_buffer(ctl_buf), dtype=np.uint32)
-    n = int(min(ctl_out[0], capacity))
-    recs = np.frombuffer(device.queue.read_buffer(log_buf), dtype=np.uint32).reshape(-1, 8)
-    return outputs, recs[:n].copy(), int(ctl_out[0])
+    return outputs, wgpu_backend.read_log(device, result), result.requested
 
 
 @dataclass(frozen=True)
