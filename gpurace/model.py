@@ -113,6 +113,7 @@ class TrackedVar:
     elem_stride: int  # bytes per element of the outermost array (or the whole size)
     elem_type: str  # WGSL/C type name of that element, for naming addresses
     access: str = "read_write"  # storage access mode
+    kernel: str = ""  # OpenCL/CUDA: the kernel whose parameter or __local variable it is
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,8 @@ class Instrumented:
     # every entry point and its work-group size (a module may have several)
     entry_points: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     not_instrumented: list[str] = field(default_factory=list)  # "file:l:c: what and why"
+    # OpenCL/CUDA: each kernel's parameters in order (docs/internals.md §5)
+    params: dict[str, list[Binding]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------
