@@ -1,0 +1,1 @@
+"""The OpenCL C rewriter (docs/internals.md §5)."""
