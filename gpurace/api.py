@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from math import prod
 
 from gpurace.analysis.merge import merge_ranges
@@ -80,6 +81,28 @@ def check_file(
     )
 
 
+@dataclass
+class Target:
+    """One launch made ready on one backend: what the language-neutral pass loop needs.
+
+    `run(lo, hi, capacity, bins, width)` launches the instrumented kernel logging the
+    address range [lo, hi) (or, with bins, counting records per bin);
+    `analyse(result, n, lo, hi, list_instances, splittable)` runs the companion kernels.
+    """
+
+    inst: Instrumented
+    kernel: str
+    device: str
+    workgroup_size: tuple[int, int, int]
+    num_groups: tuple[int, int, int]
+    bases: list[int]
+    total: int  # end of the linear address order
+    max_records: int  # records one log buffer holds
+    max_words: int  # words one analysis pass's shadow covers
+    run: Callable[..., object]
+    analyse: Callable[..., object]
+
+
 def check(
     source: str,
     launch: LaunchSpec,
@@ -91,80 +114,49 @@ def check(
     progress: Progress | None = None,
     all_instances: bool = False,
 ) -> Report:
-    """Rewrite, launch and analyse one launch of a WGSL kernel; return the report.
+    """Rewrite, launch and analyse one launch of a kernel; return the report.
 
-    With `all_instances`, the report also lists every instance of each race (up to
-    ALL_INSTANCES_CAP per pass; more makes the result incomplete).
+    The language follows `path`'s extension. With `all_instances`, the report also
+    lists every instance of each race (up to ALL_INSTANCES_CAP per pass; more makes
+    the result incomplete).
     """
-    from gpurace.backends import wgpu_backend
-
     say = progress or (lambda _msg: None)
-    inst = instrument(source, path)
-    entries = inst.entry_points or {inst.entry: inst.workgroup_size}
-    name = resolve_entry(launch, list(entries), entry)
-    validate_against(launch, inst.bindings)
     mode = uniform_writes or launch.uniform_writes or "tolerate"
     if mode not in ("tolerate", "race"):
         raise GpuraceError(f"--uniform-writes must be 'tolerate' or 'race', not '{mode}'")
-    dev, dev_name = wgpu_backend.get_device(device)
-    data = {(b.group, b.binding): b.data for b in launch.buffers}
-    bases, total = address_layout(inst, launch)
-
-    def run(lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0):
-        return wgpu_backend.launch(
-            dev,
-            inst.source,
-            path,
-            name,
-            inst.bindings,
-            data,
-            tuple(launch.workgroups),
-            log_group=inst.log_group,
-            log_capacity=capacity,
-            log_range=(lo, hi),
-            var_bases=bases,
-            histogram_bins=bins,
-            histogram_width=width,
-        )
-
-    most = wgpu_backend.max_records_per_pass(dev)
-    widest = 4 * wgpu_backend.max_shadow_words(dev)
-    work_items = prod(launch.workgroups) * prod(entries[name])
+    prepare = {"wgsl": _wgsl_target}[language_of(path)]
+    t = prepare(source, launch, path, device, entry, mode == "race")
+    work_items = prod(t.num_groups) * prod(t.workgroup_size)
     # (lo, hi, log records to try first): a guess per work-item, then what was seen
     pending = [(a, b, RECORDS_PER_ITEM * work_items) for a, b in subranges(
-        0, FULL_RANGE, total, -(-total // widest))]  # fmt: skip
+        0, FULL_RANGE, t.total, -(-t.total // (4 * t.max_words)))]  # fmt: skip
     parts, saturated, listed = [], [], []
     logged = dropped = peak = 0
-    say(f"launching instrumented '{name}' on {dev_name}")
+    say(f"launching instrumented '{t.kernel}' on {t.device}")
     while pending:
         lo, hi, guess = pending.pop(0)
-        capacity = min(most, max(MIN_LOG_RECORDS, guess))
-        result = run(lo, hi, capacity)
-        if result.requested > capacity and capacity < most:
-            capacity = min(result.requested, most)
-            result = run(lo, hi, capacity)
+        capacity = min(t.max_records, max(MIN_LOG_RECORDS, guess))
+        result = t.run(lo, hi, capacity)
+        if result.requested > capacity and capacity < t.max_records:
+            capacity = min(result.requested, t.max_records)
+            result = t.run(lo, hi, capacity)
         if result.requested > capacity:
-            ranges = balanced_ranges(run, lo, hi, total, most * 3 // 4)
+            ranges = balanced_ranges(t.run, lo, hi, t.total, t.max_records * 3 // 4)
             if len(ranges) > 1:
                 say(f"{result.requested} records do not fit one pass: {len(ranges)} passes")
                 pending[:0] = ranges
                 continue
         n = min(result.requested, capacity)
         say(f"analysing {n} records on the device")
-        analysis = wgpu_backend.analyse_on_device(
-            dev,
-            result.log,
+        analysis = t.analyse(
+            result,
             n,
-            bases,
-            mode == "race",
-            address_range=(lo, hi),
-            address_end=total,
-            wgsize=prod(entries[name]),
-            groups=prod(launch.workgroups),
+            lo,
+            hi,
             list_instances=ALL_INSTANCES_CAP if all_instances else 0,
-            splittable=min(hi, total) - lo > 16,
+            splittable=min(hi, t.total) - lo > 16,
         )
-        ranges = subranges(lo, hi, total, 2) if analysis.too_big else []
+        ranges = subranges(lo, hi, t.total, 2) if analysis.too_big else []
         if len(ranges) > 1:
             say(f"the analysis tables do not fit: {len(ranges)} passes")
             pending[:0] = [(a, b, result.requested * 3 // 4) for a, b in ranges]
@@ -175,31 +167,96 @@ def check(
         listed += analysis.listed
         saturated += analysis.saturated
         peak = max(peak, capacity * RECORD_WORDS * 4 + analysis.table_bytes)
-    races = merge_ranges(parts)
     scope = Scope(
         launches=1,
-        work_groups=prod(launch.workgroups),
+        work_groups=prod(t.num_groups),
         work_items=work_items,
         accesses_logged=logged,
         accesses_dropped=dropped,
-        not_instrumented=list(inst.not_instrumented),
+        not_instrumented=list(t.inst.not_instrumented),
         saturated=saturated,
         device_bytes=peak,
         passes=len(parts),
     )
     return Report(
-        kernel=name,
+        kernel=t.kernel,
         file=path,
-        language=inst.language,
-        device=dev_name,
-        races=races,
-        sites=inst.sites,
-        variables=inst.variables,
+        language=t.inst.language,
+        device=t.device,
+        races=merge_ranges(parts),
+        sites=t.inst.sites,
+        variables=t.inst.variables,
         scope=scope,
-        workgroup_size=entries[name],
-        num_groups=tuple(launch.workgroups),
+        workgroup_size=t.workgroup_size,
+        num_groups=t.num_groups,
         uniform_writes_race=mode == "race",
         instances=group_instances(listed),
+    )
+
+
+def _wgsl_target(
+    source: str,
+    launch: LaunchSpec,
+    path: str,
+    device: str | None,
+    entry: str | None,
+    uniform_writes_race: bool,
+) -> Target:
+    """A WGSL launch on wgpu."""
+    from gpurace.backends import wgpu_backend
+
+    inst = instrument(source, path)
+    entries = inst.entry_points or {inst.entry: inst.workgroup_size}
+    name = resolve_entry(launch, list(entries), entry)
+    validate_against(launch, inst.bindings)
+    dev, dev_name = wgpu_backend.get_device(device)
+    data = {(b.group, b.binding): b.data for b in launch.buffers}
+    bases, total = address_layout(inst, launch)
+    groups = tuple(launch.workgroups)
+
+    def run(lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0):
+        return wgpu_backend.launch(
+            dev,
+            inst.source,
+            path,
+            name,
+            inst.bindings,
+            data,
+            groups,
+            log_group=inst.log_group,
+            log_capacity=capacity,
+            log_range=(lo, hi),
+            var_bases=bases,
+            histogram_bins=bins,
+            histogram_width=width,
+        )
+
+    def analyse(result, n: int, lo: int, hi: int, **kw):
+        return wgpu_backend.analyse_on_device(
+            dev,
+            result.log,
+            n,
+            bases,
+            uniform_writes_race,
+            address_range=(lo, hi),
+            address_end=total,
+            wgsize=prod(entries[name]),
+            groups=prod(groups),
+            **kw,
+        )
+
+    return Target(
+        inst,
+        name,
+        dev_name,
+        entries[name],
+        groups,
+        bases,
+        total,
+        wgpu_backend.max_records_per_pass(dev),
+        wgpu_backend.max_shadow_words(dev),
+        run,
+        analyse,
     )
 
 
