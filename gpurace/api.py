@@ -269,22 +269,30 @@ def group_instances(listed: list[tuple[tuple, Race]]) -> dict[tuple, list[Race]]
 
 
 def address_layout(inst: Instrumented, launch: LaunchSpec) -> tuple[list[int], int]:
-    """Each tracked variable's base in the linear address order, and the order's size.
+    """Each tracked variable's base in the linear address order, and the order's size
+    (for a WGSL launch: storage buffers have the launch's sizes)."""
+    sizes = {(b.group, b.binding): b.nbytes for b in launch.buffers}
+    extents = [
+        v.size or 0
+        if v.space == Space.LOCAL or v.group is None
+        else sizes.get((v.group, v.binding), v.size or 0)
+        for v in inst.variables
+    ]
+    return linear_layout(extents, prod(launch.workgroups))
+
+
+def linear_layout(extents: list[int], groups: int) -> tuple[list[int], int]:
+    """Bases of variables of `extents` bytes in the linear address order, and its end.
 
     Reports pick the lowest (variable, byte) as the example and large launches are
     split by address; the device compares one u32, so variables are laid end to end
-    in declaration order, 16-byte aligned, after one address per work-group (a
-    group's barrier and exit events live at its linear id).
+    in id order, 16-byte aligned, after one address per work-group (a group's
+    barrier and exit events live at its linear id).
     """
-    sizes = {(b.group, b.binding): b.nbytes for b in launch.buffers}
-    bases, total = [], (prod(launch.workgroups) + 15) // 16 * 16
-    for v in inst.variables:
+    bases, total = [], (groups + 15) // 16 * 16
+    for extent in extents:
         bases.append(total)
-        if v.space == Space.LOCAL or v.group is None:
-            total += v.size or 0
-        else:
-            total += sizes.get((v.group, v.binding), v.size or 0)
-        total = (total + 15) // 16 * 16
+        total = (total + extent + 15) // 16 * 16
     return bases, total
 
 
