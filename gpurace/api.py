@@ -45,11 +45,14 @@ def language_of(path: str) -> str:
 
 
 def list_devices() -> list[tuple[str, str, bool]]:
-    """(name, description, is_default) for every adapter gpurace can use."""
-    from gpurace.backends import wgpu_backend
+    """(name, description, is_default) for every device gpurace can use: the Vulkan
+    adapters (WGSL) and the OpenCL devices (OpenCL C); each API has its default."""
+    from gpurace.backends import opencl_backend, wgpu_backend
 
     adapters = wgpu_backend.list_adapters()
-    return [(a.name, a.description, i == 0) for i, a in enumerate(adapters)]
+    found = [(a.name, a.description, i == 0) for i, a in enumerate(adapters)]
+    cl_devices = opencl_backend.list_devices()
+    return found + [(d.name, d.description, i == 0) for i, d in enumerate(cl_devices)]
 
 
 def check_file(
