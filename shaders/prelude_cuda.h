@@ -9,7 +9,7 @@ typedef unsigned int uint;
 #define DEVICE_FN __device__
 #define GID() ((uint)(blockIdx.x * blockDim.x + threadIdx.x))
 
-#define ATOMIC_LOAD(p) (*(volatile uint*)(p))
+#define ATOMIC_LOAD(p) (*(volatile uint*)(p))  // a relaxed load in the PTX memory model
 #define ATOMIC_STORE(p, v) ((void)atomicExch((p), (v)))
 #define ATOMIC_ADD(p, v) atomicAdd((p), (v))
 #define ATOMIC_OR(p, v) atomicOr((p), (v))

@@ -2,6 +2,12 @@
 the tests of test_analysis_equivalence.py, run on an OpenCL queue, and the same
 race tables, example orders and --all lists as the WGSL kernels."""
 
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from gpurace.backends import opencl_backend
@@ -49,11 +55,23 @@ def test_the_program_is_built_once_per_context(backend):
 
 def test_the_cuda_prelude_defines_what_the_opencl_one_does():
     """analysis.cl uses only prelude names; both preludes define the same ones."""
-    import re
-
     names = {}
     for api in ("opencl", "cuda"):
         text = opencl_backend.c_source("analysis.cl", api).split("#line 1")[0]
         names[api] = set(re.findall(r"^#define (\w+)", text, re.M))
     assert names["opencl"] == names["cuda"]
     assert {"KERNEL", "GLOBAL", "GID", "ATOMIC_ADD", "ATOMIC_CAS"} <= names["cuda"]
+
+
+def test_the_kernels_are_free_of_data_races_under_oclgrind():
+    """Oclgrind's checker finds no data race (by OpenCL 1.2's memory model: every
+    word shared during a kernel is accessed atomically) and no invalid access."""
+    root = Path(__file__).parent.parent
+    env = os.environ | {"OCLGRIND_DATA_RACES": "1"}
+    run = subprocess.run(
+        [sys.executable, "-m", "tests.oclgrind_check"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.count("equal to the reference: True") == 3, run.stdout
+    assert "Kernel: " not in run.stderr, run.stderr  # each of its reports names the kernel
