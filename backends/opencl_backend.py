@@ -76,3 +76,158 @@ def get_queue(name: str | None = None) -> tuple[object, str]:
         dev = devices[0]
     ctx = cl.Context([dev.device])
     return cl.CommandQueue(ctx), dev.description
+
+
+# ---------------------------------------------------------------------------
+# The on-device analysis
+# ---------------------------------------------------------------------------
+
+# Imported here, not at the top, to keep this section self-contained.
+from importlib import resources  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from gpurace.backends import analysis_driver  # noqa: E402
+from gpurace.backends.analysis_driver import (  # noqa: E402
+    KERNELS,
+    P_ROW,
+    PARAM_WORDS,
+    DeviceAnalysis,
+    log_shape,
+    log_words,
+)
+
+ANALYSIS_WORKGROUP = 64
+
+
+def c_source(name: str, api: str = "opencl") -> str:
+    """A companion kernel file (e.g. "analysis.cl") behind the prelude of `api`
+    ("opencl" or "cuda"): the C kernels need no #include, so no include path."""
+    shaders = resources.files("gpurace.shaders")
+    prelude = shaders.joinpath(f"prelude_{api}.h").read_text()
+    return prelude + f'\n#line 1 "{name}"\n' + shaders.joinpath(name).read_text()
+
+
+_programs: dict[int, object] = {}
+
+
+def analysis_program(ctx) -> object:
+    """The analysis program built for `ctx`, once per context (PoCL's first build of
+    it takes a while)."""
+    key = ctx.int_ptr
+    if key not in _programs:
+        cl = _cl()
+        try:
+            _programs[key] = cl.Program(ctx, c_source("analysis.cl")).build()
+        except cl.Error as exc:  # only a broken driver or an edited kernel file
+            raise GpuraceError(f"the analysis kernels do not build: {_first_lines(exc)}") from None
+    return _programs[key]
+
+
+def _first_lines(exc: Exception) -> str:
+    """A compiler's multi-line message as one line for the user."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    return " ".join(lines[:3]) if lines else type(exc).__name__
+
+
+def analysis_limit(queue) -> int:
+    """Most bytes one analysis buffer may hold: the device's allocation limit, and
+    below 2 GiB so that every word index fits the kernels' 32-bit arithmetic."""
+    return min(int(queue.device.max_mem_alloc_size), 1 << 31)
+
+
+class _ClKernels:
+    """The analysis driver's KernelApi on an OpenCL queue (in order: no events)."""
+
+    def __init__(self, queue) -> None:
+        self.cl = _cl()
+        self.queue = queue
+        program = analysis_program(queue.context)
+        self.kernels = {name: self.cl.Kernel(program, name) for name in KERNELS}
+        self.params = self.zeros(PARAM_WORDS * 4)
+
+    def zeros(self, nbytes: int) -> object:
+        cl = self.cl
+        buf = cl.Buffer(self.queue.context, cl.mem_flags.READ_WRITE, nbytes)
+        cl.enqueue_fill_buffer(self.queue, buf, np.uint32(0), 0, nbytes)
+        return buf
+
+    def upload(self, words: np.ndarray) -> object:
+        cl = self.cl
+        flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+        data = np.ascontiguousarray(words, np.uint32)
+        return cl.Buffer(self.queue.context, flags, hostbuf=data)
+
+    def run(self, kernel: str, n_threads: int, params: np.ndarray, buffers: list) -> None:
+        groups = max(1, -(-n_threads // ANALYSIS_WORKGROUP))
+        params[P_ROW] = groups * ANALYSIS_WORKGROUP
+        self.cl.enqueue_copy(self.queue, self.params, params, is_blocking=True)
+        k = self.kernels[kernel]
+        k.set_args(buffers[0], self.params, *buffers[1:])
+        self.cl.enqueue_nd_range_kernel(
+            self.queue, k, (groups * ANALYSIS_WORKGROUP,), (ANALYSIS_WORKGROUP,)
+        )
+
+    def read(self, buf: object) -> np.ndarray:
+        out = np.empty(buf.size // 4, np.uint32)
+        self.cl.enqueue_copy(self.queue, out, buf, is_blocking=True)
+        return out
+
+
+def analyse_on_device(
+    queue,
+    log_buf,
+    n_records: int,
+    var_bases: list[int],
+    uniform_writes_race: bool,
+    *,
+    address_range: tuple[int, int],
+    address_end: int,
+    wgsize: int,
+    groups: int,
+    race_capacity: int = 4096,
+    list_instances: int = 0,
+    splittable: bool = False,
+) -> DeviceAnalysis:
+    """The analysis of the first n_records of `log_buf` (a pyopencl.Buffer) on the
+    queue's device; arguments and result as in `wgpu_backend.analyse_on_device`."""
+    return analysis_driver.analyse(
+        _ClKernels(queue),
+        analysis_limit(queue),
+        log_buf,
+        n_records,
+        var_bases,
+        uniform_writes_race,
+        address_range=address_range,
+        address_end=address_end,
+        wgsize=wgsize,
+        groups=groups,
+        race_capacity=race_capacity,
+        list_instances=list_instances,
+        splittable=splittable,
+    )
+
+
+def upload_log(queue, records: np.ndarray) -> object:
+    """A pyopencl.Buffer holding `records` (an (n, 8) u32 array)."""
+    cl = _cl()
+    flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+    return cl.Buffer(queue.context, flags, hostbuf=log_words(records))
+
+
+def analyse_records(
+    queue, records: np.ndarray, var_bases: list[int], uniform_writes_race: bool
+) -> DeviceAnalysis:
+    """Upload a host-side log and analyse it on the device (differential tests)."""
+    shape = log_shape(records, var_bases)
+    return analyse_on_device(
+        queue,
+        upload_log(queue, shape.records),
+        len(shape.records),
+        var_bases,
+        uniform_writes_race,
+        address_range=(0, 0xFFFFFFFF),
+        address_end=shape.address_end,
+        wgsize=shape.wgsize,
+        groups=shape.groups,
+    )

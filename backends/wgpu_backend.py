@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from importlib import resources
 
@@ -27,23 +25,24 @@ if not os.environ.get("XDG_RUNTIME_DIR"):
 
 import wgpu  # noqa: E402
 
-from gpurace.model import RECORD_WORDS, Binding, GpuraceError, Kind, Race, RaceClass
-
-# Device-side table layouts: keep in step with shaders/analysis.wgsl.
-ENTRY_WORDS, BUCKET_WORDS, RACE_WORDS, INSTANCE_WORDS = 10, 6, 16, 12
-DENSE_EVENTS = 16  # barrier ordinals with direct-mapped slots per work-group (DK)
-COUNTER_NAMES = (
-    "entry table full",
-    "bucket table full",
-    "race table full",
-    None,  # live buckets
-    None,  # racy buckets
-    "a bucket held more entries or race pairs than the analysis walks",
-    "site ids beyond the packed race key's range",
-    "bucket list full",
+from gpurace.backends import analysis_driver
+from gpurace.backends.analysis_driver import (  # noqa: F401 - re-exported for callers
+    BUCKET_WORDS,
+    COUNTER_NAMES,
+    DENSE_EVENTS,
+    ENTRY_WORDS,
+    INSTANCE_WORDS,
+    KERNELS,
+    P_ROW,
+    PARAM_WORDS,
+    RACE_WORDS,
+    DeviceAnalysis,
+    decode_race,
+    log_shape,
+    log_words,
 )
-C_LIVE, C_RACY, C_NEED_ENTRIES, C_NEED_EVENTS, C_WORK = 3, 4, 8, 9, 10
-PROFILE = bool(os.environ.get("GPURACE_PROFILE"))  # print each analysis pass's time
+from gpurace.model import RECORD_WORDS, Binding, GpuraceError
+
 WORKGROUP = 64
 ROW_GROUPS = 32768  # work-groups per dispatch row; more rows for larger grids
 
@@ -285,7 +284,7 @@ def read_log(device, result: LaunchResult) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------
-# The on-device analysis.
+# The on-device analysis (backends/analysis_driver.py runs it; this is its wgpu side).
 # ---------------------------------------------------------------------------
 
 
@@ -306,26 +305,57 @@ def _analysis_pipelines(device):
         name: device.create_compute_pipeline(
             layout=playout, compute={"module": module, "entry_point": name}
         )
-        for name in ("mark", "count", "insert", "refine", "walk", "walk_dense")
+        for name in KERNELS
     }
     return layout, pipes
 
 
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(10, (max(1, n) - 1).bit_length())
+class _WgpuKernels:
+    """The driver's KernelApi on a wgpu device: one bind group per set of buffers."""
 
+    def __init__(self, device) -> None:
+        self.device = device
+        self.layout, self.pipes = _analysis_pipelines(device)
+        self.params = device.create_buffer(
+            size=PARAM_WORDS * 4, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
+        )
+        self.bound: tuple[list, object] = ([], None)
 
-@dataclass
-class DeviceAnalysis:
-    """What the companion kernels hand back: the races and what saturated."""
+    def zeros(self, nbytes: int) -> object:
+        return self.device.create_buffer(size=nbytes, usage=_STORAGE)  # wgpu zero-fills
 
-    races: list[Race]
-    saturated: list[str]
-    live_buckets: int
-    table_bytes: int
-    orders: dict[tuple, tuple[int, int, int]]  # race key -> its example's order (merging)
-    listed: list[tuple[tuple, Race]]  # --all: (race key + order, instance) per instance
-    too_big: bool = False  # the range needs more table slots than a binding holds: split it
+    def upload(self, words: np.ndarray) -> object:
+        return self.device.create_buffer_with_data(
+            data=np.ascontiguousarray(words, np.uint32).tobytes(), usage=wgpu.BufferUsage.STORAGE
+        )
+
+    def bind_group(self, buffers: list) -> object:
+        """The bind group of `buffers`, made again only when one of them changed (the
+        tables are reallocated once, after "count"); holding the list keeps it alive."""
+        held, group = self.bound
+        if len(held) != len(buffers) or any(a is not b for a, b in zip(held, buffers, strict=True)):
+            bound = [buffers[0], self.params, *buffers[1:]]
+            entries = [{"binding": i, "resource": {"buffer": b}} for i, b in enumerate(bound)]
+            group = self.device.create_bind_group(layout=self.layout, entries=entries)
+            self.bound = (list(buffers), group)
+        return group
+
+    def run(self, kernel: str, n_threads: int, params: np.ndarray, buffers: list) -> None:
+        groups = max(1, -(-n_threads // WORKGROUP))
+        gx, gy = min(groups, ROW_GROUPS), -(-groups // ROW_GROUPS)
+        params[P_ROW] = gx * WORKGROUP
+        bind = self.bind_group(buffers)
+        self.device.queue.write_buffer(self.params, 0, params.tobytes())
+        enc = self.device.create_command_encoder()
+        cp = enc.begin_compute_pass()
+        cp.set_pipeline(self.pipes[kernel])
+        cp.set_bind_group(0, bind)
+        cp.dispatch_workgroups(gx, gy, 1)
+        cp.end()
+        self.device.queue.submit([enc.finish()])
+
+    def read(self, buf: object) -> np.ndarray:
+        return np.frombuffer(self.device.queue.read_buffer(buf), np.uint32).copy()
 
 
 def analyse_on_device(
@@ -356,148 +386,20 @@ def analyse_on_device(
     nothing is analysed and the result says `too_big`; otherwise the tables are
     capped and what does not fit is reported as saturated.
     """
-    layout, pipes = _analysis_pipelines(device)
-    limit = binding_limit(device)
-    lo, hi = address_range
-    end = min(hi, address_end)
-    swords = max(1, min(-(-(end - lo) // 4), limit // 8, max_shadow_words(device)))
-    dense_groups = max(0, min(hi, groups) - lo)
-    dgroups = min(dense_groups, limit // (BUCKET_WORDS * 4) // (DENSE_EVENTS + 1) // 2)
-    dense_slots = dgroups * (DENSE_EVENTS + 1)
-    rcap = _pow2_at_least(race_capacity)
-    ecap = bcap = list_len = 1  # sized once "count" has said what the tables must hold
-    sizes = {
-        "S": swords * 8,
-        "I": 4 + list_instances * INSTANCE_WORDS * 4,
-        "R": rcap * RACE_WORDS * 4,
-        "C": 64,
-        "W": 4 * max(1, n_records),
-    }
-    bufs = {k: device.create_buffer(size=v, usage=_STORAGE) for k, v in sizes.items()}
-    vbase = np.array(var_bases + [0], dtype=np.uint32)
-    vbuf = device.create_buffer_with_data(data=vbase.tobytes(), usage=wgpu.BufferUsage.STORAGE)
-    params = device.create_buffer(
-        size=64, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
-    )
-
-    def bind_group():
-        names = ["E", "B", "R", "C", "L", "S", "I", "W"]
-        return device.create_bind_group(
-            layout=layout,
-            entries=[
-                {"binding": 0, "resource": {"buffer": log_buf}},
-                {"binding": 1, "resource": {"buffer": params}},
-                {"binding": 2, "resource": {"buffer": vbuf}},
-            ]
-            + [{"binding": 3 + i, "resource": {"buffer": bufs[n]}} for i, n in enumerate(names)],
-        )
-
-    def allocate_tables() -> None:
-        for name, size in (
-            ("E", ecap * ENTRY_WORDS * 4),
-            ("B", (dense_slots + bcap) * BUCKET_WORDS * 4),
-            ("L", list_len * 4),
-        ):
-            sizes[name] = max(16, size)
-            bufs[name] = device.create_buffer(size=sizes[name], usage=_STORAGE)
-
-    allocate_tables()
-    bind = bind_group()
-
-    def run(pipe: str, n_threads: int, phase: int) -> None:
-        groups = max(1, -(-n_threads // WORKGROUP))
-        gx, gy = min(groups, ROW_GROUPS), -(-groups // ROW_GROUPS)
-        p = np.array(
-            [n_records, ecap, bcap, rcap, int(uniform_writes_race), phase, n_threads]
-            + [gx * WORKGROUP, *address_range, wgsize, swords, dgroups, list_instances, 0, 0],
-            dtype=np.uint32,
-        )
-        device.queue.write_buffer(params, 0, p.tobytes())
-        enc = device.create_command_encoder()
-        cp = enc.begin_compute_pass()
-        cp.set_pipeline(pipes[pipe])
-        cp.set_bind_group(0, bind)
-        cp.dispatch_workgroups(gx, gy, 1)
-        cp.end()
-        t0 = time.perf_counter()
-        device.queue.submit([enc.finish()])
-        if PROFILE:
-            counters()  # wait for the pass
-            ms = (time.perf_counter() - t0) * 1e3
-            print(f"gpurace: {pipe}/{phase} {n_threads} threads: {ms:.1f} ms", file=sys.stderr)
-
-    def counters() -> np.ndarray:
-        return np.frombuffer(device.queue.read_buffer(bufs["C"]), np.uint32).copy()
-
-    run("mark", n_records, 0)
-    run("count", n_records, 0)
-    c = counters()
-    need_e, need_b = int(c[C_NEED_ENTRIES]), int(c[C_NEED_ENTRIES]) + int(c[C_NEED_EVENTS])
-    max_e = limit // (ENTRY_WORDS * 4)
-    max_b = limit // (BUCKET_WORDS * 4) - dense_slots
-    too_big = need_e * 4 > 3 * max_e or need_b * 4 > 3 * max_b
-    if too_big and splittable:  # the caller splits the range rather than overfill tables
-        return DeviceAnalysis([], [], 0, sum(sizes.values()), {}, [], too_big=True)
-    ecap = min(need_e * 4 // 3 + 64, max_e)
-    bcap = min(need_b * 4 // 3 + 64, max_b)
-    list_len = min(2 * bcap, limit // 4)
-    allocate_tables()
-    bind = bind_group()
-    work = int(counters()[C_WORK])  # records insert/refine must visit (count listed them)
-    run("insert", work, 0)
-    run("refine", work, 0)
-    live = min(int(counters()[C_LIVE]), list_len)
-    dense_slots = dgroups * (DENSE_EVENTS + 1)
-    run("walk", live, 1)
-    run("walk_dense", dense_slots, 1)
-    racy = min(int(counters()[C_RACY]), list_len - live)
-    for phase in (2, 3, 4):
-        run("walk", racy, phase)
-        run("walk_dense", dense_slots, phase)
-    c = counters()
-    saturated = [f"{name} ({int(c[i])}x)" for i, name in enumerate(COUNTER_NAMES) if name and c[i]]
-    table = np.frombuffer(device.queue.read_buffer(bufs["R"]), np.uint32).reshape(rcap, RACE_WORDS)
-    rows = [row for row in table if row[0] != 0]
-    races = [decode_race(row) for row in rows]
-    orders = {
-        r.key: tuple(0xFFFFFFFF ^ int(x) for x in row[4:7])
-        for r, row in zip(races, rows, strict=True)
-    }
-    races.sort(key=lambda r: r.key)
-    listed: list[tuple[tuple, Race]] = []
-    if list_instances:
-        raw = np.frombuffer(device.queue.read_buffer(bufs["I"]), np.uint32)
-        if raw[0] > list_instances:
-            saturated.append(f"instance list of --all ({int(raw[0])} instances)")
-        rows = raw[1 : 1 + min(int(raw[0]), list_instances) * INSTANCE_WORDS]
-        for row in rows.reshape(-1, INSTANCE_WORDS):
-            inst = decode_race(np.concatenate([row[:1], [1, 0, 0], [0] * 3, row[4:12], [0]]))
-            listed.append(((inst.key, *(int(x) for x in row[1:4])), inst))
-    return DeviceAnalysis(races, saturated, live, sum(sizes.values()), orders, listed, too_big)
-
-
-def decode_race(row: np.ndarray) -> Race:
-    """One race-table row (see shaders/analysis.wgsl R_* fields) as a Race."""
-    key = int(row[0])
-    cls = RaceClass(key >> 29)
-    ex = [int(x) for x in row[7:15]]
-    var = -1 if ex[0] == 0xFFFFFFFF else ex[0]
-    return Race(
-        cls,
-        (key >> 13) & 0xFFF,
-        Kind((key >> 27) & 3),
-        key & 0x1FFF,
-        Kind((key >> 25) & 3),
-        var,
-        ex[1],
-        int(row[1]),
-        int(row[2]) | (int(row[3]) << 32),
-        ex[2],
-        ex[3],
-        ex[4],
-        ex[5],
-        ex[6],
-        ex[7],
+    return analysis_driver.analyse(
+        _WgpuKernels(device),
+        binding_limit(device),
+        log_buf,
+        n_records,
+        var_bases,
+        uniform_writes_race,
+        address_range=address_range,
+        address_end=address_end,
+        wgsize=wgsize,
+        groups=groups,
+        race_capacity=race_capacity,
+        list_instances=list_instances,
+        splittable=splittable,
     )
 
 
@@ -505,29 +407,22 @@ def analyse_records(
     device, records: np.ndarray, var_bases: list[int], uniform_writes_race: bool
 ) -> DeviceAnalysis:
     """Upload a host-side log and analyse it on the device (differential tests)."""
-    buf = upload_log(device, records)
-    recs = np.asarray(records, dtype=np.int64).reshape(-1, RECORD_WORDS)
-    if len(recs):
-        var = (recs[:, 1] >> 16) & 0xFF
-        end = int((np.asarray(var_bases)[var] + recs[:, 2] + 16).max())
-    else:
-        end = 16
-    wgsize = int(recs[:, 3].max()) + 1 if len(recs) else 1
+    shape = log_shape(records, var_bases)
     return analyse_on_device(
         device,
-        buf,
-        len(records),
+        upload_log(device, shape.records),
+        len(shape.records),
         var_bases,
         uniform_writes_race,
         address_range=(0, 0xFFFFFFFF),
-        address_end=end,
-        wgsize=wgsize,
-        groups=int(recs[:, 4].max()) + 1 if len(recs) else 1,
+        address_end=shape.address_end,
+        wgsize=shape.wgsize,
+        groups=shape.groups,
     )
 
 
 def upload_log(device, records: np.ndarray):
     """A device buffer holding `records` (an (n, 8) u32 array)."""
-    recs = np.ascontiguousarray(records, dtype=np.uint32)
-    data = recs.tobytes() if recs.size else b"\0" * 32
-    return device.create_buffer_with_data(data=data, usage=wgpu.BufferUsage.STORAGE)
+    return device.create_buffer_with_data(
+        data=log_words(records).tobytes(), usage=wgpu.BufferUsage.STORAGE
+    )

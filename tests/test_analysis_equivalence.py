@@ -1,75 +1,70 @@
-"""The on-device analysis (lavapipe) equals the NumPy reference on the same logs."""
+"""The on-device analysis (lavapipe) equals the NumPy reference on the same logs.
+
+test_analysis_equivalence_opencl.py runs these same tests on the OpenCL kernels:
+every body goes through the `backend` fixture.
+"""
 
 import numpy as np
 import pytest
 
 from gpurace.analysis import analyse
 from gpurace.analysis.merge import merge_ranges
-from gpurace.backends import wgpu_backend
+from gpurace.api import group_instances, subranges
 from gpurace.model import Kind, RaceClass, Space, pack_flags
-from tests.logs import VAR_BASES, VAR_SPACES, random_log
+from tests.analysis_backends import wgpu
+from tests.logs import VAR_SPACES, random_log
 
 
 @pytest.fixture(scope="module")
-def device():
-    return wgpu_backend.get_device()[0]
+def backend():
+    return wgpu()
 
 
 @pytest.mark.parametrize("seed", range(40))
 @pytest.mark.parametrize("uniform_race", [False, True])
-def test_device_equals_reference_on_random_logs(device, seed, uniform_race):
+def test_device_equals_reference_on_random_logs(backend, seed, uniform_race):
     log = random_log(seed, n=60 + 20 * (seed % 10), spread=16 if seed % 2 else 200)
     expected = analyse(log, VAR_SPACES, uniform_writes_race=uniform_race)
-    got = wgpu_backend.analyse_records(device, log, VAR_BASES, uniform_race)
+    got = backend.analyse_records(log, uniform_race)
     assert got.saturated == []
     assert got.races == expected
     assert expected, "the generator should produce races"
 
 
-def test_empty_log_is_clean(device):
+def test_empty_log_is_clean(backend):
     log = random_log(0, n=0)
-    got = wgpu_backend.analyse_records(device, log, VAR_BASES, False)
+    got = backend.analyse_records(log)
     assert got.races == [] and got.saturated == []
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_address_ranges_merge_to_the_whole(device, seed):
+def test_address_ranges_merge_to_the_whole(backend, seed):
     """Analysing a log as disjoint address ranges and merging equals one pass."""
     log = random_log(100 + seed, n=200)
     whole = analyse(log, VAR_SPACES)
     cuts = [0, 2, 24, 1 << 16, (1 << 16) + 40, 0xFFFFFFFF]
     parts = []
     for lo, hi in zip(cuts, cuts[1:], strict=False):
-        got = wgpu_backend.analyse_on_device(
-            device,
-            wgpu_backend.upload_log(device, log),
-            len(log),
-            VAR_BASES,
-            False,
-            address_range=(lo, hi),
-            address_end=3 << 16,
-            wgsize=4,
-            groups=3,
-        )
+        got = backend.analyse_range(log, (lo, hi))
         assert got.saturated == []
         parts.append((got.races, got.orders))
     assert merge_ranges(parts) == whole
 
 
-def test_events_beyond_the_direct_mapped_ordinals(device):
+def test_events_beyond_the_direct_mapped_ordinals(backend):
     """Barrier ordinals past the dense slots go through the hashed buckets, same result."""
     divergent = 0
     for seed in range(6):
         log = random_log(200 + seed, n=400, spread=200, ordinals=24)
         expected = analyse(log, VAR_SPACES)
         divergent += sum(r.cls == RaceClass.DIVERGENCE for r in expected)
-        got = wgpu_backend.analyse_records(device, log, VAR_BASES, False)
+        got = backend.analyse_records(log)
         assert got.saturated == []
         assert got.races == expected
     assert divergent > 0
 
 
-def test_bucket_larger_than_the_walk_cache_is_streamed(device):
+def test_bucket_larger_than_the_walk_cache_is_streamed(backend):
     """One storage word exchanged over 60 storageBarrier epochs: 120 entries in one
     bucket, more than the walk caches; the device still equals the reference."""
     rows = []
@@ -81,6 +76,48 @@ def test_bucket_larger_than_the_walk_cache_is_streamed(device):
     log = np.array(rows, dtype=np.uint32)
     expected = analyse(log, VAR_SPACES)
     assert {r.cls for r in expected} == {RaceClass.STORAGE_EXCHANGE}
-    got = wgpu_backend.analyse_records(device, log, VAR_BASES, False)
+    got = backend.analyse_records(log)
     assert got.saturated == []
     assert got.races == expected
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_all_instances_are_listed_the_first_being_the_example(backend, seed):
+    """--all: each race's instances are listed once each, in the order whose first is
+    the reported example; a list too short for them says so."""
+    log = random_log(300 + seed, n=300, spread=200, ordinals=24)
+    expected = analyse(log, VAR_SPACES)
+    got = backend.analyse_range(log, (0, 0xFFFFFFFF), list_instances=1 << 12)
+    assert got.saturated == [] and got.races == expected
+    listed = group_instances(got.listed)
+    assert set(listed) == {r.key for r in expected}
+    for race in expected:
+        first = listed[race.key][0]
+        assert len(listed[race.key]) == race.instances
+        assert (first.var, first.address, first.group_a, first.lid_a, first.group_b,
+                first.lid_b) == (race.var, race.address, race.group_a, race.lid_a,
+                                 race.group_b, race.lid_b)  # fmt: skip
+    total = sum(r.instances for r in expected)
+    short = backend.analyse_range(log, (0, 0xFFFFFFFF), list_instances=total - 1)
+    assert short.saturated == [f"instance list of --all ({total} instances)"]
+    assert short.races == expected
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_tables_too_small_split_the_range(backend, seed, monkeypatch):
+    """With 8 KiB buffers one pass does not fit: a splittable range says too_big and
+    nothing else; halving until each part fits and merging equals the reference."""
+    log = random_log(400 + seed, n=400, spread=200)
+    monkeypatch.setattr(backend.module, backend.limit_hook, lambda _dev: 8192)
+    pending, parts = [(0, 3 << 16)], []
+    while pending:
+        lo, hi = pending.pop()
+        got = backend.analyse_range(log, (lo, hi), splittable=hi - lo > 16)
+        if got.too_big:
+            assert got.races == [] and hi - lo > 16
+            pending += subranges(lo, hi, 3 << 16, 2)
+            continue
+        assert got.saturated == []
+        parts.append((got.races, got.orders))
+    assert len(parts) > 2
+    assert merge_ranges(parts) == analyse(log, VAR_SPACES)

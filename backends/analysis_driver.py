@@ -1,0 +1,245 @@
+"""The host side of the on-device analysis, shared by every backend.
+
+`shaders/analysis.wgsl` (wgpu) and `shaders/analysis.cl` (OpenCL, CUDA) are the same
+kernels with the same table layouts, parameters and counters; this module sizes
+their buffers, runs mark/count/insert/refine/walk/walk_dense in order and decodes
+what comes back. A backend supplies only a `KernelApi`: zeroed buffers, uploads,
+launches and read-backs (docs/internals.md §6).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from gpurace.model import RECORD_WORDS, Kind, Race, RaceClass
+
+# Device-side table layouts: keep in step with shaders/analysis.wgsl and analysis.cl.
+ENTRY_WORDS, BUCKET_WORDS, RACE_WORDS, INSTANCE_WORDS = 10, 6, 16, 12
+DENSE_EVENTS = 16  # barrier ordinals with direct-mapped slots per work-group (DK)
+COUNTER_NAMES = (
+    "entry table full",
+    "bucket table full",
+    "race table full",
+    None,  # live buckets
+    None,  # racy buckets
+    "a bucket held more entries or race pairs than the analysis walks",
+    "site ids beyond the packed race key's range",
+    "bucket list full",
+)
+C_LIVE, C_RACY, C_NEED_ENTRIES, C_NEED_EVENTS, C_WORK = 3, 4, 8, 9, 10
+PARAM_WORDS = 16  # the kernels' Params, one u32 each
+P_ROW = 7  # threads per dispatch row: the backend fills it in (WGSL's 2-D grids)
+KERNELS = ("mark", "count", "insert", "refine", "walk", "walk_dense")
+# Buffers in binding / argument order after the log, leaving out Params (binding 1).
+BUFFER_ORDER = ("V", "E", "B", "R", "C", "L", "S", "I", "W")
+PROFILE = bool(os.environ.get("GPURACE_PROFILE"))  # print each analysis pass's time
+
+
+class KernelApi(Protocol):
+    """What one API (wgpu, OpenCL, CUDA) lends the driver.
+
+    Buffers are opaque handles. `run` binds `buffers` (LOG, VBASE, E, B, R, C, L, S,
+    I, WORK: the kernels' bindings 0 and 2..10) with `params` (binding 1, 16 u32),
+    launches at least `n_threads` threads of `kernel` (one thread per item, in
+    work-groups of 64) and may return before they finish: calls are ordered.
+    """
+
+    def zeros(self, nbytes: int) -> object:
+        """A zero-filled device buffer of `nbytes` bytes."""
+        ...
+
+    def upload(self, words: np.ndarray) -> object:
+        """A device buffer holding `words` (u32)."""
+        ...
+
+    def run(self, kernel: str, n_threads: int, params: np.ndarray, buffers: list) -> None:
+        """Launch `kernel` over `n_threads` threads; sets params[P_ROW] if it uses it."""
+        ...
+
+    def read(self, buf: object) -> np.ndarray:
+        """The whole buffer as u32 words, after every launch so far has finished."""
+        ...
+
+
+@dataclass
+class DeviceAnalysis:
+    """What the companion kernels hand back: the races and what saturated."""
+
+    races: list[Race]
+    saturated: list[str]
+    live_buckets: int
+    table_bytes: int
+    orders: dict[tuple, tuple[int, int, int]]  # race key -> its example's order (merging)
+    listed: list[tuple[tuple, Race]]  # --all: (race key + order, instance) per instance
+    too_big: bool = False  # the range needs more table slots than a binding holds: split it
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(10, (max(1, n) - 1).bit_length())
+
+
+def analyse(
+    api: KernelApi,
+    limit: int,
+    log_buf: object,
+    n_records: int,
+    var_bases: list[int],
+    uniform_writes_race: bool,
+    *,
+    address_range: tuple[int, int],
+    address_end: int,
+    wgsize: int,
+    groups: int,
+    race_capacity: int = 4096,
+    list_instances: int = 0,
+    splittable: bool = False,
+) -> DeviceAnalysis:
+    """Run the analysis kernels through `api`; `limit` is the most bytes one buffer
+    may hold. The other arguments are those of `wgpu_backend.analyse_on_device`."""
+    lo, hi = address_range
+    end = min(hi, address_end)
+    swords = max(1, min(-(-(end - lo) // 4), limit // 8))
+    dense_groups = max(0, min(hi, groups) - lo)
+    dgroups = min(dense_groups, limit // (BUCKET_WORDS * 4) // (DENSE_EVENTS + 1) // 2)
+    dense_slots = dgroups * (DENSE_EVENTS + 1)
+    rcap = _pow2_at_least(race_capacity)
+    ecap = bcap = list_len = 1  # sized once "count" has said what the tables must hold
+    sizes = {
+        "S": swords * 8,
+        "I": 4 + list_instances * INSTANCE_WORDS * 4,
+        "R": rcap * RACE_WORDS * 4,
+        "C": 64,
+        "W": 4 * max(1, n_records),
+    }
+    bufs = {k: api.zeros(v) for k, v in sizes.items()}
+    bufs["V"] = api.upload(np.array(var_bases + [0], dtype=np.uint32))
+
+    def allocate_tables() -> None:
+        for name, size in (
+            ("E", ecap * ENTRY_WORDS * 4),
+            ("B", (dense_slots + bcap) * BUCKET_WORDS * 4),
+            ("L", list_len * 4),
+        ):
+            sizes[name] = max(16, size)
+            bufs[name] = api.zeros(sizes[name])
+
+    def run(kernel: str, n_threads: int, phase: int) -> None:
+        p = np.array(
+            [n_records, ecap, bcap, rcap, int(uniform_writes_race), phase, n_threads, 0]
+            + [*address_range, wgsize, swords, dgroups, list_instances]
+            + [sizes["L"] // 4, sizes["W"] // 4],  # WGSL's arrayLength of L and WORK
+            dtype=np.uint32,
+        )
+        t0 = time.perf_counter()
+        api.run(kernel, n_threads, p, [log_buf] + [bufs[n] for n in BUFFER_ORDER])
+        if PROFILE:
+            counters()  # wait for the pass
+            ms = (time.perf_counter() - t0) * 1e3
+            print(f"gpurace: {kernel}/{phase} {n_threads} threads: {ms:.1f} ms", file=sys.stderr)
+
+    def counters() -> np.ndarray:
+        return api.read(bufs["C"])
+
+    allocate_tables()
+    run("mark", n_records, 0)
+    run("count", n_records, 0)
+    c = counters()
+    need_e, need_b = int(c[C_NEED_ENTRIES]), int(c[C_NEED_ENTRIES]) + int(c[C_NEED_EVENTS])
+    max_e = limit // (ENTRY_WORDS * 4)
+    max_b = limit // (BUCKET_WORDS * 4) - dense_slots
+    too_big = need_e * 4 > 3 * max_e or need_b * 4 > 3 * max_b
+    if too_big and splittable:  # the caller splits the range rather than overfill tables
+        return DeviceAnalysis([], [], 0, sum(sizes.values()), {}, [], too_big=True)
+    ecap = min(need_e * 4 // 3 + 64, max_e)
+    bcap = min(need_b * 4 // 3 + 64, max_b)
+    list_len = min(2 * bcap, limit // 4)
+    allocate_tables()
+    work = int(c[C_WORK])  # records insert/refine must visit (count listed them)
+    run("insert", work, 0)
+    run("refine", work, 0)
+    live = min(int(counters()[C_LIVE]), list_len)
+    run("walk", live, 1)
+    run("walk_dense", dense_slots, 1)
+    racy = min(int(counters()[C_RACY]), list_len - live)
+    for phase in (2, 3, 4):
+        run("walk", racy, phase)
+        run("walk_dense", dense_slots, phase)
+    c = counters()
+    saturated = [f"{name} ({int(c[i])}x)" for i, name in enumerate(COUNTER_NAMES) if name and c[i]]
+    table = api.read(bufs["R"]).reshape(rcap, RACE_WORDS)
+    rows = [row for row in table if row[0] != 0]
+    races = [decode_race(row) for row in rows]
+    orders = {
+        r.key: tuple(0xFFFFFFFF ^ int(x) for x in row[4:7])
+        for r, row in zip(races, rows, strict=True)
+    }
+    races.sort(key=lambda r: r.key)
+    listed: list[tuple[tuple, Race]] = []
+    if list_instances:
+        raw = api.read(bufs["I"])
+        if raw[0] > list_instances:
+            saturated.append(f"instance list of --all ({int(raw[0])} instances)")
+        rows = raw[1 : 1 + min(int(raw[0]), list_instances) * INSTANCE_WORDS]
+        for row in rows.reshape(-1, INSTANCE_WORDS):
+            inst = decode_race(np.concatenate([row[:1], [1, 0, 0], [0] * 3, row[4:12], [0]]))
+            listed.append(((inst.key, *(int(x) for x in row[1:4])), inst))
+    return DeviceAnalysis(races, saturated, live, sum(sizes.values()), orders, listed, too_big)
+
+
+def decode_race(row: np.ndarray) -> Race:
+    """One race-table row (see the kernels' R_* fields) as a Race."""
+    key = int(row[0])
+    cls = RaceClass(key >> 29)
+    ex = [int(x) for x in row[7:15]]
+    var = -1 if ex[0] == 0xFFFFFFFF else ex[0]
+    return Race(
+        cls,
+        (key >> 13) & 0xFFF,
+        Kind((key >> 27) & 3),
+        key & 0x1FFF,
+        Kind((key >> 25) & 3),
+        var,
+        ex[1],
+        int(row[1]),
+        int(row[2]) | (int(row[3]) << 32),
+        ex[2],
+        ex[3],
+        ex[4],
+        ex[5],
+        ex[6],
+        ex[7],
+    )
+
+
+@dataclass(frozen=True)
+class LogShape:
+    """What a host-side log implies for `analyse` (differential tests feed such logs)."""
+
+    records: np.ndarray  # (n, 8) u32, contiguous
+    address_end: int
+    wgsize: int
+    groups: int
+
+
+def log_shape(records: np.ndarray, var_bases: list[int]) -> LogShape:
+    """The extent, work-group size and group count a host-side log covers."""
+    recs = np.ascontiguousarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS)
+    wide = recs.astype(np.int64)
+    if len(recs):
+        var = (wide[:, 1] >> 16) & 0xFF
+        end = int((np.asarray(var_bases)[var] + wide[:, 2] + 16).max())
+        return LogShape(recs, end, int(wide[:, 3].max()) + 1, int(wide[:, 4].max()) + 1)
+    return LogShape(recs, 16, 1, 1)
+
+
+def log_words(records: np.ndarray) -> np.ndarray:
+    """The u32 words of a host-side log to upload (one zero record when it is empty,
+    since a device buffer cannot be empty)."""
+    recs = np.ascontiguousarray(records, dtype=np.uint32).reshape(-1)
+    return recs if recs.size else np.zeros(RECORD_WORDS, np.uint32)

@@ -1,0 +1,787 @@
+// gpurace companion kernels: the on-device race analysis in C (docs/internals.md §3, §6).
+//
+// A line-by-line port of analysis.wgsl (read that file for the why of each step):
+// mark, count, insert, refine, walk, walk_dense with the same table layouts, counters
+// and phases, so backends/analysis_driver.py drives both. Written against the macros
+// of prelude_opencl.h / prelude_cuda.h, which the host prepends; 32-bit atomics only.
+//
+// What WGSL has as module-scope bindings is a kernel argument here (same order:
+// LOG, P, VBASE, E, B, R, C, L, S, I, WORK) gathered in a private Ctx that every
+// helper takes; P is the uniform Params of the WGSL as plain words (P_* below), its
+// two spare words carrying the lengths of L and WORK (WGSL's arrayLength).
+
+// Params words
+#define P_N_RECORDS 0u
+#define P_ECAP 1u
+#define P_BCAP 2u
+#define P_RCAP 3u
+#define P_UNIFORM_RACE 4u
+#define P_PHASE 5u
+#define P_N_ITEMS 6u
+#define P_ROW 7u  // unused: C kernels run 1-D NDRanges
+#define P_LO 8u
+#define P_HI 9u
+#define P_WGSIZE 10u
+#define P_SWORDS 11u
+#define P_DGROUPS 12u
+#define P_ALL_CAP 13u
+#define P_L_LEN 14u     // words of L
+#define P_WORK_LEN 15u  // words of WORK
+
+#define RW 8u     // record words
+#define ES 10u    // entry slot words
+#define BS 6u     // bucket slot words
+#define RS 16u    // race slot words
+#define NONE 0xffffffffu
+#define MULTI 0xffffffffu
+
+// counters (C)
+#define C_E_FULL 0u
+#define C_B_FULL 1u
+#define C_R_FULL 2u
+#define C_LIVE 3u
+#define C_RACY 4u
+#define C_BUCKET_FULL 5u
+#define C_SITE_RANGE 6u
+#define C_LIST_FULL 7u
+#define C_NEED_ENTRIES 8u
+#define C_NEED_EVENTS 9u
+#define C_WORK 10u
+
+// entry slot fields
+#define E_OWNER 0u
+#define E_COUNT 1u
+#define E_AMIN 2u
+#define E_AMAX 3u
+#define E_VMIN 4u
+#define E_VMAX 5u
+#define E_UNKNOWN 6u
+#define E_NEXT 7u
+#define E_LMIN 8u
+#define E_LMAX 9u
+
+// bucket slot fields
+#define B_OWNER 0u
+#define B_HEAD 1u
+#define B_X0 2u
+#define B_X1 3u
+#define B_X2 4u
+#define B_X3 5u
+
+// race slot fields
+#define R_KEY 0u
+#define R_INST 1u
+#define R_PLO 2u
+#define R_PHI 3u
+#define R_O1 4u
+#define R_O2 5u
+#define R_O3 6u
+#define R_EX 7u
+
+#define T_LOCAL 0u
+#define T_INTRA 1u
+#define T_INTER 2u
+#define T_BARRIER 3u
+#define T_EXIT 4u
+
+#define MAXE 32u
+#define MAXK 32u
+#define DK 16u
+#define IW 12u
+
+typedef struct {
+  GLOBAL const uint* LOG;
+  GLOBAL const uint* P;
+  GLOBAL const uint* VBASE;
+  GLOBAL uint* E;
+  GLOBAL uint* B;
+  GLOBAL uint* R;
+  GLOBAL uint* C;
+  GLOBAL uint* L;
+  GLOBAL uint* S;
+  GLOBAL uint* I;
+  GLOBAL uint* WORK;
+  uint claimed;  // WGSL's var<private> claimed: set by lookup and event_slot
+} Ctx;
+
+typedef struct {
+  uint a[4];
+  uint b[4];
+} Key;
+
+#define SEL(f, t, cond) ((cond) ? (t) : (f))  // WGSL select(f, t, cond)
+
+DEVICE_FN Key key4(uint a0, uint a1, uint a2, uint a3, uint b0, uint b1, uint b2, uint b3) {
+  Key k;
+  k.a[0] = a0; k.a[1] = a1; k.a[2] = a2; k.a[3] = a3;
+  k.b[0] = b0; k.b[1] = b1; k.b[2] = b2; k.b[3] = b3;
+  return k;
+}
+
+DEVICE_FN void push_work(Ctx* c, uint r) {
+  uint i = ATOMIC_ADD(&c->C[C_WORK], 1u);
+  if (i < c->P[P_WORK_LEN]) { c->WORK[i] = r; }
+}
+
+DEVICE_FN uint rec(Ctx* c, uint r, uint w) { return c->LOG[r * RW + w]; }
+
+DEVICE_FN uint kind_of(Ctx* c, uint r) { return rec(c, r, 1u) & 3u; }
+DEVICE_FN uint size_of(Ctx* c, uint r) { return (rec(c, r, 1u) >> 8u) & 0xffu; }
+DEVICE_FN uint var_of(Ctx* c, uint r) { return (rec(c, r, 1u) >> 16u) & 0xffu; }
+DEVICE_FN bool is_local(Ctx* c, uint r) { return ((rec(c, r, 1u) >> 2u) & 1u) == 1u; }
+DEVICE_FN bool is_exit_event(Ctx* c, uint r) { return ((rec(c, r, 1u) >> 24u) & 0xfu) == 1u; }
+
+DEVICE_FN uint word_count(Ctx* c, uint r) {
+  uint off = rec(c, r, 2u);
+  return (off + size_of(c, r) - 1u) / 4u - off / 4u + 1u;
+}
+
+DEVICE_FN Key make_key(Ctx* c, uint which, uint r, uint p, uint t) {
+  uint grp = rec(c, r, 4u);
+  uint epoch = rec(c, r, 5u);
+  if (t == T_BARRIER) { return key4(t, 0u, 0u, grp, epoch, 0u, 0u, 0u); }
+  if (t == T_EXIT) { return key4(t, 0u, 0u, grp, 0u, 0u, 0u, 0u); }
+  uint w = rec(c, r, 2u) / 4u + p;
+  uint g = SEL(grp, 0u, t == T_INTER);
+  if (which == 1u) {
+    return key4(t, var_of(c, r), w, g, SEL(0u, epoch, t == T_LOCAL), 0u, 0u, 0u);
+  }
+  uint ep = SEL(epoch, 0u, t == T_INTER);
+  return key4(t, var_of(c, r), w, g, ep, rec(c, r, 0u),
+              kind_of(c, r) | (size_of(c, r) << 2u), rec(c, r, 2u));
+}
+
+DEVICE_FN Key owner_key(Ctx* c, uint which, uint owner) {
+  uint o = owner - 1u;
+  return make_key(c, which, o >> 6u, (o >> 3u) & 7u, o & 7u);
+}
+
+DEVICE_FN bool key_eq(Key x, Key y) {
+  for (uint i = 0u; i < 4u; i++) {
+    if (x.a[i] != y.a[i] || x.b[i] != y.b[i]) { return false; }
+  }
+  return true;
+}
+
+DEVICE_FN uint mix(uint h, uint v) {
+  uint x = h ^ (v * 0x9e3779b1u);
+  x = (x ^ (x >> 16u)) * 0x85ebca6bu;
+  x = (x ^ (x >> 13u)) * 0xc2b2ae35u;
+  return x ^ (x >> 16u);
+}
+
+DEVICE_FN uint hash_key(Key k) {
+  uint h = 0x811c9dc5u;
+  for (uint i = 0u; i < 4u; i++) { h = mix(h, k.a[i]); }
+  for (uint i = 0u; i < 4u; i++) { h = mix(h, k.b[i]); }
+  return h;
+}
+
+DEVICE_FN uint dense_slots(Ctx* c) { return c->P[P_DGROUPS] * (DK + 1u); }
+
+// Find or claim the slot of `key` in table `which`; NONE when the table is full.
+// With owner == 0 it only finds.
+DEVICE_FN uint lookup(Ctx* c, uint which, Key key, uint owner) {
+  c->claimed = 0u;
+  uint cap = SEL(c->P[P_ECAP], c->P[P_BCAP], which == 1u);
+  uint stride = SEL(ES, BS, which == 1u);
+  uint h = hash_key(key) % cap;
+  uint probes = 0u;
+  for (;;) {
+    if (probes >= cap) { break; }
+    uint cur = 0u;
+    if (which == 0u) {
+      cur = ATOMIC_LOAD(&c->E[h * stride]);
+      if (cur == 0u && owner != 0u) {
+        uint old = ATOMIC_CAS(&c->E[h * stride], 0u, owner);
+        if (old == 0u) { c->claimed = 1u; return h; }
+        cur = old;
+      }
+    } else {
+      uint slot = dense_slots(c) + h;
+      cur = ATOMIC_LOAD(&c->B[slot * stride]);
+      if (cur == 0u && owner != 0u) {
+        uint old = ATOMIC_CAS(&c->B[slot * stride], 0u, owner);
+        if (old == 0u) { c->claimed = 1u; return slot; }
+        cur = old;
+      }
+      if (cur != 0u && key_eq(owner_key(c, which, cur), key)) { return slot; }
+    }
+    if (cur == 0u) { return NONE; }
+    if (which == 0u && key_eq(owner_key(c, which, cur), key)) { return h; }
+    h = (h + 1u) % cap;
+    probes += 1u;
+  }
+  if (owner != 0u) { ATOMIC_ADD(&c->C[SEL(C_E_FULL, C_B_FULL, which == 1u)], 1u); }
+  return NONE;
+}
+
+DEVICE_FN bool in_range(Ctx* c, uint r, uint p) {
+  uint a = c->VBASE[var_of(c, r)] + (rec(c, r, 2u) / 4u + p) * 4u;
+  return a >= c->P[P_LO] && a < c->P[P_HI];
+}
+
+DEVICE_FN uint shadow_index(Ctx* c, uint r, uint p) {
+  uint a = c->VBASE[var_of(c, r)] + (rec(c, r, 2u) / 4u + p) * 4u;
+  uint i = (a - c->P[P_LO]) / 4u;
+  return SEL(NONE, i, a >= c->P[P_LO] && i < c->P[P_SWORDS]);
+}
+
+DEVICE_FN bool may_conflict(Ctx* c, uint r, uint p) {
+  uint i = shadow_index(c, r, p);
+  if (i == NONE) { return true; }
+  uint kinds = ATOMIC_LOAD(&c->S[2u * i + 1u]);
+  bool several = ATOMIC_LOAD(&c->S[2u * i]) == MULTI;
+  return several && ((kinds & 2u) != 0u || ((kinds & 4u) != 0u && (kinds & 1u) != 0u));
+}
+
+#define CTX_INIT                                                                   \
+  Ctx ctx;                                                                         \
+  ctx.LOG = LOG; ctx.P = P; ctx.VBASE = VBASE; ctx.E = E; ctx.B = B; ctx.R = R;   \
+  ctx.C = C; ctx.L = L; ctx.S = S; ctx.I = I; ctx.WORK = WORK; ctx.claimed = 0u;  \
+  Ctx* c = &ctx;
+
+#define KERNEL_ARGS                                                                \
+  GLOBAL const uint* LOG, GLOBAL const uint* P, GLOBAL const uint* VBASE,          \
+  GLOBAL uint* E, GLOBAL uint* B, GLOBAL uint* R, GLOBAL uint* C, GLOBAL uint* L,  \
+  GLOBAL uint* S, GLOBAL uint* I, GLOBAL uint* WORK
+
+KERNEL void mark(KERNEL_ARGS) {
+  CTX_INIT
+  uint r = GID();
+  if (r >= P[P_N_RECORDS]) { return; }
+  uint kind = kind_of(c, r);
+  if (kind == 3u || size_of(c, r) == 0u) { return; }
+  uint lid = rec(c, r, 3u);
+  uint actor = SEL(rec(c, r, 4u) * P[P_WGSIZE] + lid, lid, is_local(c, r)) + 1u;
+  uint nw = word_count(c, r);
+  for (uint p = 0u; p < nw; p++) {
+    uint i = shadow_index(c, r, p);
+    if (i == NONE) { continue; }
+    ATOMIC_OR(&S[2u * i + 1u], 1u << kind);
+    uint cur = ATOMIC_LOAD(&S[2u * i]);
+    for (;;) {
+      if (cur == actor || cur == MULTI) { break; }
+      if (cur != 0u) { ATOMIC_STORE(&S[2u * i], MULTI); break; }
+      uint old = ATOMIC_CAS(&S[2u * i], 0u, actor);
+      if (old == 0u) { break; }
+      cur = old;
+    }
+  }
+}
+
+DEVICE_FN uint event_slot(Ctx* c, uint grp, uint ordinal, bool is_exit, uint owner) {
+  c->claimed = 0u;
+  uint gi = grp - c->P[P_LO];
+  if (gi < c->P[P_DGROUPS] && (is_exit || ordinal < DK)) {
+    return gi * (DK + 1u) + SEL(ordinal, DK, is_exit);
+  }
+  Key k = key4(SEL(T_BARRIER, T_EXIT, is_exit), 0u, 0u, grp, SEL(ordinal, 0u, is_exit), 0u, 0u,
+               0u);
+  return lookup(c, 1u, k, owner);
+}
+
+KERNEL void count(KERNEL_ARGS) {
+  CTX_INIT
+  uint r = GID();
+  if (r >= P[P_N_RECORDS]) { return; }
+  uint kind = kind_of(c, r);
+  if (kind == 3u) {
+    uint grp = rec(c, r, 4u);
+    if (grp < P[P_LO] || grp >= P[P_HI]) { return; }
+    bool is_exit = is_exit_event(c, r);
+    if (grp - P[P_LO] >= P[P_DGROUPS] || (!is_exit && rec(c, r, 5u) >= DK)) {
+      ATOMIC_ADD(&C[C_NEED_EVENTS], 1u);
+    }
+    push_work(c, r);
+    return;
+  }
+  if (size_of(c, r) == 0u) { return; }
+  uint nw = word_count(c, r);
+  uint need = 0u;
+  for (uint p = 0u; p < nw; p++) {
+    if (in_range(c, r, p) && may_conflict(c, r, p)) { need += SEL(2u, 1u, is_local(c, r)); }
+  }
+  if (need > 0u) {
+    ATOMIC_ADD(&C[C_NEED_ENTRIES], need);
+    push_work(c, r);
+  }
+}
+
+DEVICE_FN uint owner_of(uint r, uint p, uint t) { return ((r * 8u + p) * 8u + t) + 1u; }
+
+DEVICE_FN void push_live(Ctx* c, uint b) {
+  uint i = ATOMIC_ADD(&c->C[C_LIVE], 1u);
+  if (i < c->P[P_L_LEN]) { c->L[i] = b; } else { ATOMIC_ADD(&c->C[C_LIST_FULL], 1u); }
+}
+
+DEVICE_FN void insert_piece(Ctx* c, uint r, uint p, uint t, uint actor, uint value, bool known) {
+  uint owner = owner_of(r, p, t);
+  uint e = lookup(c, 0u, make_key(c, 0u, r, p, t), owner);
+  if (e == NONE) { return; }
+  bool fresh = c->claimed != 0u;
+  uint s = e * ES;
+  ATOMIC_ADD(&c->E[s + E_COUNT], 1u);
+  ATOMIC_MAX(&c->E[s + E_AMIN], ~actor);
+  ATOMIC_MAX(&c->E[s + E_AMAX], actor);
+  ATOMIC_MAX(&c->E[s + E_VMIN], ~value);
+  ATOMIC_MAX(&c->E[s + E_VMAX], value);
+  if (!known) { ATOMIC_MAX(&c->E[s + E_UNKNOWN], 1u); }
+  if (fresh) {
+    uint b = lookup(c, 1u, make_key(c, 1u, r, p, t), owner);
+    if (b == NONE) { return; }
+    if (c->claimed != 0u) { push_live(c, b); }
+    uint old = ATOMIC_XCHG(&c->B[b * BS + B_HEAD], e + 1u);
+    ATOMIC_STORE(&c->E[s + E_NEXT], old);
+  }
+}
+
+KERNEL void insert(KERNEL_ARGS) {
+  CTX_INIT
+  uint i = GID();
+  if (i >= P[P_N_ITEMS]) { return; }
+  uint r = WORK[i];
+  uint kind = kind_of(c, r);
+  uint lid = rec(c, r, 3u);
+  uint grp = rec(c, r, 4u);
+  if (kind == 3u) {
+    if (grp < P[P_LO] || grp >= P[P_HI]) { return; }
+    bool is_exit = is_exit_event(c, r);
+    uint site = rec(c, r, 0u);
+    if (site > 0xffffu) { ATOMIC_ADD(&C[C_SITE_RANGE], 1u); return; }
+    uint t = SEL(T_BARRIER, T_EXIT, is_exit);
+    uint b = event_slot(c, grp, rec(c, r, 5u), is_exit, owner_of(r, 0u, t));
+    if (b == NONE) { return; }
+    if (c->claimed != 0u) { push_live(c, b); }
+    uint s = b * BS;
+    if (is_exit) {
+      ATOMIC_MAX(&B[s + B_X0], ~rec(c, r, 5u));
+      ATOMIC_MAX(&B[s + B_X1], rec(c, r, 5u));
+    } else {
+      ATOMIC_MAX(&B[s + B_X0], ~((site << 16u) | lid));
+      ATOMIC_MAX(&B[s + B_X1], (site << 16u) | (0xffffu - lid));
+    }
+    return;
+  }
+  uint size = size_of(c, r);
+  if (size == 0u) { return; }
+  uint nw = word_count(c, r);
+  bool is_store = kind == 1u;
+  uint value = SEL(0u, rec(c, r, 6u), is_store);
+  bool known = is_store && ((rec(c, r, 1u) >> 3u) & 1u) == 1u;
+  for (uint p = 0u; p < nw; p++) {
+    if (!in_range(c, r, p) || !may_conflict(c, r, p)) { continue; }
+    if (is_local(c, r)) {
+      insert_piece(c, r, p, T_LOCAL, lid, value, known);
+    } else {
+      insert_piece(c, r, p, T_INTRA, lid, value, known);
+      insert_piece(c, r, p, T_INTER, grp, value, known);
+    }
+  }
+}
+
+KERNEL void refine(KERNEL_ARGS) {
+  CTX_INIT
+  uint i = GID();
+  if (i >= P[P_N_ITEMS]) { return; }
+  uint r = WORK[i];
+  uint kind = kind_of(c, r);
+  uint lid = rec(c, r, 3u);
+  uint grp = rec(c, r, 4u);
+  if (kind == 3u) {
+    bool is_exit = is_exit_event(c, r);
+    if (!is_exit || grp < P[P_LO] || grp >= P[P_HI]) { return; }
+    uint b = event_slot(c, grp, 0u, true, 0u);
+    if (b == NONE) { return; }
+    if (rec(c, r, 5u) == ~ATOMIC_LOAD(&B[b * BS + B_X0])) {
+      ATOMIC_MAX(&B[b * BS + B_X2], ~((rec(c, r, 0u) << 16u) | lid));
+    }
+    return;
+  }
+  if (is_local(c, r) || size_of(c, r) == 0u) { return; }
+  uint nw = word_count(c, r);
+  for (uint p = 0u; p < nw; p++) {
+    if (!in_range(c, r, p) || !may_conflict(c, r, p)) { continue; }
+    uint e = lookup(c, 0u, make_key(c, 0u, r, p, T_INTER), 0u);
+    if (e == NONE) { continue; }
+    uint s = e * ES;
+    if (grp == ~ATOMIC_LOAD(&E[s + E_AMIN])) { ATOMIC_MAX(&E[s + E_LMIN], ~lid); }
+    if (grp == ATOMIC_LOAD(&E[s + E_AMAX])) { ATOMIC_MAX(&E[s + E_LMAX], ~lid); }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// walk
+// ---------------------------------------------------------------------------
+
+typedef struct {
+  uint site;
+  uint kind;
+  uint off;
+  uint size;
+  uint epoch;
+  uint count;
+  uint amin;
+  uint amax;
+  uint vmin;
+  uint vmax;
+  uint known;
+  uint lmin;
+  uint lmax;
+} Ent;
+
+DEVICE_FN Ent load_ent(Ctx* c, uint e) {
+  uint s = e * ES;
+  Key k = owner_key(c, 0u, ATOMIC_LOAD(&c->E[s + E_OWNER]));
+  Ent x;
+  x.site = k.b[1];
+  x.kind = k.b[2] & 3u;
+  x.size = k.b[2] >> 2u;
+  x.off = k.b[3];
+  x.epoch = k.b[0];
+  x.count = ATOMIC_LOAD(&c->E[s + E_COUNT]);
+  x.amin = ~ATOMIC_LOAD(&c->E[s + E_AMIN]);
+  x.amax = ATOMIC_LOAD(&c->E[s + E_AMAX]);
+  x.vmin = ~ATOMIC_LOAD(&c->E[s + E_VMIN]);
+  x.vmax = ATOMIC_LOAD(&c->E[s + E_VMAX]);
+  x.known = ATOMIC_LOAD(&c->E[s + E_UNKNOWN]) == 0u;
+  x.lmin = ~ATOMIC_LOAD(&c->E[s + E_LMIN]);
+  x.lmax = ~ATOMIC_LOAD(&c->E[s + E_LMAX]);
+  return x;
+}
+
+DEVICE_FN uint umax(uint a, uint b) { return a > b ? a : b; }
+DEVICE_FN uint umin(uint a, uint b) { return a < b ? a : b; }
+
+DEVICE_FN uint conflict(Ctx* c, Ent a, Ent b, uint w) {
+  uint lo = umax(umax(a.off, b.off), 4u * w);
+  uint hi = umin(umin(a.off + a.size, b.off + b.size), 4u * w + 4u);
+  if (lo >= hi) { return NONE; }
+  if (a.kind == 0u && b.kind == 0u) { return NONE; }
+  if (a.kind == 2u && b.kind == 2u) { return NONE; }
+  if (a.amin == a.amax && a.amax == b.amin && b.amin == b.amax) { return NONE; }
+  if (c->P[P_UNIFORM_RACE] == 0u && a.kind == 1u && b.kind == 1u && a.off == b.off
+      && a.size == b.size && a.known != 0u && b.known != 0u && a.vmin == a.vmax
+      && a.vmax == b.vmin && b.vmin == b.vmax) {
+    return NONE;
+  }
+  return lo;
+}
+
+DEVICE_FN bool ent_gt(Ent a, Ent b) {
+  if (a.site != b.site) { return a.site > b.site; }
+  if (a.kind != b.kind) { return a.kind > b.kind; }
+  if (a.off != b.off) { return a.off > b.off; }
+  if (a.size != b.size) { return a.size > b.size; }
+  return a.epoch > b.epoch;
+}
+
+DEVICE_FN uint race_key(Ctx* c, uint cls, uint sa, uint ka, uint sb, uint kb) {
+  if (sa >= 4096u || sb >= 8192u) {
+    ATOMIC_ADD(&c->C[C_SITE_RANGE], 1u);
+    return 0u;
+  }
+  return (cls << 29u) | (ka << 27u) | (kb << 25u) | (sa << 13u) | sb;
+}
+
+DEVICE_FN uint race_slot(Ctx* c, uint key, bool create) {
+  uint rcap = c->P[P_RCAP];
+  uint h = mix(0x12345u, key) & (rcap - 1u);
+  for (uint probes = 0u; probes < rcap; probes++) {
+    uint cur = ATOMIC_LOAD(&c->R[h * RS]);
+    if (cur == 0u && create) {
+      uint old = ATOMIC_CAS(&c->R[h * RS], 0u, key);
+      if (old == 0u) { return h; }
+      cur = old;
+    }
+    if (cur == key) { return h; }
+    if (cur == 0u) { return NONE; }
+    h = (h + 1u) & (rcap - 1u);
+  }
+  if (create) { ATOMIC_ADD(&c->C[C_R_FULL], 1u); }
+  return NONE;
+}
+
+DEVICE_FN void add_pairs(Ctx* c, uint slot, uint n) {
+  uint old = ATOMIC_ADD(&c->R[slot * RS + R_PLO], n);
+  if (old + n < old) { ATOMIC_ADD(&c->R[slot * RS + R_PHI], 1u); }
+}
+
+DEVICE_FN void add_pair_count(Ctx* c, uint slot, uint ca, uint cb, bool same) {
+  uint x = ca;
+  uint y = cb;
+  if (same) {
+    if ((ca & 1u) == 0u) { x = ca / 2u; y = ca - 1u; } else { x = ca; y = (ca - 1u) / 2u; }
+  }
+  uint xl = x & 0xffffu;
+  uint xh = x >> 16u;
+  uint yl = y & 0xffffu;
+  uint yh = y >> 16u;
+  add_pairs(c, slot, xl * yl);
+  uint mid = xh * yl + xl * yh;
+  add_pairs(c, slot, mid << 16u);
+  ATOMIC_ADD(&c->R[slot * RS + R_PHI], (mid >> 16u) + xh * yh);
+}
+
+typedef struct {
+  uint key;
+  uint o1;
+  uint o2;
+  uint o3;
+  uint v;
+  uint addr;
+  uint ga;
+  uint la;
+  uint gb;
+  uint lb;
+  uint ea;
+  uint eb;
+} Inst;
+
+DEVICE_FN void list_instance(Ctx* c, Inst inst) {
+  uint i = ATOMIC_ADD(&c->I[0], 1u);
+  if (i >= c->P[P_ALL_CAP]) { return; }
+  uint s = 1u + i * IW;
+  ATOMIC_STORE(&c->I[s + 0u], inst.key);
+  ATOMIC_STORE(&c->I[s + 1u], inst.o1);
+  ATOMIC_STORE(&c->I[s + 2u], inst.o2);
+  ATOMIC_STORE(&c->I[s + 3u], inst.o3);
+  ATOMIC_STORE(&c->I[s + 4u], inst.v);
+  ATOMIC_STORE(&c->I[s + 5u], inst.addr);
+  ATOMIC_STORE(&c->I[s + 6u], inst.ga);
+  ATOMIC_STORE(&c->I[s + 7u], inst.la);
+  ATOMIC_STORE(&c->I[s + 8u], inst.gb);
+  ATOMIC_STORE(&c->I[s + 9u], inst.lb);
+  ATOMIC_STORE(&c->I[s + 10u], inst.ea);
+  ATOMIC_STORE(&c->I[s + 11u], inst.eb);
+}
+
+DEVICE_FN bool fold(Ctx* c, Inst inst) {
+  uint phase = c->P[P_PHASE];
+  uint slot = race_slot(c, inst.key, phase == 1u);
+  if (slot == NONE) { return false; }
+  uint s = slot * RS;
+  GLOBAL uint* R = c->R;
+  if (phase == 1u) {
+    ATOMIC_ADD(&R[s + R_INST], 1u);
+    ATOMIC_MAX(&R[s + R_O1], ~inst.o1);
+    if (c->P[P_ALL_CAP] > 0u) { list_instance(c, inst); }
+    return true;
+  }
+  if (inst.o1 != ~ATOMIC_LOAD(&R[s + R_O1])) { return false; }
+  if (phase == 2u) { ATOMIC_MAX(&R[s + R_O2], ~inst.o2); return true; }
+  if (inst.o2 != ~ATOMIC_LOAD(&R[s + R_O2])) { return false; }
+  if (phase == 3u) { ATOMIC_MAX(&R[s + R_O3], ~inst.o3); return true; }
+  if (inst.o3 != ~ATOMIC_LOAD(&R[s + R_O3])) { return false; }
+  ATOMIC_STORE(&R[s + R_EX + 0u], inst.v);
+  ATOMIC_STORE(&R[s + R_EX + 1u], inst.addr);
+  ATOMIC_STORE(&R[s + R_EX + 2u], inst.ga);
+  ATOMIC_STORE(&R[s + R_EX + 3u], inst.la);
+  ATOMIC_STORE(&R[s + R_EX + 4u], inst.gb);
+  ATOMIC_STORE(&R[s + R_EX + 5u], inst.lb);
+  ATOMIC_STORE(&R[s + R_EX + 6u], inst.ea);
+  ATOMIC_STORE(&R[s + R_EX + 7u], inst.eb);
+  return true;
+}
+
+// The distinct race keys of one bucket, each with its best (lowest) entry pair.
+typedef struct {
+  uint keys[32];
+  uint best[32][7];
+  uint pa[32];
+  uint pb[32];
+  uint nk;
+} PairAcc;
+
+DEVICE_FN void visit_pair(Ctx* c, PairAcc* acc, Ent a0, Ent b0, uint ia0, uint ib0, bool same,
+                          uint t, uint w) {
+  Ent a = a0;
+  Ent bb = b0;
+  uint lo = conflict(c, a, bb, w);
+  if (lo == NONE) { return; }
+  uint cls = t + 1u;
+  if (t == T_INTRA && a.epoch != bb.epoch) { cls = 4u; }
+  uint ia = ia0;
+  uint ib = ib0;
+  if (ent_gt(a, bb)) {
+    Ent tmp = a; a = bb; bb = tmp;
+    uint ti = ia; ia = ib; ib = ti;
+  }
+  uint key = race_key(c, cls, a.site, a.kind, bb.site, bb.kind);
+  if (key == 0u) { return; }
+  if (c->P[P_PHASE] == 1u) {
+    uint slot = race_slot(c, key, true);
+    if (slot != NONE) { add_pair_count(c, slot, a.count, bb.count, same); }
+  }
+  uint cand[7] = {lo, a.off, a.size, bb.off, bb.size, a.epoch, bb.epoch};
+  uint nk = acc->nk;
+  uint found = nk;
+  for (uint q = 0u; q < nk; q++) { if (acc->keys[q] == key) { found = q; } }
+  if (found == nk) {
+    if (nk == MAXK) { ATOMIC_ADD(&c->C[C_BUCKET_FULL], 1u); return; }
+    acc->keys[nk] = key;
+    for (uint q = 0u; q < 7u; q++) { acc->best[nk][q] = cand[q]; }
+    acc->pa[nk] = ia;
+    acc->pb[nk] = ib;
+    acc->nk = nk + 1u;
+    return;
+  }
+  bool smaller = false;
+  for (uint q = 0u; q < 7u; q++) {
+    if (cand[q] != acc->best[found][q]) { smaller = cand[q] < acc->best[found][q]; break; }
+  }
+  if (smaller) {
+    for (uint q = 0u; q < 7u; q++) { acc->best[found][q] = cand[q]; }
+    acc->pa[found] = ia;
+    acc->pb[found] = ib;
+  }
+}
+
+DEVICE_FN uint next_entry(Ctx* c, uint e) { return ATOMIC_LOAD(&c->E[(e - 1u) * ES + E_NEXT]); }
+
+DEVICE_FN bool walk_access_bucket(Ctx* c, uint b, Key k) {
+  uint t = k.a[0];
+  uint v = k.a[1];
+  uint w = k.a[2];
+  uint grp = k.a[3];
+  PairAcc acc;
+  acc.nk = 0u;
+  uint head = ATOMIC_LOAD(&c->B[b * BS + B_HEAD]);
+  uint n = 0u;
+  for (uint e = head; e != 0u && n <= MAXE; e = next_entry(c, e)) { n += 1u; }
+  if (n <= MAXE) {
+    // the usual small bucket: read each entry once, compare the copies pairwise
+    Ent ents[32];
+    uint ids[32];
+    uint m = 0u;
+    for (uint e = head; e != 0u; e = next_entry(c, e)) {
+      ents[m] = load_ent(c, e - 1u);
+      ids[m] = e - 1u;
+      m += 1u;
+    }
+    for (uint i = 0u; i < m; i++) {
+      for (uint j = i; j < m; j++) {
+        visit_pair(c, &acc, ents[i], ents[j], ids[i], ids[j], i == j, t, w);
+      }
+    }
+  } else {
+    // a large bucket: stream the pairs from memory, no size limit
+    for (uint ea = head; ea != 0u; ea = next_entry(c, ea)) {
+      Ent a = load_ent(c, ea - 1u);
+      for (uint eb = ea; eb != 0u; eb = next_entry(c, eb)) {
+        visit_pair(c, &acc, a, load_ent(c, eb - 1u), ea - 1u, eb - 1u, eb == ea, t, w);
+      }
+    }
+  }
+  uint nk = acc.nk;
+  bool any = false;
+  for (uint q = 0u; q < nk; q++) {
+    Ent a = load_ent(c, acc.pa[q]);
+    Ent bb = load_ent(c, acc.pb[q]);
+    uint x = a.amin;
+    uint y = SEL(bb.amax, bb.amin, bb.amin != x);
+    if (y == x) { x = a.amax; }
+    Inst inst;
+    inst.key = acc.keys[q];
+    inst.v = v;
+    inst.addr = acc.best[q][0];
+    inst.o1 = c->VBASE[v] + acc.best[q][0];
+    inst.o2 = grp;
+    inst.o3 = SEL(0u, k.b[0], t == T_LOCAL);
+    inst.ea = a.epoch;
+    inst.eb = bb.epoch;
+    if (t == T_INTER) {
+      inst.ga = x;
+      inst.la = SEL(a.lmax, a.lmin, x == a.amin);
+      inst.gb = y;
+      inst.lb = SEL(bb.lmax, bb.lmin, y == bb.amin);
+    } else {
+      inst.ga = grp;
+      inst.gb = grp;
+      inst.la = x;
+      inst.lb = y;
+    }
+    any = fold(c, inst) || any;
+  }
+  return any;
+}
+
+DEVICE_FN bool div_inst(Ctx* c, uint grp, uint ordinal, uint sa, uint la, uint sb, uint lb) {
+  Inst inst;
+  inst.key = race_key(c, 5u, sa, 3u, sb, 3u);
+  if (inst.key == 0u) { return false; }
+  if (c->P[P_PHASE] == 1u) {
+    uint slot = race_slot(c, inst.key, true);
+    if (slot != NONE) { add_pairs(c, slot, 1u); }
+  }
+  inst.o1 = grp;
+  inst.o2 = ordinal;
+  inst.o3 = 0u;
+  inst.v = NONE;
+  inst.addr = 0u;
+  inst.ga = grp;
+  inst.gb = grp;
+  inst.la = la;
+  inst.lb = lb;
+  inst.ea = ordinal;
+  inst.eb = ordinal;
+  return fold(c, inst);
+}
+
+DEVICE_FN bool walk_event_bucket(Ctx* c, uint b, Key k) {
+  uint s = b * BS;
+  uint grp = k.a[3];
+  GLOBAL uint* B = c->B;
+  if (ATOMIC_LOAD(&B[s + B_X0]) == 0u) { return false; }  // an unused dense slot
+  if (k.a[0] == T_BARRIER) {
+    uint lo = ~ATOMIC_LOAD(&B[s + B_X0]);
+    uint hi = ATOMIC_LOAD(&B[s + B_X1]);
+    if ((lo >> 16u) == (hi >> 16u)) { return false; }
+    return div_inst(c, grp, k.b[0], lo >> 16u, lo & 0xffffu, hi >> 16u,
+                    0xffffu - (hi & 0xffffu));
+  }
+  uint omin = ~ATOMIC_LOAD(&B[s + B_X0]);
+  uint omax = ATOMIC_LOAD(&B[s + B_X1]);
+  if (omin == omax) { return false; }
+  uint wb = event_slot(c, grp, omin, false, 0u);
+  if (wb == NONE || ATOMIC_LOAD(&B[wb * BS + B_X0]) == 0u) { return false; }
+  uint waiting = ~ATOMIC_LOAD(&B[wb * BS + B_X0]);
+  uint exiting = ~ATOMIC_LOAD(&B[s + B_X2]);
+  uint first = umin(waiting, exiting);
+  uint second = umax(waiting, exiting);
+  return div_inst(c, grp, omin, first >> 16u, first & 0xffffu, second >> 16u, second & 0xffffu);
+}
+
+KERNEL void walk(KERNEL_ARGS) {
+  CTX_INIT
+  uint i = GID();
+  if (i >= P[P_N_ITEMS]) { return; }
+  // phase 1 walks the live list from its start; later phases the racy list after it
+  uint llen = P[P_L_LEN];
+  uint base = SEL(umin(ATOMIC_LOAD(&C[C_LIVE]), llen), 0u, P[P_PHASE] == 1u);
+  uint b = L[base + i];
+  Key k = owner_key(c, 1u, ATOMIC_LOAD(&B[b * BS + B_OWNER]));
+  bool any = false;
+  if (k.a[0] >= T_BARRIER) {
+    any = walk_event_bucket(c, b, k);
+  } else {
+    any = walk_access_bucket(c, b, k);
+  }
+  if (P[P_PHASE] == 1u && any) {
+    uint live = umin(ATOMIC_LOAD(&C[C_LIVE]), llen);
+    uint j = ATOMIC_ADD(&C[C_RACY], 1u);
+    if (live + j < llen) { L[live + j] = b; } else { ATOMIC_ADD(&C[C_LIST_FULL], 1u); }
+  }
+}
+
+// Phase p of the walk over the dense event slots (every phase visits them all).
+KERNEL void walk_dense(KERNEL_ARGS) {
+  CTX_INIT
+  uint b = GID();
+  if (b >= dense_slots(c)) { return; }
+  uint gi = b / (DK + 1u);
+  uint o = b % (DK + 1u);
+  Key k = key4(SEL(T_BARRIER, T_EXIT, o == DK), 0u, 0u, P[P_LO] + gi, SEL(o, 0u, o == DK), 0u, 0u,
+               0u);
+  walk_event_bucket(c, b, k);
+}

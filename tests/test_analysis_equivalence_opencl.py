@@ -1,0 +1,77 @@
+"""The C analysis kernels (shaders/analysis.cl on PoCL) equal the NumPy reference:
+the tests of test_analysis_equivalence.py, run on an OpenCL queue, and the same
+race tables, example orders and --all lists as the WGSL kernels."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpurace.backends import opencl_backend
+from tests import test_analysis_equivalence as shared
+from tests.analysis_backends import opencl, wgpu
+from tests.logs import random_log
+
+
+@pytest.fixture(scope="module")
+def backend():
+    return opencl()
+
+
+test_device_equals_reference_on_random_logs = shared.test_device_equals_reference_on_random_logs
+test_empty_log_is_clean = shared.test_empty_log_is_clean
+test_address_ranges_merge_to_the_whole = shared.test_address_ranges_merge_to_the_whole
+test_events_beyond_the_direct_mapped_ordinals = shared.test_events_beyond_the_direct_mapped_ordinals
+test_bucket_larger_than_the_walk_cache_is_streamed = (
+    shared.test_bucket_larger_than_the_walk_cache_is_streamed
+)
+test_all_instances_are_listed_the_first_being_the_example = (
+    shared.test_all_instances_are_listed_the_first_being_the_example
+)
+test_tables_too_small_split_the_range = shared.test_tables_too_small_split_the_range
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_same_tables_as_the_wgsl_kernels(backend, seed):
+    """Bit for bit what the WGSL kernels hand back: races, the example orders the
+    merge of ranges uses, the --all list (in any order) and the table sizes."""
+    log = random_log(500 + seed, n=200, spread=16 if seed % 2 else 200, ordinals=20)
+    got = backend.analyse_range(log, (0, 0xFFFFFFFF), list_instances=1 << 12)
+    want = wgpu().analyse_range(log, (0, 0xFFFFFFFF), list_instances=1 << 12)
+    assert got.saturated == want.saturated == []  # else which race keys overflow varies
+    assert got.races == want.races and got.races
+    assert got.orders == want.orders
+    assert sorted(got.listed, key=repr) == sorted(want.listed, key=repr)
+    assert (got.live_buckets, got.table_bytes) == (want.live_buckets, want.table_bytes)
+
+
+def test_the_program_is_built_once_per_context(backend):
+    ctx = backend.device.context
+    assert opencl_backend.analysis_program(ctx) is opencl_backend.analysis_program(ctx)
+
+
+def test_the_cuda_prelude_defines_what_the_opencl_one_does():
+    """analysis.cl uses only prelude names; both preludes define the same ones."""
+    names = {}
+    for api in ("opencl", "cuda"):
+        text = opencl_backend.c_source("analysis.cl", api).split("#line 1")[0]
+        names[api] = set(re.findall(r"^#define (\w+)", text, re.M))
+    assert names["opencl"] == names["cuda"]
+    assert {"KERNEL", "GLOBAL", "GID", "ATOMIC_ADD", "ATOMIC_CAS"} <= names["cuda"]
+
+
+def test_the_kernels_are_free_of_data_races_under_oclgrind():
+    """Oclgrind's checker finds no data race (by OpenCL 1.2's memory model: every
+    word shared during a kernel is accessed atomically) and no invalid access."""
+    root = Path(__file__).parent.parent
+    env = os.environ | {"OCLGRIND_DATA_RACES": "1"}
+    run = subprocess.run(
+        [sys.executable, "-m", "tests.oclgrind_check"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.count("equal to the reference: True") == 3, run.stdout
+    assert "Kernel: " not in run.stderr, run.stderr  # each of its reports names the kernel
