@@ -247,6 +247,8 @@ def test_several_classes_in_one_run(runs: dict[str, Run]) -> None:
         "error", "error", "error", "warning", "error",
     ]  # fmt: skip
     assert all(rules[r["ruleIndex"]]["id"] == r["ruleId"] for r in run.results)
+    category = run.sarif["runs"][0]["automationDetails"]["id"]
+    assert category == f"gpurace/{CORPUS}/inter_and_intra.wgsl:main/"
     base = run.sarif["runs"][0]["originalUriBaseIds"]["%SRCROOT%"]["uri"]
     assert base == ROOT.as_uri() + "/"
 
@@ -342,6 +344,7 @@ def test_several_reports_make_one_run() -> None:
         "tile_with_barrier",
     ]
     assert run["invocations"][0]["exitCode"] == 1
+    assert run["automationDetails"] == {"id": "gpurace/"}
 
 
 def test_sarif_to_stdout_moves_the_text_to_stderr(tmp_path: Path) -> None:

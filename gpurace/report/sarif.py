@@ -255,16 +255,29 @@ def _exit_code(reports: Sequence[Report]) -> int:
     return 1 if 1 in codes else (2 if 2 in codes else 0)
 
 
+def category(reports: Sequence[Report], cwd: str | None = None) -> str:
+    """The run's code-scanning category: per kernel for one check, else ``gpurace``.
+
+    Code scanning keeps one set of alerts per category and rejects an upload with two
+    runs of one tool in the same category, so one file per checked kernel must differ.
+    """
+    if len(reports) == 1:
+        return f"gpurace/{relpath(reports[0].file, cwd)}:{reports[0].kernel}"
+    return "gpurace"
+
+
 def to_sarif(
     reports: Report | Iterable[Report],
     cwd: str | None = None,
     suppressions: Suppressions | None = None,
+    category_id: str | None = None,
 ) -> dict[str, Any]:
     """A SARIF 2.1.0 log with one run holding every report's races.
 
     Paths are relative to ``cwd`` (default: the working directory), which is
     ``%SRCROOT%``. ``suppressions``: the ``--suppress`` file already applied to the
-    reports, whose unused entries become notes.
+    reports, whose unused entries become notes. ``category_id``: the run's
+    ``automationDetails`` category (default: ``category(reports)``).
     """
     reports = [reports] if isinstance(reports, Report) else list(reports)
     results: list[dict[str, Any]] = []
@@ -323,6 +336,7 @@ def to_sarif(
                         ],
                     }
                 },
+                "automationDetails": {"id": (category_id or category(reports, cwd)) + "/"},
                 "invocations": [invocation],
                 "originalUriBaseIds": {SRCROOT: {"uri": base}},
                 "columnKind": "unicodeCodePoints",
