@@ -32,7 +32,7 @@ SCHEMA_VERSION = 1
 SCHEMA_NAME = "gpurace-report"
 
 
-def _tool_version() -> str:
+def tool_version() -> str:
     try:
         from importlib.metadata import version
 
@@ -124,7 +124,7 @@ def to_json(
     return {
         "schema": SCHEMA_NAME,
         "version": SCHEMA_VERSION,
-        "tool": {"name": "gpurace", "version": _tool_version()},
+        "tool": {"name": "gpurace", "version": tool_version()},
         "kernel": report.kernel,
         "file": relpath(report.file, cwd),
         "language": report.language,

@@ -35,7 +35,7 @@ from .common import (
     views,
     who,
 )
-from .json_report import _tool_version, instance_json, scope_json, side_json, write_text
+from .json_report import instance_json, scope_json, side_json, tool_version, write_text
 from .suppress import Suppressions
 
 SARIF_VERSION = "2.1.0"
@@ -328,7 +328,7 @@ def to_sarif(
                 "tool": {
                     "driver": {
                         "name": "gpurace",
-                        "version": _tool_version(),
+                        "version": tool_version(),
                         "rules": _rules(),
                         "notifications": [
                             {"id": k, "shortDescription": {"text": t}}
