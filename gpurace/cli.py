@@ -130,6 +130,18 @@ def main() -> None:
     "--json", "json_path", metavar="FILE", help="Also write the report as JSON ('-': stdout)."
 )
 @click.option(
+    "--sarif",
+    "sarif_path",
+    metavar="FILE",
+    help="Also write the report as SARIF 2.1.0 for code scanning ('-': stdout).",
+)
+@click.option(
+    "--suppress",
+    "suppress_path",
+    metavar="FILE",
+    help="Suppressions (TOML, docs/suppressions.md): known races that do not fail the check.",
+)
+@click.option(
     "--uniform-writes",
     type=click.Choice(["tolerate", "race"]),
     default=None,
@@ -145,6 +157,8 @@ def check(
     kernel: str,
     launch_path: str | None,
     json_path: str | None,
+    sarif_path: str | None,
+    suppress_path: str | None,
     uniform_writes: str | None,
     all_instances: bool,
     device: str | None,
@@ -158,8 +172,14 @@ def check(
 
     def run() -> int:
         from gpurace.report.json_report import write_json
+        from gpurace.report.sarif import write_sarif
+        from gpurace.report.suppress import load as load_suppressions
         from gpurace.report.text import print_text
 
+        if json_path == "-" and sarif_path == "-":
+            raise GpuraceError("--json and --sarif cannot both write to standard output")
+        # read before the device work, so a bad file costs nothing
+        suppressions = load_suppressions(suppress_path) if suppress_path else None
         if not os.path.isfile(kernel):
             raise GpuraceError(
                 "kernel file not found" + (" (it is a directory)" if os.path.isdir(kernel) else ""),
@@ -179,10 +199,16 @@ def check(
         finally:
             if progress is not None:
                 progress.clear()
-        to_stdout = json_path == "-"
-        print_text(report, sys.stderr if to_stdout else sys.stdout, color=color)
+        notes: list[str] = []
+        if suppressions is not None:
+            suppressions.apply(report)
+            notes = suppressions.notes()
+        to_stdout = "-" in (json_path, sarif_path)
+        print_text(report, sys.stderr if to_stdout else sys.stdout, color=color, notes=notes)
         if json_path:
-            write_json(report, json_path)
+            write_json(report, json_path, suppressions=suppressions)
+        if sarif_path:
+            write_sarif(report, sarif_path, suppressions=suppressions)
         return int(report.exit_code)
 
     _guarded(run)

@@ -218,6 +218,15 @@ class Scope:
         return not (self.accesses_dropped or self.not_instrumented or self.saturated)
 
 
+@dataclass(frozen=True)
+class Suppressed:
+    """Why a race is suppressed: the matching entry of a ``--suppress`` file."""
+
+    reason: str
+    file: str  # the suppressions file
+    line: int  # 1-based line of the entry's ``[[suppress]]`` header
+
+
 @dataclass
 class Report:
     """The result of checking one or more launches of one kernel."""
@@ -235,14 +244,21 @@ class Report:
     uniform_writes_race: bool = False
     # --all: every instance of each race (race key -> one Race per instance, in order)
     instances: dict[tuple, list[Race]] = field(default_factory=dict)
+    # --suppress: race key -> the entry that suppresses it (still counted, never an error)
+    suppressed: dict[tuple, Suppressed] = field(default_factory=dict)
+
+    @property
+    def active(self) -> list[Race]:
+        """The races no suppression entry matched."""
+        return [r for r in self.races if r.key not in self.suppressed]
 
     @property
     def errors(self) -> list[Race]:
-        return [r for r in self.races if r.cls != RaceClass.STORAGE_EXCHANGE]
+        return [r for r in self.active if r.cls != RaceClass.STORAGE_EXCHANGE]
 
     @property
     def warnings(self) -> list[Race]:
-        return [r for r in self.races if r.cls == RaceClass.STORAGE_EXCHANGE]
+        return [r for r in self.active if r.cls == RaceClass.STORAGE_EXCHANGE]
 
     @property
     def exit_code(self) -> int:

@@ -1,6 +1,20 @@
-"""Report formatters: compiler-style text and JSON, carrying the same facts."""
+"""Report formatters: compiler-style text, JSON and SARIF, carrying the same facts."""
 
 from .json_report import SCHEMA_VERSION, dumps, to_json, write_json
+from .sarif import to_sarif, write_sarif
+from .suppress import Suppressions
+from .suppress import load as load_suppressions
 from .text import format_text, print_text
 
-__all__ = ["SCHEMA_VERSION", "dumps", "format_text", "print_text", "to_json", "write_json"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "Suppressions",
+    "dumps",
+    "format_text",
+    "load_suppressions",
+    "print_text",
+    "to_json",
+    "to_sarif",
+    "write_json",
+    "write_sarif",
+]

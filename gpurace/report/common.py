@@ -32,6 +32,15 @@ CLASS_NAMES: dict[RaceClass, str] = {
     RaceClass.DIVERGENCE: "divergence",
 }
 
+#: SARIF rule ids per class (also accepted by ``--suppress`` entries' ``rule``).
+RULE_IDS: dict[str, str] = {
+    "local": "gpurace/local-race",
+    "global-intra": "gpurace/global-intra-race",
+    "global-inter": "gpurace/global-inter-race",
+    "storage-exchange": "gpurace/storage-exchange",
+    "divergence": "gpurace/barrier-divergence",
+}
+
 
 @dataclass(frozen=True)
 class Dialect:
@@ -145,6 +154,15 @@ class Side:
     lid: int  # linear local index
     epoch: int
     item: WorkItem
+
+
+def who(side: Side) -> str:
+    """``global (x,y,z) local (x,y,z) group (x,y,z)``: a side's example work-item."""
+    item = side.item
+    return (
+        f"global {triple(item.global_id)} local {triple(item.local_id)} "
+        f"group {triple(item.group_id)}"
+    )
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any
 
-from gpurace.model import Race, Report, Site
+from gpurace.model import Race, Report, Site, Suppressed
 
 from .common import (
     Side,
@@ -25,13 +25,14 @@ from .common import (
     view,
     views,
 )
+from .suppress import Suppressions
 
 #: Bumped on any incompatible change (a removed or renamed field, a changed meaning).
 SCHEMA_VERSION = 1
 SCHEMA_NAME = "gpurace-report"
 
 
-def _tool_version() -> str:
+def tool_version() -> str:
     try:
         from importlib.metadata import version
 
@@ -52,7 +53,8 @@ def _site(site: Site, kind: str, cwd: str | None) -> dict[str, Any]:
     }
 
 
-def _side(side: Side, cwd: str | None) -> dict[str, Any]:
+def side_json(side: Side, cwd: str | None) -> dict[str, Any]:
+    """One side of a race: its site, example work-item and epoch (shared with SARIF)."""
     item = side.item
     return {
         "site": _site(side.site, side.kind, cwd),
@@ -67,19 +69,26 @@ def _side(side: Side, cwd: str | None) -> dict[str, Any]:
     }
 
 
-def _instance(report: Report, race: Race, cwd: str | None) -> dict[str, Any]:
+def instance_json(report: Report, race: Race, cwd: str | None) -> dict[str, Any]:
+    """One instance of a race (``--all``)."""
     v = view(report, race)
     return {
         "var": v.var_name or None,
         "index": v.index,
         "address": race.address if v.var_name else None,
-        "a": _side(v.first, cwd),
-        "b": _side(v.second, cwd),
+        "a": side_json(v.first, cwd),
+        "b": side_json(v.second, cwd),
     }
 
 
-def to_json(report: Report, cwd: str | None = None) -> dict[str, Any]:
-    """The report as a JSON-ready dict; paths relative to ``cwd`` like the text report."""
+def to_json(
+    report: Report, cwd: str | None = None, suppressions: Suppressions | None = None
+) -> dict[str, Any]:
+    """The report as a JSON-ready dict; paths relative to ``cwd`` like the text report.
+
+    ``suppressions``: the ``--suppress`` file already applied to ``report``, for its
+    unused entries.
+    """
     races = []
     for v in views(report):
         race = v.race
@@ -104,18 +113,18 @@ def to_json(report: Report, cwd: str | None = None) -> dict[str, Any]:
                 "address": None if divergence else race.address,
                 "instances": race.instances,
                 "pairs": race.pairs,
-                "a": _side(v.first, cwd),
-                "b": _side(v.second, cwd),
+                "a": side_json(v.first, cwd),
+                "b": side_json(v.second, cwd),
+                "suppressed": _suppressed(report.suppressed.get(race.key), cwd),
             }
         )
         listed = report.instances.get(race.key)
         if listed is not None:  # --all
-            races[-1]["all_instances"] = [_instance(report, inst, cwd) for inst in listed]
-    s = report.scope
+            races[-1]["all_instances"] = [instance_json(report, inst, cwd) for inst in listed]
     return {
         "schema": SCHEMA_NAME,
         "version": SCHEMA_VERSION,
-        "tool": {"name": "gpurace", "version": _tool_version()},
+        "tool": {"name": "gpurace", "version": tool_version()},
         "kernel": report.kernel,
         "file": relpath(report.file, cwd),
         "language": report.language,
@@ -128,31 +137,55 @@ def to_json(report: Report, cwd: str | None = None) -> dict[str, Any]:
             "races": len(report.races),
             "errors": len(report.errors),
             "warnings": len(report.warnings),
+            "suppressed": len(report.races) - len(report.active),
         },
-        "scope": {
-            "launches": s.launches,
-            "work_groups": s.work_groups,
-            "work_items": s.work_items,
-            "accesses_logged": s.accesses_logged,
-            "accesses_dropped": s.accesses_dropped,
-            "not_instrumented": list(s.not_instrumented),
-            "saturated": list(s.saturated),
-            "device_bytes": getattr(s, "device_bytes", 0),
-            "complete": s.complete,
-            "incomplete_reasons": incomplete_reasons(report),
-        },
+        "scope": scope_json(report),
+        "suppressions": _suppressions(suppressions, cwd),
         "exit_code": report.exit_code,
     }
 
 
-def dumps(report: Report, cwd: str | None = None) -> str:
+def scope_json(report: Report) -> dict[str, Any]:
+    """The explicit-scope statement (design.md §2) as JSON (shared with SARIF)."""
+    s = report.scope
+    return {
+        "launches": s.launches,
+        "work_groups": s.work_groups,
+        "work_items": s.work_items,
+        "accesses_logged": s.accesses_logged,
+        "accesses_dropped": s.accesses_dropped,
+        "not_instrumented": list(s.not_instrumented),
+        "saturated": list(s.saturated),
+        "device_bytes": getattr(s, "device_bytes", 0),
+        "complete": s.complete,
+        "incomplete_reasons": incomplete_reasons(report),
+    }
+
+
+def _suppressed(entry: Suppressed | None, cwd: str | None) -> dict[str, Any] | None:
+    if entry is None:
+        return None
+    return {"reason": entry.reason, "file": relpath(entry.file, cwd), "line": entry.line}
+
+
+def _suppressions(sup: Suppressions | None, cwd: str | None) -> dict[str, Any] | None:
+    """The suppressions file's facts: how many entries, and which matched nothing."""
+    if sup is None:
+        return None
+    return {
+        "file": relpath(sup.file, cwd),
+        "entries": len(sup.entries),
+        "unused": [{"line": e.line, "reason": e.reason} for e in sup.unused],
+    }
+
+
+def dumps(report: Report, cwd: str | None = None, suppressions: Suppressions | None = None) -> str:
     """The JSON text, indented and newline-terminated (friendly to diffs and ``jq``)."""
-    return json.dumps(to_json(report, cwd), indent=2) + "\n"
+    return json.dumps(to_json(report, cwd, suppressions), indent=2) + "\n"
 
 
-def write_json(report: Report, path: str | os.PathLike[str], cwd: str | None = None) -> None:
-    """Write the JSON report to ``path`` ("-" for standard output)."""
-    text = dumps(report, cwd)
+def write_text(text: str, path: str | os.PathLike[str]) -> None:
+    """Write ``text`` to ``path`` ("-" for standard output)."""
     if os.fspath(path) == "-":
         import sys
 
@@ -160,3 +193,13 @@ def write_json(report: Report, path: str | os.PathLike[str], cwd: str | None = N
         return
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
+
+
+def write_json(
+    report: Report,
+    path: str | os.PathLike[str],
+    cwd: str | None = None,
+    suppressions: Suppressions | None = None,
+) -> None:
+    """Write the JSON report to ``path`` ("-" for standard output)."""
+    write_text(dumps(report, cwd, suppressions), path)

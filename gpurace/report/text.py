@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Sequence
 from typing import TextIO
 
 from gpurace.model import Race, Report
@@ -27,9 +28,9 @@ from .common import (
     message,
     plural,
     relpath,
-    triple,
     view,
     views,
+    who,
 )
 
 
@@ -60,10 +61,8 @@ def format_race(report: Report, v: RaceView, cwd: str | None = None) -> list[str
         f"  kernel '{report.kernel}', launch {launch}: {explanation(v, report.language)}",
     ]
     for side in (v.first, v.second):
-        item = side.item
         lines.append(
-            f"  {KIND_LABELS[side.kind]:<6} by global {triple(item.global_id)} "
-            f"local {triple(item.local_id)} group {triple(item.group_id)}  "
+            f"  {KIND_LABELS[side.kind]:<6} by {who(side)}  "
             f"at {_loc(side.site.file, side.site.line, side.site.col, cwd)}"
         )
         if side.site.line_text.strip():
@@ -83,24 +82,36 @@ def _instance(report: Report, race: Race) -> str:
     """One line of --all: where, and which work-items, for one instance of a race."""
     v = view(report, race)
     where = f"'{v.address_name}' (byte {race.address}) " if v.address_name else ""
-    sides = ", ".join(
-        f"{s.kind} by global {triple(s.item.global_id)} local {triple(s.item.local_id)} "
-        f"group {triple(s.item.group_id)}"
-        for s in (v.first, v.second)
-    )
+    sides = ", ".join(f"{s.kind} by {who(s)}" for s in (v.first, v.second))
     return where + sides
 
 
 def summary_line(report: Report) -> str:
-    """``N races (E errors, W warnings) in kernel 'K'`` or ``no races in kernel 'K'``."""
+    """``N races (E errors, W warnings[, S suppressed]) in kernel 'K'`` or ``no races ...``."""
     n = len(report.races)
     if not n:
         return f"no races in kernel '{report.kernel}'"
     e, w = len(report.errors), len(report.warnings)
+    s = n - e - w
     return (
-        f"{plural(n, 'race')} ({plural(e, 'error')}, {plural(w, 'warning')}) "
-        f"in kernel '{report.kernel}'"
+        f"{plural(n, 'race')} ({plural(e, 'error')}, {plural(w, 'warning')}"
+        + (f", {s} suppressed" if s else "")
+        + f") in kernel '{report.kernel}'"
     )
+
+
+def suppressed_lines(report: Report, cwd: str | None = None) -> list[str]:
+    """The suppressed races, one line each: where, what, and the entry's reason."""
+    lines = []
+    for v in views(report):
+        entry = report.suppressed.get(v.race.key)
+        if entry is None:
+            continue
+        loc = _loc(v.at.file, v.at.line, v.at.col, cwd)
+        lines.append(
+            f"  {loc}: {message(v)}: {entry.reason} [{relpath(entry.file, cwd)}:{entry.line}]"
+        )
+    return [f"suppressed ({len(lines)}):", *lines] if lines else []
 
 
 _LOCATED = re.compile(r"^(.+?)(:\d+(?::\d+)?:.*)$", re.S)
@@ -139,10 +150,20 @@ def scope_lines(report: Report, cwd: str | None = None) -> list[str]:
     return lines
 
 
-def format_text(report: Report, cwd: str | None = None) -> str:
-    """The whole text report; paths relative to ``cwd`` (default: the current directory)."""
-    blocks = ["\n".join(format_race(report, v, cwd)) for v in views(report)]
-    tail = "\n".join([summary_line(report), *scope_lines(report, cwd)])
+def format_text(report: Report, cwd: str | None = None, notes: Sequence[str] = ()) -> str:
+    """The whole text report; paths relative to ``cwd`` (default: the current directory).
+
+    Suppressed races get no block, only a line under the summary; ``notes`` (e.g. the
+    unused suppressions) close the report.
+    """
+    blocks = [
+        "\n".join(format_race(report, v, cwd))
+        for v in views(report)
+        if v.race.key not in report.suppressed
+    ]
+    tail = "\n".join(
+        [summary_line(report), *suppressed_lines(report, cwd), *scope_lines(report, cwd), *notes]
+    )
     return "\n\n".join([*blocks, tail]) + "\n"
 
 
@@ -150,6 +171,7 @@ _STYLES = [
     (r"^[^\n]*?: error:", "bold red"),
     (r"^[^\n]*?: warning:", "bold magenta"),
     (r"^  hint:", "bold cyan"),
+    (r"^[^\n]*?: note:", "bold cyan"),
     (r"^result: INCOMPLETE", "bold yellow"),
     (r"^result: complete", "bold green"),
 ]
@@ -168,10 +190,11 @@ def print_text(
     stream: TextIO | None = None,
     cwd: str | None = None,
     color: bool | None = None,
+    notes: Sequence[str] = (),
 ) -> None:
     """Write the text report; colour (via rich) only when ``color`` or a terminal."""
     stream = stream if stream is not None else sys.stdout
-    text = format_text(report, cwd)
+    text = format_text(report, cwd, notes)
     if color is None:
         color = use_color(stream)
     if not color:
