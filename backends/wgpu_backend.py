@@ -201,6 +201,101 @@ def compute_pipeline(device, module, entry: str, path: str, groups: Groups):
     return pipeline, bind_groups
 
 
+PIPELINE_CACHE = 32  # compiled (module, entry, layout) pipelines kept per process
+
+
+@functools.lru_cache(maxsize=PIPELINE_CACHE)
+def _pipeline(device, source: str, path: str, entry: str, layout_key: tuple) -> tuple:
+    """The pipeline and bind group layouts of `entry` for bindings of `layout_key`
+    ((group, ((binding, type), ...)), ...). Compiled once: naga's validation and the
+    driver's compile (LLVM on lavapipe) cost more than a small launch, and a check
+    launches the same module once per address range."""
+    module = compile_module(device, source, path)
+    layouts = [
+        device.create_bind_group_layout(
+            entries=[
+                {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": t}}
+                for i, t in dict(layout_key).get(g, ())
+            ]
+        )
+        for g in range(max((g for g, _ in layout_key), default=-1) + 1)
+    ]
+    try:
+        pipeline = device.create_compute_pipeline(
+            layout=device.create_pipeline_layout(bind_group_layouts=layouts),
+            compute={"module": module, "entry_point": entry},
+        )
+    except Exception as exc:  # naga/wgpu validation: one line, like a compile error
+        raise GpuraceError(one_line(exc), path) from None
+    return pipeline, layouts
+
+
+def cached_pipeline(device, source: str, path: str, entry: str, groups: Groups):
+    """`compute_pipeline` with the pipeline compiled once per (device, module, entry,
+    binding types); only the bind groups are made per launch."""
+    items = {g: sorted(groups[g], key=lambda x: x[0]) for g in groups}
+    key = tuple((g, tuple((i, t) for i, t, _ in items[g])) for g in sorted(items))
+    pipeline, layouts = _pipeline(device, source, path, entry, key)
+    bind_groups = [
+        device.create_bind_group(
+            layout=layout,
+            entries=[{"binding": i, "resource": {"buffer": b}} for i, _, b in items.get(g, [])],
+        )
+        for g, layout in enumerate(layouts)
+    ]
+    return pipeline, bind_groups
+
+
+class _BufferPool:
+    """Device buffers kept between checks of one process.
+
+    A fresh buffer costs far more than its use on a CPU driver: the driver's pages
+    are faulted in and wgpu zero-fills the whole buffer before its first use (a
+    128 MiB log: ~0.2 s on lavapipe, 10-30x a small kernel). Pooled buffers are
+    reused; where zeros are needed, only the range used is cleared on the device.
+    """
+
+    KEEP = 24  # free buffers kept; beyond that the smallest are let go
+
+    def __init__(self, device) -> None:
+        self.device = device
+        self.free: list[object] = []
+        self.log: object | None = None
+
+    def log_buffer(self, nbytes: int) -> object:
+        """The one scratch log buffer, grown to `nbytes` if smaller (not cleared: only
+        the records a launch appends are read)."""
+        if self.log is None or self.log.size < nbytes:
+            self.log = self.device.create_buffer(size=_rounded(self.device, nbytes), usage=_STORAGE)
+        return self.log
+
+    def take(self, nbytes: int) -> object:
+        """A buffer of at least `nbytes` (not cleared), best fit from the free list."""
+        fits = [b for b in self.free if b.size >= nbytes]
+        if fits:
+            buf = min(fits, key=lambda b: b.size)
+            self.free.remove(buf)
+            return buf
+        return self.device.create_buffer(size=_rounded(self.device, nbytes), usage=_STORAGE)
+
+    def give(self, bufs: list) -> None:
+        self.free += bufs
+        self.free.sort(key=lambda b: b.size, reverse=True)
+        del self.free[self.KEEP :]
+
+
+def _rounded(device, nbytes: int) -> int:
+    """Allocation size for `nbytes`: the next power of two from 64 KiB, so that a
+    pooled buffer fits the next check's slightly larger request, within the limits."""
+    size = max(1 << 16, 1 << (nbytes - 1).bit_length())
+    return max(nbytes, min(size, binding_limit(device)))
+
+
+@functools.cache
+def _pool(device) -> _BufferPool:
+    return _BufferPool(device)
+
+
 def launch(
     device,
     source: str,
@@ -215,6 +310,7 @@ def launch(
     var_bases: list[int] | None = None,
     histogram_bins: int = 0,
     histogram_width: int = 0,
+    reuse_log: bool = False,
 ) -> LaunchResult:
     """Run `entry` once with `data` per (group, binding); with log_group, also log.
 
@@ -222,8 +318,9 @@ def launch(
     (`var_bases`) are logged, and the events of groups whose linear id is in it.
     With `histogram_bins`, nothing is logged: the run counts the records each bin of
     `histogram_width` addresses (from the range's start) would log.
+    With `reuse_log`, the log is the device's one scratch log buffer (see
+    `_BufferPool.log_buffer`): valid only until the next launch that reuses it.
     """
-    module = compile_module(device, source, path)
     groups: Groups = {}
     buffers: dict[tuple[int, int], object] = {}
     for b in bindings:
@@ -240,8 +337,11 @@ def launch(
         groups.setdefault(b.group, []).append((b.binding, binding_type(b), buf))
     log_buf = ctl_buf = None
     if log_group is not None:
-        log_buf = device.create_buffer(
-            size=max(32, log_capacity * RECORD_WORDS * 4), usage=_STORAGE
+        log_bytes = max(32, log_capacity * RECORD_WORDS * 4)
+        log_buf = (
+            _pool(device).log_buffer(log_bytes)
+            if reuse_log
+            else device.create_buffer(size=log_bytes, usage=_STORAGE)
         )
         bases = var_bases or [0]
         head = [0, log_capacity, *log_range, histogram_bins, histogram_width, *bases]
@@ -250,7 +350,7 @@ def launch(
         device.queue.write_buffer(ctl_buf, 0, ctl.tobytes())
         storage = wgpu.BufferBindingType.storage
         groups[log_group] = [(0, storage, log_buf), (1, storage, ctl_buf)]
-    pipeline, bind_groups = compute_pipeline(device, module, entry, path, groups)
+    pipeline, bind_groups = cached_pipeline(device, source, path, entry, groups)
     encoder = device.create_command_encoder()
     pass_ = encoder.begin_compute_pass()
     pass_.set_pipeline(pipeline)
@@ -310,8 +410,18 @@ def _analysis_pipelines(device):
     return layout, pipes
 
 
+@dataclass(eq=False)
+class _Slice:
+    """The first `size` bytes of a pooled buffer: what a kernel binding sees (so that
+    WGSL's arrayLength is the requested length, not the pooled buffer's)."""
+
+    buf: object
+    size: int
+
+
 class _WgpuKernels:
-    """The driver's KernelApi on a wgpu device: one bind group per set of buffers."""
+    """The driver's KernelApi on a wgpu device: one bind group per set of buffers,
+    storage from the device's pool (handed back by `release` when the pass is done)."""
 
     def __init__(self, device) -> None:
         self.device = device
@@ -320,22 +430,38 @@ class _WgpuKernels:
             size=PARAM_WORDS * 4, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
         )
         self.bound: tuple[list, object] = ([], None)
+        self.pool = _pool(device)
+        self.taken: list[object] = []
 
     def zeros(self, nbytes: int) -> object:
-        return self.device.create_buffer(size=nbytes, usage=_STORAGE)  # wgpu zero-fills
+        buf = self.pool.take(nbytes)
+        self.taken.append(buf)
+        enc = self.device.create_command_encoder()
+        enc.clear_buffer(buf, 0, nbytes)
+        self.device.queue.submit([enc.finish()])
+        return _Slice(buf, nbytes)
 
     def upload(self, words: np.ndarray) -> object:
-        return self.device.create_buffer_with_data(
-            data=np.ascontiguousarray(words, np.uint32).tobytes(), usage=wgpu.BufferUsage.STORAGE
-        )
+        data = np.ascontiguousarray(words, np.uint32).tobytes()
+        buf = self.device.create_buffer_with_data(data=data, usage=wgpu.BufferUsage.STORAGE)
+        return _Slice(buf, len(data))
+
+    def release(self) -> None:
+        """Every pooled buffer this pass took goes back to the pool."""
+        self.bound = ([], None)
+        self.pool.give(self.taken)
+        self.taken = []
 
     def bind_group(self, buffers: list) -> object:
         """The bind group of `buffers`, made again only when one of them changed (the
         tables are reallocated once, after "count"); holding the list keeps it alive."""
         held, group = self.bound
         if len(held) != len(buffers) or any(a is not b for a, b in zip(held, buffers, strict=True)):
-            bound = [buffers[0], self.params, *buffers[1:]]
-            entries = [{"binding": i, "resource": {"buffer": b}} for i, b in enumerate(bound)]
+            bound = [_whole(buffers[0]), _whole(self.params), *buffers[1:]]
+            entries = [
+                {"binding": i, "resource": {"buffer": b.buf, "offset": 0, "size": b.size}}
+                for i, b in enumerate(bound)
+            ]
             group = self.device.create_bind_group(layout=self.layout, entries=entries)
             self.bound = (list(buffers), group)
         return group
@@ -355,7 +481,13 @@ class _WgpuKernels:
         self.device.queue.submit([enc.finish()])
 
     def read(self, buf: object) -> np.ndarray:
-        return np.frombuffer(self.device.queue.read_buffer(buf), np.uint32).copy()
+        raw = self.device.queue.read_buffer(buf.buf, 0, buf.size)
+        return np.frombuffer(raw, np.uint32).copy()
+
+
+def _whole(buf) -> _Slice:
+    """A plain wgpu buffer (the log, Params) as a binding of all its bytes."""
+    return buf if isinstance(buf, _Slice) else _Slice(buf, buf.size)
 
 
 def analyse_on_device(
@@ -386,21 +518,25 @@ def analyse_on_device(
     nothing is analysed and the result says `too_big`; otherwise the tables are
     capped and what does not fit is reported as saturated.
     """
-    return analysis_driver.analyse(
-        _WgpuKernels(device),
-        binding_limit(device),
-        log_buf,
-        n_records,
-        var_bases,
-        uniform_writes_race,
-        address_range=address_range,
-        address_end=address_end,
-        wgsize=wgsize,
-        groups=groups,
-        race_capacity=race_capacity,
-        list_instances=list_instances,
-        splittable=splittable,
-    )
+    api = _WgpuKernels(device)
+    try:
+        return analysis_driver.analyse(
+            api,
+            binding_limit(device),
+            log_buf,
+            n_records,
+            var_bases,
+            uniform_writes_race,
+            address_range=address_range,
+            address_end=address_end,
+            wgsize=wgsize,
+            groups=groups,
+            race_capacity=race_capacity,
+            list_instances=list_instances,
+            splittable=splittable,
+        )
+    finally:
+        api.release()
 
 
 def analyse_records(

@@ -232,6 +232,7 @@ def _wgsl_target(
             var_bases=bases,
             histogram_bins=bins,
             histogram_width=width,
+            reuse_log=True,  # each pass's log is analysed before the next launch
         )
 
     def analyse(result, n: int, lo: int, hi: int, **kw):

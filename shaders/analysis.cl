@@ -258,7 +258,11 @@ KERNEL void mark(KERNEL_ARGS) {
   for (uint p = 0u; p < nw; p++) {
     uint i = shadow_index(c, r, p);
     if (i == NONE) { continue; }
-    ATOMIC_OR(&S[2u * i + 1u], 1u << kind);
+    // load before each read-modify-write: most words are marked already (a hot
+    // word would otherwise take one contended atomic per record)
+    if ((ATOMIC_LOAD(&S[2u * i + 1u]) & (1u << kind)) == 0u) {
+      ATOMIC_OR(&S[2u * i + 1u], 1u << kind);
+    }
     uint cur = ATOMIC_LOAD(&S[2u * i]);
     for (;;) {
       if (cur == actor || cur == MULTI) { break; }

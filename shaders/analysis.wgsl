@@ -263,7 +263,11 @@ fn mark(@builtin(global_invocation_id) gid: vec3<u32>) {
   for (var p = 0u; p < nw; p++) {
     let i = shadow_index(r, p);
     if (i == NONE) { continue; }
-    atomicOr(&S[2u * i + 1u], 1u << kind);
+    // load before each read-modify-write: most words are marked already (a hot
+    // word would otherwise take one contended atomic per record)
+    if ((atomicLoad(&S[2u * i + 1u]) & (1u << kind)) == 0u) {
+      atomicOr(&S[2u * i + 1u], 1u << kind);
+    }
     var cur = atomicLoad(&S[2u * i]);
     loop {
       if (cur == actor || cur == MULTI) { break; }
