@@ -102,6 +102,8 @@ def analyse(
 ) -> DeviceAnalysis:
     """Run the analysis kernels through `api`; `limit` is the most bytes one buffer
     may hold. The other arguments are those of `wgpu_backend.analyse_on_device`."""
+    if n_records == 0:  # nothing logged (a prefiltered launch without shared words)
+        return DeviceAnalysis([], [], 0, 0, {}, [])
     lo, hi = address_range
     end = min(hi, address_end)
     swords = max(1, min(-(-(end - lo) // 4), limit // 8))

@@ -139,6 +139,37 @@ class LaunchResult:
     requested: int = 0  # records the kernel tried to append
     capacity: int = 0
     histogram: np.ndarray | None = None  # counting runs: records per address bin
+    unseen: int = 0  # prefiltered runs: words touched in a way the shadow run did not see
+
+
+SHADOW_HEAD = 4  # the shadow binding's header: mode, words covered, work-group size, unseen
+SHADOW_OFF, SHADOW_BUILD, SHADOW_FILTER = 0, 1, 2
+
+
+@dataclass
+class Prefilter:
+    """A launch-wide shadow that lets an instrumented launch log only the accesses to
+    words where a conflict is possible (docs/internals.md §2, binding 2 of the log
+    group): one run with `mode` SHADOW_BUILD marks it, later runs of the same launch
+    filter with it (SHADOW_FILTER). It covers the first `words` 4-byte words of the
+    linear address order; accesses beyond are always logged."""
+
+    buf: object
+    words: int
+    wgsize: int
+    mode: int = SHADOW_BUILD
+
+
+def prefilter(device, address_end: int, wgsize: int) -> Prefilter:
+    """A cleared shadow for a launch whose linear address order ends at `address_end`
+    (the device's one scratch shadow: valid until the next check)."""
+    words = max(1, min(-(-address_end // 4), binding_limit(device) // 8 - SHADOW_HEAD))
+    nbytes = (SHADOW_HEAD + 2 * words) * 4
+    buf = _pool(device).shadow_buffer(nbytes)
+    enc = device.create_command_encoder()
+    enc.clear_buffer(buf, 0, nbytes)
+    device.queue.submit([enc.finish()])
+    return Prefilter(buf, words, wgsize)
 
 
 def compile_module(device, source: str, path: str):
@@ -261,6 +292,7 @@ class _BufferPool:
         self.device = device
         self.free: list[object] = []
         self.log: object | None = None
+        self.shadow: object | None = None
 
     def log_buffer(self, nbytes: int) -> object:
         """The one scratch log buffer, grown to `nbytes` if smaller (not cleared: only
@@ -268,6 +300,14 @@ class _BufferPool:
         if self.log is None or self.log.size < nbytes:
             self.log = self.device.create_buffer(size=_rounded(self.device, nbytes), usage=_STORAGE)
         return self.log
+
+    def shadow_buffer(self, nbytes: int) -> object:
+        """The one scratch buffer of a check's launch-wide shadow (see `Prefilter`)."""
+        if self.shadow is None or self.shadow.size < nbytes:
+            self.shadow = self.device.create_buffer(
+                size=_rounded(self.device, nbytes), usage=_STORAGE
+            )
+        return self.shadow
 
     def take(self, nbytes: int) -> object:
         """A buffer of at least `nbytes` (not cleared), best fit from the free list."""
@@ -311,6 +351,8 @@ def launch(
     histogram_bins: int = 0,
     histogram_width: int = 0,
     reuse_log: bool = False,
+    prefilter: Prefilter | None = None,
+    read_outputs: bool = True,
 ) -> LaunchResult:
     """Run `entry` once with `data` per (group, binding); with log_group, also log.
 
@@ -320,6 +362,9 @@ def launch(
     `histogram_width` addresses (from the range's start) would log.
     With `reuse_log`, the log is the device's one scratch log buffer (see
     `_BufferPool.log_buffer`): valid only until the next launch that reuses it.
+    With `prefilter`, the run builds or filters with that shadow (its mode); without,
+    every access in the range is logged. Without `read_outputs`, the user's buffers
+    are not read back (a check needs only the log).
     """
     groups: Groups = {}
     buffers: dict[tuple[int, int], object] = {}
@@ -348,8 +393,12 @@ def launch(
         ctl = np.array(head + [0] * histogram_bins, dtype=np.uint32)
         ctl_buf = device.create_buffer(size=max(16, ctl.nbytes), usage=_STORAGE)
         device.queue.write_buffer(ctl_buf, 0, ctl.tobytes())
+        pre = prefilter or Prefilter(None, 0, 0, SHADOW_OFF)
+        shd_head = np.array([pre.mode, pre.words, pre.wgsize, 0], np.uint32)
+        shd_buf = pre.buf or device.create_buffer(size=shd_head.nbytes, usage=_STORAGE)
+        device.queue.write_buffer(shd_buf, 0, shd_head.tobytes())
         storage = wgpu.BufferBindingType.storage
-        groups[log_group] = [(0, storage, log_buf), (1, storage, ctl_buf)]
+        groups[log_group] = [(0, storage, log_buf), (1, storage, ctl_buf), (2, storage, shd_buf)]
     pipeline, bind_groups = cached_pipeline(device, source, path, entry, groups)
     encoder = device.create_command_encoder()
     pass_ = encoder.begin_compute_pass()
@@ -361,7 +410,7 @@ def launch(
     device.queue.submit([encoder.finish()])
     outputs = {}
     for b in bindings:
-        if b.kind == "storage":
+        if b.kind == "storage" and read_outputs:
             raw = device.queue.read_buffer(buffers[(b.group, b.binding)])
             src = data[(b.group, b.binding)]
             outputs[(b.group, b.binding)] = (
@@ -373,6 +422,10 @@ def launch(
         result.requested = int(words[0])
         if histogram_bins:
             result.histogram = words[len(head) : len(head) + histogram_bins].astype(np.int64)
+        if pre.mode == SHADOW_FILTER:
+            result.unseen = int(
+                np.frombuffer(device.queue.read_buffer(shd_buf, 12, 4), np.uint32)[0]
+            )
     return result
 
 

@@ -303,10 +303,11 @@ def test_fingerprints_are_stable_across_runs(runs: dict[str, Run], tmp_path: Pat
 
 
 def test_dropped_accesses_become_a_notification(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A log too small for one pass: the real check drops records, SARIF says so."""
+    """A log too small for one pass: the real check drops records, SARIF says so.
+    (A hot word that is stored to: atomic-only words are not logged at all.)"""
     from gpurace.backends import wgpu_backend
 
-    kernel = ROOT / CORPUS / "atomic_global_counter.wgsl"
+    kernel = ROOT / CORPUS / "storage_same_value.wgsl"
     spec = load_launch(str(kernel.with_suffix(".toml")))
     monkeypatch.setattr(wgpu_backend, "max_records_per_pass", lambda _dev: 4)
     report = api.check(kernel.read_text(), spec, path=str(kernel))

@@ -100,6 +100,9 @@ var<private> _gr_base: array<u32, {n}>;
 var<private> _gr_ep_l: u32;
 var<private> _gr_ep_g: u32;
 var<private> _gr_nbar: u32;
+var<private> _gr_smode: u32;
+var<private> _gr_swords: u32;
+var<private> _gr_wgs: u32;
 
 fn _gr_init(l: u32, w: vec3<u32>, n: vec3<u32>) {{
   _gr_lid = l;
@@ -113,6 +116,61 @@ fn _gr_init(l: u32, w: vec3<u32>, n: vec3<u32>) {{
   _gr_ep_l = 0u;
   _gr_ep_g = 0u;
   _gr_nbar = 0u;
+  _gr_smode = atomicLoad(&_gr_shd[0]);
+  _gr_swords = atomicLoad(&_gr_shd[1]);
+  _gr_wgs = atomicLoad(&_gr_shd[2]);
+}}
+
+// The launch-wide shadow (docs/internals.md §2), a word pair (actor, kinds) per
+// 4 bytes of the linear address order. Mode 1 marks the words an access touches
+// (nothing is logged); mode 2 says whether the access touches a word where a
+// conflict is possible or one the shadow does not cover (only those accesses are
+// logged), and counts in [3] the words this run touches in a way mode 1 did not see.
+fn _gr_shadow(flags: u32, first: u32, last: u32) -> bool {{
+  let bit = 1u << (flags & 3u);
+  var actor = _gr_lid + 1u;
+  if ((flags >> 2u) & 1u) == 0u {{
+    actor = _gr_grp * _gr_wgs + _gr_lid + 1u;
+  }}
+  var needed = false;
+  var unseen = false;
+  let n = (last - first) / 4u + 1u;
+  for (var k = 0u; k < n; k++) {{
+    let i = first / 4u + k;
+    if i >= _gr_swords {{
+      needed = true;
+      continue;
+    }}
+    let s = 4u + 2u * i;
+    if _gr_smode == 1u {{
+      if (atomicLoad(&_gr_shd[s + 1u]) & bit) == 0u {{
+        atomicOr(&_gr_shd[s + 1u], bit);
+      }}
+      var cur = atomicLoad(&_gr_shd[s]);
+      loop {{
+        if cur == actor || cur == 0xffffffffu {{ break; }}
+        if cur != 0u {{
+          atomicStore(&_gr_shd[s], 0xffffffffu);
+          break;
+        }}
+        let res = atomicCompareExchangeWeak(&_gr_shd[s], 0u, actor);
+        if res.exchanged {{ break; }}
+        cur = res.old_value;
+      }}
+    }} else {{
+      let who = atomicLoad(&_gr_shd[s]);
+      let kinds = atomicLoad(&_gr_shd[s + 1u]);
+      if who == 0xffffffffu && ((kinds & 2u) != 0u || (kinds & 5u) == 5u) {{
+        needed = true;
+      }} else if (who != actor && who != 0xffffffffu) || (kinds & bit) == 0u {{
+        unseen = true;
+      }}
+    }}
+  }}
+  if unseen {{
+    atomicAdd(&_gr_shd[3], 1u);
+  }}
+  return needed;
 }}
 
 fn _gr_rec(site: u32, flags: u32, off: u32, epoch: u32, value: u32, extra: u32) {{
@@ -124,6 +182,11 @@ fn _gr_rec(site: u32, flags: u32, off: u32, epoch: u32, value: u32, extra: u32) 
     let last = base + ((off + ((flags >> 8u) & 0xffu) - 1u) & ~3u);
     keep = first < _gr_hi && last >= _gr_lo;
     at = max(first, _gr_lo);
+    if _gr_smode != 0u && (keep || _gr_smode == 1u) {{
+      keep = _gr_shadow(flags, first, last) && _gr_smode == 2u;
+    }}
+  }} else if _gr_smode == 1u {{
+    return;  // building the shadow: events are not needed
   }}
   if keep && _gr_nbins > 0u {{
     // a counting run: how many records each address bin of the range would log
@@ -166,6 +229,7 @@ def log_bindings(group: int) -> str:
     return (
         f"@group({group}) @binding(0) var<storage, read_write> _gr_log: array<u32>;\n"
         f"@group({group}) @binding(1) var<storage, read_write> _gr_ctl: array<atomic<u32>>;\n"
+        f"@group({group}) @binding(2) var<storage, read_write> _gr_shd: array<atomic<u32>>;\n"
     )
 
 
