@@ -100,6 +100,7 @@ var<private> _gr_base: array<u32, {n}>;
 var<private> _gr_ep_l: u32;
 var<private> _gr_ep_g: u32;
 var<private> _gr_nbar: u32;
+var<workgroup> _gr_evs: array<atomic<u32>, 5>;
 var<private> _gr_smode: u32;
 var<private> _gr_swords: u32;
 var<private> _gr_wgs: u32;
@@ -119,6 +120,30 @@ fn _gr_init(l: u32, w: vec3<u32>, n: vec3<u32>) {{
   _gr_smode = atomicLoad(&_gr_shd[0]);
   _gr_swords = atomicLoad(&_gr_shd[1]);
   _gr_wgs = atomicLoad(&_gr_shd[2]);
+}}
+
+// Whether this work-item logs its event (barrier ordinal or exit, at `site`): not
+// when a work-item of its group with a lower local index logged the same (kind,
+// ordinal, site), since the analysis keeps only the lowest local index of each
+// (docs/internals.md §1). Slot `slot` (ordinal % 4 for barriers, 4 for exits)
+// holds the latest (ordinal + 1, site, local index) claimed there; ordinals from
+// 255, sites or local indices from 4096 are always logged.
+fn _gr_ev_new(slot: u32, ordinal: u32, site: u32) -> bool {{
+  var fresh = true;
+  if ordinal < 255u && site < 4096u && _gr_lid < 4096u {{
+    let mine = ((ordinal + 1u) << 24u) | (site << 12u) | _gr_lid;
+    var cur = atomicLoad(&_gr_evs[slot]);
+    loop {{
+      if (cur >> 12u) == (mine >> 12u) && (cur & 0xfffu) < _gr_lid {{
+        fresh = false;
+        break;
+      }}
+      let res = atomicCompareExchangeWeak(&_gr_evs[slot], cur, mine);
+      if res.exchanged {{ break; }}
+      cur = res.old_value;
+    }}
+  }}
+  return fresh;
 }}
 
 // The launch-wide shadow (docs/internals.md §2), a word pair (actor, kinds) per
@@ -488,7 +513,10 @@ class Runtime:
 
     def barrier_rec(self, site: int, extra: int) -> str:
         flags = pack_flags(int(Kind.EVENT), 0, 0, 0, False, int(Event.BARRIER))
-        return f"_gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, {extra}u);"
+        return (
+            f"if _gr_ev_new(_gr_nbar & 3u, _gr_nbar, {site}u) "
+            f"{{ _gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, {extra}u); }}"
+        )
 
     def barrier(self, site: int, fn: str) -> str:
         extra = BARRIER_EXTRA[fn]
@@ -513,5 +541,8 @@ class Runtime:
 
     def exit(self, site: int) -> str:
         flags = pack_flags(int(Kind.EVENT), 0, 0, 0, False, int(Event.EXIT))
-        body = [f"if _GR_LOG_EXITS {{ _gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, 0u); }}"]
+        body = [
+            f"if _GR_LOG_EXITS && _gr_ev_new(4u, _gr_nbar, {site}u) "
+            f"{{ _gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, 0u); }}"
+        ]
         return self._add("_gr_exit", [], None, body)
