@@ -159,6 +159,10 @@ class Prefilter:
     wgsize: int
     mode: int = SHADOW_BUILD
 
+    @property
+    def nbytes(self) -> int:
+        return (SHADOW_HEAD + 2 * self.words) * 4
+
 
 def prefilter(device, address_end: int, wgsize: int) -> Prefilter:
     """A cleared shadow for a launch whose linear address order ends at `address_end`

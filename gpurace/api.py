@@ -108,6 +108,7 @@ class Target:
     max_words: int  # words one analysis pass's shadow covers
     run: Callable[..., object]
     analyse: Callable[..., object]
+    held_bytes: int = 0  # device memory held for the whole check (WGSL: the shadow)
 
 
 def check(
@@ -173,7 +174,7 @@ def check(
         parts.append((analysis.races, analysis.orders))
         listed += analysis.listed
         saturated += analysis.saturated
-        peak = max(peak, capacity * RECORD_WORDS * 4 + analysis.table_bytes)
+        peak = max(peak, capacity * RECORD_WORDS * 4 + analysis.table_bytes + t.held_bytes)
     scope = Scope(
         launches=1,
         work_groups=prod(t.num_groups),
@@ -282,6 +283,7 @@ def _wgsl_target(
         wgpu_backend.max_shadow_words(dev),
         run,
         analyse,
+        pre.nbytes if pre else 0,
     )
 
 
