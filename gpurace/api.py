@@ -164,10 +164,11 @@ def check(
             list_instances=ALL_INSTANCES_CAP if all_instances else 0,
             splittable=min(hi, t.total) - lo > 16,
         )
-        ranges = subranges(lo, hi, t.total, 2) if analysis.too_big else []
+        # tables too big: cut where the records are (a counting run), about half each
+        ranges = balanced_ranges(t.run, lo, hi, t.total, n // 2) if analysis.too_big else []
         if len(ranges) > 1:
             say(f"the analysis tables do not fit: {len(ranges)} passes")
-            pending[:0] = [(a, b, result.requested * 3 // 4) for a, b in ranges]
+            pending[:0] = ranges
             continue
         logged += n
         dropped += result.requested - n
@@ -335,7 +336,8 @@ def balanced_ranges(run, lo: int, hi: int, total: int, budget: int) -> list[tupl
 
     Records are far from uniform over addresses (a group's barrier events, a hot
     array), so the cuts follow a histogram of where the records fall. A bin that
-    alone exceeds the budget becomes a range of its own and is cut again later.
+    alone exceeds the budget becomes a range of its own (cut on both sides, so that
+    the next histogram covers only that bin) and is cut again later.
     Returns (lo, hi, expected records) triples.
     """
     end = max(min(hi, total), lo + 16)
@@ -346,7 +348,7 @@ def balanced_ranges(run, lo: int, hi: int, total: int, budget: int) -> list[tupl
         cut = lo + i * width
         if cut >= end:
             break
-        if acc and acc + c > budget and cut > start:
+        if cut > start and (acc + c > budget and acc or c > budget):
             ranges.append((start, cut, acc))
             start, acc = cut, 0
         acc += c
