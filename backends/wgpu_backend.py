@@ -240,11 +240,14 @@ PIPELINE_CACHE = 32  # compiled (module, entry, layout) pipelines kept per proce
 
 
 @functools.lru_cache(maxsize=PIPELINE_CACHE)
-def _pipeline(device, source: str, path: str, entry: str, layout_key: tuple) -> tuple:
+def _pipeline(
+    device, source: str, path: str, entry: str, layout_key: tuple, constants: tuple = ()
+) -> tuple:
     """The pipeline and bind group layouts of `entry` for bindings of `layout_key`
-    ((group, ((binding, type), ...)), ...). Compiled once: naga's validation and the
-    driver's compile (LLVM on lavapipe) cost more than a small launch, and a check
-    launches the same module once per address range."""
+    ((group, ((binding, type), ...)), ...) and override `constants` ((name, value),
+    ...). Compiled once: naga's validation and the driver's compile (LLVM on
+    lavapipe) cost more than a small launch, and a check launches the same module
+    once per address range."""
     module = compile_module(device, source, path)
     layouts = [
         device.create_bind_group_layout(
@@ -258,19 +261,21 @@ def _pipeline(device, source: str, path: str, entry: str, layout_key: tuple) -> 
     try:
         pipeline = device.create_compute_pipeline(
             layout=device.create_pipeline_layout(bind_group_layouts=layouts),
-            compute={"module": module, "entry_point": entry},
+            compute={"module": module, "entry_point": entry, "constants": dict(constants)},
         )
     except Exception as exc:  # naga/wgpu validation: one line, like a compile error
         raise GpuraceError(one_line(exc), path) from None
     return pipeline, layouts
 
 
-def cached_pipeline(device, source: str, path: str, entry: str, groups: Groups):
+def cached_pipeline(
+    device, source: str, path: str, entry: str, groups: Groups, constants: tuple = ()
+):
     """`compute_pipeline` with the pipeline compiled once per (device, module, entry,
-    binding types); only the bind groups are made per launch."""
+    binding types, override constants); only the bind groups are made per launch."""
     items = {g: sorted(groups[g], key=lambda x: x[0]) for g in groups}
     key = tuple((g, tuple((i, t) for i, t, _ in items[g])) for g in sorted(items))
-    pipeline, layouts = _pipeline(device, source, path, entry, key)
+    pipeline, layouts = _pipeline(device, source, path, entry, key, constants)
     bind_groups = [
         device.create_bind_group(
             layout=layout,
@@ -385,6 +390,7 @@ def launch(
         buffers[(b.group, b.binding)] = buf
         groups.setdefault(b.group, []).append((b.binding, binding_type(b), buf))
     log_buf = ctl_buf = None
+    constants: tuple = ()
     if log_group is not None:
         log_bytes = max(32, log_capacity * RECORD_WORDS * 4)
         log_buf = (
@@ -401,9 +407,17 @@ def launch(
         shd_head = np.array([pre.mode, pre.words, pre.wgsize, 0], np.uint32)
         shd_buf = pre.buf or device.create_buffer(size=shd_head.nbytes, usage=_STORAGE)
         device.queue.write_buffer(shd_buf, 0, shd_head.tobytes())
+        par = np.array(head + [pre.mode, pre.words, pre.wgsize], dtype=np.uint32)
+        constants = (("_gr_count", int(histogram_bins > 0)), ("_gr_mode", pre.mode))
+        par_buf = device.create_buffer_with_data(data=par.tobytes(), usage=wgpu.BufferUsage.STORAGE)
         storage = wgpu.BufferBindingType.storage
-        groups[log_group] = [(0, storage, log_buf), (1, storage, ctl_buf), (2, storage, shd_buf)]
-    pipeline, bind_groups = cached_pipeline(device, source, path, entry, groups)
+        groups[log_group] = [
+            (0, storage, log_buf),
+            (1, storage, ctl_buf),
+            (2, storage, shd_buf),
+            (3, wgpu.BufferBindingType.read_only_storage, par_buf),
+        ]
+    pipeline, bind_groups = cached_pipeline(device, source, path, entry, groups, constants)
     encoder = device.create_command_encoder()
     pass_ = encoder.begin_compute_pass()
     pass_.set_pipeline(pipeline)

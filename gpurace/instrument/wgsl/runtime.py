@@ -86,7 +86,7 @@ def prelude(nvars: int, log_exits: bool = True) -> str:
     touches lies in the range; events if the work-group's linear id does.
     """
     n = max(1, nvars)  # the private array needs at least one element
-    bases = "\n".join(f"  _gr_base[{v}] = atomicLoad(&_gr_ctl[{6 + v}]);" for v in range(nvars))
+    bases = "\n".join(f"  _gr_base[{v}] = _gr_par[{6 + v}];" for v in range(nvars))
     return f"""\
 const _GR_LOG_EXITS: bool = {"true" if log_exits else "false"};
 var<private> _gr_lid: u32;
@@ -101,25 +101,31 @@ var<private> _gr_ep_l: u32;
 var<private> _gr_ep_g: u32;
 var<private> _gr_nbar: u32;
 var<workgroup> _gr_evs: array<atomic<u32>, 5>;
-var<private> _gr_smode: u32;
+// Which run this is, fixed when the pipeline is made (docs/internals.md §2) so
+// that the driver compiles only that run's code (lavapipe executes both sides of
+// every branch under a lane mask): 0 log every access in the range, 1 build the
+// shadow, 2 log what the shadow lets through; _gr_count: a counting run.
+override _gr_mode: u32 = 0u;
+override _gr_count: bool = false;
 var<private> _gr_swords: u32;
 var<private> _gr_wgs: u32;
 
 fn _gr_init(l: u32, w: vec3<u32>, n: vec3<u32>) {{
   _gr_lid = l;
   _gr_grp = w.x + n.x * (w.y + n.y * w.z);
-  _gr_cap = atomicLoad(&_gr_ctl[1]);
-  _gr_lo = atomicLoad(&_gr_ctl[2]);
-  _gr_hi = atomicLoad(&_gr_ctl[3]);
-  _gr_nbins = atomicLoad(&_gr_ctl[4]);
-  _gr_binw = max(1u, atomicLoad(&_gr_ctl[5]));
+  // plain loads from the read-only copy: an atomic load per work-item and word
+  // costs more than a small kernel itself on lavapipe
+  _gr_cap = _gr_par[1];
+  _gr_lo = _gr_par[2];
+  _gr_hi = _gr_par[3];
+  _gr_nbins = _gr_par[4];
+  _gr_binw = max(1u, _gr_par[5]);
 {bases}
   _gr_ep_l = 0u;
   _gr_ep_g = 0u;
   _gr_nbar = 0u;
-  _gr_smode = atomicLoad(&_gr_shd[0]);
-  _gr_swords = atomicLoad(&_gr_shd[1]);
-  _gr_wgs = atomicLoad(&_gr_shd[2]);
+  _gr_swords = _gr_par[{7 + nvars}];
+  _gr_wgs = _gr_par[{8 + nvars}];
 }}
 
 // Whether this work-item logs its event (barrier ordinal or exit, at `site`): not
@@ -167,7 +173,7 @@ fn _gr_shadow(flags: u32, first: u32, last: u32) -> bool {{
       continue;
     }}
     let s = 4u + 2u * i;
-    if _gr_smode == 1u {{
+    if _gr_mode == 1u {{
       if (atomicLoad(&_gr_shd[s + 1u]) & bit) == 0u {{
         atomicOr(&_gr_shd[s + 1u], bit);
       }}
@@ -207,13 +213,13 @@ fn _gr_rec(site: u32, flags: u32, off: u32, epoch: u32, value: u32, extra: u32) 
     let last = base + ((off + ((flags >> 8u) & 0xffu) - 1u) & ~3u);
     keep = first < _gr_hi && last >= _gr_lo;
     at = max(first, _gr_lo);
-    if _gr_smode != 0u && (keep || _gr_smode == 1u) {{
-      keep = _gr_shadow(flags, first, last) && _gr_smode == 2u;
+    if _gr_mode != 0u && (keep || _gr_mode == 1u) {{
+      keep = _gr_shadow(flags, first, last) && _gr_mode == 2u;
     }}
-  }} else if _gr_smode == 1u {{
+  }} else if _gr_mode == 1u {{
     return;  // building the shadow: events are not needed
   }}
-  if keep && _gr_nbins > 0u {{
+  if keep && _gr_count {{
     // a counting run: how many records each address bin of the range would log
     let bin = min((at - _gr_lo) / _gr_binw, _gr_nbins - 1u);
     atomicAdd(&_gr_ctl[6u + {nvars}u + bin], 1u);
@@ -255,6 +261,7 @@ def log_bindings(group: int) -> str:
         f"@group({group}) @binding(0) var<storage, read_write> _gr_log: array<u32>;\n"
         f"@group({group}) @binding(1) var<storage, read_write> _gr_ctl: array<atomic<u32>>;\n"
         f"@group({group}) @binding(2) var<storage, read_write> _gr_shd: array<atomic<u32>>;\n"
+        f"@group({group}) @binding(3) var<storage, read> _gr_par: array<u32>;\n"
     )
 
 
