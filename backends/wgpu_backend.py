@@ -164,6 +164,59 @@ class Prefilter:
         return (SHADOW_HEAD + 2 * self.words) * 4
 
 
+_SHADOW_ANY = """
+@group(0) @binding(0) var<storage, read_write> shd: array<atomic<u32>>;
+@group(0) @binding(1) var<storage, read_write> found: array<atomic<u32>>;
+
+// found[0] = 1 if some word of the shadow may hold a conflict (several actors, and a
+// store or atomics beside plain accesses: the filter's and the analysis' test)
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
+  let i = gid.x + gid.y * n.x * 64u;
+  if (i == 0u && atomicLoad(&shd[0]) == 0xffffffffu) {
+    atomicStore(&found[0], 1u);  // the build run touched a word beyond the shadow
+  }
+  if (i >= atomicLoad(&shd[1])) { return; }
+  let who = atomicLoad(&shd[4u + 2u * i]);
+  let kinds = atomicLoad(&shd[5u + 2u * i]);
+  if (who == 0xffffffffu && ((kinds & 2u) != 0u || (kinds & 5u) == 5u)) {
+    atomicStore(&found[0], 1u);
+  }
+}
+"""
+
+
+def shadow_may_conflict(device, pre: Prefilter) -> bool:
+    """Whether a built shadow has a word where a conflict is possible, or its run
+    touched a word beyond the shadow. When neither and the kernel has no barriers, a
+    filter run would log nothing at all."""
+    pipeline, layouts = _pipeline(
+        device,
+        _SHADOW_ANY,
+        "<shadow_any>",
+        "main",
+        ((0, ((0, wgpu.BufferBindingType.storage), (1, wgpu.BufferBindingType.storage))),),
+    )
+    found = device.create_buffer(size=16, usage=_STORAGE)
+    bind = device.create_bind_group(
+        layout=layouts[0],
+        entries=[
+            {"binding": 0, "resource": {"buffer": pre.buf, "offset": 0, "size": pre.nbytes}},
+            {"binding": 1, "resource": {"buffer": found}},
+        ],
+    )
+    groups = -(-pre.words // WORKGROUP)
+    gx = min(groups, ROW_GROUPS)
+    enc = device.create_command_encoder()
+    cp = enc.begin_compute_pass()
+    cp.set_pipeline(pipeline)
+    cp.set_bind_group(0, bind)
+    cp.dispatch_workgroups(gx, -(-groups // gx), 1)
+    cp.end()
+    device.queue.submit([enc.finish()])
+    return bool(np.frombuffer(device.queue.read_buffer(found, 0, 4), np.uint32)[0])
+
+
 def prefilter(device, address_end: int, wgsize: int) -> Prefilter:
     """A cleared shadow for a launch whose linear address order ends at `address_end`
     (the device's one scratch shadow: valid until the next check)."""

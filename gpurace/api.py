@@ -13,7 +13,16 @@ from math import prod
 
 from gpurace.analysis.merge import merge_ranges
 from gpurace.launch import LaunchSpec, load_launch, resolve_entry, validate_against
-from gpurace.model import RECORD_WORDS, GpuraceError, Instrumented, Race, Report, Scope, Space
+from gpurace.model import (
+    RECORD_WORDS,
+    Event,
+    GpuraceError,
+    Instrumented,
+    Race,
+    Report,
+    Scope,
+    Space,
+)
 
 Progress = Callable[[str], None]
 
@@ -224,6 +233,8 @@ def _wgsl_target(
     groups = tuple(launch.workgroups)
 
     pre = wgpu_backend.prefilter(dev, total, prod(entries[name])) if PREFILTER else None
+    barriers = any(s.event == Event.BARRIER for s in inst.sites)
+    quiet = []  # [True] once the shadow run found nothing a filter run would log
 
     def launch(lo: int, hi: int, capacity: int, bins: int, width: int, prefilter=None):
         return wgpu_backend.launch(
@@ -255,6 +266,11 @@ def _wgsl_target(
         if pre.mode == wgpu_backend.SHADOW_BUILD:
             launch(0, FULL_RANGE, 0, 0, 0, pre)
             pre.mode = wgpu_backend.SHADOW_FILTER
+            # no barriers (no events) and no word that may conflict: the filter run
+            # would log nothing, and the shadow run's own log would hold no race
+            quiet.append(not barriers and not wgpu_backend.shadow_may_conflict(dev, pre))
+        if quiet[0]:
+            return wgpu_backend.LaunchResult({}, None, 0, capacity)
         result = launch(lo, hi, capacity, bins, width, pre)
         return launch(lo, hi, capacity, bins, width) if result.unseen else result
 

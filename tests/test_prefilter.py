@@ -171,3 +171,50 @@ def test_a_run_that_strays_from_the_shadow_run_is_counted_and_repeated(monkeypat
     monkeypatch.setattr(wgpu_backend, "launch", real)
     assert report.races == _unfiltered(monkeypatch, SHIFT, hot_spec, "shift.wgsl").races
     assert [(r.cls.name, r.pairs) for r in report.races] == [("GLOBAL_INTRA", 120)]
+
+
+WIDE = """
+@group(0) @binding(0) var<storage, read_write> big: array<u32>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) lid: u32) {
+    big[lid] = lid;
+    big[4000u + lid / 2u] = lid;  // two work-items per word, far into the buffer
+}
+"""
+
+
+def test_words_beyond_a_small_shadow_are_still_checked(monkeypatch):
+    """With 8 KiB bindings the shadow covers the first 4 KiB of the address order;
+    the race lies beyond it. No barriers, and no shared word inside the shadow: the
+    filter run may be skipped only because nothing lies beyond the shadow either."""
+    spec = LaunchSpec.from_dict(
+        {"entry": "main", "workgroups": [1, 1, 1],
+         "binding": [{"binding": 0, "type": "u32", "count": 4096}]},
+        path="wide.toml",
+    )  # fmt: skip
+    whole = api.check(WIDE, spec, path="wide.wgsl")
+    assert [(r.cls.name, r.instances) for r in whole.races] == [("GLOBAL_INTRA", 32)]
+    monkeypatch.setattr(wgpu_backend, "binding_limit", lambda _dev: 8192)
+    small = api.check(WIDE, spec, path="wide.wgsl")
+    assert small.races == whole.races and small.scope.complete
+
+
+def test_a_clean_kernel_without_barriers_needs_only_the_shadow_run(monkeypatch):
+    """No barriers, and the words work-items share are touched by atomics only: one
+    instrumented run, nothing logged, nothing analysed; the same report as the
+    unfiltered check."""
+    case = next(c for c in CASES if c.id == "atomic_global_counter")
+    source, spec = case.load()
+    real, modes = wgpu_backend.launch, []
+
+    def counted(*args, **kw):
+        modes.append(kw["prefilter"].mode if kw.get("prefilter") else None)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(wgpu_backend, "launch", counted)
+    report = api.check(source, spec, path=str(case.kernel))
+    assert modes == [wgpu_backend.SHADOW_BUILD] and report.scope.accesses_logged == 0
+    monkeypatch.setattr(wgpu_backend, "launch", real)
+    full = _unfiltered(monkeypatch, source, spec, str(case.kernel))
+    assert report.races == full.races == [] and full.scope.accesses_logged > 0

@@ -170,6 +170,9 @@ fn _gr_shadow(flags: u32, first: u32, last: u32) -> bool {{
     let i = first / 4u + k;
     if i >= _gr_swords {{
       needed = true;
+      if _gr_mode == 1u {{
+        atomicStore(&_gr_shd[0], 0xffffffffu);  // a word beyond the shadow: see [0]
+      }}
       continue;
     }}
     let s = 4u + 2u * i;
