@@ -36,7 +36,7 @@ from tests.corpus import Case
 
 _MARK = "@@gpurace-oclgrind"
 _RACE = re.compile(r"^(Read-write|Write-write|Uniform write-write) data race at (\w+) memory")
-_AT = re.compile(r"^\s*At line (\d+) \(column \d+\)", re.M)
+_AT = re.compile(r"^\s*At line (\d+) \(column (\d+)\)", re.M)
 _GROUP = re.compile(r"Group\((\d+),(\d+),(\d+)\)")
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,48 +46,60 @@ class OclgrindResult:
     """What Oclgrind said about one case: race triples, other diagnostics, errors."""
 
     races: set[tuple[str, int, int]] = field(default_factory=set)
+    sites: set[tuple[str, tuple, tuple]] = field(default_factory=set)  # (line, col, kind)
     other: list[str] = field(default_factory=list)  # headers of non-race diagnostics
     error: str | None = None  # build or launch failure in the worker
 
 
 def parse(text: str) -> OclgrindResult:
-    """Reduce Oclgrind's stderr for one case to (class, line, line) triples."""
+    """Reduce Oclgrind's stderr for one case to (class, line, line) triples and
+    (class, site, site) triples, a site being (line, column, kind)."""
     result = OclgrindResult()
-    blocks = re.split(r"\n(?=\S)", "\n" + text)
-    for block in blocks:
-        lines = block.strip("\n").splitlines()
-        if not lines or not lines[0].strip():
+    for block in re.split(r"\n(?=\S)", "\n" + text):
+        head = block.strip("\n").split("\n", 1)[0]
+        if not head.strip():
             continue
-        head = lines[0]
         m = _RACE.match(head)
         if m:
-            # one entity each; an async copy's is the work-group, "(location unknown)": line 0
+            # an async copy's entity is the work-group: "(location unknown)", site (0, 0, "")
             first, second = _entities(block)
             if m.group(2) == "local":
                 cls = "local"
             else:
                 cls = "global-intra" if first[1] == second[1] else "global-inter"
-            result.races.add((cls, min(first[0], second[0]), max(first[0], second[0])))
+            sites = sorted([first[0], second[0]])
         elif head.startswith("Work-group divergence detected"):
-            at = [int(m.group(1)) for m in map(_AT.match, lines) if m] or [0]
-            pair = at[:2] if len(at) >= 2 else at * 2
-            result.races.add(("divergence", min(pair), max(pair)))
+            at = [(int(a.group(1)), int(a.group(2)), "barrier") for a in _AT.finditer(block)]
+            cls, sites = "divergence", sorted((at or [(0, 0, "")]) * 2)[:2]
+            if len(at) >= 2:
+                sites = sorted(at[:2])
         else:
             result.other.append(head.strip())
+            continue
+        result.races.add((cls, sites[0][0], sites[1][0]))
+        result.sites.add((cls, sites[0], sites[1]))
     return result
 
 
-def _entities(block: str) -> tuple[tuple[int, tuple], tuple[int, tuple]]:
-    """(source line or 0, group) of the first and second entity of a race block."""
-    parts = re.split(r"\n\s*(?:First|Second) entity:", block)[1:3]
+def _entities(block: str) -> list[tuple[tuple[int, int, str], tuple]]:
+    """((line, column, kind), group) of the first and second entity of a race block."""
     found = []
-    for part in parts:
-        at = _AT.search(part.split("\n\n")[0]) or _AT.search(part)
+    for part in re.split(r"\n\s*(?:First|Second) entity:", block)[1:3]:
+        at = _AT.search(part)
         group = _GROUP.search(part)
-        found.append((int(at.group(1)) if at else 0, group.groups() if group else ()))
+        site = (0, 0, "")
+        if at:
+            ins = part[: at.start()]
+            kind = "atomic" if re.search(r"@_Z\d+atomi?c?_", ins) else "store"
+            if re.search(r"= load |\bload ", ins):
+                kind = "load"
+            elif " call " in ins and kind != "atomic":
+                kind = "call"
+            site = (int(at.group(1)), int(at.group(2)), kind)
+        found.append((site, group.groups() if group else ()))
     while len(found) < 2:
-        found.append((0, ()))
-    return found[0], found[1]
+        found.append(((0, 0, ""), ()))
+    return found
 
 
 def run_cases(
@@ -221,4 +233,4 @@ if __name__ == "__main__":
         for race_mode in (False, True):
             group = [c for c in chosen if (c.load()[1].uniform_writes == "race") == race_mode]
             for cid, res in run_cases(group, race_mode).items():
-                print(cid, sorted(res.races), res.other, res.error or "")
+                print(cid, sorted(res.sites), res.other, res.error or "")
