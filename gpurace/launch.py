@@ -647,7 +647,7 @@ def _arg(table: Any, index: int, path: str, base_dir: str, lines: _Lines) -> Arg
     return ArgSpec(index, name, "buffer", buffer=buf, line=line)
 
 
-def _c_type(elem_type: str) -> str:
+def cl_type_name(elem_type: str) -> str:
     """An OpenCL C scalar/vector type as written in a kernel, in launch-file spelling."""
     words = [
         w
@@ -664,7 +664,7 @@ def scalar_bytes(arg: ArgSpec, param: Binding, path: str = "") -> bytes:
 
     A single number is repeated into every component of a vector parameter.
     """
-    typ = _c_type(param.elem_type)
+    typ = cl_type_name(param.elem_type)
     found = element_type(typ)
     where = f"argument {arg.index} '{param.name}'"
     if found is None:

@@ -158,7 +158,7 @@ def _say(text: str) -> None:
 def _params(cl, kernel) -> list:
     """The kernel's parameters as docs/internals.md §5 Bindings, from the compiler's
     argument info, so that validate_opencl checks every corpus launch file."""
-    from gpurace.launch import _c_type, element_type
+    from gpurace.launch import cl_type_name, element_type
     from gpurace.model import Binding
 
     info, aq = cl.kernel_arg_info, cl.kernel_arg_address_qualifier
@@ -168,7 +168,7 @@ def _params(cl, kernel) -> list:
         typ = kernel.get_arg_info(i, info.TYPE_NAME)
         kind = kinds.get(kernel.get_arg_info(i, info.ADDRESS_QUALIFIER), "scalar")
         elem = typ.rstrip("*").strip() if kind != "scalar" else typ
-        found = element_type(_c_type(elem).replace("atomic_", ""))
+        found = element_type(cl_type_name(elem).replace("atomic_", ""))
         stride = found[0].itemsize * found[1] if found else 0
         name = kernel.get_arg_info(i, info.NAME)
         params.append(Binding(0, i, name, kind, "read_write", None, stride, elem, None))
