@@ -291,3 +291,15 @@ def test_wrong_kernel_name_names_kernel_key(tmp_path: Path) -> None:
     with pytest.raises(GpuraceError) as info:
         resolve_entry(spec, ["a", "b"])
     assert info.value.line == 2 and "fix kernel = ..." in info.value.message
+
+
+def test_both_corpora_load() -> None:
+    from tests.corpus import all_cases
+
+    found = {}
+    for case in all_cases():
+        source, spec = case.load()
+        assert source and spec.expect["verdict"] in ("race", "clean", "warning")
+        assert spec.language == case.language
+        found[case.language] = found.get(case.language, 0) + 1
+    assert found["wgsl"] >= 40 and found["opencl"] >= 40
