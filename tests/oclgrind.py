@@ -103,9 +103,16 @@ def _entities(block: str) -> list[tuple[tuple[int, int, str], tuple]]:
 
 
 def run_cases(
-    cases: list[Case], uniform_writes_race: bool = False, timeout: float = 300
+    cases: list[Case],
+    uniform_writes_race: bool = False,
+    timeout: float = 300,
+    platform: str = "oclgrind",
 ) -> dict[str, OclgrindResult]:
-    """Run every case in one Oclgrind child process; results by case id."""
+    """Run every case in one child process on the OpenCL platform whose name contains
+    ``platform`` (Oclgrind by default); results by case id.
+
+    A child process also keeps PoCL's LLVM apart from lavapipe's: loading both into
+    one process aborts ("Option ... registered more than once")."""
     env = dict(os.environ, OCLGRIND_DATA_RACES="1", OCLGRIND_MAX_ERRORS="100000000")
     env["PYOPENCL_NO_CACHE"] = "1"
     env.pop("OCLGRIND_UNIFORM_WRITES", None)
@@ -116,7 +123,7 @@ def run_cases(
     while todo:  # an Oclgrind FATAL ERROR ends the child: go on with a new one after it
         jobs = [[c.id, str(c.kernel), str(c.launch_path)] for c in todo]
         proc = subprocess.run(
-            [sys.executable, "-m", "tests.oclgrind", "--worker"],
+            [sys.executable, "-m", "tests.oclgrind", "--worker", platform],
             input=json.dumps(jobs),
             capture_output=True,
             text=True,
@@ -175,7 +182,7 @@ def _params(cl, kernel) -> list:
     return params
 
 
-def _run_one(cl, ctx, queue, kernel_path: str, launch_path: str) -> None:
+def run_launch(cl, ctx, queue, kernel_path: str, launch_path: str) -> None:
     from gpurace.launch import load_launch, scalar_bytes, validate_opencl
 
     spec = load_launch(launch_path)
@@ -206,16 +213,16 @@ def _run_one(cl, ctx, queue, kernel_path: str, launch_path: str) -> None:
         buf.release()
 
 
-def _worker() -> None:
+def _worker(name: str) -> None:
     import pyopencl as cl
 
-    platform = next(p for p in cl.get_platforms() if "oclgrind" in p.name.lower())
+    platform = next(p for p in cl.get_platforms() if name.lower() in p.name.lower())
     ctx = cl.Context(platform.get_devices())
     queue = cl.CommandQueue(ctx)
     for case_id, kernel_path, launch_path in json.loads(sys.stdin.read()):
         _say(f"\n{_MARK} {case_id} begin\n")
         try:
-            _run_one(cl, ctx, queue, kernel_path, launch_path)
+            run_launch(cl, ctx, queue, kernel_path, launch_path)
             status = "ok"
         except Exception as err:  # reported to the parent as this case's error
             status = f"error: {type(err).__name__}: {err}".replace("\n", " ")
@@ -223,8 +230,8 @@ def _worker() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--worker"]:
-        _worker()
+    if sys.argv[1:2] == ["--worker"]:
+        _worker(sys.argv[2])
     else:  # a manual look: python -m tests.oclgrind tests/corpus/opencl/NAME.toml ...
         from tests.corpus import cases as all_cases
 
