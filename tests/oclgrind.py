@@ -90,11 +90,15 @@ def _entities(block: str) -> list[tuple[tuple[int, int, str], tuple]]:
         site = (0, 0, "")
         if at:
             ins = part[: at.start()]
-            kind = "atomic" if re.search(r"@_Z\d+atomi?c?_", ins) else "store"
-            if re.search(r"= load |\bload ", ins):
+            kind = "store"
+            call = re.search(r" call .*?@_Z\d+(\w+?)[A-Z]", ins)
+            if call:  # builtins run as calls: atomics, vload/vstore
+                name = call.group(1)
+                prefixes = {"atom": "atomic", "vload": "load", "vstore": "store"}
+                hit = [k for p, k in prefixes.items() if name.startswith(p)]
+                kind = hit[0] if hit else "call " + name
+            elif re.search(r"\bload ", ins):
                 kind = "load"
-            elif " call " in ins and kind != "atomic":
-                kind = "call"
             site = (int(at.group(1)), int(at.group(2)), kind)
         found.append((site, group.groups() if group else ()))
     while len(found) < 2:

@@ -73,9 +73,9 @@ def labelled_sites(case) -> set[tuple]:
     """The labels as Oclgrind locates accesses: (class, (line, col, kind), (line, col, kind)).
 
     Oclgrind gives the column of the LLVM instruction: a load or an atomic starts where
-    the access expression does (the labels' column), a store is located at its
-    assignment operator, and so is the load of a compound assignment (a site labelled
-    both load and store)."""
+    the access expression does (the labels' column), a store by assignment is located
+    at its assignment operator, and so is the load of a compound assignment (a site
+    labelled both load and store); a builtin call (vstore4) is located at the call."""
     source, spec = case.load()
     lines = source.splitlines()
     races = spec.expect.get("race", [])
@@ -86,7 +86,8 @@ def labelled_sites(case) -> set[tuple]:
 
     def site(where: str, kind: str) -> tuple[int, int, str]:
         line, col = map(int, where.split(":"))
-        if kind == "store" or (kind == "load" and kinds[where] >= {"load", "store"}):
+        call = re.match(r"\w+\s*\(", lines[line - 1][col - 1 :])  # vstore4(...) etc.
+        if not call and (kind == "store" or kinds[where] >= {"load", "store"}):
             op = _ASSIGN.search(lines[line - 1], col - 1)
             assert op, (case.id, where)
             col = op.start() + 1
