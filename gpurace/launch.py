@@ -3,6 +3,9 @@
 A check runs the user's kernel on real inputs, so it needs to know how many
 work-groups to launch and what every bound buffer holds. That is described by a
 small TOML file (docs/launch-files.md) or, from Python, by ``LaunchSpec.from_dict``.
+An OpenCL launch file (``kernel``, ``global_size``, ``[[arg]]`` ...) fills the same
+LaunchSpec plus its OpenCL fields; ``validate_opencl`` checks it against the kernel's
+parameters. Oclgrind's ``.sim`` files load through ``gpurace.launch_sim``.
 
 Every problem is reported as a ``GpuraceError`` naming the launch file and, where
 it can be found, the line of the offending key, because the user's next step is to
