@@ -91,7 +91,7 @@ class _Progress:
             self.active = False
 
 
-def _find_launch(kernel: str, launch: str | None) -> str:
+def _find_launch(kernel: str | None, launch: str | None) -> str:
     """The launch file: --launch, else KERNEL's name with ``.toml`` next to it."""
     if launch is not None:
         if not os.path.isfile(launch):
@@ -119,12 +119,18 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("kernel", metavar="KERNEL")
+@click.argument("kernel", metavar="[KERNEL]", required=False)
 @click.option(
     "--launch",
     "launch_path",
     metavar="LAUNCH.toml",
     help="Launch file: grid, entry point and buffers (default: KERNEL's name + .toml).",
+)
+@click.option(
+    "--sim",
+    "sim_path",
+    metavar="FILE.sim",
+    help="Oclgrind's .sim launch format instead (it names the kernel file; KERNEL overrides).",
 )
 @click.option(
     "--json", "json_path", metavar="FILE", help="Also write the report as JSON ('-': stdout)."
@@ -154,8 +160,9 @@ def main() -> None:
     "--color/--no-color", default=None, help="Colour the report (default: only on a terminal)."
 )
 def check(
-    kernel: str,
+    kernel: str | None,
     launch_path: str | None,
+    sim_path: str | None,
     json_path: str | None,
     sarif_path: str | None,
     suppress_path: str | None,
@@ -165,7 +172,8 @@ def check(
     entry: str | None,
     color: bool | None,
 ) -> None:
-    """Run KERNEL once as the launch file describes and report its data races.
+    """Run KERNEL (.wgsl or OpenCL .cl) once as the launch file describes and report
+    its data races.
 
     Exit status: 0 no race and complete, 1 races found, 2 incomplete, bad input or error.
     """
@@ -180,12 +188,19 @@ def check(
             raise GpuraceError("--json and --sarif cannot both write to standard output")
         # read before the device work, so a bad file costs nothing
         suppressions = load_suppressions(suppress_path) if suppress_path else None
-        if not os.path.isfile(kernel):
+        if sim_path is not None:
+            if launch_path is not None:
+                raise GpuraceError("give either --launch or --sim, not both")
+            launch = _find_launch(kernel, sim_path)
+        elif kernel is None:
+            raise GpuraceError("missing KERNEL: gpurace check KERNEL [--launch L.toml | --sim S]")
+        else:
+            launch = _find_launch(kernel, launch_path)
+        if kernel is not None and not os.path.isfile(kernel):
             raise GpuraceError(
                 "kernel file not found" + (" (it is a directory)" if os.path.isdir(kernel) else ""),
                 file=kernel,
             )
-        launch = _find_launch(kernel, launch_path)
         kwargs: dict[str, Any] = {"device": device, "entry": entry}
         # Only passed when given, so check_file's defaults (the launch file's
         # uniform_writes, one instance per race) apply otherwise.
