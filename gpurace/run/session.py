@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpurace.model import GpuraceError, Report
+from gpurace.report.common import relpath
 
 TOOLS = ("race", "determinism", "all")
 
@@ -279,7 +280,7 @@ class Session:
                         continue
                     for name in sorted(filenames):
                         if name.endswith(".wgsl"):
-                            path = os.path.join(dirpath, name)
+                            path = relpath(os.path.join(dirpath, name))
                             self._files.setdefault(path, self._read(path))
                     if depth == 0:
                         break
@@ -350,6 +351,8 @@ def _print_program_exception(exc: BaseException) -> None:
     runpy_file = os.path.abspath(runpy.__file__)
 
     def keep(frame: traceback.FrameSummary) -> bool:
+        if frame.filename.startswith("<frozen runpy"):
+            return False
         f = os.path.abspath(frame.filename)
         return not (f.startswith(here + os.sep) or f == runpy_file)
 
@@ -373,7 +376,7 @@ def run_program(kind: str, target: str, args: list[str]) -> ProgramResult:
         if kind == "script":
             sys.argv = [target, *args]
             sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
-            runpy.run_path(target, run_name="__main__")
+            runpy.run_path(os.path.abspath(target), run_name="__main__")  # as python does
         else:
             sys.argv = [target, *args]
             sys.path.insert(0, os.getcwd())
