@@ -3,9 +3,10 @@
     python solve.py --version storage     # iterate exchanged through a storage buffer
     python solve.py --version workgroup   # the fix: iterate in var<workgroup>
 
-Solves -u'' = f on 514 nodes (u = 0 at both ends) with `--cycles` rounds of
+Smooths -u'' = f on 514 nodes (u = 0 at both ends) with `--cycles` rounds of
 `--sweeps` red-black sweeps by one 256-invocation work-group, then computes the
-residual with a second kernel, and prints checksums of the result. Nothing in it
+residual with a second kernel, and prints checksums of the result (a smoother:
+the residual of a rough first guess drops fast, the smooth error stays). Nothing in it
 knows about gpurace: `gpurace run -- python solve.py ...` checks it as it is.
 """
 
@@ -39,7 +40,11 @@ def main() -> None:
     params[1:2].view(np.float32)[0] = h * h
 
     f_buf = device.create_buffer_with_data(data=f, usage=usage.STORAGE)
-    u_buf = device.create_buffer(size=4 * NODES, usage=usage.STORAGE | usage.COPY_SRC)
+    # a rough first guess (zero at both ends): the smoother removes its wiggles
+    u0 = np.random.default_rng(7).random(NODES).astype(np.float32)
+    u0[[0, -1]] = 0.0
+    r0 = f[1:-1] - (2.0 * u0[1:-1] - u0[:-2] - u0[2:]) / (h * h)
+    u_buf = device.create_buffer_with_data(data=u0, usage=usage.STORAGE | usage.COPY_SRC)
     r_buf = device.create_buffer(size=4 * NODES, usage=usage.STORAGE | usage.COPY_SRC)
     p_buf = device.create_buffer_with_data(data=params, usage=usage.UNIFORM)
 
@@ -88,10 +93,9 @@ def main() -> None:
 
     u = np.frombuffer(device.queue.read_buffer(u_buf), np.float32)
     r = np.frombuffer(device.queue.read_buffer(r_buf), np.float32)
-    error = float(np.abs(u - np.sin(np.pi * x)).max())
     print(f"version {args.version}: {args.cycles} x {args.sweeps} sweeps")
-    print(f"sum(u) = {float(u.astype(np.float64).sum()):.9g}, max |u - exact| = {error:.6g}")
-    print(f"|r|_inf = {float(np.abs(r).max()):.9g}")
+    print(f"sum(u) = {float(u.astype(np.float64).sum()):.9g}")
+    print(f"|r|_inf = {float(np.abs(r).max()):.9g} (first guess: {float(np.abs(r0).max()):.9g})")
     print(f"sha256(u) = {hashlib.sha256(u.tobytes()).hexdigest()[:16]}")
 
 
