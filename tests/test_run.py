@@ -166,8 +166,7 @@ def test_indirect_dispatch_sees_the_state_its_submission_left() -> None:
     assert work["races"]["num_groups"] == [3, 1, 1]
     assert work["races"]["scope"]["work_items"] == 48
     races = sorted(
-        (r["class"], r["a"]["site"]["line"], r["b"]["site"]["line"])
-        for r in work["races"]["races"]
+        (r["class"], r["a"]["site"]["line"], r["b"]["site"]["line"]) for r in work["races"]["races"]
     )
     # out[gid.x] (line 7) and out[0] (line 9) by 48 work-items in 3 groups
     assert races == [
