@@ -247,6 +247,41 @@ def test_shader_compile_error_is_the_programs_own() -> None:
     assert "program exited with status 1" in tail
 
 
+def test_override_constants_set_by_the_pipeline_are_checked_with_their_values() -> None:
+    p = run("--", "python", PROGRAMS / "override.py")
+    assert p.returncode == 1, p.stderr  # stride = 2: two work-items per element
+    assert "== kernel 'spread' (<shader module 1>) [stride=2]: 1 launch, 1 checked" in p.stderr
+    got = block(p.stderr, "<shader module 1>:7:5: error: write-write race on storage buffer "
+                "'out[0]' (byte 0)")  # fmt: skip
+    assert got[2].startswith("  write  by global (0,0,0)") and got[2].endswith(":7:5")
+    assert got[4].startswith("  write  by global (1,0,0)") and got[4].endswith(":7:5")
+    assert got[6] == "  (+31 more addresses, 32 work-item pairs)"
+    assert p.stdout == plain(PROGRAMS / "override.py").stdout
+
+
+def test_a_launch_that_cannot_be_replayed_is_reported_not_checked() -> None:
+    p = run("--", "python", PROGRAMS / "texture_copy.py")
+    assert p.returncode == 2, p.stderr
+    assert p.stdout == "[1, 11, 21, 31]\n"  # the program's own result, untouched
+    assert (
+        "not checked: launch 0: not replayable: a copy_texture_to_buffer() before it in the "
+        "same submission"
+    ) in p.stderr
+    assert "1 launch not checked" in p.stderr
+
+
+def test_an_invalid_program_fails_the_same_way_under_gpurace() -> None:
+    """gpurace adds COPY_SRC to buffers to snapshot them; a program that relies on a
+    buffer it did not give COPY_SRC must still get wgpu's error and see its own usage."""
+    program = PROGRAMS / "no_copy_src.py"
+    alone = plain(program)
+    p = run("--", "python", program)
+    assert p.returncode == alone.returncode == 0, p.stderr
+    assert p.stdout == alone.stdout
+    assert alone.stdout.startswith("usage 128\nGPUValidationError: Validation Error\n")
+    assert "no races in kernel 'fill'" in p.stderr  # and the launch was still checked
+
+
 def test_program_exit_status_is_kept() -> None:
     p = run("--", "python", PROGRAMS / "exit_status.py", "3")
     assert p.returncode == 3, p.stderr

@@ -4,10 +4,13 @@ What is wrapped (on wgpu-native's concrete classes, undone by the returned calla
 
 * ``GPUDevice.create_buffer`` adds ``COPY_SRC`` to every buffer's usage (except
   ``MAP_READ`` ones, which WebGPU forbids it for) so that any buffer can be copied
-  into a shadow. Nothing the program can observe changes but ``buffer.usage``.
+  into a shadow. The program cannot tell: ``buffer.usage`` reports what it asked
+  for, and a copy from a buffer it did not give ``COPY_SRC`` fails at ``finish``
+  with wgpu's error, as it would without gpurace.
 * ``create_shader_module``, ``create_compute_pipeline`` (explicit or ``"auto"``
-  layout) and ``create_bind_group`` remember the WGSL source, the entry point and
-  which buffer range each binding names. The original call runs first, so a
+  layout) and ``create_bind_group`` remember the WGSL source, the entry point (and
+  override constants, written into the source: gpurace's own pipelines take none)
+  and which buffer range each binding names. The original call runs first, so a
   shader that does not compile raises wgpu's own exception into the program.
 * ``GPUCommandEncoder`` (compute passes, ``copy_buffer_to_buffer``,
   ``clear_buffer``) and ``GPUComputePassEncoder`` (``set_pipeline``,
@@ -29,6 +32,8 @@ checked (with that reason), never silently checked on the wrong contents.
 from __future__ import annotations
 
 import functools
+import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +57,12 @@ class PipelineInfo:
     module: ModuleInfo
     entry: str | None
     constants: dict = field(default_factory=dict)
+    source: str | None = None  # the module's source with the constants written in
+
+    @property
+    def variant(self) -> str:
+        """How the report tells pipelines of one entry point apart: their constants."""
+        return ", ".join(f"{k}={v}" for k, v in sorted(self.constants.items()))
 
 
 @dataclass
@@ -79,6 +90,75 @@ class Dispatch:
     groups: dict[int, tuple[Any, tuple[int, ...]]]  # index -> (bind group, dynamic offsets)
     workgroups: tuple[int, int, int] | None
     indirect: tuple[Any, int] | None = None
+
+
+_OVERRIDE = re.compile(
+    r"(?P<attr>@id\(\s*(?P<id>\d+)\s*\)\s*)?override\s+(?P<name>\w+)\s*"
+    r"(?::\s*(?P<type>\w+)\s*)?(?:=\s*(?P<init>[^;]*))?;"
+)
+
+
+def _literal(value: Any, typ: str) -> str | None:
+    """A WGSL literal of ``typ`` for a pipeline constant's value (None: not expressible)."""
+    v = float(value)
+    if typ == "bool":
+        return "true" if v else "false"
+    if typ in ("u32", "i32"):
+        return f"{int(v)}{typ[0]}" if v.is_integer() else None
+    if typ in ("f32", "f16") and math.isfinite(v):
+        return f"{v!r}{'f' if typ == 'f32' else 'h'}"
+    return None
+
+
+def with_constants(source: str, constants: dict) -> str | None:
+    """``source`` with each overridden constant's default replaced by the pipeline's value.
+
+    gpurace's own launches create their pipelines without constants, so the values
+    go into the text instead (on the same lines: reported sites do not move).
+    None when a constant cannot be placed (not declared, or a type without literal).
+    """
+    wanted = {str(k): v for k, v in constants.items()}
+    done: set[str] = set()
+    failed = False
+
+    def replace(m: re.Match) -> str:
+        nonlocal failed
+        key = m["name"] if m["name"] in wanted else m["id"]
+        if key not in wanted:
+            return m[0]
+        init = (m["init"] or "").strip()
+        typ = m["type"] or (
+            "bool" if init in ("true", "false") else
+            "u32" if init.endswith("u") else
+            "f32" if init.endswith("f") or "." in init else
+            "f16" if init.endswith("h") else "i32"
+        )  # fmt: skip
+        lit = _literal(wanted[key], typ)
+        if lit is None:
+            failed = True
+            return m[0]
+        done.add(key)
+        text = f"{m['attr'] or ''}override {m['name']}: {typ} = {lit};"
+        return text + "\n" * m[0].count("\n")
+
+    out = _OVERRIDE.sub(replace, source)
+    return None if failed or done != set(wanted) else out
+
+
+def _usage_error(buf: Any, needed: int) -> str:
+    """wgpu-native's message for a buffer used without a usage flag it needs."""
+    import wgpu
+
+    flags = sorted((v, k) for k, v in vars(wgpu.BufferUsage).items() if k.isupper())
+
+    def names(value: int) -> str:
+        return " | ".join(k for v, k in flags if value & v) or "0x0"
+
+    return (
+        "Validation Error\n\nCaused by:\n  In wgpuCommandEncoderFinish\n"
+        f"    Usage flags BufferUsages({names(buf.usage)}) of Buffer with '{buf.label}' "
+        f"label do not contain required usage flags BufferUsages({names(needed)})"
+    )
 
 
 def _flags(value: Any) -> int:
@@ -130,11 +210,32 @@ def install(session: Session) -> Callable[[], None]:
     @passthrough
     def create_buffer(orig: Callable) -> Callable:
         def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if "usage" in kwargs:
-                flags = _flags(kwargs["usage"])
-                if not flags & usage.MAP_READ:
-                    kwargs["usage"] = flags | usage.COPY_SRC
-            return orig(self, *args, **kwargs)
+            if "usage" not in kwargs:
+                return orig(self, *args, **kwargs)
+            declared = _flags(kwargs["usage"])
+            if not declared & usage.MAP_READ:
+                kwargs["usage"] = declared | usage.COPY_SRC
+            buf = orig(self, *args, **kwargs)
+            buf._usage = declared  # what ``buffer.usage`` shows the program
+            buf._gpurace_copyable = not declared & usage.MAP_READ
+            return buf
+
+        return call
+
+    @passthrough
+    def copy_buffer_to_buffer(orig: Callable) -> Callable:
+        """Record the copy; a source the program did not give COPY_SRC fails at
+        ``finish`` as it would without gpurace (wgpu validates it there)."""
+        fields = ("src", "src_off", "dst", "dst_off", "size")
+
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            out = orig(self, *args, **kwargs)
+            values = dict(zip(fields, args, strict=False)) | kwargs
+            _commands(self).append(("copy", values))
+            src = values.get("src", values.get("source"))
+            if src is not None and not src.usage & usage.COPY_SRC:
+                self._gpurace_invalid = _usage_error(src, usage.COPY_SRC)
+            return out
 
         return call
 
@@ -161,6 +262,8 @@ def install(session: Session) -> Callable[[], None]:
                 pipe._gpurace = PipelineInfo(
                     info, stage.get("entry_point"), dict(stage.get("constants") or {})
                 )
+                if info.source is not None and pipe._gpurace.constants:
+                    pipe._gpurace.source = with_constants(info.source, pipe._gpurace.constants)
             return pipe
 
         return call
@@ -217,6 +320,9 @@ def install(session: Session) -> Callable[[], None]:
     @passthrough
     def finish(orig: Callable) -> Callable:
         def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            invalid = getattr(self, "_gpurace_invalid", None)
+            if invalid is not None:
+                raise wgpu.GPUValidationError(invalid)
             cb = orig(self, *args, **kwargs)
             cb._gpurace_cmds = list(_commands(self))
             return cb
@@ -299,7 +405,7 @@ def install(session: Session) -> Callable[[], None]:
     wrap(
         enc,
         "copy_buffer_to_buffer",
-        recording("copy", ("src", "src_off", "dst", "dst_off", "size")),
+        copy_buffer_to_buffer,
     )
     wrap(enc, "clear_buffer", recording("clear", ("buffer", "offset", "size")))
     for name in OPAQUE:
@@ -327,7 +433,9 @@ def _kernel_of(session: Session, d: Dispatch) -> Kernel | None:
     info: PipelineInfo | None = getattr(d.pipeline, "_gpurace", None)
     if info is None:
         return None  # created before the hooks (or by gpurace itself)
-    return session.kernel(info.module.file, info.entry, info.module.source, "wgsl")
+    if not info.constants:
+        return session.kernel(info.module.file, info.entry, info.module.source, "wgsl")
+    return session.kernel(info.module.file, info.entry, info.source, "wgsl", info.variant)
 
 
 def _buffers_of(cmd: tuple[str, Any]) -> list[Any]:
@@ -394,7 +502,7 @@ class _Shadows:
                 self.copies[id(buf)] = copy = self.device.create_buffer(
                     size=max(size, 4), usage=shadow_usage
                 )
-                if buf.usage & u.COPY_SRC:
+                if getattr(buf, "_gpurace_copyable", buf.usage & u.COPY_SRC):
                     enc.copy_buffer_to_buffer(buf, 0, copy, 0, buf.size // 4 * 4)
                     self.readable.add(id(buf))
         opaque = ""
@@ -402,10 +510,12 @@ class _Shadows:
             for i, (kind, c) in enumerate(self.cmds):
                 if i in self.plan:
                     kernel, index = self.plan[i]
-                    reason = opaque and f"a {opaque}() before it in the same submission"
+                    reason = opaque and (
+                        f"not replayable: a {opaque}() before it in the same submission"
+                    )
                     reason = reason or self.unreadable(c)
                     if reason:
-                        self.session.skip(kernel, index, f"not replayable: {reason}")
+                        self.session.skip(kernel, index, reason)
                     else:
                         self.device.queue.submit([enc.finish()])
                         enc = self.device.create_command_encoder()
@@ -421,17 +531,16 @@ class _Shadows:
                 copy.destroy()
 
     def unreadable(self, d: Dispatch) -> str:
-        info: PipelineInfo | None = getattr(d.pipeline, "_gpurace", None)
-        if info is not None and info.constants:
-            return "the pipeline overrides constants (not supported yet)"
-        for bg, dyn in d.groups.values():
+        """Why the dispatch's inputs cannot be read from the shadows ("" if they can)."""
+        for group, (bg, dyn) in sorted(d.groups.items()):
             if dyn:
-                return "dynamic bind group offsets (not supported yet)"
+                return "not replayable: dynamic bind group offsets (not supported yet)"
             for e in _entries(bg):
                 if e.buffer is not None and id(e.buffer) not in self.readable:
-                    return f"binding {e.binding}'s buffer cannot be copied (no COPY_SRC usage)"
-        if getattr(d.pipeline, "_gpurace", None) is None:
-            return "unknown pipeline"
+                    return (
+                        f"not replayable: the buffer at group {group}, binding {e.binding} "
+                        "cannot be copied (no COPY_SRC usage)"
+                    )
         return ""
 
     def shadow(self, buf: Any) -> Any:

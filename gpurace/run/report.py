@@ -54,8 +54,10 @@ def _indices(ns: list[int]) -> str:
 def format_kernel(kernel: Kernel, tool: str, cwd: str | None = None) -> str:
     """The block of one kernel: header, race blocks, summary, scope, determinism."""
     where = relpath(kernel.file, cwd) if os.path.exists(kernel.file) else kernel.file
+    variant = f" [{kernel.variant}]" if kernel.variant else ""
     head = (
-        f"== kernel '{kernel.entry}' ({where}): {plural(kernel.launches, 'launch', 'launches')}, "
+        f"== kernel '{kernel.entry}' ({where}){variant}: "
+        f"{plural(kernel.launches, 'launch', 'launches')}, "
         f"{len(kernel.checked)} checked"
     )
     if kernel.checked:
@@ -95,8 +97,6 @@ def format_run(session: Session, program: ProgramResult, cwd: str | None = None)
         names = ", ".join(f"'{k.entry}' ({k.launches})" for k in others)
         blocks.append(f"not selected (launches): {names}")
     n_launches = sum(len(k.checked) for k in checked)
-    reports = [r for k in checked for _, r in k.reports]
-    repeats = [res for k in checked for _, res in k.repeats]
     summary = (
         f"gpurace run: {plural(len(checked), 'kernel')}, "
         f"{plural(n_launches, 'launch', 'launches')} checked"
@@ -115,7 +115,6 @@ def format_run(session: Session, program: ProgramResult, cwd: str | None = None)
         summary += f"; {plural(skipped, 'launch', 'launches')} not checked"
     if not checked:
         summary += " (no compute launch was selected: nothing checked)"
-    del reports, repeats
     tail = [summary]
     if program.code:
         tail.append(f"program exited with status {program.code}")
@@ -133,6 +132,7 @@ def to_json(session: Session, program: ProgramResult, cwd: str | None = None) ->
         kernels.append(
             {
                 "kernel": k.entry,
+                "variant": k.variant,
                 "file": relpath(k.file, cwd) if os.path.exists(k.file) else k.file,
                 "launches": k.launches,
                 "checked": list(k.checked),

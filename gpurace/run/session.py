@@ -34,6 +34,10 @@ from gpurace.model import GpuraceError, Report
 from gpurace.report.common import relpath
 
 TOOLS = ("race", "determinism", "all")
+#: Where module sources are looked for: at most this many .wgsl files of at most
+#: this size (a program started from a large directory must not be slowed down).
+MAX_SOURCE_FILES = 200
+MAX_SOURCE_BYTES = 1 << 20
 
 
 @dataclass
@@ -70,6 +74,7 @@ class Kernel:
     entry: str
     source: str | None
     language: str
+    variant: str = ""  # e.g. the override constants its pipeline set
     launches: int = 0  # launches the program submitted
     checked: list[int] = field(default_factory=list)
     reports: list[tuple[int, Report]] = field(default_factory=list)
@@ -86,7 +91,7 @@ class Session:
 
     def __init__(self, options: Options, script_dir: str | None = None) -> None:
         self.options = options
-        self.kernels: dict[tuple[str, str], Kernel] = {}
+        self.kernels: dict[tuple[str, str, str], Kernel] = {}
         self.script_dir = script_dir
         self._off = 0
         self._instrumented: dict[tuple[str, str], Any] = {}
@@ -122,12 +127,18 @@ class Session:
                     return path
         return f"<{label or f'shader module {number}'}>"
 
-    def kernel(self, file: str, entry: str | None, source: str | None, language: str) -> Kernel:
-        """The kernel record for (file, entry); ``entry`` None: the module's only one."""
+    def kernel(
+        self, file: str, entry: str | None, source: str | None, language: str, variant: str = ""
+    ) -> Kernel:
+        """The kernel record for (file, entry, variant); ``entry`` None: the module's only one.
+
+        ``variant`` tells apart pipelines of one entry point that differ in how they
+        were created (WGSL: the override constants); ``source`` is then that variant's.
+        """
         name = entry or self._only_entry(file, source) or "?"
-        key = (file, name)
+        key = (file, name, variant)
         if key not in self.kernels:
-            self.kernels[key] = Kernel(file, name, source, language)
+            self.kernels[key] = Kernel(file, name, source, language, variant)
         return self.kernels[key]
 
     def next_launch(self, kernel: Kernel) -> int | None:
@@ -140,7 +151,10 @@ class Session:
         if opts.launches and len(kernel.checked) + len(kernel.skipped) >= opts.launches:
             return None
         if kernel.source is None:
-            self.skip(kernel, index, "not WGSL source (gpurace rewrites WGSL text only)")
+            why = "its override constants cannot be written into the source"
+            if not kernel.variant:
+                why = "not WGSL source (gpurace rewrites WGSL text only)"
+            self.skip(kernel, index, why)
             return None
         return index
 
@@ -279,9 +293,11 @@ class Session:
                         dirnames[:] = []
                         continue
                     for name in sorted(filenames):
-                        if name.endswith(".wgsl"):
-                            path = relpath(os.path.join(dirpath, name))
-                            self._files.setdefault(path, self._read(path))
+                        path = os.path.join(dirpath, name)
+                        if name.endswith(".wgsl") and os.path.getsize(path) <= MAX_SOURCE_BYTES:
+                            self._files.setdefault(relpath(path), self._read(path))
+                    if len(self._files) >= MAX_SOURCE_FILES:
+                        break
                     if depth == 0:
                         break
         return self._files
