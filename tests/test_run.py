@@ -180,6 +180,21 @@ def test_indirect_dispatch_sees_the_state_its_submission_left() -> None:
     assert data["exit_code"] == 1 and data["program_exit_status"] == 0
 
 
+def test_dynamic_offsets_pick_the_snapshot_range() -> None:
+    """The flag is 1 only at the dynamic offset (byte 256): the races on out[0] exist
+    only if the snapshot was read there."""
+    p = run("--", "python", PROGRAMS / "dynamic_offset.py")
+    assert p.returncode == 1, p.stderr
+    assert "4 races (4 errors, 0 warnings) in kernel 'flagged'" in p.stderr
+    assert (
+        p.stderr.count(
+            "<shader module 1>:9:9: error: write-write race on storage buffer 'out[0]' (byte 0)"
+        )
+        == 4
+    )
+    assert p.stdout == plain(PROGRAMS / "dynamic_offset.py").stdout
+
+
 def test_nondeterministic_kernel_has_several_results_and_sound_statistics() -> None:
     """Atomic tickets: the order varies with the schedule (lavapipe runs work-groups on
     2 threads). Asserted: what holds for every schedule."""

@@ -80,6 +80,7 @@ class Entry:
 class BindGroupInfo:
     layout: Any
     entries: list[Entry]
+    dynamic: list[int] = field(default_factory=list)  # bindings with dynamic offsets, in order
 
 
 @dataclass
@@ -289,8 +290,25 @@ def install(session: Session) -> Callable[[], None]:
                     )
                 else:
                     entries.append(Entry(e["binding"], res))
-            bg._gpurace = BindGroupInfo(kwargs.get("layout"), entries)
+            layout = kwargs.get("layout")
+            bg._gpurace = BindGroupInfo(layout, entries, getattr(layout, "_gpurace_dynamic", []))
             return bg
+
+        return call
+
+    @passthrough
+    def create_bind_group_layout(orig: Callable) -> Callable:
+        """Remember which bindings take dynamic offsets (set_bind_group applies them
+        in binding order)."""
+
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            layout = orig(self, *args, **kwargs)
+            layout._gpurace_dynamic = sorted(
+                e["binding"]
+                for e in kwargs.get("entries") or ()
+                if (e.get("buffer") or {}).get("has_dynamic_offset")
+            )
+            return layout
 
         return call
 
@@ -401,6 +419,7 @@ def install(session: Session) -> Callable[[], None]:
     wrap(dev, "create_shader_module", create_shader_module)
     wrap(dev, "create_compute_pipeline", create_compute_pipeline)
     wrap(dev, "create_bind_group", create_bind_group)
+    wrap(dev, "create_bind_group_layout", create_bind_group_layout)
     wrap(enc, "begin_compute_pass", begin_compute_pass)
     wrap(
         enc,
@@ -533,8 +552,9 @@ class _Shadows:
     def unreadable(self, d: Dispatch) -> str:
         """Why the dispatch's inputs cannot be read from the shadows ("" if they can)."""
         for group, (bg, dyn) in sorted(d.groups.items()):
-            if dyn:
-                return "not replayable: dynamic bind group offsets (not supported yet)"
+            info: BindGroupInfo | None = getattr(bg, "_gpurace", None)
+            if dyn and (info is None or len(dyn) != len(info.dynamic)):
+                return f"not replayable: group {group}'s dynamic offsets do not match its layout"
             for e in _entries(bg):
                 if e.buffer is not None and id(e.buffer) not in self.readable:
                     return (
@@ -589,11 +609,13 @@ class _Shadows:
 
     def snapshot(self, kernel: Kernel, index: int, d: Dispatch) -> None:
         buffers: dict[tuple[int, int], bytes] = {}
-        for group, (bg, _) in d.groups.items():
+        for group, (bg, dyn) in d.groups.items():
+            moved = dict(zip(bg._gpurace.dynamic, dyn, strict=False))
             for e in _entries(bg):
                 if e.buffer is not None:
                     size = e.size if e.size is not None else e.buffer.size - e.offset
-                    buffers[(group, e.binding)] = self.read(e.buffer, e.offset, size)
+                    offset = e.offset + moved.get(e.binding, 0)
+                    buffers[(group, e.binding)] = self.read(e.buffer, offset, size)
         if d.indirect:
             import numpy as np
 
