@@ -139,14 +139,24 @@ def test_output_file_is_byte_identical(tmp_path: Path) -> None:
 def test_launches_and_kernel_select_what_they_say() -> None:
     p = run("--kernel", "^scale$", "--launches", "2", "--", "python", PROGRAMS / "two_kernels.py")
     assert p.returncode == 1, p.stderr
-    assert "== kernel 'scale' (<shader module 1>): 3 launches, 2 checked (launch 0, 1)" in p.stderr
+    assert (
+        "== kernel 'scale' (tests/run_programs/two_kernels.py): 3 launches, 2 checked (launch 0, 1)"
+        in p.stderr
+    )
     assert "not selected (launches): 'shift' (2)" in p.stderr
     assert "scope: 2 launches, 8 work-groups, 256 work-items" in p.stderr
-    assert "<shader module 1>:8:5: error: write-write race on storage buffer 'last[0]'" in p.stderr
+    # the kernel is a string in the program: its sites are the program's lines
+    assert (
+        "tests/run_programs/two_kernels.py:14:5: error: "
+        "write-write race on storage buffer 'last[0]'"
+    ) in p.stderr
 
     q = run("--kernel", "shift", "--", "python", PROGRAMS / "two_kernels.py")
     assert q.returncode == 0, q.stderr
-    assert "== kernel 'shift' (<shader module 2>): 2 launches, 1 checked (launch 0)" in q.stderr
+    assert (
+        "== kernel 'shift' (tests/run_programs/two_kernels.py): 2 launches, 1 checked (launch 0)"
+        in q.stderr
+    )
     assert "not selected (launches): 'scale' (3)" in q.stderr
     assert ": error:" not in q.stderr
 
@@ -168,13 +178,14 @@ def test_indirect_dispatch_sees_the_state_its_submission_left() -> None:
     races = sorted(
         (r["class"], r["a"]["site"]["line"], r["b"]["site"]["line"]) for r in work["races"]["races"]
     )
-    # out[gid.x] (line 7) and out[0] (line 9) by 48 work-items in 3 groups
+    # out[gid.x] (line 26) and out[0] (line 28) by 48 work-items in 3 groups
     assert races == [
-        ("global-inter", 7, 9),
-        ("global-inter", 9, 9),
-        ("global-intra", 7, 9),
-        ("global-intra", 9, 9),
+        ("global-inter", 26, 28),
+        ("global-inter", 28, 28),
+        ("global-intra", 26, 28),
+        ("global-intra", 28, 28),
     ]
+    assert work["file"] == "tests/run_programs/indirect.py"
     setup = next(k for k in data["kernels"] if k["kernel"] == "setup")
     assert setup["races"]["races"] == []
     assert data["exit_code"] == 1 and data["program_exit_status"] == 0
@@ -188,7 +199,8 @@ def test_dynamic_offsets_pick_the_snapshot_range() -> None:
     assert "4 races (4 errors, 0 warnings) in kernel 'flagged'" in p.stderr
     assert (
         p.stderr.count(
-            "<shader module 1>:9:9: error: write-write race on storage buffer 'out[0]' (byte 0)"
+            "tests/run_programs/dynamic_offset.py:16:9: error: "
+            "write-write race on storage buffer 'out[0]' (byte 0)"
         )
         == 4
     )
@@ -265,11 +277,18 @@ def test_shader_compile_error_is_the_programs_own() -> None:
 def test_override_constants_set_by_the_pipeline_are_checked_with_their_values() -> None:
     p = run("--", "python", PROGRAMS / "override.py")
     assert p.returncode == 1, p.stderr  # stride = 2: two work-items per element
-    assert "== kernel 'spread' (<shader module 1>) [stride=2]: 1 launch, 1 checked" in p.stderr
-    got = block(p.stderr, "<shader module 1>:7:5: error: write-write race on storage buffer "
-                "'out[0]' (byte 0)")  # fmt: skip
-    assert got[2].startswith("  write  by global (0,0,0)") and got[2].endswith(":7:5")
-    assert got[4].startswith("  write  by global (1,0,0)") and got[4].endswith(":7:5")
+    assert (
+        "== kernel 'spread' (tests/run_programs/override.py) [stride=2]: 1 launch, 1 checked"
+        in p.stderr
+    )
+    got = block(
+        p.stderr,
+        "tests/run_programs/override.py:14:5: error: "
+        "write-write race on storage buffer 'out[0]' (byte 0)",
+    )
+    assert got[2].startswith("  write  by global (0,0,0)") and got[2].endswith("override.py:14:5")
+    assert got[4].startswith("  write  by global (1,0,0)") and got[4].endswith("override.py:14:5")
+    assert got[3] == got[5] == "      out[gid.x / stride] = gid.x;"
     assert got[6] == "  (+31 more addresses, 32 work-item pairs)"
     assert p.stdout == plain(PROGRAMS / "override.py").stdout
 

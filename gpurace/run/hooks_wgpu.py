@@ -246,8 +246,8 @@ def install(session: Session) -> Callable[[], None]:
             module = orig(self, *args, **kwargs)  # a compile error is the program's own
             code = kwargs.get("code")
             module_count[0] += 1
-            source = code if isinstance(code, str) else None
-            name = session.module_name(source, kwargs.get("label") or "", module_count[0])
+            text = code if isinstance(code, str) else None
+            name, source = session.locate(text, kwargs.get("label") or "", module_count[0])
             module._gpurace = ModuleInfo(source, name)
             return module
 

@@ -34,7 +34,7 @@ from gpurace.model import GpuraceError, Report
 from gpurace.report.common import relpath
 
 TOOLS = ("race", "determinism", "all")
-#: Where module sources are looked for: at most this many .wgsl files of at most
+#: Where module sources are looked for: at most this many .wgsl/.py files of at most
 #: this size (a program started from a large directory must not be slowed down).
 MAX_SOURCE_FILES = 200
 MAX_SOURCE_BYTES = 1 << 20
@@ -112,20 +112,29 @@ class Session:
         finally:
             self._off -= 1
 
-    def module_name(self, source: str | None, label: str, number: int) -> str:
-        """The file name reports give a module's sites.
+    def locate(self, source: str | None, label: str, number: int) -> tuple[str, str | None]:
+        """The file reports name a module's sites in, and the source to check for it.
 
         The program usually reads its kernel from a file: the label when it is that
         file, else a ``.wgsl`` file next to the program (or in the current directory)
-        with exactly this text; otherwise a name made from the label.
+        with exactly this text. A kernel written as a string in a ``.py`` file there
+        is found in it verbatim; the source checked then starts with as many empty
+        lines as precede the string, so reported lines (and columns) are the ``.py``
+        file's. Otherwise the name is made from the label (``<label>``).
         """
         if source is not None:
             if label and os.path.isfile(label) and self._read(label) == source:
-                return label
-            for path, text in self._candidates().items():
-                if text == source:
-                    return path
-        return f"<{label or f'shader module {number}'}>"
+                return label, source
+            files = self._candidates()
+            for path, text in files.items():
+                if path.endswith(".wgsl") and text == source:
+                    return path, source
+            if source.strip():
+                for path, text in files.items():
+                    at = text.find(source) if path.endswith(".py") and text else -1
+                    if at >= 0:
+                        return path, "\n" * text.count("\n", 0, at) + source
+        return f"<{label or f'shader module {number}'}>", source
 
     def kernel(
         self, file: str, entry: str | None, source: str | None, language: str, variant: str = ""
@@ -282,7 +291,8 @@ class Session:
             return None
 
     def _candidates(self) -> dict[str, str | None]:
-        """``.wgsl`` files near the program, read once: where module sources come from."""
+        """``.wgsl`` and ``.py`` files near the program, read once: where module sources
+        come from."""
         if self._files is None:
             self._files = {}
             roots = [(self.script_dir, 2), (os.getcwd(), 0)] if self.script_dir else []
@@ -294,7 +304,9 @@ class Session:
                         continue
                     for name in sorted(filenames):
                         path = os.path.join(dirpath, name)
-                        if name.endswith(".wgsl") and os.path.getsize(path) <= MAX_SOURCE_BYTES:
+                        if name.endswith((".wgsl", ".py")) and (
+                            os.path.getsize(path) <= MAX_SOURCE_BYTES
+                        ):
                             self._files.setdefault(relpath(path), self._read(path))
                     if len(self._files) >= MAX_SOURCE_FILES:
                         break
