@@ -10,6 +10,7 @@ from gpu import STORAGE, auto_pipeline, bind, device, read
 SOURCE = """
 @group(0) @binding(0) var<storage, read_write> counter: atomic<u32>;
 @group(0) @binding(1) var<storage, read_write> order: array<u32>;
+@group(0) @binding(2) var<storage, read_write> work: array<u32>;
 
 @compute @workgroup_size(64)
 fn ticket(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -18,7 +19,8 @@ fn ticket(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var k = 0u; k < 256u; k++) {
         acc = acc * 1664525u + 1013904223u;
     }
-    let t = SLOT + acc * 0u;
+    work[gid.x] = acc;
+    let t = SLOT;
     order[t] = gid.x;
 }
 """
@@ -31,10 +33,11 @@ dev = device()
 pipe = auto_pipeline(dev, SOURCE.replace("SLOT", slot), "ticket")
 counter = dev.create_buffer(size=4, usage=STORAGE)
 order = dev.create_buffer(size=4 * 64 * 1024, usage=STORAGE | wgpu.BufferUsage.COPY_SRC)
+work = dev.create_buffer(size=4 * 64 * 1024, usage=STORAGE)
 enc = dev.create_command_encoder()
 cp = enc.begin_compute_pass()
 cp.set_pipeline(pipe)
-cp.set_bind_group(0, bind(dev, pipe, {0: counter, 1: order}))
+cp.set_bind_group(0, bind(dev, pipe, {0: counter, 1: order, 2: work}))
 cp.dispatch_workgroups(1024)
 cp.end()
 dev.queue.submit([enc.finish()])
