@@ -337,3 +337,16 @@ def test_bad_command_lines_are_one_error_line() -> None:
     r = run("--launches", "x", "--", "python", PROGRAMS / "ticket.py")
     assert r.returncode == 2
     assert r.stderr.strip() == "error: --launches must be 0 or a positive integer, not 'x'"
+
+
+def test_override_constants_are_written_on_their_own_lines() -> None:
+    from gpurace.run.hooks_wgpu import with_constants
+
+    src = "override a: u32 = 1u;\n@id(7) override b = 0.5;\noverride c: bool;\nfn f() {}\n"
+    got = with_constants(src, {"a": 3, "7": 0.25, "c": 1})
+    assert got == (
+        "override a: u32 = 3u;\n@id(7) override b: f32 = 0.25f;\noverride c: bool = true;\n"
+        "fn f() {}\n"
+    )
+    assert with_constants(src, {"missing": 1}) is None  # never a silently different kernel
+    assert with_constants(src, {"a": 1.5}) is None  # not a u32
