@@ -497,7 +497,8 @@ def _before_submit(session: Session, queue: Any, cmds: list[tuple[str, Any]]) ->
                 raise
             why = " ".join(str(err).split())[:200]
             for kernel, index in plan.values():
-                if index not in kernel.checked:
+                done = any(x.startswith(f"launch {index}:") for x in kernel.skipped)
+                if index not in kernel.checked and not done:
                     session.skip(kernel, index, f"the replay failed: {type(err).__name__}: {why}")
 
 
