@@ -157,18 +157,19 @@ def check(
     entry: str | None = None,
     progress: Progress | None = None,
     all_instances: bool = False,
+    language: str | None = None,
 ) -> Report:
     """Rewrite, launch and analyse one launch of a kernel; return the report.
 
-    The language follows `path`'s extension. With `all_instances`, the report also
-    lists every instance of each race (up to ALL_INSTANCES_CAP per pass; more makes
-    the result incomplete).
+    `language` ("wgsl" or "opencl") defaults to what `path`'s extension says. With
+    `all_instances`, the report also lists every instance of each race (up to
+    ALL_INSTANCES_CAP per pass; more makes the result incomplete).
     """
     say = progress or (lambda _msg: None)
     mode = uniform_writes or launch.uniform_writes or "tolerate"
     if mode not in ("tolerate", "race"):
         raise GpuraceError(f"--uniform-writes must be 'tolerate' or 'race', not '{mode}'")
-    prepare = {"wgsl": _wgsl_target, "opencl": _opencl_target}[language_of(path)]
+    prepare = {"wgsl": _wgsl_target, "opencl": _opencl_target}[language or language_of(path)]
     t = prepare(source, launch, path, device, entry, mode == "race")
     work_items = prod(t.num_groups) * prod(t.workgroup_size)
     # (lo, hi, log records to try first): a guess per work-item, then what was seen

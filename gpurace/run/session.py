@@ -213,6 +213,7 @@ class Session:
                 device=opts.device,
                 uniform_writes=opts.uniform_writes,
                 entry=kernel.entry,
+                language=kernel.language,
             )
             for race in report.races:
                 race.launch = index  # the text report's "launch N"
@@ -435,6 +436,7 @@ def run(command: Sequence[str], options: Options) -> tuple[Session, ProgramResul
     kind, target, args = parse_command(command)
     script_dir = os.path.dirname(os.path.abspath(target)) if kind == "script" else os.getcwd()
     session = Session(options, script_dir)
+    import gpurace.backends  # noqa: F401  (loads the OpenCL drivers before the program's Vulkan)
     from gpurace.run import HOOK_MODULES
 
     uninstallers = []
