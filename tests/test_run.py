@@ -92,7 +92,7 @@ def test_gauss_seidel_storage_exchange_warns_and_workgroup_version_is_clean() ->
         got = block(p.stderr, line)
         assert got[1] == (
             "  kernel 'relax', launch 0: storage-buffer exchange inside a work-group, "
-            "ordered only by storageBarrier()"
+            "ordered only by storageBarrier() at 20:9, 23:9"
         )
         assert got[2].endswith(f"at {kernel}:{at_a}") and got[4].endswith(f"at {kernel}:{at_b}")
         assert got[-1] == (
