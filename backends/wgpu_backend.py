@@ -27,6 +27,7 @@ if not os.environ.get("XDG_RUNTIME_DIR"):
 
 import wgpu  # noqa: E402
 
+from gpurace.backends.common import LaunchResult
 from gpurace.model import RECORD_WORDS, Binding, GpuraceError, Kind, Race, RaceClass
 
 # Device-side table layouts: keep in step with shaders/analysis.wgsl.
@@ -129,17 +130,6 @@ def max_records_per_pass(device) -> int:
 # ---------------------------------------------------------------------------
 # Launching a (plain or instrumented) module.
 # ---------------------------------------------------------------------------
-
-
-@dataclass
-class LaunchResult:
-    """Buffers after a launch; `log`/`ctl` are set for instrumented launches."""
-
-    outputs: dict[tuple[int, int], np.ndarray]
-    log: object | None = None
-    requested: int = 0  # records the kernel tried to append
-    capacity: int = 0
-    histogram: np.ndarray | None = None  # counting runs: records per address bin
 
 
 def compile_module(device, source: str, path: str):
