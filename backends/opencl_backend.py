@@ -104,7 +104,7 @@ SCALAR_DTYPES = {
     "size_t": np.uint64,
     "bool": np.int32,
 }
-_BUILD_ERROR = re.compile(r":(\d+):(\d+):\s*error:\s*(.*)")
+_BUILD_ERROR = re.compile(r":(\d+):(\d+):\s*(?:error:\s*)?(.*)")
 
 
 def build(queue, source: str, path: str, options: Sequence[str] = ()):
@@ -118,7 +118,8 @@ def build(queue, source: str, path: str, options: Sequence[str] = ()):
             return cl.Program(queue.context, source).build(options=list(options))
     except cl.Error as exc:
         text = str(exc)
-        m = _BUILD_ERROR.search(text)
+        errors = [ln for ln in text.splitlines() if "error" in ln and _BUILD_ERROR.search(ln)]
+        m = _BUILD_ERROR.search(errors[0]) if errors else None
         if m:
             raise GpuraceError(m.group(3).strip(), path, int(m.group(1)), int(m.group(2))) from None
         lines = [ln.strip() for ln in text.splitlines() if ln.strip()]

@@ -183,3 +183,201 @@ def test_basic_local_tile_barrier_compound(queue):
         ("dst", "global", "read_write", "float", 1),
     ]
     assert inst.entry_points == {"k1": (0, 0, 0)} and inst.language == "opencl"
+
+
+HELPERS = kernel("""
+    typedef struct { float a; int b; uchar c[4]; } Item;
+
+    void put(__global float *p, int i, float v) { p[i] = v; }
+    float get(__local const float *p) { return *p; }
+
+    __kernel void k2(__global float *out, __global Item *items, __global uchar *bytes,
+                     __global short *halves, __local float *scratch) {
+      int i = get_local_id(0);
+      __global float *q = out + 2;
+      scratch[i] = (float)i;
+      put(q, i, get(scratch + i) + 0.5f);
+      items[i].b = i * 3;
+      Item t = items[i];
+      t.a = 7.0f;
+      items[i + 2] = t;
+      bytes[i] = (uchar)(i + 200);
+      halves[i] = (short)(-i);
+      __global Item *it = &items[i];
+      it->c[1] = 9;
+    }
+""")
+
+
+def test_helpers_pointer_arithmetic_structs_small_types(queue):
+    items = np.zeros(4 * 12, np.uint8)
+    items[: 24] = np.arange(24, dtype=np.uint8)
+    data = {
+        "out": np.zeros(4, np.float32),
+        "items": items,
+        "bytes": np.zeros(4, np.uint8),
+        "halves": np.zeros(4, np.int16),
+        "scratch": 8,
+    }
+    inst, out, recs, _ = check(queue, HELPERS, data, (2,), (2,))
+    p = {k: pos(HELPERS, k) for k in ("p[i] = v", "*p;", "scratch[i]", "items[i].b", "items[i];",
+                                      "items[i + 2]", "bytes[i]", "halves[i]", "it->c[1]")}
+    want = []
+    for i in range(2):
+        old = items[i * 12 : i * 12 + 12].copy()
+        old[4:8] = np.array([i * 3], np.int32).view(np.uint8)
+        new = old.copy()
+        new[0:4] = np.array([7.0], np.float32).view(np.uint8)
+        w = new.view(np.uint32)
+        want += [
+            st(p["scratch[i]"], "scratch", i * 4, 4, i, f32_bits(i)),
+            ld(p["*p;"], "scratch", i * 4, 4, i),
+            st(p["p[i] = v"], "out", 8 + i * 4, 4, i, f32_bits(i + 0.5)),
+            st(p["items[i].b"], "items", i * 12 + 4, 4, i, i * 3),
+            *[ld(p["items[i];"], "items", i * 12 + o, s, i) for o, s in
+              [(0, 4), (4, 4), (8, 1), (9, 1), (10, 1), (11, 1)]],
+            *[st(p["items[i + 2]"], "items", (i + 2) * 12 + o, s, i, v) for o, s, v in
+              [(0, 4, int(w[0])), (4, 4, int(w[1]))] + [(8 + k, 1, int(new[8 + k])) for k in range(4)]],
+            st(p["bytes[i]"], "bytes", i, 1, i, i + 200),
+            st(p["halves[i]"], "halves", i * 2, 2, i, (-i) & 0xFFFF),
+            st(p["it->c[1]"], "items", i * 12 + 9, 1, i, 9),
+        ]
+    same(recs, want)
+    assert out["out"].tolist() == [0, 0, 0.5, 1.5]
+    assert [(b.name, b.kind, b.elem_stride) for b in inst.params["k2"]] == [
+        ("out", "global", 4), ("items", "global", 12), ("bytes", "global", 1),
+        ("halves", "global", 2), ("scratch", "local", 4),
+    ]
+
+
+VECTORS = kernel("""
+    __kernel void k3(__global float4 *v, __global float *flat, __global half *h,
+                     __global float *res) {
+      int i = get_local_id(0);
+      v[i].y = 5.0f;
+      float2 a = v[i].xz;
+      float2 b = v[i].s10;
+      v[i].hi += (float2)(1.0f, 2.0f);
+      v[i + 2] = (float4)(a, b);
+      float4 q = vload4(i, flat);
+      vstore4(q * 2.0f, i + 2, flat);
+      float f = vload_half(i, h);
+      vstore_half(f + 1.0f, i + 2, h);
+      res[i] = a.x + b.y + q.w + f;
+    }
+""")
+
+
+def test_vector_components_vload_vstore_half(queue):
+    v = np.arange(16, dtype=np.float32)
+    flat = np.arange(16, dtype=np.float32) + 100
+    h = np.array([1.5, -2.0, 0, 0], np.float16)
+    data = {"v": v, "flat": flat, "h": h, "res": np.zeros(2, np.float32)}
+    inst, out, recs, _ = check(queue, VECTORS, data, (2,), (2,))
+    p = {k: pos(VECTORS, k) for k in ("v[i].y", "v[i].xz", "v[i].s10", "v[i].hi", "v[i + 2]",
+                                      "vload4", "vstore4", "vload_half", "vstore_half", "res[i]")}
+    want = []
+    for i in range(2):
+        vv = v[i * 4 : i * 4 + 4].copy()
+        vv[1] = 5.0
+        a = np.array([vv[0], vv[2]], np.float32)
+        b = np.array([vv[1], vv[0]], np.float32)
+        hi = (vv[2:4] + np.array([1, 2], np.float32)).astype(np.float32)
+        q = flat[i * 4 : i * 4 + 4]
+        f = np.float32(h[i])
+        want += [
+            st(p["v[i].y"], "v", i * 16 + 4, 4, i, f32_bits(5.0)),
+            ld(p["v[i].xz"], "v", i * 16, 4, i),
+            ld(p["v[i].xz"], "v", i * 16 + 8, 4, i),
+            ld(p["v[i].s10"], "v", i * 16, 8, i),
+            ld(p["v[i].hi"], "v", i * 16 + 8, 8, i),
+            st(p["v[i].hi"], "v", i * 16 + 8, 8, i, fnv(hi.view(np.uint32))),
+            st(p["v[i + 2]"], "v", (i + 2) * 16, 16, i,
+               fnv(np.concatenate([a, b]).view(np.uint32))),
+            ld(p["vload4"], "flat", i * 16, 16, i),
+            st(p["vstore4"], "flat", (i + 2) * 16, 16, i, fnv((q * 2).view(np.uint32))),
+            ld(p["vload_half"], "h", i * 2, 2, i),
+            st(p["vstore_half"], "h", (i + 2) * 2, 2, i, f16_bits(f + 1)),
+            st(p["res[i]"], "res", i * 4, 4, i, f32_bits(a[0] + b[1] + q[3] + f)),
+        ]
+    same(recs, want)
+
+
+ATOMICS = kernel("""
+    __kernel void k4(__global int *hist, __global uint *slots, __global int *res) {
+      __local int wsum;
+      int i = get_local_id(0);
+      if (i == 0) wsum = 0;
+      barrier(CLK_LOCAL_MEM_FENCE);
+      atomic_add(&wsum, i + 1);
+      atom_inc(&hist[0]);
+      atomic_dec(&hist[1]);
+      atomic_max(&hist[2], i);
+      atomic_xchg(&slots[i], (uint)i + 10u);
+      atomic_cmpxchg(&slots[i], (uint)i + 10u, 99u);
+      barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+      res[i] = atomic_or(&wsum, 0);
+    }
+""")
+
+
+def test_atomics_opencl_1x(queue):
+    data = {"hist": np.zeros(4, np.int32), "slots": np.zeros(4, np.uint32),
+            "res": np.zeros(4, np.int32)}
+    inst, out, recs, _ = check(queue, ATOMICS, data, (4,), (4,))
+    p = {k: pos(ATOMICS, k) for k in ("wsum = 0", "barrier(CLK_L", "atomic_add", "atom_inc",
+                                      "atomic_dec", "atomic_max", "atomic_xchg", "atomic_cmpxchg",
+                                      "barrier(CLK_LOCAL_MEM_FENCE |", "res[i]", "atomic_or")}
+    end = last_brace(ATOMICS)
+    want = [st(p["wsum = 0"], "wsum", 0, 4, 0, 0)]
+    for i in range(4):
+        want += [
+            bar(p["barrier(CLK_L"], i, 0, 1),
+            at(p["atomic_add"], "wsum", 0, i, 3, epoch=1),
+            at(p["atom_inc"], "hist", 0, i, 3),
+            at(p["atomic_dec"], "hist", 4, i, 4),
+            at(p["atomic_max"], "hist", 8, i, 5),
+            at(p["atomic_xchg"], "slots", i * 4, i, 10),
+            at(p["atomic_cmpxchg"], "slots", i * 4, i, 11),
+            bar(p["barrier(CLK_LOCAL_MEM_FENCE |"], i, 1, 3, 0),
+            at(p["atomic_or"], "wsum", 0, i, 8, epoch=2),
+            st(p["res[i]"], "res", i * 4, 4, i, 10, epoch=1),
+            ex(end, i, 2),
+        ]
+    same(recs, want)
+    assert out["res"].tolist() == [10] * 4 and out["slots"].tolist() == [99] * 4
+
+
+ATOMICS20 = kernel("""
+    __kernel void k5(__global atomic_int *cnt, __global int *res) {
+      int i = get_local_id(0);
+      atomic_fetch_add(&cnt[0], 2);
+      atomic_fetch_sub_explicit(&cnt[1], 1, memory_order_relaxed);
+      atomic_store(&cnt[2], 5);
+      int expected = 5;
+      atomic_compare_exchange_strong(&cnt[2], &expected, 6);
+      res[i] = atomic_load(&cnt[3]) + atomic_exchange(&cnt[3], 1);
+    }
+""")
+
+
+def test_atomics_opencl_20(queue):
+    data = {"cnt": np.zeros(4, np.int32), "res": np.zeros(2, np.int32)}
+    inst, out, recs, _ = check(queue, ATOMICS20, data, (2,), (2,), options=["-cl-std=CL3.0"])
+    p = {k: pos(ATOMICS20, k) for k in ("atomic_fetch_add", "atomic_fetch_sub", "atomic_store",
+                                        "atomic_compare", "atomic_load", "atomic_exchange")}
+    want = []
+    for i in range(2):
+        want += [
+            at(p["atomic_fetch_add"], "cnt", 0, i, 3),
+            at(p["atomic_fetch_sub"], "cnt", 4, i, 4),
+            at(p["atomic_store"], "cnt", 8, i, 2),
+            at(p["atomic_compare"], "cnt", 8, i, 11),
+            at(p["atomic_load"], "cnt", 12, i, 1),
+            at(p["atomic_exchange"], "cnt", 12, i, 10),
+        ]
+    got = [r for r in recs if r.var]
+    stores = [r for r in recs if r.var == "res"]
+    assert len(stores) == 2
+    same([r for r in got if r.var != "res"], want)
+    assert out["cnt"].tolist()[:3] == [4, -2, 6]

@@ -706,8 +706,10 @@ class Rewriter:
         ftype = callee.type
         ptypes = list(ftype.argument_types())
         out = []
-        for i, _ in enumerate(args):
-            t = typed.get(i, ptypes[i] if i < len(ptypes) else args[i].type)
+        for i, a in enumerate(args):
+            t = typed.get(i, ptypes[i] if i < len(ptypes) else a.type)
+            if is_pointer(t) and i not in typed:
+                t = self.strip(a).type  # the argument's own address space, not generic
             out.append(f"{c_type(t)} a{i}")
         return out, c_type(ftype.get_result())
 
