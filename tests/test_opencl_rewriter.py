@@ -381,3 +381,214 @@ def test_atomics_opencl_20(queue):
     assert len(stores) == 2
     same([r for r in got if r.var != "res"], want)
     assert out["cnt"].tolist()[:3] == [4, -2, 6]
+
+
+ASYNC = kernel("""
+    __kernel void k6(__global const float *src, __global float *dst) {
+      __local float tile[4];
+      int i = get_local_id(0);
+      int g = get_group_id(0);
+      event_t e = async_work_group_copy(tile, src + g * 4, 4, 0);
+      wait_group_events(1, &e);
+      float v = tile[3 - i];
+      barrier(CLK_LOCAL_MEM_FENCE);
+      e = async_work_group_strided_copy(dst + g, tile, 4, 2, 0);
+      wait_group_events(1, &e);
+      dst[g * 8 + 1 + 2 * i] = v;
+    }
+""")
+
+
+def test_async_work_group_copies(queue):
+    x = np.arange(8, dtype=np.float32) + 1
+    data = {"src": x, "dst": np.zeros(16, np.float32)}
+    inst, out, recs, _ = check(queue, ASYNC, data, (8,), (4,))
+    p_c, p_s = pos(ASYNC, "async_work_group_copy"), pos(ASYNC, "async_work_group_strided")
+    p_t, p_bar, p_d = pos(ASYNC, "tile[3 - i]"), pos(ASYNC, "barrier"), pos(ASYNC, "dst[g * 8")
+    end = last_brace(ASYNC)
+    want = []
+    for g in range(2):
+        for k in range(4):  # group-level copies: logged once per group, by local index 0
+            want += [
+                ld(p_c, "src", (g * 4 + k) * 4, 4, 0, g),
+                R(p_c[0], p_c[1], Kind.STORE, "tile", k * 4, 4, 0, g, 0, None),
+                ld(p_s, "tile", k * 4, 4, 0, g, epoch=1),
+                R(p_s[0], p_s[1], Kind.STORE, "dst", (g + 2 * k) * 4, 4, 0, g, 0, None),
+            ]
+        for i in range(4):
+            want += [
+                ld(p_t, "tile", (3 - i) * 4, 4, i, g),
+                bar(p_bar, i, 0, 1, g),
+                st(p_d, "dst", (g * 8 + 1 + 2 * i) * 4, 4, i, f32_bits(x[g * 4 + 3 - i]), g),
+                ex(end, i, 1, g),
+            ]
+    same(recs, want)
+
+
+FENCES = kernel("""
+    __kernel void k7(__global int *buf) {
+      __local int loc[2];
+      int i = get_local_id(0);
+      loc[i] = i;
+      buf[i] = i;
+      barrier(CLK_LOCAL_MEM_FENCE);
+      loc[1 - i] += 1;
+      barrier(CLK_GLOBAL_MEM_FENCE);
+      buf[1 - i] += 1;
+      barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+      if (i == 0) return;
+      buf[i] = loc[i];
+    }
+""")
+
+
+def test_barrier_flags_epochs_and_exits(queue):
+    """Local-only, global-only and both-fence barriers advance their own epochs; an
+    early return logs an exit."""
+    data = {"buf": np.zeros(2, np.int32)}
+    inst = instrument(FENCES, "k.cl")
+    _, raw, _ = run(queue, inst.source, inst, data, (2,), (2,), log=True)
+    recs = decode(inst, raw)
+    p = {k: pos(FENCES, k) for k in ("loc[i] =", "buf[i] = i", "barrier(CLK_LOCAL_MEM_FENCE)",
+                                     "loc[1 - i]", "barrier(CLK_GLOBAL", "buf[1 - i]", "return",
+                                     "barrier(CLK_LOCAL_MEM_FENCE |", "buf[i] = loc", "loc[i];")}
+    end = last_brace(FENCES)
+    want = []
+    for i in range(2):
+        want += [
+            st(p["loc[i] ="], "loc", i * 4, 4, i, i),
+            st(p["buf[i] = i"], "buf", i * 4, 4, i, i),
+            bar(p["barrier(CLK_LOCAL_MEM_FENCE)"], i, 0, 1),
+            ld(p["loc[1 - i]"], "loc", (1 - i) * 4, 4, i, epoch=1),
+            st(p["loc[1 - i]"], "loc", (1 - i) * 4, 4, i, (1 - i) + 1, epoch=1),
+            bar(p["barrier(CLK_GLOBAL"], i, 1, 2),
+            ld(p["buf[1 - i]"], "buf", (1 - i) * 4, 4, i, epoch=1),
+            st(p["buf[1 - i]"], "buf", (1 - i) * 4, 4, i, (1 - i) + 1, epoch=1),
+            bar(p["barrier(CLK_LOCAL_MEM_FENCE |"], i, 2, 3),
+        ]
+    want += [
+        ex(p["return"], 0, 3),
+        ld(p["loc[i];"], "loc", 4, 4, 1, epoch=2),
+        st(p["buf[i] = loc"], "buf", 4, 4, 1, 2, epoch=2),
+        ex(end, 1, 3),
+    ]
+    same(recs, want)
+    races = reference.analyse(raw, {v.id: v.space for v in inst.variables})
+    assert [r.cls for r in races] == [RaceClass.STORAGE_EXCHANGE] * 3  # buf: global fences
+
+
+MACROS = kernel("""
+    #define AT(a, i) a[(i) * SCALE]
+    #define TILE 4
+    __kernel void k8(__global int *x) {
+      int i = get_local_id(0);
+      x[i] = AT(x, i + TILE);
+    }
+""")
+
+
+def test_define_options_and_macro_sites(queue):
+    """-D options reach the parser and the build; a macro holding an access is
+    located at the macro's use, with the operand as written."""
+    data = {"x": np.arange(16, dtype=np.int32)}
+    inst, out, recs, _ = check(queue, MACROS, data, (2,), (2,), options=["-D", "SCALE=2"])
+    p_use, p_st = pos(MACROS, "AT(x, i + TILE)"), pos(MACROS, "x[i] =")
+    want = []
+    for i in range(2):
+        j = (i + 4) * 2
+        want += [ld(p_use, "x", j * 4, 4, i), st(p_st, "x", i * 4, 4, i, j)]
+    same(recs, want)
+    site = next(s for s in inst.sites if (s.line, s.col) == p_use)
+    assert site.operand == "AT(x, i + TILE)" and site.line_text == "  x[i] = AT(x, i + TILE);"
+    assert out["x"][:2].tolist() == [8, 10]
+    with pytest.raises(GpuraceError) as err:
+        instrument(MACROS, "k.cl")  # SCALE undefined without the option
+    assert str(err.value).startswith("k.cl:5:")
+
+
+def test_compile_errors_are_one_line():
+    bad = kernel("""
+        __kernel void k9(__global int *x) {
+          x[0] = y;
+        }
+    """)
+    with pytest.raises(GpuraceError) as err:
+        instrument(bad, "bad.cl")
+    assert str(err.value) == "bad.cl:2:10: error: use of undeclared identifier 'y'"
+
+
+def test_build_error_maps_to_user_line(queue):
+    with pytest.raises(GpuraceError) as err:
+        opencl_backend.build(queue, "__kernel void k(__global int *x) {\n  x[0] = z;\n}\n", "b.cl")
+    assert str(err.value).startswith("b.cl:2:10: error:") and "z" in str(err.value)
+
+
+LOCAL_RACE = kernel("""
+    __kernel void k10(__global float *out) {
+      __local float tile[8];
+      int i = get_local_id(0);
+      tile[i] = (float)i;
+      out[get_global_id(0)] = tile[(i + 1) % 8];
+    }
+""")
+
+EXCHANGE = kernel("""
+    __kernel void k11(__global int *buf, __global int *out) {
+      int i = get_local_id(0);
+      buf[get_group_id(0) * 4 + i] = i;
+      barrier(CLK_LOCAL_MEM_FENCE);
+      out[get_global_id(0)] = buf[get_group_id(0) * 4 + (3 - i)];
+    }
+""")
+
+
+def _races(queue, src, data, gsize, lsize):
+    inst = instrument(src, "k.cl")
+    _, raw, res = run(queue, inst.source, inst, data, gsize, lsize, log=True)
+    assert res.requested == len(raw)
+    return inst, reference.analyse(raw, {v.id: v.space for v in inst.variables})
+
+
+def test_missing_barrier_is_a_local_race(queue):
+    inst, races = _races(queue, LOCAL_RACE, {"out": np.zeros(16, np.float32)}, (16,), (8,))
+    assert len(races) == 1
+    r = races[0]
+    sa, sb = inst.sites[r.site_a], inst.sites[r.site_b]
+    assert r.cls == RaceClass.LOCAL and inst.variables[r.var].name == "tile"
+    assert {(sa.line, sa.col, sa.kind), (sb.line, sb.col, sb.kind)} == {
+        (*pos(LOCAL_RACE, "tile[i]"), Kind.STORE),
+        (*pos(LOCAL_RACE, "tile[(i"), Kind.LOAD),
+    }
+    assert r.instances == 16  # 8 words x 2 groups
+
+
+def test_local_fence_leaves_global_exchange_racy(queue):
+    data = {"buf": np.zeros(8, np.int32), "out": np.zeros(8, np.int32)}
+    inst, races = _races(queue, EXCHANGE, data, (8,), (4,))
+    assert [r.cls for r in races] == [RaceClass.GLOBAL_INTRA]
+    r = races[0]
+    assert inst.variables[r.var].name == "buf"
+    got = {(inst.sites[s].line, inst.sites[s].col) for s in (r.site_a, r.site_b)}
+    assert got == {pos(EXCHANGE, "buf[get_group_id(0) * 4 + i]"), pos(EXCHANGE, "buf[get_group_id(0) * 4 + (3")}
+
+
+TWO_KERNELS = kernel("""
+    __kernel void first(__global int *a) { a[get_global_id(0)] = 1; }
+    __kernel void second(__global int *b, __local int *scratch) {
+      int i = get_local_id(0);
+      scratch[i] = b[i];
+      b[i] = scratch[i] + 1;
+    }
+""")
+
+
+def test_several_kernels_share_one_variable_table(queue):
+    data = {"b": np.arange(4, dtype=np.int32), "scratch": 16}
+    inst, out, recs, _ = check(queue, TWO_KERNELS, data, (4,), (4,), kernel="second")
+    assert [(v.name, v.kernel, v.space) for v in inst.variables] == [
+        ("a", "first", Space.GLOBAL), ("b", "second", Space.GLOBAL),
+        ("scratch", "second", Space.LOCAL),
+    ]
+    assert set(inst.entry_points) == {"first", "second"}
+    assert len(recs) == 16 and {r.var for r in recs} == {"b", "scratch"}
+    assert out["b"].tolist() == [1, 2, 3, 4]

@@ -691,9 +691,20 @@ class Rewriter:
             h = "_gr_wg_barrier" if len(args) == 1 else "_gr_wg_barrier_scope"
         self.call_edit(c, callee, h, f"_gr_s, {sid}u")
 
+    def pointer_type(self, a):
+        """A pointer argument's type below implicit pointer conversions (its own
+        address space, not the builtin's generic one; arrays as decayed)."""
+        c = a
+        while c.kind == self.K.UNEXPOSED_EXPR and not self.vec_elem(c):
+            ch = self.children(c)
+            if len(ch) != 1 or not is_pointer(ch[0].type):
+                break
+            c = ch[0]
+        return c.type
+
     def pointer_arg(self, a):
         """(type, space) of a pointer argument, below implicit conversions."""
-        t = self.strip(a).type
+        t = self.pointer_type(a)
         if not is_pointer(t):
             return t, None
         q = own_space(t.get_pointee())
@@ -709,7 +720,7 @@ class Rewriter:
         for i, a in enumerate(args):
             t = typed.get(i, ptypes[i] if i < len(ptypes) else a.type)
             if is_pointer(t) and i not in typed:
-                t = self.strip(a).type  # the argument's own address space, not generic
+                t = self.pointer_type(a)
             out.append(f"{c_type(t)} a{i}")
         return out, c_type(ftype.get_result())
 
