@@ -82,8 +82,20 @@ def decode(inst: Instrumented, recs: np.ndarray) -> list[R]:
         else:
             assert Event(event) == site.event
         vals = (int(r[6]) if known else None, int(r[7]))
-        out.append(R(site.line, site.col, Kind(kind), name, int(r[2]), size, int(r[3]),
-                     int(r[4]), int(r[5]), *vals))
+        out.append(
+            R(
+                site.line,
+                site.col,
+                Kind(kind),
+                name,
+                int(r[2]),
+                size,
+                int(r[3]),
+                int(r[4]),
+                int(r[5]),
+                *vals,
+            )
+        )
     return out
 
 
@@ -154,7 +166,11 @@ def test_basic_local_tile_barrier_compound(queue):
     data = {"src": x, "dst": np.zeros(8, np.float32)}
     inst, out, recs, _ = check(queue, BASIC, data, (8,), (4,))
     p_src, p_tile, p_bar = pos(BASIC, "src[gid]"), pos(BASIC, "tile[lid]"), pos(BASIC, "barrier")
-    p_right, p_dst, p_inc = pos(BASIC, "tile[(lid"), pos(BASIC, "dst[gid] ="), pos(BASIC, "dst[gid] +=")
+    p_right, p_dst, p_inc = (
+        pos(BASIC, "tile[(lid"),
+        pos(BASIC, "dst[gid] ="),
+        pos(BASIC, "dst[gid] +="),
+    )
     p_end = last_brace(BASIC)
     want = []
     for g in range(2):
@@ -211,7 +227,7 @@ HELPERS = kernel("""
 
 def test_helpers_pointer_arithmetic_structs_small_types(queue):
     items = np.zeros(4 * 12, np.uint8)
-    items[: 24] = np.arange(24, dtype=np.uint8)
+    items[:24] = np.arange(24, dtype=np.uint8)
     data = {
         "out": np.zeros(4, np.float32),
         "items": items,
@@ -220,8 +236,20 @@ def test_helpers_pointer_arithmetic_structs_small_types(queue):
         "scratch": 8,
     }
     inst, out, recs, _ = check(queue, HELPERS, data, (2,), (2,))
-    p = {k: pos(HELPERS, k) for k in ("p[i] = v", "*p;", "scratch[i]", "items[i].b", "items[i];",
-                                      "items[i + 2]", "bytes[i]", "halves[i]", "it->c[1]")}
+    p = {
+        k: pos(HELPERS, k)
+        for k in (
+            "p[i] = v",
+            "*p;",
+            "scratch[i]",
+            "items[i].b",
+            "items[i];",
+            "items[i + 2]",
+            "bytes[i]",
+            "halves[i]",
+            "it->c[1]",
+        )
+    }
     want = []
     for i in range(2):
         old = items[i * 12 : i * 12 + 12].copy()
@@ -234,10 +262,15 @@ def test_helpers_pointer_arithmetic_structs_small_types(queue):
             ld(p["*p;"], "scratch", i * 4, 4, i),
             st(p["p[i] = v"], "out", 8 + i * 4, 4, i, f32_bits(i + 0.5)),
             st(p["items[i].b"], "items", i * 12 + 4, 4, i, i * 3),
-            *[ld(p["items[i];"], "items", i * 12 + o, s, i) for o, s in
-              [(0, 4), (4, 4), (8, 1), (9, 1), (10, 1), (11, 1)]],
-            *[st(p["items[i + 2]"], "items", (i + 2) * 12 + o, s, i, v) for o, s, v in
-              [(0, 4, int(w[0])), (4, 4, int(w[1]))] + [(8 + k, 1, int(new[8 + k])) for k in range(4)]],
+            *[
+                ld(p["items[i];"], "items", i * 12 + o, s, i)
+                for o, s in [(0, 4), (4, 4), (8, 1), (9, 1), (10, 1), (11, 1)]
+            ],
+            *[
+                st(p["items[i + 2]"], "items", (i + 2) * 12 + o, s, i, v)
+                for o, s, v in [(0, 4, int(w[0])), (4, 4, int(w[1]))]
+                + [(8 + k, 1, int(new[8 + k])) for k in range(4)]
+            ],
             st(p["bytes[i]"], "bytes", i, 1, i, i + 200),
             st(p["halves[i]"], "halves", i * 2, 2, i, (-i) & 0xFFFF),
             st(p["it->c[1]"], "items", i * 12 + 9, 1, i, 9),
@@ -245,8 +278,11 @@ def test_helpers_pointer_arithmetic_structs_small_types(queue):
     same(recs, want)
     assert out["out"].tolist() == [0, 0, 0.5, 1.5]
     assert [(b.name, b.kind, b.elem_stride) for b in inst.params["k2"]] == [
-        ("out", "global", 4), ("items", "global", 12), ("bytes", "global", 1),
-        ("halves", "global", 2), ("scratch", "local", 4),
+        ("out", "global", 4),
+        ("items", "global", 12),
+        ("bytes", "global", 1),
+        ("halves", "global", 2),
+        ("scratch", "local", 4),
     ]
 
 
@@ -274,8 +310,21 @@ def test_vector_components_vload_vstore_half(queue):
     h = np.array([1.5, -2.0, 0, 0], np.float16)
     data = {"v": v, "flat": flat, "h": h, "res": np.zeros(2, np.float32)}
     inst, out, recs, _ = check(queue, VECTORS, data, (2,), (2,))
-    p = {k: pos(VECTORS, k) for k in ("v[i].y", "v[i].xz", "v[i].s10", "v[i].hi", "v[i + 2]",
-                                      "vload4", "vstore4", "vload_half", "vstore_half", "res[i]")}
+    p = {
+        k: pos(VECTORS, k)
+        for k in (
+            "v[i].y",
+            "v[i].xz",
+            "v[i].s10",
+            "v[i].hi",
+            "v[i + 2]",
+            "vload4",
+            "vstore4",
+            "vload_half",
+            "vstore_half",
+            "res[i]",
+        )
+    }
     want = []
     for i in range(2):
         vv = v[i * 4 : i * 4 + 4].copy()
@@ -292,8 +341,9 @@ def test_vector_components_vload_vstore_half(queue):
             ld(p["v[i].s10"], "v", i * 16, 8, i),
             ld(p["v[i].hi"], "v", i * 16 + 8, 8, i),
             st(p["v[i].hi"], "v", i * 16 + 8, 8, i, fnv(hi.view(np.uint32))),
-            st(p["v[i + 2]"], "v", (i + 2) * 16, 16, i,
-               fnv(np.concatenate([a, b]).view(np.uint32))),
+            st(
+                p["v[i + 2]"], "v", (i + 2) * 16, 16, i, fnv(np.concatenate([a, b]).view(np.uint32))
+            ),
             ld(p["vload4"], "flat", i * 16, 16, i),
             st(p["vstore4"], "flat", (i + 2) * 16, 16, i, fnv((q * 2).view(np.uint32))),
             ld(p["vload_half"], "h", i * 2, 2, i),
@@ -322,12 +372,28 @@ ATOMICS = kernel("""
 
 
 def test_atomics_opencl_1x(queue):
-    data = {"hist": np.zeros(4, np.int32), "slots": np.zeros(4, np.uint32),
-            "res": np.zeros(4, np.int32)}
+    data = {
+        "hist": np.zeros(4, np.int32),
+        "slots": np.zeros(4, np.uint32),
+        "res": np.zeros(4, np.int32),
+    }
     inst, out, recs, _ = check(queue, ATOMICS, data, (4,), (4,))
-    p = {k: pos(ATOMICS, k) for k in ("wsum = 0", "barrier(CLK_L", "atomic_add", "atom_inc",
-                                      "atomic_dec", "atomic_max", "atomic_xchg", "atomic_cmpxchg",
-                                      "barrier(CLK_LOCAL_MEM_FENCE |", "res[i]", "atomic_or")}
+    p = {
+        k: pos(ATOMICS, k)
+        for k in (
+            "wsum = 0",
+            "barrier(CLK_L",
+            "atomic_add",
+            "atom_inc",
+            "atomic_dec",
+            "atomic_max",
+            "atomic_xchg",
+            "atomic_cmpxchg",
+            "barrier(CLK_LOCAL_MEM_FENCE |",
+            "res[i]",
+            "atomic_or",
+        )
+    }
     end = last_brace(ATOMICS)
     want = [st(p["wsum = 0"], "wsum", 0, 4, 0, 0)]
     for i in range(4):
@@ -364,8 +430,17 @@ ATOMICS20 = kernel("""
 def test_atomics_opencl_20(queue):
     data = {"cnt": np.zeros(4, np.int32), "res": np.zeros(2, np.int32)}
     inst, out, recs, _ = check(queue, ATOMICS20, data, (2,), (2,), options=["-cl-std=CL3.0"])
-    p = {k: pos(ATOMICS20, k) for k in ("atomic_fetch_add", "atomic_fetch_sub", "atomic_store",
-                                        "atomic_compare", "atomic_load", "atomic_exchange")}
+    p = {
+        k: pos(ATOMICS20, k)
+        for k in (
+            "atomic_fetch_add",
+            "atomic_fetch_sub",
+            "atomic_store",
+            "atomic_compare",
+            "atomic_load",
+            "atomic_exchange",
+        )
+    }
     want = []
     for i in range(2):
         want += [
@@ -449,9 +524,21 @@ def test_barrier_flags_epochs_and_exits(queue):
     inst = instrument(FENCES, "k.cl")
     _, raw, _ = run(queue, inst.source, inst, data, (2,), (2,), log=True)
     recs = decode(inst, raw)
-    p = {k: pos(FENCES, k) for k in ("loc[i] =", "buf[i] = i", "barrier(CLK_LOCAL_MEM_FENCE)",
-                                     "loc[1 - i]", "barrier(CLK_GLOBAL", "buf[1 - i]", "return",
-                                     "barrier(CLK_LOCAL_MEM_FENCE |", "buf[i] = loc", "loc[i];")}
+    p = {
+        k: pos(FENCES, k)
+        for k in (
+            "loc[i] =",
+            "buf[i] = i",
+            "barrier(CLK_LOCAL_MEM_FENCE)",
+            "loc[1 - i]",
+            "barrier(CLK_GLOBAL",
+            "buf[1 - i]",
+            "return",
+            "barrier(CLK_LOCAL_MEM_FENCE |",
+            "buf[i] = loc",
+            "loc[i];",
+        )
+    }
     end = last_brace(FENCES)
     want = []
     for i in range(2):
@@ -569,7 +656,10 @@ def test_local_fence_leaves_global_exchange_racy(queue):
     r = races[0]
     assert inst.variables[r.var].name == "buf"
     got = {(inst.sites[s].line, inst.sites[s].col) for s in (r.site_a, r.site_b)}
-    assert got == {pos(EXCHANGE, "buf[get_group_id(0) * 4 + i]"), pos(EXCHANGE, "buf[get_group_id(0) * 4 + (3")}
+    assert got == {
+        pos(EXCHANGE, "buf[get_group_id(0) * 4 + i]"),
+        pos(EXCHANGE, "buf[get_group_id(0) * 4 + (3"),
+    }
 
 
 TWO_KERNELS = kernel("""
@@ -586,7 +676,8 @@ def test_several_kernels_share_one_variable_table(queue):
     data = {"b": np.arange(4, dtype=np.int32), "scratch": 16}
     inst, out, recs, _ = check(queue, TWO_KERNELS, data, (4,), (4,), kernel="second")
     assert [(v.name, v.kernel, v.space) for v in inst.variables] == [
-        ("a", "first", Space.GLOBAL), ("b", "second", Space.GLOBAL),
+        ("a", "first", Space.GLOBAL),
+        ("b", "second", Space.GLOBAL),
         ("scratch", "second", Space.LOCAL),
     ]
     assert set(inst.entry_points) == {"first", "second"}

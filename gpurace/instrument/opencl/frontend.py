@@ -12,9 +12,9 @@ from __future__ import annotations
 import bisect
 import functools
 import glob
+import importlib.util
 import os
 import re
-import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -46,10 +46,14 @@ def header_dir() -> str:
         spec = importlib.util.find_spec(pkg)
         for loc in (spec.submodule_search_locations or []) if spec else []:
             wheels.append(os.path.join(loc, sub))
-    candidates = ([env] if env else []) + wheels + [
-        *sorted(glob.glob("/usr/lib/llvm-*/lib/clang/*/include"), reverse=True),
-        *sorted(glob.glob("/usr/lib/clang/*/include"), reverse=True),
-    ]
+    candidates = (
+        ([env] if env else [])
+        + wheels
+        + [
+            *sorted(glob.glob("/usr/lib/llvm-*/lib/clang/*/include"), reverse=True),
+            *sorted(glob.glob("/usr/lib/clang/*/include"), reverse=True),
+        ]
+    )
     for d in candidates:
         if d and os.path.isfile(os.path.join(d, _HEADER)):
             return d
@@ -140,9 +144,11 @@ class SourceMap:
         return line, o - self._lines[line - 1] + 1
 
     def line_text(self, line: int) -> str:
-        return self.original.splitlines()[line - 1] if line - 1 < len(
-            self.original.splitlines()
-        ) else ""
+        return (
+            self.original.splitlines()[line - 1]
+            if line - 1 < len(self.original.splitlines())
+            else ""
+        )
 
 
 # ----------------------------------------------------------------------------- macros
@@ -171,7 +177,11 @@ def user_macros(tu, path: str) -> dict[str, Macro]:
             continue
         params = None
         rest = toks[1:]
-        if rest and rest[0].spelling == "(" and rest[0].extent.start.offset == toks[0].extent.end.offset:
+        if (
+            rest
+            and rest[0].spelling == "("
+            and rest[0].extent.start.offset == toks[0].extent.end.offset
+        ):
             close = next(i for i, t in enumerate(rest) if t.spelling == ")")
             params = [t.spelling for t in rest[1:close] if t.spelling != ","]
             rest = rest[close + 1 :]
@@ -232,7 +242,7 @@ def expand_text(text: str, macros: dict[str, Macro], active: frozenset = frozens
         args = _split_args(text[k + 1 : e]) if text[k + 1 : e].strip() else []
         args = [expand_text(a, macros, active) for a in args]
         binds = dict(zip(mac.params, args, strict=False))
-        body = _IDENT.sub(lambda mm: binds.get(mm.group(), mm.group()), mac.body)
+        body = _IDENT.sub(lambda mm, b=binds: b.get(mm.group(), mm.group()), mac.body)
         out.append(expand_text(body, macros, active | {name}))
         i = e + 1
     return "".join(out)

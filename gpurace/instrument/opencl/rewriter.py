@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from gpurace.model import Binding, Event, Instrumented, Kind, Site, Space, TrackedVar
 
 from . import frontend
-from .edits import Edit, Sub, apply
+from .edits import Edit, apply
 from .runtime import PS, WG_BARRIER, atomic_op, prelude
 from .types import (
     access_size,
@@ -159,8 +159,11 @@ class Rewriter:
             if c.kind == K.FUNCTION_DECL and self.in_file(c):
                 self.function(c)
             elif c.kind == K.VAR_DECL and self.in_file(c) and tracked_space(c.type):
-                self.note(c.extent.start.offset, f"program-scope variable '{c.spelling}' "
-                          "is not tracked: accesses to it are counted as unattributed")
+                self.note(
+                    c.extent.start.offset,
+                    f"program-scope variable '{c.spelling}' "
+                    "is not tracked: accesses to it are counted as unattributed",
+                )
         nv = len(self.variables)
         for off, close, sid in self.kernel_exits if self.has_barrier else []:
             if close is None:  # the kernel's closing brace
@@ -195,7 +198,9 @@ class Rewriter:
     def function(self, fn) -> None:
         K = self.K
         name_off = fn.location.offset
-        kernel = bool(re.search(r"\b(__kernel|kernel)\b", self.text[fn.extent.start.offset:name_off]))
+        kernel = bool(
+            re.search(r"\b(__kernel|kernel)\b", self.text[fn.extent.start.offset : name_off])
+        )
         params = [c for c in self.children(fn) if c.kind == K.PARM_DECL]
         body = next((c for c in self.children(fn) if c.kind == K.COMPOUND_STMT), None)
         # the parameter list's closing parenthesis
@@ -206,9 +211,7 @@ class Rewriter:
             lp = self.skip_to(name_off + len(fn.spelling), "(")
             rp = self.skip_to(lp + 1, ")")
         extra = (
-            "__global uint *_gr_log, volatile __global uint *_gr_ctl"
-            if kernel
-            else f"{PS}_gr_s"
+            "__global uint *_gr_log, volatile __global uint *_gr_ctl" if kernel else f"{PS}_gr_s"
         )
         if lp is not None and self.text[lp + 1 : rp].strip() in ("", "void"):
             self.edits.append(Edit(lp + 1, rp, lambda sub, t=extra: t))
@@ -249,8 +252,16 @@ class Rewriter:
                     space = Space.GLOBAL if kind == "global" else Space.LOCAL
                     self.variables.append(
                         TrackedVar(
-                            var, p.spelling, space, 0, i, None, stride, etype,
-                            "read" if pointee.is_const_qualified() else "read_write", name,
+                            var,
+                            p.spelling,
+                            space,
+                            0,
+                            i,
+                            None,
+                            stride,
+                            etype,
+                            "read" if pointee.is_const_qualified() else "read_write",
+                            name,
                         )
                     )
                     track.append(
@@ -261,8 +272,17 @@ class Rewriter:
                 bindings.append(Binding(0, i, p.spelling, kind, access, None, stride, etype, var))
             else:
                 bindings.append(
-                    Binding(0, i, p.spelling, "scalar", "read", t.get_size(), t.get_size(),
-                            c_type(t), None)
+                    Binding(
+                        0,
+                        i,
+                        p.spelling,
+                        "scalar",
+                        "read",
+                        t.get_size(),
+                        t.get_size(),
+                        c_type(t),
+                        None,
+                    )
                 )
         self.params[name] = bindings
         self.kernel_locals = 0
@@ -352,8 +372,18 @@ class Rewriter:
         size = d.type.get_size()
         stride, etype = element_stride(d.type)
         self.variables.append(
-            TrackedVar(var, d.spelling, Space.LOCAL, None, None, size, stride, etype,
-                       "read_write", self.kernel_name)
+            TrackedVar(
+                var,
+                d.spelling,
+                Space.LOCAL,
+                None,
+                None,
+                size,
+                stride,
+                etype,
+                "read_write",
+                self.kernel_name,
+            )
         )
         self.insert(
             after,
@@ -380,15 +410,22 @@ class Rewriter:
         if not (self.lvalue_kind(c) or self.is_deref(c)):
             return False
         if tracked_space(c.type) is None:
-            if own_space(c.type) == "__generic" or (
-                self.is_deref(c) or c.kind == self.K.ARRAY_SUBSCRIPT_EXPR
-            ) and self.generic_base(c):
-                self.note(c.extent.start.offset, "access through a generic pointer is not "
-                          "tracked (qualify the pointer __global or __local)")
+            if (
+                own_space(c.type) == "__generic"
+                or (self.is_deref(c) or c.kind == self.K.ARRAY_SUBSCRIPT_EXPR)
+                and self.generic_base(c)
+            ):
+                self.note(
+                    c.extent.start.offset,
+                    "access through a generic pointer is not "
+                    "tracked (qualify the pointer __global or __local)",
+                )
             return False
         if c.kind == self.K.ARRAY_SUBSCRIPT_EXPR and is_vector(self.children(c)[0].type):
-            self.note(c.extent.start.offset, "subscript of a vector in tracked memory is not "
-                      "instrumented (use .sN components)")
+            self.note(
+                c.extent.start.offset,
+                "subscript of a vector in tracked memory is not instrumented (use .sN components)",
+            )
             return False
         if self.in_unexpanded_macro(c):
             return False
@@ -396,16 +433,21 @@ class Rewriter:
 
     def generic_base(self, c) -> bool:
         ch = self.children(c)
-        return bool(ch) and is_pointer(ch[0].type) and own_space(
-            ch[0].type.get_pointee()
-        ) == "__generic"
+        return (
+            bool(ch)
+            and is_pointer(ch[0].type)
+            and own_space(ch[0].type.get_pointee()) == "__generic"
+        )
 
     def in_unexpanded_macro(self, c) -> bool:
         s, e = c.extent.start.offset, c.extent.end.offset
         for m in self.macro_uses:
             if m[0] <= s and e <= m[1]:
-                self.note(s, "access inside a macro defined outside the file (-D or "
-                          "header) is not instrumented")
+                self.note(
+                    s,
+                    "access inside a macro defined outside the file (-D or "
+                    "header) is not instrumented",
+                )
                 return True
         return False
 
@@ -413,9 +455,10 @@ class Rewriter:
         if c.kind != self.K.UNARY_OPERATOR:
             return False
         (sub,) = self.children(c)
-        return sub.extent.start.offset > c.extent.start.offset and self.text[
-            c.extent.start.offset : sub.extent.start.offset
-        ].strip() == "*"
+        return (
+            sub.extent.start.offset > c.extent.start.offset
+            and self.text[c.extent.start.offset : sub.extent.start.offset].strip() == "*"
+        )
 
     def unparen(self, c):
         while c.kind == self.K.PAREN_EXPR:
@@ -636,7 +679,9 @@ class Rewriter:
         s, e = c.extent.start.offset, c.extent.end.offset
         sl = self.site(Kind.LOAD, s, e, self.var_of(c))
         ss = self.site(Kind.STORE, s, e, self.var_of(c))
-        h = self.rmw_helper(c, sel, base, int(space), ("pre" if prefix else "post") + op, None, "inc")
+        h = self.rmw_helper(
+            c, sel, base, int(space), ("pre" if prefix else "post") + op, None, "inc"
+        )
         target = base if sel else c
 
         def build(sub, h=h, target=target):
@@ -709,8 +754,11 @@ class Rewriter:
             return t, None
         q = own_space(t.get_pointee())
         if q == "__generic":
-            self.note(a.extent.start.offset, "access through a generic pointer is not "
-                      "tracked (qualify the pointer __global or __local)")
+            self.note(
+                a.extent.start.offset,
+                "access through a generic pointer is not "
+                "tracked (qualify the pointer __global or __local)",
+            )
         return t, tracked_space(t.get_pointee())
 
     def sig(self, callee, args, typed: dict[int, object]) -> tuple[list[str], str]:
@@ -730,8 +778,12 @@ class Rewriter:
         pt, space = self.pointer_arg(args[0])
         if space is None:
             return
-        sid = self.site(Kind.ATOMIC, c.extent.start.offset, c.extent.end.offset,
-                        self.root_name(self.src(args[0]).lstrip("&(")))
+        sid = self.site(
+            Kind.ATOMIC,
+            c.extent.start.offset,
+            c.extent.end.offset,
+            self.root_name(self.src(args[0]).lstrip("&(")),
+        )
         params, ret = self.sig(callee, args, {0: pt})
         size = access_size(pt.get_pointee())
         op = atomic_op(name)
@@ -801,25 +853,24 @@ class Rewriter:
         if dsp is None and ssp is None:
             return
         s, e = c.extent.start.offset, c.extent.end.offset
-        var = self.root_name(self.src(args[1]))
         sl = self.site(Kind.LOAD, s, e, self.root_name(self.src(args[1])))
         ss = self.site(Kind.STORE, s, e, self.root_name(self.src(args[0])))
-        del var
         params, ret = self.sig(callee, args, {0: dt, 1: st})
-        es = access_size(dt.get_pointee())
         strided = name.endswith("strided_copy")
         # the strided side is the global one
         dstep = "a3" if strided and dsp == Space.GLOBAL else "1"
         sstep = "a3" if strided and dsp != Space.GLOBAL else "1"
         lines = []
-        if ssp is not None:
-            lines.append(
-                f"      _gr_acc(s, (ulong)(a1 + k * {sstep}), {int(ssp)}u, {es}u, sl, 0u, 0, 0u, 0u);"
-            )
-        if dsp is not None:
-            lines.append(
-                f"      _gr_acc(s, (ulong)(a0 + k * {dstep}), {int(dsp)}u, {es}u, ss, 1u, 0, 0u, 0u);"
-            )
+        for ptr, step, sp, t, site, kind in (
+            ("a1", sstep, ssp, st, "sl", 0),
+            ("a0", dstep, dsp, dt, "ss", 1),
+        ):
+            if sp is not None:
+                n = access_size(t.get_pointee())
+                lines.append(
+                    f"      _gr_acc(s, (ulong)({ptr} + k * {step}), {int(sp)}u, {n}u, {site}, "
+                    f"{kind}u, 0, 0u, 0u);"
+                )
         call = f"{name}({', '.join(f'a{i}' for i in range(len(args)))})"
 
         def make(h):
@@ -892,7 +943,11 @@ def _expand_access_macros(tu, path, source, macros):
             walk(ch)
 
     for c in tu.cursor.get_children():
-        if c.kind == ci.CursorKind.FUNCTION_DECL and c.location.file and c.location.file.name == path:
+        if (
+            c.kind == ci.CursorKind.FUNCTION_DECL
+            and c.location.file
+            and c.location.file.name == path
+        ):
             walk(c)
     if not hit:
         return None, None
