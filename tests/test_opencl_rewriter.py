@@ -683,3 +683,58 @@ def test_several_kernels_share_one_variable_table(queue):
     assert set(inst.entry_points) == {"first", "second"}
     assert len(recs) == 16 and {r.var for r in recs} == {"b", "scratch"}
     assert out["b"].tolist() == [1, 2, 3, 4]
+
+
+WG_BARRIER = kernel("""
+    __kernel __attribute__((reqd_work_group_size(2, 1, 1)))
+    void k12(__global int *x) {
+      __local int t[2];
+      int i = get_local_id(0);
+      t[i] = i;
+      work_group_barrier(CLK_LOCAL_MEM_FENCE);
+      x[i] = t[1 - i];
+      work_group_barrier(CLK_GLOBAL_MEM_FENCE, memory_scope_work_group);
+      x[1 - i] += 1;
+    }
+""")
+
+
+def test_work_group_barrier_opencl_20(queue):
+    data = {"x": np.zeros(2, np.int32)}
+    inst, out, recs, _ = check(queue, WG_BARRIER, data, (2,), (2,), options=["-cl-std=CL3.0"])
+    assert inst.entry_points == {"k12": (2, 1, 1)}
+    p = {k: pos(WG_BARRIER, k) for k in ("t[i]", "work_group_barrier(CLK_L", "t[1 - i]",
+                                         "x[i]", "work_group_barrier(CLK_G", "x[1 - i]")}
+    end = last_brace(WG_BARRIER)
+    want = []
+    for i in range(2):
+        want += [
+            st(p["t[i]"], "t", i * 4, 4, i, i),
+            bar(p["work_group_barrier(CLK_L"], i, 0, 1),
+            ld(p["t[1 - i]"], "t", (1 - i) * 4, 4, i, epoch=1),
+            st(p["x[i]"], "x", i * 4, 4, i, 1 - i),
+            bar(p["work_group_barrier(CLK_G"], i, 1, 2),
+            ld(p["x[1 - i]"], "x", (1 - i) * 4, 4, i, epoch=1),
+            st(p["x[1 - i]"], "x", (1 - i) * 4, 4, i, i + 1, epoch=1),
+            ex(end, i, 2),
+        ]
+    same(recs, want)
+
+
+def test_constructs_not_instrumented_are_listed(tmp_path):
+    (tmp_path / "util.h").write_text("float twice(__global float *p) { return 2.0f * p[0]; }\n")
+    src = kernel("""
+        #include "util.h"
+        void g(float *p) { p[0] = 1.0f; }
+        __kernel void k13(__global float *x, read_only image2d_t img) {
+          x[1] = twice(x) + read_imagef(img, (int2)(0, 0)).x;
+        }
+    """)
+    inst = instrument(src, "k.cl", ["-I", str(tmp_path), "-cl-std=CL3.0"])
+    assert inst.not_instrumented == [
+        "k.cl:2:20: access through a generic pointer is not tracked "
+        "(qualify the pointer __global or __local)",
+        f"k.cl:4:10: 'twice' is defined in {tmp_path}/util.h: functions outside the "
+        "checked file are not instrumented",
+        "k.cl:4:21: 'read_imagef': image and pipe accesses are not tracked",
+    ]

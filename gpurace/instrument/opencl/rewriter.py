@@ -705,6 +705,15 @@ class Rewriter:
             end = c.extent.end.offset - 1
             self.insert(end, ", _gr_s" if args else "_gr_s")
             return
+        ref = callee.referenced
+        where = ref.location.file.name if ref is not None and ref.location.file else self.path
+        if where != self.path and not where.startswith(frontend.header_dir()):
+            self.note(
+                c.extent.start.offset,
+                f"'{name}' is defined in {where}: functions outside the checked file are "
+                "not instrumented",
+            )
+            return
         if name in ("barrier", "work_group_barrier"):
             self.barrier(c, callee, args, name)
         elif atomic_op(name) is not None:
