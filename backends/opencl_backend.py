@@ -112,6 +112,9 @@ def build(queue, source: str, path: str, options: Sequence[str] = ()):
     GpuraceError at the first error (instrumented programs keep the user's line
     numbers through #line directives)."""
     cl = _cl()
+    where = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(where):  # quoted #includes resolve next to the user's file
+        options = [*options, "-I", where]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -703,8 +703,17 @@ def test_work_group_barrier_opencl_20(queue):
     data = {"x": np.zeros(2, np.int32)}
     inst, out, recs, _ = check(queue, WG_BARRIER, data, (2,), (2,), options=["-cl-std=CL3.0"])
     assert inst.entry_points == {"k12": (2, 1, 1)}
-    p = {k: pos(WG_BARRIER, k) for k in ("t[i]", "work_group_barrier(CLK_L", "t[1 - i]",
-                                         "x[i]", "work_group_barrier(CLK_G", "x[1 - i]")}
+    p = {
+        k: pos(WG_BARRIER, k)
+        for k in (
+            "t[i]",
+            "work_group_barrier(CLK_L",
+            "t[1 - i]",
+            "x[i]",
+            "work_group_barrier(CLK_G",
+            "x[1 - i]",
+        )
+    }
     end = last_brace(WG_BARRIER)
     want = []
     for i in range(2):
@@ -737,4 +746,78 @@ def test_constructs_not_instrumented_are_listed(tmp_path):
         f"k.cl:4:10: 'twice' is defined in {tmp_path}/util.h: functions outside the "
         "checked file are not instrumented",
         "k.cl:4:21: 'read_imagef': image and pipe accesses are not tracked",
+    ]
+
+
+def test_address_range_histogram_and_unattributed(queue):
+    """Only accesses touching a word in [lo, hi) of the linear address order are
+    logged, events when their group's id is; a counting run fills the histogram;
+    an access to an untracked (program-scope) variable is counted, not logged."""
+    x = np.arange(8, dtype=np.float32)
+    data = {"src": x, "dst": np.zeros(8, np.float32)}
+    inst = instrument(BASIC, "k.cl")
+    full = decode(inst, run(queue, inst.source, inst, data, (8,), (4,), log=True)[1])
+    bases, extents = linear_layout(inst, "k1", 2, {"src": 32, "dst": 32})
+    by_name = {v.name: b for v, b in zip(inst.variables, bases, strict=True)}
+    params = inst.params["k1"]
+    args = {b.binding: data[b.name] for b in params}
+    for lo, hi in [(0, by_name["src"] + 8), (by_name["dst"] + 16, 0xFFFFFFFF)]:
+        res = opencl_backend.launch(
+            queue,
+            inst.source,
+            "k.cl",
+            "k1",
+            params,
+            args,
+            (8,),
+            (4,),
+            var_bases=bases,
+            var_sizes=extents,
+            log_capacity=1024,
+            log_range=(lo, hi),
+        )
+        want = [
+            r
+            for r in full
+            if (r.kind == Kind.EVENT and lo <= r.grp < hi)
+            or (r.kind != Kind.EVENT and lo <= by_name[r.var] + (r.off & ~3) < hi)
+        ]
+        same(decode(inst, opencl_backend.read_log(queue, res)), want)
+    res = opencl_backend.launch(
+        queue,
+        inst.source,
+        "k.cl",
+        "k1",
+        params,
+        args,
+        (8,),
+        (4,),
+        var_bases=bases,
+        var_sizes=extents,
+        log_capacity=1024,
+        histogram_bins=4,
+        histogram_width=16,
+    )
+    assert res.requested == 0 and int(res.histogram.sum()) == len(full)
+    assert res.histogram[0] == 16  # barrier + exit per work-item at its group (0 or 1)
+    extents[1] = 0  # dst: an extent of 0 attributes nothing to it
+    res = opencl_backend.launch(
+        queue,
+        inst.source,
+        "k.cl",
+        "k1",
+        params,
+        args,
+        (8,),
+        (4,),
+        var_bases=bases,
+        var_sizes=extents,
+        log_capacity=1024,
+    )
+    assert res.unattributed == 24 and res.requested == len(full) - 24
+    src = "__global int hidden[4];\n__kernel void k14(__global int *x) { x[0] = hidden[1]; }\n"
+    inst = instrument(src, "k.cl", ["-cl-std=CL3.0"])
+    assert inst.not_instrumented == [
+        "k.cl:1:1: program-scope variable 'hidden' is not tracked: accesses to it are "
+        "counted as unattributed"
     ]

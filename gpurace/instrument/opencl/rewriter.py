@@ -158,7 +158,7 @@ class Rewriter:
         for c in self.tu.cursor.get_children():
             if c.kind == K.FUNCTION_DECL and self.in_file(c):
                 self.function(c)
-            elif c.kind == K.VAR_DECL and self.in_file(c) and tracked_space(c.type):
+            elif c.kind == K.VAR_DECL and self.in_file(c) and tracked_space(c.type) is not None:
                 self.note(
                     c.extent.start.offset,
                     f"program-scope variable '{c.spelling}' "
