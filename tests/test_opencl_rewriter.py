@@ -821,3 +821,32 @@ def test_address_range_histogram_and_unattributed(queue):
         "k.cl:1:1: program-scope variable 'hidden' is not tracked: accesses to it are "
         "counted as unattributed"
     ]
+
+
+SCALARS = kernel("""
+    __kernel void k15(__global float *out, int n, float4 v, __constant float *c, uchar b) {
+      int i = get_local_id(0);
+      out[i] = (float)n + v.w + c[i] + (float)b;
+    }
+""")
+
+
+def test_scalar_and_constant_arguments(queue):
+    data = {
+        "out": np.zeros(2, np.float32),
+        "n": 3,
+        "v": [1, 2, 3, 4.5],
+        "c": np.array([10, 20], np.float32),
+        "b": 7,
+    }
+    inst, out, recs, _ = check(queue, SCALARS, data, (2,), (2,))
+    assert [(b.kind, b.elem_type, b.var) for b in inst.params["k15"]] == [
+        ("global", "float", 0),
+        ("scalar", "int", None),
+        ("scalar", "float4", None),
+        ("constant", "float", None),
+        ("scalar", "uchar", None),
+    ]
+    assert out["out"].tolist() == [24.5, 34.5]
+    p = pos(SCALARS, "out[i]")
+    same(recs, [st(p, "out", i * 4, 4, i, f32_bits([24.5, 34.5][i])) for i in range(2)])

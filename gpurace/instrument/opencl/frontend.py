@@ -246,3 +246,87 @@ def expand_text(text: str, macros: dict[str, Macro], active: frozenset = frozens
         out.append(expand_text(body, macros, active | {name}))
         i = e + 1
     return "".join(out)
+
+
+def expand_access_macros(tu, path: str, source: str, tracked) -> tuple[str, SourceMap]:
+    """Expand in the text every use of a user macro that holds an access (clang maps
+    all of a macro's nodes to its use, so they cannot be edited in place).
+    `tracked(type)` says whether an expression of that type is in tracked memory.
+    Returns the new text and its map back to `source`."""
+    ci = _cindex()
+    macros = user_macros(tu, path)
+    smap = SourceMap(source)
+    uses = [
+        c
+        for c in tu.cursor.get_children()
+        if c.kind == ci.CursorKind.MACRO_INSTANTIATION
+        and c.location.file
+        and c.location.file.name == path
+        and c.spelling in macros
+    ]
+    if not uses:
+        return source, smap
+    spans = [(u.extent.start.offset, u.extent.end.offset, u.spelling) for u in uses]
+    hit: set[int] = set()
+    interesting = (
+        ci.CursorKind.ARRAY_SUBSCRIPT_EXPR,
+        ci.CursorKind.MEMBER_REF_EXPR,
+        ci.CursorKind.UNARY_OPERATOR,
+        ci.CursorKind.CALL_EXPR,
+        ci.CursorKind.DECL_REF_EXPR,
+        ci.CursorKind.UNEXPOSED_EXPR,
+    )
+
+    def walk(c):
+        if c.kind in interesting and c.location.file and c.location.file.name == path:
+            s, e = c.extent.start.offset, c.extent.end.offset
+            relevant = tracked(c.type) is not None or c.kind == ci.CursorKind.CALL_EXPR
+            if relevant:
+                for i, (us, ue, _) in enumerate(spans):
+                    if us <= s and e <= ue:
+                        hit.add(i)
+        for ch in c.get_children():
+            walk(ch)
+
+    for c in tu.cursor.get_children():
+        if (
+            c.kind == ci.CursorKind.FUNCTION_DECL
+            and c.location.file
+            and c.location.file.name == path
+        ):
+            walk(c)
+    if not hit:
+        return source, smap
+    out, pos = [], 0
+    new_len = 0
+    for i in sorted(hit, key=lambda i: spans[i][0]):
+        us, ue, name = spans[i]
+        if us < pos:
+            continue
+        mac = macros[name]
+        if "#" in mac.body:
+            continue
+        # a function-like macro's use extends over its arguments
+        end = ue
+        if mac.params is not None:
+            k = ue
+            while k < len(source) and source[k].isspace():
+                k += 1
+            if source[k : k + 1] == "(" and ue == us + len(name):
+                depth = 0
+                while k < len(source):
+                    depth += source[k] == "("
+                    depth -= source[k] == ")"
+                    k += 1
+                    if depth == 0:
+                        break
+                end = k
+        exp = expand_text(source[us:end], macros)
+        out.append(source[pos:us])
+        new_len += us - pos
+        smap.expansions.append((new_len, new_len + len(exp), us, end))
+        out.append(exp)
+        new_len += len(exp)
+        pos = end
+    out.append(source[pos:])
+    return "".join(out), smap

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from gpurace.model import Binding, Event, Instrumented, Kind, Site, Space, TrackedVar
 
 from . import frontend
+from .builtins import VLOAD, BuiltinCalls
 from .edits import Edit, apply
 from .runtime import PS, WG_BARRIER, atomic_op, prelude
 from .types import (
@@ -30,7 +31,7 @@ from .types import (
 )
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
-_VLOAD = re.compile(r"^(vloada?_half|vload|vstorea?_half|vstore)(\d*)(_rt[enpz]+)?$")
+
 _COMPONENTS = {"x": 0, "y": 1, "z": 2, "w": 3, "r": 0, "g": 1, "b": 2, "a": 3}
 RV, ADDR = "rv", "addr"  # contexts: value used, or only the address/parts
 
@@ -62,15 +63,20 @@ def runs(indices: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-class Rewriter:
-    def __init__(self, text: str, smap: frontend.SourceMap, tu, path: str, options):
+class Rewriter(BuiltinCalls):
+    def __init__(self, text: str, smap: frontend.SourceMap, tu, path: str):
         self.ci = frontend._cindex()
         self.K = self.ci.CursorKind
         self.text = text
         self.smap = smap
         self.tu = tu
         self.path = path
-        self.options = options
+        # uses of macros left in the text (not the user's, or without accesses)
+        self.macro_uses = [
+            (c.extent.start.offset, c.extent.end.offset)
+            for c in tu.cursor.get_children()
+            if c.kind == self.K.MACRO_INSTANTIATION and self.in_file(c)
+        ]
         self.edits: list[Edit] = []
         self.sites: list[Site] = []
         self.variables: list[TrackedVar] = []
@@ -285,7 +291,6 @@ class Rewriter:
                     )
                 )
         self.params[name] = bindings
-        self.kernel_locals = 0
         self.kernel_track = len(track)
         prologue = (
             f" _gr_state_t _gr_st; {PS}_gr_s = &_gr_st; _gr_init(_gr_s, _gr_log, _gr_ctl); "
@@ -718,7 +723,7 @@ class Rewriter:
             self.barrier(c, callee, args, name)
         elif atomic_op(name) is not None:
             self.atomic(c, callee, args, name)
-        elif _VLOAD.match(name):
+        elif VLOAD.match(name):
             self.vloadstore(c, callee, args, name)
         elif name in ("async_work_group_copy", "async_work_group_strided_copy"):
             self.async_copy(c, callee, args, name)
@@ -735,262 +740,13 @@ class Rewriter:
 
         self.edits.append(Edit(c.extent.start.offset, c.extent.end.offset, build))
 
-    def barrier(self, c, callee, args, name) -> None:
-        self.has_barrier = True
-        sid = self.site(Kind.EVENT, c.extent.start.offset, c.extent.end.offset, "", Event.BARRIER)
-        if name == "barrier":
-            h = "_gr_barrier"
-        else:
-            self.uses_wg_barrier = True
-            h = "_gr_wg_barrier" if len(args) == 1 else "_gr_wg_barrier_scope"
-        self.call_edit(c, callee, h, f"_gr_s, {sid}u")
-
-    def pointer_type(self, a):
-        """A pointer argument's type below implicit pointer conversions (its own
-        address space, not the builtin's generic one; arrays as decayed)."""
-        c = a
-        while c.kind == self.K.UNEXPOSED_EXPR and not self.vec_elem(c):
-            ch = self.children(c)
-            if len(ch) != 1 or not is_pointer(ch[0].type):
-                break
-            c = ch[0]
-        return c.type
-
-    def pointer_arg(self, a):
-        """(type, space) of a pointer argument, below implicit conversions."""
-        t = self.pointer_type(a)
-        if not is_pointer(t):
-            return t, None
-        q = own_space(t.get_pointee())
-        if q == "__generic":
-            self.note(
-                a.extent.start.offset,
-                "access through a generic pointer is not "
-                "tracked (qualify the pointer __global or __local)",
-            )
-        return t, tracked_space(t.get_pointee())
-
-    def sig(self, callee, args, typed: dict[int, object]) -> tuple[list[str], str]:
-        ftype = callee.type
-        ptypes = list(ftype.argument_types())
-        out = []
-        for i, a in enumerate(args):
-            t = typed.get(i, ptypes[i] if i < len(ptypes) else a.type)
-            if is_pointer(t) and i not in typed:
-                t = self.pointer_type(a)
-            out.append(f"{c_type(t)} a{i}")
-        return out, c_type(ftype.get_result())
-
-    def atomic(self, c, callee, args, name) -> None:
-        if not args:
-            return
-        pt, space = self.pointer_arg(args[0])
-        if space is None:
-            return
-        sid = self.site(
-            Kind.ATOMIC,
-            c.extent.start.offset,
-            c.extent.end.offset,
-            self.root_name(self.src(args[0]).lstrip("&(")),
-        )
-        params, ret = self.sig(callee, args, {0: pt})
-        size = access_size(pt.get_pointee())
-        op = atomic_op(name)
-        call = f"{name}({', '.join(f'a{i}' for i in range(len(args)))})"
-
-        def make(h):
-            r = "return " if ret != "void" else ""
-            return (
-                f"{ret} {h}({', '.join(params)}, {PS}s, uint site) {{\n"
-                f"  _gr_acc(s, (ulong)a0, {int(space)}u, {size}u, site, 2u, 0, 0u, {op}u);\n"
-                f"  {r}{call};\n}}"
-            )
-
-        h = self.helper(f"at|{name}|{'|'.join(params)}|{ret}", make)
-        self.call_edit(c, callee, h, f"_gr_s, {sid}u")
-
-    def vloadstore(self, c, callee, args, name) -> None:
-        m = _VLOAD.match(name)
-        fam, n = m.group(1), int(m.group(2) or 1)
-        store = fam.startswith("vstore")
-        pi = 2 if store else 1
-        if len(args) <= pi:
-            return
-        pt, space = self.pointer_arg(args[pi])
-        if space is None:
-            return
-        es = pt.get_pointee().get_size()
-        half = "half" in fam
-        step = 4 if (fam.startswith("vloada") or fam.startswith("vstorea")) and n == 3 else n
-        size = n * (2 if half else es)
-        sid = self.site(
-            Kind.STORE if store else Kind.LOAD,
-            c.extent.start.offset,
-            c.extent.end.offset,
-            self.root_name(self.src(args[pi])),
-        )
-        params, ret = self.sig(callee, args, {pi: pt})
-        call = f"{name}({', '.join(f'a{i}' for i in range(len(args)))})"
-        addr = f"(ulong)(a{pi} + a{pi - 1} * {step})"
-        if store and half:
-            value = (
-                f"  ushort t[{max(n, 4) if n == 3 else n}];\n"
-                f"  {name}(a0, 0, (__private half *)t);\n"
-                f"  _gr_acc(s, {addr}, {int(space)}u, {size}u, site, 1u, "
-                f"(const __private uchar *)t, 1u, 0u);\n"
-            )
-        elif store:
-            value = (
-                f"  _gr_acc(s, {addr}, {int(space)}u, {size}u, site, 1u, "
-                f"(const __private uchar *)&a0, 1u, 0u);\n"
-            )
-        else:
-            value = f"  _gr_acc(s, {addr}, {int(space)}u, {size}u, site, 0u, 0, 0u, 0u);\n"
-
-        def make(h):
-            r = "return " if ret != "void" else ""
-            return f"{ret} {h}({', '.join(params)}, {PS}s, uint site) {{\n{value}  {r}{call};\n}}"
-
-        h = self.helper(f"vls|{name}|{'|'.join(params)}|{ret}", make)
-        self.call_edit(c, callee, h, f"_gr_s, {sid}u")
-
-    def async_copy(self, c, callee, args, name) -> None:
-        if len(args) < 4:
-            return
-        dt, dsp = self.pointer_arg(args[0])
-        st, ssp = self.pointer_arg(args[1])
-        if dsp is None and ssp is None:
-            return
-        s, e = c.extent.start.offset, c.extent.end.offset
-        sl = self.site(Kind.LOAD, s, e, self.root_name(self.src(args[1])))
-        ss = self.site(Kind.STORE, s, e, self.root_name(self.src(args[0])))
-        params, ret = self.sig(callee, args, {0: dt, 1: st})
-        strided = name.endswith("strided_copy")
-        # the strided side is the global one
-        dstep = "a3" if strided and dsp == Space.GLOBAL else "1"
-        sstep = "a3" if strided and dsp != Space.GLOBAL else "1"
-        lines = []
-        for ptr, step, sp, t, site, kind in (
-            ("a1", sstep, ssp, st, "sl", 0),
-            ("a0", dstep, dsp, dt, "ss", 1),
-        ):
-            if sp is not None:
-                n = access_size(t.get_pointee())
-                lines.append(
-                    f"      _gr_acc(s, (ulong)({ptr} + k * {step}), {int(sp)}u, {n}u, {site}, "
-                    f"{kind}u, 0, 0u, 0u);"
-                )
-        call = f"{name}({', '.join(f'a{i}' for i in range(len(args)))})"
-
-        def make(h):
-            return (
-                f"{ret} {h}({', '.join(params)}, {PS}s, uint sl, uint ss) {{\n"
-                f"  if (s->lid == 0u) {{\n    for (size_t k = 0; k < a2; k++) {{\n"
-                + "\n".join(lines)
-                + f"\n    }}\n  }}\n  return {call};\n}}"
-            )
-
-        h = self.helper(f"async|{name}|{'|'.join(params)}", make)
-        self.call_edit(c, callee, h, f"_gr_s, {sl}u, {ss}u")
-
 
 def instrument(source: str, path: str, options: Sequence[str] = ()) -> Instrumented:
     """Rewrite an OpenCL C program (docs/internals.md §5); GpuraceError if it does not
     parse. `Instrumented.source` still holds the user's preprocessor directives: build
     it with the same -D/-I options."""
     tu = frontend.parse(source, path, options)
-    text, smap = source, frontend.SourceMap(source)
-    macros = frontend.user_macros(tu, path)
-    expanded, uses = _expand_access_macros(tu, path, source, macros)
-    if expanded is not None:
-        text, smap = expanded, uses
+    text, smap = frontend.expand_access_macros(tu, path, source, tracked_space)
+    if text != source:
         tu = frontend.parse(text, path, options)
-    rw = Rewriter(text, smap, tu, path, options)
-    ci = frontend._cindex()
-    rw.macro_uses = [
-        (c.extent.start.offset, c.extent.end.offset)
-        for c in tu.cursor.get_children()
-        if c.kind == ci.CursorKind.MACRO_INSTANTIATION and rw.in_file(c)
-    ]
-    return rw.run()
-
-
-def _expand_access_macros(tu, path, source, macros):
-    """Expand in the text every use of a user macro that holds an access (clang maps
-    all of a macro's nodes to its use, so they cannot be edited in place)."""
-    ci = frontend._cindex()
-    uses = [
-        c
-        for c in tu.cursor.get_children()
-        if c.kind == ci.CursorKind.MACRO_INSTANTIATION
-        and c.location.file
-        and c.location.file.name == path
-        and c.spelling in macros
-    ]
-    if not uses:
-        return None, None
-    spans = [(u.extent.start.offset, u.extent.end.offset, u.spelling) for u in uses]
-    hit: set[int] = set()
-    interesting = (
-        ci.CursorKind.ARRAY_SUBSCRIPT_EXPR,
-        ci.CursorKind.MEMBER_REF_EXPR,
-        ci.CursorKind.UNARY_OPERATOR,
-        ci.CursorKind.CALL_EXPR,
-        ci.CursorKind.DECL_REF_EXPR,
-        ci.CursorKind.UNEXPOSED_EXPR,
-    )
-
-    def walk(c):
-        if c.kind in interesting and c.location.file and c.location.file.name == path:
-            s, e = c.extent.start.offset, c.extent.end.offset
-            relevant = tracked_space(c.type) is not None or c.kind == ci.CursorKind.CALL_EXPR
-            if relevant:
-                for i, (us, ue, _) in enumerate(spans):
-                    if us <= s and e <= ue:
-                        hit.add(i)
-        for ch in c.get_children():
-            walk(ch)
-
-    for c in tu.cursor.get_children():
-        if (
-            c.kind == ci.CursorKind.FUNCTION_DECL
-            and c.location.file
-            and c.location.file.name == path
-        ):
-            walk(c)
-    if not hit:
-        return None, None
-    out, pos = [], 0
-    smap = frontend.SourceMap(source)
-    new_len = 0
-    for i in sorted(hit, key=lambda i: spans[i][0]):
-        us, ue, name = spans[i]
-        if us < pos:
-            continue
-        mac = macros[name]
-        if "#" in mac.body:
-            continue
-        # a function-like macro's use extends over its arguments
-        end = ue
-        if mac.params is not None:
-            k = ue
-            while k < len(source) and source[k].isspace():
-                k += 1
-            if source[k : k + 1] == "(" and ue == us + len(name):
-                depth = 0
-                while k < len(source):
-                    depth += source[k] == "("
-                    depth -= source[k] == ")"
-                    k += 1
-                    if depth == 0:
-                        break
-                end = k
-        exp = frontend.expand_text(source[us:end], macros)
-        out.append(source[pos:us])
-        new_len += us - pos
-        smap.expansions.append((new_len, new_len + len(exp), us, end))
-        out.append(exp)
-        new_len += len(exp)
-        pos = end
-    out.append(source[pos:])
-    return "".join(out), smap
+    return Rewriter(text, smap, tu, path).run()
