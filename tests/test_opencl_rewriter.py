@@ -850,3 +850,36 @@ def test_scalar_and_constant_arguments(queue):
     assert out["out"].tolist() == [24.5, 34.5]
     p = pos(SCALARS, "out[i]")
     same(recs, [st(p, "out", i * 4, 4, i, f32_bits([24.5, 34.5][i])) for i in range(2)])
+
+
+HELPER_BARRIER = kernel("""
+    void sync_copy(__local int *t, __global int *x, int i) {
+      t[i] = x[i];
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    __kernel void k16(__global int *x) {
+      __local int t[2];
+      int i = get_local_id(0);
+      sync_copy(t, x, i);
+      x[i] = t[1 - i];
+    }
+""")
+
+
+def test_barrier_inside_a_helper_function(queue):
+    data = {"x": np.array([5, 6], np.int32)}
+    inst, out, recs, _ = check(queue, HELPER_BARRIER, data, (2,), (2,))
+    p = {k: pos(HELPER_BARRIER, k) for k in ("t[i]", "x[i];", "barrier", "x[i] =", "t[1 - i]")}
+    end = last_brace(HELPER_BARRIER)
+    want = []
+    for i in range(2):
+        want += [
+            ld(p["x[i];"], "x", i * 4, 4, i),
+            st(p["t[i]"], "t", i * 4, 4, i, 5 + i),
+            bar(p["barrier"], i, 0, 1),
+            ld(p["t[1 - i]"], "t", (1 - i) * 4, 4, i, epoch=1),
+            st(p["x[i] ="], "x", i * 4, 4, i, 6 - i),
+            ex(end, i, 1),
+        ]
+    same(recs, want)
+    assert out["x"].tolist() == [6, 5]
