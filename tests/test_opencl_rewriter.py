@@ -567,16 +567,18 @@ def test_barrier_flags_epochs_and_exits(queue):
 MACROS = kernel("""
     #define AT(a, i) a[(i) * SCALE]
     #define TILE 4
+    #define v 0
     __kernel void k8(__global int *x) {
       int i = get_local_id(0);
-      x[i] = AT(x, i + TILE);
+      x[i] = AT(x, i + TILE) + v;
     }
 """)
 
 
 def test_define_options_and_macro_sites(queue):
     """-D options reach the parser and the build; a macro holding an access is
-    located at the macro's use, with the operand as written."""
+    located at the macro's use, with the operand as written. (A user macro named
+    like a helper's parameter does not reach the helpers.)"""
     data = {"x": np.arange(16, dtype=np.int32)}
     inst, out, recs, _ = check(queue, MACROS, data, (2,), (2,), options=["-D", "SCALE=2"])
     p_use, p_st = pos(MACROS, "AT(x, i + TILE)"), pos(MACROS, "x[i] =")
@@ -586,11 +588,11 @@ def test_define_options_and_macro_sites(queue):
         want += [ld(p_use, "x", j * 4, 4, i), st(p_st, "x", i * 4, 4, i, j)]
     same(recs, want)
     site = next(s for s in inst.sites if (s.line, s.col) == p_use)
-    assert site.operand == "AT(x, i + TILE)" and site.line_text == "  x[i] = AT(x, i + TILE);"
+    assert site.operand == "AT(x, i + TILE)" and site.line_text == "  x[i] = AT(x, i + TILE) + v;"
     assert out["x"][:2].tolist() == [8, 10]
     with pytest.raises(GpuraceError) as err:
         instrument(MACROS, "k.cl")  # SCALE undefined without the option
-    assert str(err.value).startswith("k.cl:5:")
+    assert str(err.value).startswith("k.cl:6:")
 
 
 def test_compile_errors_are_one_line():

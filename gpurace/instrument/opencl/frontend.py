@@ -275,12 +275,16 @@ def expand_access_macros(tu, path: str, source: str, tracked) -> tuple[str, Sour
         ci.CursorKind.CALL_EXPR,
         ci.CursorKind.DECL_REF_EXPR,
         ci.CursorKind.UNEXPOSED_EXPR,
+        ci.CursorKind.RETURN_STMT,
     )
 
     def walk(c):
         if c.kind in interesting and c.location.file and c.location.file.name == path:
             s, e = c.extent.start.offset, c.extent.end.offset
-            relevant = tracked(c.type) is not None or c.kind == ci.CursorKind.CALL_EXPR
+            relevant = tracked(c.type) is not None or c.kind in (
+                ci.CursorKind.CALL_EXPR,
+                ci.CursorKind.RETURN_STMT,  # a kernel's exit is logged where it returns
+            )
             if relevant:
                 for i, (us, ue, _) in enumerate(spans):
                     if us <= s and e <= ue:

@@ -33,6 +33,9 @@ from .types import (
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 
 _COMPONENTS = {"x": 0, "y": 1, "z": 2, "w": 3, "r": 0, "g": 1, "b": 2, "a": 3}
+# a helper's parameter and local names, renamed `_gr_*` once generated: helpers are
+# defined inside the user's text, after the user's macros
+_HELPER_LOCALS = re.compile(r"(?<![.\w>])\b(p|v|s|site|sl|ss|t|r|old|k|a\d+)\b")
 RV, ADDR = "rv", "addr"  # contexts: value used, or only the address/parts
 
 
@@ -122,7 +125,7 @@ class Rewriter(BuiltinCalls):
         if name is None:
             name = f"_gr_h{len(self.helpers)}"
             self.helpers[key] = name
-            self.helper_defs.append((self.fn_start, make(name)))
+            self.helper_defs.append((self.fn_start, _HELPER_LOCALS.sub(r"_gr_\1", make(name))))
         return name
 
     def children(self, c) -> list:
