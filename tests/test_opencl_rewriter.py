@@ -885,3 +885,25 @@ def test_barrier_inside_a_helper_function(queue):
         ]
     same(recs, want)
     assert out["x"].tolist() == [6, 5]
+
+
+BYTES = kernel("""
+    __kernel void k17(__global uchar *b, __global int *total) {
+      int i = get_local_id(0);
+      b[i] = (uchar)(i + 1);
+      if (i == 0) total[get_group_id(0) & 0] = 4;
+    }
+""")
+
+
+def test_bytes_of_one_word_do_not_race_but_groups_do(queue):
+    """Work-items writing different bytes of one word do not conflict (byte
+    granularity); two groups storing different values to one int race (inter)."""
+    data = {"b": np.zeros(8, np.uint8), "total": np.zeros(1, np.int32)}
+    inst, races = _races(queue, BYTES, data, (8,), (4,))
+    assert races == []  # same value 4 from both groups: tolerated uniform write
+    src = BYTES.replace("= 4;", "= get_group_id(0);")
+    inst, races = _races(queue, src, data, (8,), (4,))
+    assert [r.cls for r in races] == [RaceClass.GLOBAL_INTER]
+    s = inst.sites[races[0].site_a]
+    assert (s.line, s.col, s.operand) == (*pos(src, "total["), "total[get_group_id(0) & 0]")
