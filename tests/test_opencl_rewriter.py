@@ -665,7 +665,8 @@ def test_local_fence_leaves_global_exchange_racy(queue):
 
 
 TWO_KERNELS = kernel("""
-    __kernel void first(__global int *a) { a[get_global_id(0)] = 1; }
+    #define KERNEL __kernel void
+    KERNEL first(__global int *a) { a[get_global_id(0)] = 1; }
     __kernel void second(__global int *b, __local int *scratch) {
       int i = get_local_id(0);
       scratch[i] = b[i];

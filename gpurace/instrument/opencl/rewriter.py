@@ -207,7 +207,9 @@ class Rewriter(BuiltinCalls):
     def function(self, fn) -> None:
         K = self.K
         name_off = fn.location.offset
-        kernel = bool(
+        # clang gives kernels a calling convention libclang does not name ("unexposed",
+        # 200): this also finds kernels declared through a macro
+        kernel = self.ci.conf.lib.clang_getFunctionTypeCallingConv(fn.type) == 200 or bool(
             re.search(r"\b(__kernel|kernel)\b", self.text[fn.extent.start.offset : name_off])
         )
         params = [c for c in self.children(fn) if c.kind == K.PARM_DECL]
