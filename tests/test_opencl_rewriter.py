@@ -908,3 +908,104 @@ def test_bytes_of_one_word_do_not_race_but_groups_do(queue):
     assert [r.cls for r in races] == [RaceClass.GLOBAL_INTER]
     s = inst.sites[races[0].site_a]
     assert (s.line, s.col, s.operand) == (*pos(src, "total["), "total[get_group_id(0) & 0]")
+
+
+REAL = {
+    "matmul": kernel("""
+        #define TS 4
+        __kernel void matmul(__global const float *A, __global const float *B,
+                             __global float *C, int n) {
+          __local float As[TS][TS], Bs[TS][TS];
+          int r = get_local_id(1), c = get_local_id(0);
+          int row = get_global_id(1), col = get_global_id(0);
+          float acc = 0.0f;
+          for (int t = 0; t < n / TS; ++t) {
+            As[r][c] = A[row * n + t * TS + c];
+            Bs[r][c] = B[(t * TS + r) * n + col];
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int k = 0; k < TS; ++k) acc += As[r][k] * Bs[k][c];
+            barrier(CLK_LOCAL_MEM_FENCE);
+          }
+          C[row * n + col] = acc;
+        }
+    """),
+    "reduce": kernel("""
+        __kernel void reduce(__global const float *in, __global float *out,
+                             __local float *scratch) {
+          int lid = get_local_id(0);
+          scratch[lid] = in[get_global_id(0)];
+          barrier(CLK_LOCAL_MEM_FENCE);
+          for (int s = get_local_size(0) / 2; s > 0; s >>= 1) {
+            if (lid < s) scratch[lid] += scratch[lid + s];
+            barrier(CLK_LOCAL_MEM_FENCE);
+          }
+          if (lid == 0) out[get_group_id(0)] = scratch[0];
+        }
+    """),
+    "histogram": kernel("""
+        __kernel void histogram(__global const uchar *data, __global uint *bins) {
+          __local uint h[8];
+          int lid = get_local_id(0);
+          if (lid < 8) h[lid] = 0;
+          barrier(CLK_LOCAL_MEM_FENCE);
+          atomic_inc(&h[data[get_global_id(0)] & 7]);
+          barrier(CLK_LOCAL_MEM_FENCE);
+          if (lid < 8) atomic_add(&bins[lid], h[lid]);
+        }
+    """),
+    "scan": kernel("""
+        typedef struct { int sum; int pad; } Partial;
+        void up(__local int *t, int n, int lid) {
+          for (int d = 1; d < n; d <<= 1) {
+            int i = (lid + 1) * 2 * d - 1;
+            if (i < n) t[i] += t[i - d];
+            barrier(CLK_LOCAL_MEM_FENCE);
+          }
+        }
+        __kernel void scan(__global int *x, __global Partial *parts) {
+          __local int t[8];
+          int lid = get_local_id(0), g = get_group_id(0);
+          t[lid] = x[g * 8 + lid];
+          barrier(CLK_LOCAL_MEM_FENCE);
+          up(t, 8, lid);
+          if (lid == 0) parts[g].sum = t[7];
+          x[g * 8 + lid] = t[lid];
+        }
+    """),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL))
+def test_correct_kernels_are_clean(queue, name):
+    """Ordinary correct kernels: identical outputs and no race in the reference."""
+    rng = np.random.default_rng(7)
+    n = 8
+    data = {
+        "matmul": {
+            "A": rng.random(n * n).astype(np.float32),
+            "B": rng.random(n * n).astype(np.float32),
+            "C": np.zeros(n * n, np.float32),
+            "n": n,
+        },
+        "reduce": {
+            "in": rng.random(32).astype(np.float32),
+            "out": np.zeros(4, np.float32),
+            "scratch": 32,
+        },
+        "histogram": {
+            "data": rng.integers(0, 255, 32).astype(np.uint8),
+            "bins": np.zeros(8, np.uint32),
+        },
+        "scan": {"x": rng.integers(0, 9, 16).astype(np.int32), "parts": np.zeros(4, np.int32)},
+    }[name]
+    sizes = {
+        "matmul": ((8, 8), (4, 4)),
+        "reduce": ((32,), (8,)),
+        "histogram": ((32,), (16,)),
+        "scan": ((16,), (8,)),
+    }[name]
+    inst, out, recs, raw = check(queue, REAL[name], data, *sizes)
+    assert reference.analyse(raw, {v.id: v.space for v in inst.variables}) == []
+    if name == "histogram":
+        assert out["bins"].tolist() == np.bincount(data["data"] & 7, minlength=8).tolist()
+    assert len(recs) > 0
