@@ -1009,3 +1009,17 @@ def test_correct_kernels_are_clean(queue, name):
     if name == "histogram":
         assert out["bins"].tolist() == np.bincount(data["data"] & 7, minlength=8).tolist()
     assert len(recs) > 0
+
+
+def test_compact_source_without_whitespace(queue):
+    """Insertions (prologue, exits) that meet an access at one position go first."""
+    src = (
+        "__kernel void k18(__global int *x){x[get_local_id(0)]=1;"
+        "if(get_local_id(0))return;x[2]=2;}\n"
+    )
+    inst, out, recs, _ = check(queue, src, {"x": np.zeros(4, np.int32)}, (2,), (2,))
+    assert out["x"].tolist() == [1, 1, 2, 0]
+    same(
+        recs,
+        [st((1, 36), "x", 0, 4, 0, 1), st((1, 36), "x", 4, 4, 1, 1), st((1, 83), "x", 8, 4, 0, 2)],
+    )

@@ -34,7 +34,8 @@ def apply(text: str, edits: list[Edit]) -> str:
         e.seq = i
         e.children = []
     stack = [root]
-    for e in sorted(edits, key=lambda e: (e.start, -(e.end - e.start), e.seq)):
+    # at one position: insertions first, then the outermost edit
+    for e in sorted(edits, key=lambda e: (e.start, e.end > e.start, e.start - e.end, e.seq)):
         while not stack[-1].contains(e):
             stack.pop()
         stack[-1].children.append(e)
