@@ -144,11 +144,8 @@ class SourceMap:
         return line, o - self._lines[line - 1] + 1
 
     def line_text(self, line: int) -> str:
-        return (
-            self.original.splitlines()[line - 1]
-            if line - 1 < len(self.original.splitlines())
-            else ""
-        )
+        lines = self.original.splitlines()
+        return lines[line - 1] if 0 < line <= len(lines) else ""
 
 
 # ----------------------------------------------------------------------------- macros

@@ -11,7 +11,16 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from gpurace.model import Binding, Event, Instrumented, Kind, Site, Space, TrackedVar
+from gpurace.model import (
+    Binding,
+    Event,
+    GpuraceError,
+    Instrumented,
+    Kind,
+    Site,
+    Space,
+    TrackedVar,
+)
 
 from . import frontend
 from .builtins import VLOAD, BuiltinCalls
@@ -67,6 +76,9 @@ def runs(indices: list[int]) -> list[tuple[int, int]]:
 
 
 class Rewriter(BuiltinCalls):
+    """One pass over a parsed program: collects the edits, sites, tracked variables
+    and helper definitions, then applies the edits to the (macro-expanded) text."""
+
     def __init__(self, text: str, smap: frontend.SourceMap, tu, path: str):
         self.ci = frontend._cindex()
         self.K = self.ci.CursorKind
@@ -91,7 +103,8 @@ class Rewriter(BuiltinCalls):
         self.fn_start = 0
         self.has_barrier = False
         self.uses_wg_barrier = False
-        self.kernel_exits: list[tuple[int, int, int]] = []  # (offset, kind, site) pending
+        # (offset, end of the return statement or None for the closing brace, site)
+        self.kernel_exits: list[tuple[int, int | None, int]] = []
         self.max_slots = 1
 
     # ------------------------------------------------------------------ utilities
@@ -187,7 +200,7 @@ class Rewriter(BuiltinCalls):
         head = prelude(nv, self.max_slots) + (WG_BARRIER if self.uses_wg_barrier else "")
         kernels = list(self.entry_points)
         if not kernels:
-            raise frontend.GpuraceError("no __kernel function found", self.path)
+            raise GpuraceError("no __kernel function found", self.path)
         return Instrumented(
             language="opencl",
             source=head + "#line 1\n" + body,
