@@ -339,7 +339,6 @@ def _opencl_target(
     args = opencl_args(launch, params)
     extents = opencl_extents(inst, name, launch)
     bases, total = linear_layout(extents, prod(groups))
-    options = [o for o in launch.options if not o.startswith(("-D", "-I"))]
 
     def run(lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0):
         return opencl_backend.launch(
@@ -351,7 +350,7 @@ def _opencl_target(
             args,
             launch.global_size,
             local,
-            options=options,
+            options=launch.options,
             var_bases=bases,
             var_sizes=extents,
             log_capacity=capacity,
@@ -391,13 +390,14 @@ def _opencl_target(
 
 def opencl_args(launch: LaunchSpec, params: Sequence[Binding]) -> dict[int, object]:
     """Each kernel argument as the OpenCL backend takes it: the buffer's array, the
-    scalar's bytes in the parameter's C type, or the __local byte count."""
+    scalar's value (checked to fit the parameter's C type), or the __local byte count."""
     args: dict[int, object] = {}
     for arg, param in zip(launch.args, params, strict=True):
         if arg.kind == "buffer":
             args[arg.index] = arg.buffer.data
         elif arg.kind == "scalar":
-            args[arg.index] = scalar_bytes(arg, param, launch.path)
+            scalar_bytes(arg, param, launch.path)  # one located error if it does not fit
+            args[arg.index] = arg.value
         else:
             args[arg.index] = arg.local_bytes
     return args
