@@ -176,7 +176,7 @@ def check(
     pending = [(a, b, RECORDS_PER_ITEM * work_items) for a, b in subranges(
         0, FULL_RANGE, t.total, -(-t.total // (4 * t.max_words)))]  # fmt: skip
     parts, saturated, listed = [], [], []
-    logged = dropped = peak = 0
+    logged = dropped = peak = unattributed = 0
     say(f"launching instrumented '{t.kernel}' on {t.device}")
     while pending:
         lo, hi, guess = pending.pop(0)
@@ -208,6 +208,7 @@ def check(
             continue
         logged += n
         dropped += result.requested - n
+        unattributed = max(unattributed, result.unattributed)  # every pass sees them all
         parts.append((analysis.races, analysis.orders))
         listed += analysis.listed
         saturated += analysis.saturated
@@ -218,7 +219,15 @@ def check(
         work_items=work_items,
         accesses_logged=logged,
         accesses_dropped=dropped,
-        not_instrumented=list(t.inst.not_instrumented),
+        not_instrumented=list(t.inst.not_instrumented)
+        + (
+            [
+                f"{path}: {unattributed} accesses through pointers into no tracked "
+                "variable (not attributed, not checked)"
+            ]
+            if unattributed
+            else []
+        ),
         saturated=saturated,
         device_bytes=peak,
         passes=len(parts),
