@@ -1,4 +1,5 @@
-"""The OpenCL corpus labels agree with Oclgrind, an independent race detector.
+"""The OpenCL corpus labels, and gpurace on PoCL, agree with Oclgrind (an independent
+race detector).
 
 Every case runs under Oclgrind (tests/oclgrind.py); its reports, reduced to
 (class, line, line), must equal the labels' (class, line of a, line of b). Where
@@ -14,8 +15,11 @@ import re
 
 import pytest
 
+from gpurace import api
+from gpurace.report.common import CLASS_NAMES
 from tests.corpus import Case, cases
 from tests.oclgrind import OclgrindResult, run_cases
+from tests.test_corpus_opencl import DIVERGENT
 
 CASES = cases("opencl", ".cl")
 BUILD_FAILS = "build fails"
@@ -187,3 +191,22 @@ def pocl() -> dict[str, OclgrindResult]:
 def test_builds_and_runs_on_pocl(case, pocl) -> None:
     """The CI device runs every kernel with its launch file, parameters checked."""
     assert pocl[case.id].error is None, pocl[case.id].error
+
+
+# The barrier-divergence cases are left out: divergence is undefined behaviour that
+# PoCL does not execute as written (see POCL_RUNS_UNIFORM / POCL_CRASHES in
+# tests/test_corpus_opencl.py, which holds what PoCL does do); GPUs run them.
+@pytest.mark.parametrize("case", [c for c in CASES if c.id not in DIVERGENT], ids=lambda c: c.id)
+def test_gpurace_agrees_with_oclgrind(case, oclgrind) -> None:
+    """gpurace on PoCL and Oclgrind give the same verdict and the same source lines;
+    where Oclgrind differs by design (DIFFERENCES), gpurace gives the labels."""
+    source, spec = case.load()
+    report = api.check(source, spec, path=str(case.kernel))
+    got = set()
+    for r in report.races:
+        la, lb = report.sites[r.site_a].line, report.sites[r.site_b].line
+        got.add((CLASS_NAMES[r.cls], min(la, lb), max(la, lb)))
+    if case.id in DIFFERENCES:
+        assert got == labelled(case), DIFFERENCES[case.id][1]
+    else:
+        assert got == oclgrind[case.id].races
