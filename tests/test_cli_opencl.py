@@ -104,3 +104,12 @@ def test_access_outside_every_buffer_makes_the_result_incomplete(tmp_path):
     assert p.returncode == 2, p.stdout + p.stderr
     assert "oob.cl: 8 accesses through pointers into no tracked variable" in p.stdout
     assert "result: INCOMPLETE" in p.stdout
+
+
+def test_readme_opencl_example_and_its_sim_file_agree():
+    p = gpurace("check", "examples/opencl/reduce_racy.cl")
+    q = gpurace("check", "--sim", "examples/opencl/reduce_racy.sim")
+    assert p.returncode == q.returncode == 1, p.stderr + q.stderr
+    first = p.stdout.splitlines()[0]
+    assert first.startswith("examples/opencl/reduce_racy.cl:11:26: error: read-write race")
+    assert q.stdout.splitlines()[0] == first
