@@ -81,3 +81,18 @@ def expected(expect: dict) -> list[tuple]:
         sides = sorted([(race["a"], ka), (race["b"], kb)])
         out.append((race["class"], *sides))
     return sorted(out)
+
+
+def assert_matches_labels(report: Report, expect: dict) -> None:
+    """The report has exactly the labelled races, is complete, and its exit code and
+    errors/warnings fit the labelled verdict."""
+    assert reported(report) == expected(expect)
+    assert report.scope.complete, report.scope
+    verdict = expect["verdict"]
+    if verdict == "race":
+        assert report.exit_code == 1 and report.errors
+    elif verdict == "warning":
+        assert report.exit_code == 0 and report.warnings and not report.errors
+    else:
+        assert verdict == "clean"
+        assert report.exit_code == 0 and not report.races
