@@ -13,8 +13,14 @@ python3 -m pip install -q -e '.[test]' 2>&1 | grep -v WARNING
 python3 -m gpurace devices 2>&1 | tee "$OUT/devices.txt"
 status=0
 python3 -m pytest -q hwtests tests/test_corpus_wgsl.py tests/test_analysis_equivalence.py \
-  tests/test_determinism.py \
+  tests/test_determinism.py --ignore=hwtests/test_opencl_gpu.py \
   2>&1 | tee "$OUT/pytest.log" || status=1
+# OpenCL on the GPU's OpenCL driver, when the machine has one (said either way)
+if python3 -c "from gpurace.backends import opencl_backend as o; import sys; sys.exit(not any(d.is_gpu for d in o.list_devices()))"; then
+  python3 -m pytest -q hwtests/test_opencl_gpu.py 2>&1 | tee "$OUT/pytest_opencl.log" || status=1
+else
+  echo "no OpenCL GPU device: the OpenCL GPU checks did not run" | tee "$OUT/pytest_opencl.log"
+fi
 python3 bench/bench_wgsl.py --repeat 3 2>&1 | tee "$OUT/bench_wgsl.md" || status=1
 python3 bench/bench_repeat.py 2>&1 | tee "$OUT/bench_repeat.md" || status=1
 exit $status
