@@ -46,9 +46,16 @@ def cuda_include_dirs() -> list[str]:
     which NVRTC does not find by itself; then a system toolkit's, if any."""
     found: list[str] = []
     for d in _site_dirs():
-        for sub in ("nvidia/cu13/include", "nvidia/cuda_runtime/include", "nvidia/cuda_nvrtc/include"):
+        for sub in (
+            "nvidia/cu13/include",
+            "nvidia/cuda_runtime/include",
+            "nvidia/cuda_nvrtc/include",
+        ):
             if (d / sub / "cuda_fp16.h").exists() and str(d / sub) not in found:
                 found.append(str(d / sub))
+            # libcu++ (cuda/std/...), which cooperative_groups.h includes
+            if (d / sub / "cccl" / "cuda").is_dir() and str(d / sub / "cccl") not in found:
+                found.append(str(d / sub / "cccl"))
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
     if (Path(home) / "include" / "cuda_fp16.h").exists():
         found.append(str(Path(home) / "include"))

@@ -44,6 +44,7 @@ def split(ptx: str, path: str = "kernel.ptx") -> list[Stmt]:
     buf: list[str] = []
     start = -1
     start_line = 1
+    inner = 0  # braces inside the current statement: vector operands, initialisers
 
     def flush(end: int) -> None:
         nonlocal buf, start
@@ -92,6 +93,16 @@ def split(ptx: str, path: str = "kernel.ptx") -> list[Stmt]:
             flush(i + 1)
             i += 1
             continue
+        if c == "{" and "".join(buf).strip() and not _is_header("".join(buf)):
+            inner += 1
+            buf.append(c)
+            i += 1
+            continue
+        if c == "}" and inner:
+            inner -= 1
+            buf.append(c)
+            i += 1
+            continue
         if c == "{":
             text = "".join(buf).strip()
             if text.startswith(".section"):  # debug sections: skip to the matching brace
@@ -123,6 +134,14 @@ def split(ptx: str, path: str = "kernel.ptx") -> list[Stmt]:
         i += 1
     flush(n)
     return out
+
+
+def _is_header(text: str) -> bool:
+    """Text before a '{' that opens a block rather than a vector operand."""
+    t = text.strip()
+    return t.startswith(".section") or (
+        re.search(r"(^|\s)\.(entry|func)\s", t + " ") is not None and "=" not in t
+    )
 
 
 @dataclass
@@ -274,7 +293,9 @@ def _function(ptx: str, stmts: list[Stmt], i: int, path: str) -> tuple[Function,
     header = stmts[i]
     m = re.search(r"\.(entry|func)\s+(?:\([^)]*\)\s*)?([\w$]+)", header.text)
     if not m:
-        raise GpuraceError(f"cannot read the function header '{header.text[:60]}'", path, header.line)
+        raise GpuraceError(
+            f"cannot read the function header '{header.text[:60]}'", path, header.line
+        )
     is_entry = m.group(1) == "entry"
     name = m.group(2)
     # parameters: the parenthesised list after the name

@@ -105,8 +105,12 @@ class _Locator:
 def _same_file(a: str, b: str) -> bool:
     import os
 
-    return a == b or os.path.basename(a) == os.path.basename(b) and (
-        os.path.abspath(a) == os.path.abspath(b) or not os.path.isabs(b) or not os.path.isabs(a)
+    return (
+        a == b
+        or os.path.basename(a) == os.path.basename(b)
+        and (
+            os.path.abspath(a) == os.path.abspath(b) or not os.path.isabs(b) or not os.path.isabs(a)
+        )
     )
 
 
@@ -141,7 +145,9 @@ def instrument_ptx(
     params: dict[str, list[Binding]] = {}
     entry_points: dict[str, tuple[int, int, int]] = {}
     for fn, (vars_, bindings) in zip(entries, plans, strict=True):
-        loc = _Locator(mod, user_file if user_file else (source.path if source else None), source, path)
+        loc = _Locator(
+            mod, user_file if user_file else (source.path if source else None), source, path
+        )
         _Entry(mod, fn, vars_, nv, st, loc, inserts).rewrite()
         params[fn.name] = bindings
         entry_points[fn.name] = _reqntid(fn)
@@ -168,8 +174,10 @@ def _decl_start(mod: Module, first_fn: int) -> int:
     """Where module-scope helpers may go: before the first function or variable that
     follows the .version/.target/.address_size header."""
     for s in mod.stmts:
-        if s.depth == 0 and s.kind == "stmt" and not s.text.startswith(
-            (".version", ".target", ".address_size", ".file")
+        if (
+            s.depth == 0
+            and s.kind == "stmt"
+            and not s.text.startswith((".version", ".target", ".address_size", ".file"))
         ):
             return min(s.start, first_fn)
     return first_fn
@@ -213,10 +221,12 @@ def _plan_vars(
     vars_: list[Var] = []
     bindings: list[Binding] = []
     for p in fn.params:
-        cname, ctype = (sig[p.index] if sig else (None, None))
+        cname, ctype = sig[p.index] if sig else (None, None)
         name = cname or p.name
-        is_ptr = p.type in ("u64", "b64", "s64") and not p.array and (
-            p.index in pointers or (ctype is not None and "*" in ctype)
+        is_ptr = (
+            p.type in ("u64", "b64", "s64")
+            and not p.array
+            and (p.index in pointers or (ctype is not None and "*" in ctype))
         )
         if ctype is not None and "*" not in ctype and p.index not in pointers:
             is_ptr = False
@@ -240,10 +250,8 @@ def _plan_vars(
             )
         else:
             size = TYPE_BYTES.get(p.type, 0) * (int(p.array[1:-1]) if p.array[1:-1] else 1)
-            scalar_type = ctype.strip() if ctype else p.type
-            bindings.append(
-                Binding(0, p.index, name, "scalar", "read", size, size, scalar_type, None)
-            )
+            # a scalar's elem_type is its PTX type (u32, s32, f32, u64, ...): how to pack it
+            bindings.append(Binding(0, p.index, name, "scalar", "read", size, size, p.type, None))
     used = set(re.findall(r"[\w$]+", body_text))
     for name, (size, _align) in mod.globals.items():
         if name in used:
@@ -288,7 +296,9 @@ def _pointer_params(fn: Function) -> set[int]:
     index = {p.name: p.index for p in fn.params}
     taint: dict[str, set[int]] = {}
     found: set[int] = set()
-    instrs = [parse_instr(s.text) for s in fn.body if s.kind == "stmt" and not s.text.startswith(".")]
+    instrs = [
+        parse_instr(s.text) for s in fn.body if s.kind == "stmt" and not s.text.startswith(".")
+    ]
     for _ in range(2):
         for ins in instrs:
             if not ins.operands:
@@ -322,9 +332,7 @@ def _check_functions(mod: Module, entries: list[Function], st: _State, path: str
         if f.is_entry:
             continue
         touches = [
-            parse_instr(s.text)
-            for s in f.body
-            if s.kind == "stmt" and not s.text.startswith(".")
+            parse_instr(s.text) for s in f.body if s.kind == "stmt" and not s.text.startswith(".")
         ]
         bad = [
             i for i in touches
@@ -334,7 +342,9 @@ def _check_functions(mod: Module, entries: list[Function], st: _State, path: str
         if not bad:
             continue
         callers = [
-            e.name for e in entries if any(re.search(rf"\b{re.escape(f.name)}\b", s.text) for s in e.body)
+            e.name
+            for e in entries
+            if any(re.search(rf"\b{re.escape(f.name)}\b", s.text) for s in e.body)
         ]
         if callers:
             st.not_instrumented.append(
@@ -382,7 +392,9 @@ class _Entry:
             sid = len(self.st.sites)
             self.st.site_ids[key] = sid
             self.st.sites.append(
-                Site(sid, file, line, col, kind, ins.text, text.strip() if False else text, "", event)
+                Site(
+                    sid, file, line, col, kind, ins.text, text.strip() if False else text, "", event
+                )
             )
         return self.st.site_ids[key]
 
@@ -397,11 +409,17 @@ class _Entry:
         if not fn.params:
             extra = extra[2:]
         if fn.params_end < 0:
-            raise GpuraceError(f"entry '{fn.name}' has no parameter list", self.loc.path, fn.header.line)
+            raise GpuraceError(
+                f"entry '{fn.name}' has no parameter list", self.loc.path, fn.header.line
+            )
         self.inserts.append((fn.params_end, 0, f"{OPEN}{extra}{CLOSE}"))
         self.inserts.append((fn.open.end, 0, emit.wrap(self._decls())))
         first = next(
-            (s for s in fn.body if s.kind in ("label", "open") or (s.kind == "stmt" and not s.text.startswith("."))),
+            (
+                s
+                for s in fn.body
+                if s.kind in ("label", "open") or (s.kind == "stmt" and not s.text.startswith("."))
+            ),
             fn.close,
         )
         self.inserts.append((first.start, 0, emit.wrap(self._prologue())))
@@ -499,14 +517,18 @@ class _Entry:
         if space in ("local", "param", "const"):
             return
         if "::cluster" in ins.parts:
-            self.incomplete(s, f"'{ins.opcode}' accesses another block's shared memory (not tracked)")
+            self.incomplete(
+                s, f"'{ins.opcode}' accesses another block's shared memory (not tracked)"
+            )
             return
         addr = ins.operands[0] if ins.op == "st" else ins.operands[-1]
         size = _access_size(ins)
         if size is None or size > 16:
             self.incomplete(s, f"'{ins.opcode}': access size not understood")
             return
-        order = next((o for o in ("volatile", "relaxed", "acquire", "release", "mmio") if ins.has(o)), None)
+        order = next(
+            (o for o in ("volatile", "relaxed", "acquire", "release", "mmio") if ins.has(o)), None
+        )
         code: list[str] = []
         if order:  # strong accesses of the PTX memory model: atomic loads/stores
             kind, extra = Kind.ATOMIC, (1 if ins.op != "st" else 2) | _scope_order(ins) << 8
@@ -584,7 +606,9 @@ class _Entry:
             code += self._lookup(Space.LOCAL, sid, flags | 4, value, extra, skip)
         else:
             sp = Space.LOCAL if space == "shared" else Space.GLOBAL
-            code += self._lookup(sp, sid, flags | (4 if sp == Space.LOCAL else 0), value, extra, skip)
+            code += self._lookup(
+                sp, sid, flags | (4 if sp == Space.LOCAL else 0), value, extra, skip
+            )
         code.append(f"{skip}:")
         self.before(s, code)
 
@@ -622,11 +646,15 @@ class _Entry:
 
     def _local_shared(self, name: str) -> bool:
         return any(
-            s.kind == "stmt" and s.text.startswith(".shared") and re.search(rf"\s{re.escape(name)}\b", s.text)
+            s.kind == "stmt"
+            and s.text.startswith(".shared")
+            and re.search(rf"\s{re.escape(name)}\b", s.text)
             for s in self.fn.body
         )
 
-    def _lookup(self, space: Space, sid: int, flags: int, value: str, extra: int, skip: str) -> list[str]:
+    def _lookup(
+        self, space: Space, sid: int, flags: int, value: str, extra: int, skip: str
+    ) -> list[str]:
         """Attribute %_gr_d0 to a tracked variable of `space` and log the record; an
         address in none of them is counted as unattributed."""
         cands = [v for v in self.vars if v.space == space]
@@ -759,8 +787,10 @@ class _Entry:
 
 
 def _is_wait_barrier(ins: Instr) -> bool:
-    return ins.op in ("bar", "barrier") and (ins.has("sync") or ins.has("red")) and not ins.has(
-        "warp", "cluster", "arrive"
+    return (
+        ins.op in ("bar", "barrier")
+        and (ins.has("sync") or ins.has("red"))
+        and not ins.has("warp", "cluster", "arrive")
     )
 
 
