@@ -55,3 +55,39 @@ def instrument(
     inst.lowered_names = compiled.lowered  # type: ignore[attr-defined]
     inst.original_ptx = compiled.ptx  # type: ignore[attr-defined]
     return inst
+
+
+def resolve_kernel(inst: Instrumented, launch: object) -> str:
+    """The PTX entry a CUDA launch names: its ``kernel`` as written (``saxpy``), a
+    name expression (``scale<float>``, lowered by NVRTC) or the mangled name itself;
+    the only entry when the launch names none."""
+    from gpurace.model import GpuraceError
+
+    from .source import _mangled_base
+
+    names = list(inst.entry_points)
+    want = getattr(launch, "entry", None)
+    path = getattr(launch, "path", "")
+    line = getattr(launch, "key_lines", {}).get("kernel", 0)
+    if want is None:
+        if len(names) == 1:
+            return names[0]
+        raise GpuraceError(
+            f"the module has several kernels ({', '.join(names)}); choose one with kernel = ...",
+            path,
+        )
+    lowered = getattr(inst, "lowered_names", {})
+    if want in names:
+        return want
+    if want in lowered and lowered[want] in names:
+        return lowered[want]
+    by_base = [n for n in names if _mangled_base(n) == want]
+    if len(by_base) == 1:
+        return by_base[0]
+    hint = '; a template needs name_expressions = ["NAME<T>"]' if not names else ""
+    raise GpuraceError(
+        f"kernel '{want}' is not a kernel of the module (it has {', '.join(names) or 'none'})"
+        + hint,
+        path,
+        line,
+    )

@@ -314,7 +314,8 @@ def validate_cuda(launch: CudaLaunch, params: Sequence[Binding], kernel: str) ->
             )
         if b.kind == "scalar" and a.kind == "buffer" and b.size != 8:
             raise GpuraceError(
-                f"parameter {a.index} '{b.name}' is a {b.elem_type} scalar: give value = N, not a buffer",
+                f"parameter {a.index} '{b.name}' is a {b.elem_type} scalar: "
+                "give value = N, not a buffer",
                 path,
                 a.line,
             )

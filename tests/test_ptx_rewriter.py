@@ -1,0 +1,277 @@
+"""The CUDA path on the CPU: NVRTC compiles every corpus kernel, the PTX rewriter
+instruments it, ptxas assembles the result for sm_90 and an older target, every
+memory instruction has its record call, and nothing of the original is lost."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gpurace.instrument.ptx import (
+    assemble,
+    compile_cuda,
+    find_ptxas,
+    instrument,
+    instrument_ptx,
+    resolve_kernel,
+    strip_inserted,
+)
+from gpurace.instrument.ptx.emit import CLOSE, OPEN
+from gpurace.instrument.ptx.launch import load_cuda_launch, validate_cuda
+from gpurace.instrument.ptx.parse import parse_instr, parse_module
+from gpurace.model import Event, GpuraceError, Kind
+from tests.corpus import CORPUS, cases
+
+CUDA_CASES = cases("cuda", ".cu")
+# cp.async and 2-byte atomics need sm_80/sm_70 at least; everything else goes to sm_75
+OLDER = {"cp_async_clean": "80", "cp_async_race": "80"}
+
+
+def _prepare(case, arch: str = "compute_90"):
+    launch = load_cuda_launch(case.launch_path)
+    inst = instrument(
+        case.kernel.read_text(),
+        str(case.kernel.relative_to(Path.cwd())) if case.kernel.is_relative_to(Path.cwd())
+        else str(case.kernel),
+        launch.options,
+        launch.name_expressions,
+        arch=arch,
+    )  # fmt: skip
+    return launch, inst
+
+
+def _memory_instructions(ptx: str) -> list[tuple[int, str]]:
+    """(offset, text) of every tracked-memory instruction of every entry: what must
+    have a record call in front of it."""
+    mod = parse_module(ptx)
+    out = []
+    for fn in mod.functions:
+        if not fn.is_entry:
+            continue
+        for s in fn.body:
+            if s.kind != "stmt" or s.text.startswith("."):
+                continue
+            ins = parse_instr(s.text)
+            if ins.op in ("ld", "ldu", "st", "atom", "red") and not ins.has(
+                "param", "local", "const"
+            ):
+                out.append((s.start, s.text))
+            elif (
+                ins.op == "cp"
+                and ins.has("async")
+                and ins.operands[:1]
+                and ins.operands[0][:1] == "["
+            ):
+                out.append((s.start, s.text))
+    return out
+
+
+def _inserted_before(inst_ptx: str) -> dict[int, str]:
+    """Original offset -> the inserted text that ends right there."""
+    out: dict[int, str] = {}
+    pos = orig = 0
+    for m in re.finditer(re.escape(OPEN) + r"(.*?)" + re.escape(CLOSE), inst_ptx, flags=re.S):
+        orig += m.start() - pos
+        out[orig] = out.get(orig, "") + m.group(1)
+        pos = m.end()
+    return out
+
+
+def test_ptxas_found():
+    exe = find_ptxas()
+    assert exe and Path(exe).is_file()
+
+
+def test_corpus_size():
+    assert len(CUDA_CASES) >= 40
+
+
+@pytest.mark.parametrize("case", CUDA_CASES, ids=lambda c: c.id)
+def test_corpus_kernel(case):
+    launch, inst = _prepare(case)
+    kernel = resolve_kernel(inst, launch)
+    validate_cuda(launch, inst.params[kernel], kernel)
+    original = inst.original_ptx
+    # nothing of the original is lost or changed: it is the rewrite minus insertions
+    assert strip_inserted(inst.source) == original
+    # every memory instruction has its record(s) right in front of it
+    before = _inserted_before(inst.source)
+    for off, text in _memory_instructions(original):
+        code = before.get(off, "")
+        need = 2 if text.startswith(("cp.async", "@")) and "cp.async" in text else 1
+        calls = code.count("call _gr_rec") + code.count("[%_gr_unat], 1")
+        assert calls >= need, f"no record for '{text}'"
+    assert not inst.not_instrumented
+    assert inst.language == "cuda"
+    # the labelled sites exist with their kinds
+    for race in (launch.expect or {}).get("race", []):
+        for where, kind in zip((race["a"], race["b"]), race["kinds"], strict=True):
+            line, col = map(int, where.split(":"))
+            found = [
+                s
+                for s in inst.sites
+                if (s.line, s.col) == (line, col)
+                and s.file.endswith(case.kernel.name)
+                and (
+                    s.kind.name.lower() == kind
+                    or (s.kind == Kind.EVENT and s.event == Event[kind.upper()])
+                )
+            ]
+            assert found, f"no {kind} site at {where}"
+    # ptxas accepts the rewrite for sm_90 and for an older target
+    assemble(inst.source, "sm_90")
+    old = OLDER.get(case.id, "75")
+    _, inst_old = _prepare(case, f"compute_{old}")
+    assert strip_inserted(inst_old.source) == inst_old.original_ptx
+    assemble(inst_old.source, f"sm_{old}")
+
+
+def test_ptx_input_keeps_cuda_lines(tmp_path):
+    """PTX given directly (as from Triton or Numba) is mapped through its .loc/.file."""
+    cu = CORPUS / "cuda" / "tile_nosync_race.cu"
+    ptx = compile_cuda(cu.read_text(), str(cu)).ptx
+    (tmp_path / "k.ptx").write_text(ptx)
+    inst = instrument(ptx, str(tmp_path / "k.ptx"))
+    sites = {(s.line, s.col, s.kind) for s in inst.sites}
+    assert {(7, 3, Kind.STORE), (8, 3, Kind.LOAD)} <= sites
+    assert all(s.file.endswith("tile_nosync_race.cu") for s in inst.sites)
+    assert [v.name for v in inst.variables] == [
+        "tile_nosync_param_0",
+        "tile_nosync_param_1",
+        "tile",
+    ]
+    assemble(inst.source)
+
+
+HAND_PTX = """\
+.version 8.0
+.target sm_90
+.address_size 64
+
+.visible .entry hand(
+\t.param .u64 hand_param_0
+)
+{
+\t.reg .pred %p<2>;
+\t.reg .b32 %r<6>;
+\t.reg .b64 %rd<4>;
+\t.shared .align 4 .b8 sh[256];
+\tld.param.u64 %rd1, [hand_param_0];
+\tcvta.to.global.u64 %rd2, %rd1;
+\tmov.u32 %r1, %tid.x;
+\tsetp.eq.u32 %p1, %r1, 0;
+\t@%p1 st.global.u32 [%rd2+4], 3;
+\tatom.acquire.cta.shared.add.u32 %r2, [sh], 1;
+\tred.release.sys.global.max.s32 [%rd2], %r1;
+\tld.volatile.global.v2.u32 {%r3, %r4}, [%rd2+8];
+\tbar.sync 1, 64;
+\tbar.warp.sync -1;
+\tfence.acq_rel.gpu;
+\tldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r5}, [%r1];
+\tret;
+}
+"""
+
+
+def test_hand_written_ptx():
+    """PTX without line info: sites are PTX lines; atomics carry scope and order;
+    named barriers compare their count with the block at run time; an unmodelled
+    memory instruction makes the result incomplete."""
+    inst = instrument_ptx(HAND_PTX, "hand.ptx")
+    assert strip_inserted(inst.source) == HAND_PTX
+    by_line = {s.line: s for s in inst.sites}
+    assert by_line[17].kind == Kind.STORE and by_line[17].file == "hand.ptx"
+    assert by_line[18].kind == Kind.ATOMIC
+    assert by_line[21].event == Event.BARRIER
+    # the guarded store logs only under its guard; its immediate value is recorded
+    before = _inserted_before(inst.source)
+    store_at = HAND_PTX.index("\t@%p1 st.global") + 1
+    assert "@!%p1 bra" in before[store_at] and "mov.u32 %_gr_t14, 3;" in before[store_at]
+    # extra word: op | scope << 8 | order << 12 (add=3, cta=1, acquire=2)
+    atom_at = HAND_PTX.index("atom.acquire")
+    assert f"st.param.b32 [_gr_a9], {3 | 1 << 8 | 2 << 12};" in before[atom_at]
+    red_at = HAND_PTX.index("red.release")
+    assert f"st.param.b32 [_gr_a9], {5 | 4 << 8 | 3 << 12};" in before[red_at]
+    vol_at = HAND_PTX.index("ld.volatile")
+    assert f"st.param.b32 [_gr_a9], {1 | 4 << 8 | 5 << 12};" in before[vol_at]
+    bar_at = HAND_PTX.index("bar.sync 1")
+    assert "setp.eq.u32 %_gr_q2, 64, %_gr_nthr;" in before[bar_at]
+    assert "call _gr_srec" in before[HAND_PTX.index("bar.warp.sync")]
+    assert "call _gr_srec" in before[HAND_PTX.index("fence.acq_rel")]
+    assert len(inst.not_instrumented) == 1 and "ldmatrix" in inst.not_instrumented[0]
+    assert inst.not_instrumented[0].startswith("hand.ptx:24:1:")
+    assemble(inst.source)
+
+
+def test_non_inlined_function_is_reported(tmp_path):
+    src = """\
+__device__ __noinline__ void put(int *p, int v) { p[v] = v; }
+extern "C" __global__ void k(int *out) {
+  put(out, threadIdx.x);
+}
+"""
+    inst = instrument(src, "noinline.cu")
+    assert len(inst.not_instrumented) == 1
+    assert "not inlined" in inst.not_instrumented[0]
+    assemble(inst.source)
+
+
+def test_compile_error_is_located():
+    src = 'extern "C" __global__ void k(int *a) {\n  a[0] = undefined_name;\n}\n'
+    with pytest.raises(GpuraceError) as err:
+        instrument(src, "broken.cu")
+    assert err.value.file == "broken.cu" and err.value.line == 2
+    assert "undefined_name" in str(err.value)
+    assert str(err.value).startswith("broken.cu:2: error: identifier")
+
+
+def _launch(tmp_path, text: str):
+    p = tmp_path / "l.toml"
+    p.write_text(text)
+    return load_cuda_launch(p)
+
+
+def test_launch_mismatch_errors(tmp_path):
+    cu = CORPUS / "cuda" / "saxpy_clean.cu"
+    inst = instrument(cu.read_text(), str(cu))
+    params = inst.params["saxpy"]
+    assert [(b.name, b.kind) for b in params] == [
+        ("a", "scalar"),
+        ("x", "global"),
+        ("y", "global"),
+        ("n", "scalar"),
+    ]
+    few = _launch(tmp_path, 'kernel = "saxpy"\ngrid = [1]\nblock = [32]\n[[arg]]\nvalue = 1.0\n')
+    with pytest.raises(GpuraceError, match=r"takes 4 parameters .* has 1 \[\[arg\]\]"):
+        validate_cuda(few, params, "saxpy")
+    bad = _launch(
+        tmp_path,
+        'kernel = "saxpy"\ngrid = [1]\nblock = [32]\n[[arg]]\nvalue = 1.0\n'
+        '[[arg]]\nname = "x"\nvalue = 3\n[[arg]]\ntype = "float"\ncount = 4\n'
+        "[[arg]]\nvalue = 4\n",
+    )
+    with pytest.raises(GpuraceError, match="'x' is a pointer") as err:
+        validate_cuda(bad, params, "saxpy")
+    assert err.value.line == 6 and err.value.file.endswith("l.toml")
+    named = _launch(
+        tmp_path,
+        'kernel = "saxpy"\ngrid = [1]\nblock = [32]\n[[arg]]\nname = "alpha"\nvalue = 1.0\n'
+        '[[arg]]\ntype = "float"\ncount = 4\n[[arg]]\ntype = "float"\ncount = 4\n'
+        "[[arg]]\nvalue = 4\n",
+    )
+    with pytest.raises(GpuraceError, match="named 'alpha' but .* is 'a'"):
+        validate_cuda(named, params, "saxpy")
+    with pytest.raises(GpuraceError, match="unknown key 'blocks'; did you mean 'block'") as err:
+        _launch(tmp_path, 'kernel = "saxpy"\ngrid = [1]\nblocks = [32]\n')
+    assert err.value.line == 3
+    with pytest.raises(GpuraceError, match="kernel 'saxpi' is not a kernel"):
+        resolve_kernel(inst, _launch(tmp_path, 'kernel = "saxpi"\ngrid = 1\nblock = 1\n'))
+
+
+def test_bf16_fill_rounds_to_nearest_even(tmp_path):
+    launch = _launch(
+        tmp_path, 'grid = 1\nblock = 1\n[[arg]]\ntype = "bf16"\ncount = 3\nfill = "arange"\n'
+    )
+    assert launch.args[0].buffer.data.tolist() == [0x0000, 0x3F80, 0x4000]
