@@ -188,7 +188,7 @@ def test_hand_written_ptx():
     # the guarded store logs only under its guard; its immediate value is recorded
     before = _inserted_before(inst.source)
     store_at = HAND_PTX.index("\t@%p1 st.global") + 1
-    assert "@!%p1 bra" in before[store_at] and "mov.u32 %_gr_t14, 3;" in before[store_at]
+    assert "@!%p1 bra" in before[store_at] and "mov.u32 %_gr_t13, 3;" in before[store_at]
     # extra word: op | scope << 8 | order << 12 (add=3, cta=1, acquire=2)
     atom_at = HAND_PTX.index("atom.acquire")
     assert f"st.param.b32 [_gr_a9], {3 | 1 << 8 | 2 << 12};" in before[atom_at]

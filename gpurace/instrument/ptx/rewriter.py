@@ -380,10 +380,12 @@ class _Entry:
 
     # -- helpers -------------------------------------------------------------
     def before(self, stmt: Stmt, code: list[str]) -> None:
-        self.inserts.append((stmt.start, 1, emit.wrap("\n".join(code))))
+        self.inserts.append((stmt.start, 2, emit.wrap("\n".join(code))))
 
     def after(self, stmt: Stmt, code: list[str]) -> None:
-        self.inserts.append((stmt.end, 2, emit.wrap("\n".join(code))))
+        # order 1: a barrier's epoch advance precedes the next statement's record even
+        # when that statement starts right where the barrier ends
+        self.inserts.append((stmt.end, 1, emit.wrap("\n".join(code))))
 
     def site(self, stmt: Stmt, kind: Kind, ins: Instr, event: Event | None = None) -> int:
         file, line, col, text = self.loc.where(stmt)
@@ -391,11 +393,7 @@ class _Entry:
         if key not in self.st.site_ids:
             sid = len(self.st.sites)
             self.st.site_ids[key] = sid
-            self.st.sites.append(
-                Site(
-                    sid, file, line, col, kind, ins.text, text.strip() if False else text, "", event
-                )
-            )
+            self.st.sites.append(Site(sid, file, line, col, kind, ins.text, text, "", event))
         return self.st.site_ids[key]
 
     def incomplete(self, stmt: Stmt, what: str) -> None:
@@ -562,10 +560,11 @@ class _Entry:
         if ins.has("commit_group", "wait_group", "wait_all") or ins.has("mbarrier"):
             self._sync(s, ins, SYNC_ASYNC)
             return
-        if len(ins.operands) < 3 or not re.fullmatch(r"\d+", ins.operands[2]):
+        try:
+            size = int(ins.operands[2], 0)  # 16 or 0x10 (Triton)
+        except (IndexError, ValueError):
             self.incomplete(s, f"'{ins.opcode}': copy size not understood")
             return
-        size = int(ins.operands[2])
         guard_code: list[str] = []
         ld = self.site(s, Kind.LOAD, ins)
         self._access(s, ins, ld, Kind.LOAD, "global", ins.operands[1], size, False, 0, guard_code)
@@ -710,7 +709,7 @@ class _Entry:
                 if bits is None:
                     return False
                 for w in range(max(1, esize // 4)):
-                    reg = f"%_gr_t{14 + 2 * k + w}"
+                    reg = f"%_gr_t{13 + 2 * k + w}"  # t13..t19 (registers: t5..t12)
                     code.append(f"mov.u32 {reg}, {(bits >> (32 * w)) & 0xFFFFFFFF};")
                     words.append((reg, min(esize, 4)))
         if size <= 4:
