@@ -21,7 +21,7 @@ from gpurace.instrument.ptx import (
 from gpurace.instrument.ptx.emit import CLOSE, OPEN
 from gpurace.instrument.ptx.launch import load_cuda_launch, validate_cuda
 from gpurace.instrument.ptx.parse import parse_instr, parse_module
-from gpurace.model import Event, GpuraceError, Kind
+from gpurace.model import Event, GpuraceError, Kind, RaceClass
 from tests.corpus import CORPUS, cases
 
 CUDA_CASES = cases("cuda", ".cu")
@@ -275,3 +275,78 @@ def test_bf16_fill_rounds_to_nearest_even(tmp_path):
         tmp_path, 'grid = 1\nblock = 1\n[[arg]]\ntype = "bf16"\ncount = 3\nfill = "arange"\n'
     )
     assert launch.args[0].buffer.data.tolist() == [0x0000, 0x3F80, 0x4000]
+
+
+# ---------------------------------------------------------------------------
+# The instrumented PTX at run time, on the PTX interpreter (tests/ptx_emulator.py)
+# ---------------------------------------------------------------------------
+
+
+def _emulate(case, instrumented: bool, capacity: int = 1 << 16):
+    """Run a corpus launch on the interpreter: (outputs, records, ctl words, inst)."""
+    from math import prod
+
+    import numpy as np
+
+    from gpurace.api import linear_layout
+    from gpurace.backends import cuda_backend
+    from gpurace.instrument.ptx.launch import scalar_bytes
+    from tests.ptx_emulator import Emulator
+
+    launch, inst = _prepare(case)
+    kernel = resolve_kernel(inst, launch)
+    params = inst.params[kernel]
+    emu = Emulator(inst.source if instrumented else inst.original_ptx)
+    args, bufs = [], {}
+    for b, a in zip(params, launch.args, strict=True):
+        if a.buffer is not None:
+            addr = emu.mem.alloc(a.buffer.data.tobytes())
+            bufs[b.binding] = (addr, a.buffer.nbytes)
+            args.append(addr)
+        else:
+            args.append(int.from_bytes(scalar_bytes(b, a.value), "little"))
+    nv = len(inst.variables)
+    if instrumented:
+        sizes = cuda_backend.var_sizes(
+            inst, kernel, params, cuda_backend.launch_args(launch), launch.shared_bytes
+        )
+        bases, _ = linear_layout(sizes, prod(launch.grid))
+        ctl = np.array([0, capacity, 0, 0xFFFFFFFF, 0, 0, *bases, *sizes, 0], np.uint32)
+        log = emu.mem.alloc(bytes(capacity * 32))
+        ctl_at = emu.mem.alloc(ctl.tobytes())
+        sync = emu.mem.alloc(np.array([0, 1024] + [0] * (8 + 1024 * 8), np.uint32).tobytes())
+        args += [log, ctl_at, sync]
+    emu.launch(kernel, launch.grid, launch.block, args, launch.shared_bytes)
+    outputs = {i: emu.mem.read(addr, n) for i, (addr, n) in bufs.items()}
+    if not instrumented:
+        return outputs, None, None, inst
+    words = np.frombuffer(emu.mem.read(ctl_at, 4 * (7 + 2 * nv)), np.uint32)
+    n = min(int(words[0]), capacity)
+    records = np.frombuffer(emu.mem.read(log, n * 32), np.uint32).reshape(n, 8)
+    return outputs, records, words, inst
+
+
+@pytest.mark.parametrize("case", CUDA_CASES, ids=lambda c: c.id)
+def test_corpus_labels_on_the_interpreter(case):
+    """The instrumented kernel, run on the PTX interpreter, logs what the labels say:
+    the NumPy reference finds exactly the labelled races; the outputs are those of
+    the plain kernel, bit for bit; no access escapes attribution."""
+    from gpurace.analysis import analyse
+    from gpurace.model import Report, Scope
+    from tests.corpus import expected, reported
+
+    launch = load_cuda_launch(case.launch_path)
+    plain, _, _, _ = _emulate(case, False)
+    outputs, records, words, inst = _emulate(case, True)
+    nv = len(inst.variables)
+    assert int(words[0]) == len(records) > 0
+    assert int(words[6 + 2 * nv]) == 0, "unattributed accesses"
+    assert outputs == plain
+    races = [
+        r
+        for r in analyse(records, {v.id: v.space for v in inst.variables})
+        if r.cls != RaceClass.STORAGE_EXCHANGE  # as cuda_backend.cuda_races: not for CUDA
+    ]
+    report = Report("k", str(case.kernel), "cuda", "ptx interpreter", races, inst.sites,
+                    inst.variables, Scope())  # fmt: skip
+    assert reported(report) == expected(launch.expect)
