@@ -308,9 +308,8 @@ class Emulator:
     def _reg(self, frame: _Frame, name: str, sregs) -> int:
         if name in sregs:
             return sregs[name]
-        if name not in frame.regs:
-            raise EmulatorError(f"read of unset register {name} in {frame.fn.name}")
-        return frame.regs[name]
+        return frame.regs.get(name, 0)  # PTX registers start undefined; Triton reads
+        # a predicated-off load's destination and discards it
 
     def _set(self, frame: _Frame, name: str, bits: int) -> None:
         frame.regs[name] = bits

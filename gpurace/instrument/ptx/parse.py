@@ -18,7 +18,11 @@ from gpurace.model import GpuraceError
 _LINE_DIRECTIVES = (".loc", ".file", ".version", ".target", ".address_size", ".section")
 _LABEL = re.compile(r"([$%\w.]+)\s*:(?!:)")
 _REG_DECL = re.compile(r"\.reg\s+(?:\.v\d\s+)?\.(\w+)\s+(.+)")
-_PARAM = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+(?:\.ptr\S*\s+)?([\w$]+)(\[\d*\])?")
+_PARAM = re.compile(
+    r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+"
+    r"(?:\.ptr(?:\s+\.(?:global|shared|const|local))?(?:\s+\.align\s+\d+)?\s+)?"
+    r"([\w$]+)(\[\d*\])?"
+)
 _VAR_DECL = re.compile(
     r"(?:\.(?:visible|extern|weak|common)\s+)*\.(shared|global)\s+"
     r"(?:\.align\s+(\d+)\s+)?(?:\.v(\d)\s+)?\.(\w+)\s+([\w$]+)((?:\[\d*\])*)"
@@ -205,6 +209,7 @@ class Param:
     type: str  # "u64", "u32", "f32", "b8" (byte arrays: structs by value)
     array: str  # "" or "[16]"
     index: int
+    ptr: bool = False  # declared ".ptr" (Triton: ".param .u64 .ptr .global .align 1 p")
 
 
 @dataclass
@@ -306,7 +311,8 @@ def _function(ptx: str, stmts: list[Stmt], i: int, path: str) -> tuple[Function,
         for k, p in enumerate(x for x in pm.group(1).split(",") if x.strip()):
             q = _PARAM.search(p.strip())
             if q:
-                params.append(Param(q.group(2), q.group(1), q.group(3) or "", k))
+                ptr = ".ptr" in p and ".ptr .shared" not in p
+                params.append(Param(q.group(2), q.group(1), q.group(3) or "", k, ptr))
     # offset of the ')' closing the parameter list in the original text
     seg = ptx[header.start : header.end]
     name_at = seg.find(name)

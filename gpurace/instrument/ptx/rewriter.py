@@ -71,6 +71,11 @@ class _Locator:
         for num, f in mod.files.items():
             if user_file is None or _same_file(f, user_file):
                 self.user.add(num)
+        if user_file is None:  # PTX input: a library's own lines (Triton's standard.py,
+            # CUDA headers) are placed at the user's line that used them
+            lib = {n for n in self.user if _LIBRARY.search(mod.files[n])}
+            if lib != self.user:
+                self.user -= lib
         self.resolved: dict[tuple[int, int, int], tuple[int, int, int]] = {}
         self.current: tuple[int, int, int] | None = None
 
@@ -100,6 +105,9 @@ class _Locator:
         if self.src is not None and _same_file(name, self.src.path):
             return self.src.path, line, max(col, 1), self.src.line(line)
         return name, line, max(col, 1), _read_line(name, line)
+
+
+_LIBRARY = re.compile(r"[/\\](site-packages|dist-packages|include)[/\\]")
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -226,7 +234,7 @@ def _plan_vars(
         is_ptr = (
             p.type in ("u64", "b64", "s64")
             and not p.array
-            and (p.index in pointers or (ctype is not None and "*" in ctype))
+            and (p.index in pointers or p.ptr or (ctype is not None and "*" in ctype))
         )
         if ctype is not None and "*" not in ctype and p.index not in pointers:
             is_ptr = False
@@ -304,13 +312,13 @@ def _pointer_params(fn: Function) -> set[int]:
             if not ins.operands:
                 continue
             if ins.op == "ld" and ins.has("param"):
-                m = re.match(r"\[([\w$]+)(?:\+\d+)?\]", ins.operands[-1])
+                m = re.match(r"\[\s*([\w$]+)\s*(?:\+\s*\d+)?\s*\]", ins.operands[-1])
                 if m and m.group(1) in index:
                     taint.setdefault(ins.operands[0], set()).add(index[m.group(1)])
                 continue
             if ins.op in ("ld", "st", "atom", "red", "cp", "ldu", "prefetch", "isspacep"):
                 for o in ins.operands:
-                    m = re.match(r"\[([%\w$]+)", o)
+                    m = re.match(r"\[\s*([%\w$]+)", o)
                     if m and m.group(1) in taint:
                         found |= taint[m.group(1)]
                 if ins.op == "isspacep" and len(ins.operands) > 1:
