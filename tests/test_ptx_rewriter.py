@@ -4,6 +4,7 @@ memory instruction has its record call, and nothing of the original is lost."""
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -29,6 +30,7 @@ CUDA_CASES = cases("cuda", ".cu")
 OLDER = {"cp_async_clean": "80", "cp_async_race": "80"}
 
 
+@functools.cache
 def _prepare(case, arch: str = "compute_90"):
     launch = load_cuda_launch(case.launch_path)
     inst = instrument(
