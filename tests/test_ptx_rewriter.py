@@ -139,6 +139,8 @@ def test_ptx_input_keeps_cuda_lines(tmp_path):
     sites = {(s.line, s.col, s.kind) for s in inst.sites}
     assert {(7, 3, Kind.STORE), (8, 3, Kind.LOAD)} <= sites
     assert all(s.file.endswith("tile_nosync_race.cu") for s in inst.sites)
+    store = next(s for s in inst.sites if (s.line, s.kind) == (7, Kind.STORE))
+    assert (store.operand, store.line_text) == ("tile[t] = in[g]", "  tile[t] = in[g];")
     assert [v.name for v in inst.variables] == [
         "tile_nosync_param_0",
         "tile_nosync_param_1",

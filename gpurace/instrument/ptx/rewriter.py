@@ -401,7 +401,10 @@ class _Entry:
         if key not in self.st.site_ids:
             sid = len(self.st.sites)
             self.st.site_ids[key] = sid
-            self.st.sites.append(Site(sid, file, line, col, kind, ins.text, text, "", event))
+            operand = _statement_at(text, col) if self.loc.current else ""
+            self.st.sites.append(
+                Site(sid, file, line, col, kind, operand or ins.text, text, "", event)
+            )
         return self.st.site_ids[key]
 
     def incomplete(self, stmt: Stmt, what: str) -> None:
@@ -791,6 +794,13 @@ class _Entry:
         code = self._guard(ins, skip)
         code += [emit.call_rec(sid, str(flags), "0", "%_gr_nbar", "0", 0), f"{skip}:"]
         self.before(s, code)
+
+
+def _statement_at(line_text: str, col: int) -> str:
+    """The source statement that starts at `col` (``tile[t] = in[g]``,
+    ``__syncthreads()``): line info gives statements, not sub-expressions."""
+    seg = line_text[col - 1 :] if 0 < col <= len(line_text) else ""
+    return seg.split(";")[0].strip()
 
 
 def _is_wait_barrier(ins: Instr) -> bool:
