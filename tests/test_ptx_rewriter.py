@@ -405,3 +405,15 @@ def test_triton_ptx(name):
     if name == "triton_add":
         x, y = (a.buffer.data for a in launch.args[:2])
         assert plain[2] == (x + y).astype(np.float32).tobytes()
+
+
+def test_analysis_kernels_build_for_cuda():
+    """The companion kernels (shaders/analysis.cl behind prelude_cuda.h) compile with
+    NVRTC and assemble for sm_90, with every kernel the analysis driver launches."""
+    from gpurace.backends.analysis_driver import KERNELS
+    from gpurace.backends.opencl_backend import c_source
+
+    ptx = compile_cuda(c_source("analysis.cl", "cuda"), "analysis.cl", ("-std=c++17",)).ptx
+    entries = {f.name for f in parse_module(ptx).functions if f.is_entry}
+    assert entries == set(KERNELS)
+    assemble(ptx, "sm_90")
