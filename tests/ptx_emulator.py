@@ -79,23 +79,37 @@ def from_value(v, t: str) -> int:
 
 @dataclass
 class Memory:
-    """Global memory (allocations) and the current block's shared memory."""
+    """Global memory (regions backed by NumPy arrays, which callers may keep: a
+    region is the array itself, so a kernel's writes show in it) and the current
+    block's shared memory."""
 
-    glob: bytearray = field(default_factory=lambda: bytearray())
+    regions: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (addr, u8 view)
     shared: bytearray = field(default_factory=lambda: bytearray(1 << 16))
     symbols: dict[str, tuple[str, int]] = field(default_factory=dict)  # name -> (space, addr)
+    top: int = GLOBAL_BASE
+
+    def register(self, arr: np.ndarray) -> int:
+        """The device address of `arr` (a contiguous array or a view into one)."""
+        base = arr.base if isinstance(arr.base, np.ndarray) else arr
+        root = np.frombuffer(base.data, np.uint8) if base.flags.c_contiguous else None
+        if root is None:
+            raise EmulatorError("non-contiguous array")
+        for addr, region in self.regions:
+            if np.shares_memory(region, root) and region.ctypes.data == root.ctypes.data:
+                return addr + (arr.ctypes.data - root.ctypes.data)
+        addr = self.top
+        self.regions.append((addr, root))
+        self.top = (addr + root.nbytes + 16 + 255) // 256 * 256
+        return addr + (arr.ctypes.data - root.ctypes.data)
 
     def alloc(self, data: bytes) -> int:
-        start = (len(self.glob) + 255) // 256 * 256
-        self.glob.extend(b"\0" * (start - len(self.glob)))
-        self.glob.extend(data)
-        self.glob.extend(b"\0" * 16)  # slack: vector reads at the end
-        return GLOBAL_BASE + start
+        return self.register(np.frombuffer(bytearray(data) + bytearray(16), np.uint8))
 
     def read(self, addr: int, n: int) -> bytes:
-        return bytes(self.glob[addr - GLOBAL_BASE : addr - GLOBAL_BASE + n])
+        buf, off = self._where("global", addr)
+        return bytes(buf[off : off + n])
 
-    def _where(self, space: str | None, addr: int) -> tuple[bytearray, int]:
+    def _where(self, space: str | None, addr: int):
         if space is None:
             if SHARED_WINDOW <= addr < SHARED_WINDOW + len(self.shared):
                 return self.shared, addr - SHARED_WINDOW
@@ -104,18 +118,22 @@ class Memory:
             if not 0 <= addr < len(self.shared):
                 raise EmulatorError(f"shared address {addr:#x} out of range")
             return self.shared, addr
-        off = addr - GLOBAL_BASE
-        if not 0 <= off < len(self.glob):
-            raise EmulatorError(f"global address {addr:#x} out of range")
-        return self.glob, off
+        for start, region in self.regions:
+            if start <= addr < start + region.nbytes:
+                return region, addr - start
+        raise EmulatorError(f"global address {addr:#x} in no allocation")
 
     def load(self, space: str | None, addr: int, n: int) -> int:
         buf, off = self._where(space, addr)
-        return int.from_bytes(buf[off : off + n], "little")
+        return int.from_bytes(bytes(buf[off : off + n]), "little")
 
     def store(self, space: str | None, addr: int, n: int, bits: int) -> None:
         buf, off = self._where(space, addr)
-        buf[off : off + n] = (bits & ((1 << (8 * n)) - 1)).to_bytes(n, "little")
+        raw = (bits & ((1 << (8 * n)) - 1)).to_bytes(n, "little")
+        if isinstance(buf, np.ndarray):
+            buf[off : off + n] = np.frombuffer(raw, np.uint8)
+        else:
+            buf[off : off + n] = raw
 
 
 class _Frame:
