@@ -383,6 +383,20 @@ def launch_args(launch: CudaLaunch) -> dict[int, object]:
     return {a.index: (a.buffer.data if a.buffer is not None else a.value) for a in launch.args}
 
 
+def types_from_launch(inst: Instrumented, kernel: str, launch: CudaLaunch) -> None:
+    """Give pointer parameters whose element type the kernel does not tell (PTX input,
+    templates) the launch file's type, so reports name elements (``x[5]``)."""
+    from dataclasses import replace
+
+    for k, v in enumerate(inst.variables):
+        if v.kernel != kernel or v.binding is None or v.elem_stride:
+            continue
+        a = launch.args[v.binding] if v.binding < len(launch.args) else None
+        if a is not None and a.buffer is not None and a.buffer.count:
+            stride = a.buffer.nbytes // a.buffer.count
+            inst.variables[k] = replace(v, elem_stride=stride, elem_type=a.buffer.type)
+
+
 def make_target(
     source: str,
     launch: CudaLaunch,
@@ -406,6 +420,7 @@ def make_target(
     kernel = resolve_kernel(inst, launch)
     params = inst.params[kernel]
     validate_cuda(launch, params, kernel)
+    types_from_launch(inst, kernel, launch)
     args = launch_args(launch)
     sizes = var_sizes(inst, kernel, params, args, launch.shared_bytes)
     bases, total = linear_layout(sizes, prod(launch.grid))

@@ -145,3 +145,17 @@ def test_counting_runs_and_address_ranges(fake_cupy):
     assert len(part) == keep.sum() > 0
     assert sorted(map(tuple, part)) == sorted(map(tuple, records[keep]))
     assert part.shape[1] == RECORD_WORDS
+
+
+def test_ptx_input_elements_are_named_from_the_launch(fake_cupy):
+    """Triton's PTX says nothing of element types: the launch file's do."""
+    from gpurace.instrument.ptx.launch import cuda_launch_from_dict
+    from tests.corpus import CORPUS
+    from tests.test_ptx_rewriter import TRITON
+
+    ptx = (CORPUS / "ptx" / "triton_add.ptx").read_text()
+    launch = cuda_launch_from_dict(TRITON["triton_add"], "add.toml")
+    target = cuda_backend.make_target(ptx, launch, "triton_add.ptx", None, None, False)
+    x = target.inst.variables[0]
+    assert (x.name, x.elem_stride, x.elem_type) == ("add_param_0", 4, "float")
+    assert target.run(0, 0xFFFFFFF0, 1 << 14).requested == 3 * 1000
