@@ -159,3 +159,35 @@ def test_ptx_input_elements_are_named_from_the_launch(fake_cupy):
     x = target.inst.variables[0]
     assert (x.name, x.elem_stride, x.elem_type) == ("add_param_0", 4, "float")
     assert target.run(0, 0xFFFFFFF0, 1 << 14).requested == 3 * 1000
+
+
+@pytest.fixture
+def pocl_analysis(monkeypatch):
+    """The analysis kernels (the same C source the CUDA build uses) on PoCL, fed the
+    interpreter's log: api.check's whole pass loop runs on the CPU."""
+    from gpurace.backends import opencl_backend
+
+    queue = opencl_backend.get_queue("Portable Computing Language")[0]
+
+    def analyse(device, log, n, bases, uniform, **kw):
+        records = np.asarray(log[: max(1, n) * RECORD_WORDS]).reshape(-1, RECORD_WORDS)
+        buf = opencl_backend.upload_log(queue, records)
+        return opencl_backend.analyse_on_device(queue, buf, n, bases, uniform, **kw)
+
+    monkeypatch.setattr(cuda_backend, "analyse_on_device", analyse)
+
+
+@pytest.mark.parametrize("name", [c.id for c in CUDA_CASES])
+def test_check_end_to_end(fake_cupy, pocl_analysis, name):
+    """`gpurace check KERNEL.cu --launch KERNEL.toml` as the lead will wire it
+    (api.check with cuda_backend.make_target): the labelled report and exit code."""
+    from gpurace.instrument.ptx.launch import load_cuda_launch
+    from hwtests.cuda.common import check_cuda
+    from tests.corpus import expected, reported
+
+    case = _case(name)
+    launch = load_cuda_launch(case.launch_path)
+    report = check_cuda(case.kernel.read_text(), launch, f"tests/corpus/cuda/{case.kernel.name}")
+    assert report.language == "cuda" and report.scope.complete
+    assert reported(report) == expected(launch.expect)
+    assert report.exit_code == (1 if launch.expect["verdict"] == "race" else 0)
