@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from gpurace.backends import cuda_backend  # noqa: E402
 from gpurace.instrument.ptx import compile_cuda, instrument  # noqa: E402
 from gpurace.instrument.ptx.launch import cuda_launch_from_dict  # noqa: E402
-from hwtests.cuda.common import check_cuda  # noqa: E402
+from hwtests.nvidia.common import check_cuda  # noqa: E402
 
 KERNELS = Path(__file__).parent / "kernels"
 SANITIZER_TIMEOUT = 60  # seconds per kernel: hwtests/run.sh must finish in minutes

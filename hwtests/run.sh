@@ -16,7 +16,7 @@ python3 -m pip install -q -e '.[test]' 2>&1 | grep -v WARNING
 python3 -m gpurace devices 2>&1 | tee "$OUT/devices.txt"
 status=0
 if [ "${GPURACE_ONLY:-}" != cuda ]; then
-  python3 -m pytest -q hwtests --ignore=hwtests/cuda tests/test_corpus_wgsl.py \
+  python3 -m pytest -q hwtests --ignore=hwtests/nvidia tests/test_corpus_wgsl.py \
     tests/test_analysis_equivalence.py tests/test_determinism.py \
     2>&1 | tee "$OUT/pytest.log" || status=1
   python3 bench/bench_wgsl.py --repeat 3 2>&1 | tee "$OUT/bench_wgsl.md" || status=1
@@ -24,7 +24,7 @@ if [ "${GPURACE_ONLY:-}" != cuda ]; then
 fi
 if nvidia-smi >/dev/null 2>&1; then
   python3 -c "import cupy" 2>/dev/null || python3 -m pip install -q -e '.[cuda]' 2>&1 | grep -v WARNING
-  python3 -m pytest -q hwtests/cuda tests/test_ptx_rewriter.py 2>&1 | tee "$OUT/pytest_cuda.log" || status=1
+  python3 -m pytest -q hwtests/nvidia tests/test_ptx_rewriter.py 2>&1 | tee "$OUT/pytest_cuda.log" || status=1
   python3 bench/bench_cuda.py --repeat 3 2>&1 | tee "$OUT/bench_cuda.md" || status=1
 fi
 exit $status

@@ -2,7 +2,7 @@
 with a stand-in for cupy whose kernels run on the PTX interpreter
 (tests/ptx_emulator.py). This checks what the host does (argument packing, the
 control words of internals §5/§7, log and sync-log read-back, counting runs and
-address ranges through `_gr_rec`); cupy itself and the GPU are hwtests/cuda's."""
+address ranges through `_gr_rec`); cupy itself and the GPU are hwtests/nvidia's."""
 
 from __future__ import annotations
 
@@ -182,7 +182,7 @@ def test_check_end_to_end(fake_cupy, pocl_analysis, name):
     """`gpurace check KERNEL.cu --launch KERNEL.toml` as the lead will wire it
     (api.check with cuda_backend.make_target): the labelled report and exit code."""
     from gpurace.instrument.ptx.launch import load_cuda_launch
-    from hwtests.cuda.common import check_cuda
+    from hwtests.nvidia.common import check_cuda
     from tests.corpus import expected, reported
 
     case = _case(name)

@@ -298,7 +298,8 @@ def validate_cuda(launch: CudaLaunch, params: Sequence[Binding], kernel: str) ->
             else launch.key_lines.get("kernel", 0),
         )
     for a, b in zip(launch.args, params, strict=True):
-        if a.name is not None and a.name != b.name:
+        ptx_name = re.fullmatch(r"[\w$]+_param_\d+", b.name)  # PTX input: no C names
+        if a.name is not None and a.name != b.name and not ptx_name:
             raise GpuraceError(
                 f"argument {a.index} is named '{a.name}' but the kernel's parameter {a.index} "
                 f"is '{b.name}'",

@@ -14,7 +14,7 @@ from gpurace.backends import cuda_backend
 from gpurace.instrument.ptx import instrument, resolve_kernel
 from gpurace.instrument.ptx.launch import load_cuda_launch, validate_cuda
 from gpurace.model import Space
-from hwtests.cuda.common import check_cuda
+from hwtests.nvidia.common import check_cuda
 from tests import test_analysis_equivalence as shared
 from tests.analysis_backends import AnalysisBackend
 from tests.corpus import cases, expected, reported
