@@ -188,6 +188,9 @@ def test_hand_written_ptx():
     by_line = {s.line: s for s in inst.sites}
     assert by_line[17].kind == Kind.STORE and by_line[17].file == "hand.ptx"
     assert by_line[18].kind == Kind.ATOMIC
+    assert by_line[18].detail == "atom.add scope=cta order=acquire"
+    assert by_line[19].detail == "red.max scope=sys order=release"
+    assert by_line[20].detail == "ld.load scope=sys order=volatile"
     assert by_line[21].event == Event.BARRIER
     # the guarded store logs only under its guard; its immediate value is recorded
     before = _inserted_before(inst.source)

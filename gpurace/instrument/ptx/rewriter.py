@@ -402,8 +402,9 @@ class _Entry:
             sid = len(self.st.sites)
             self.st.site_ids[key] = sid
             operand = _statement_at(text, col) if self.loc.current else ""
+            detail = _atomic_detail(ins) if kind == Kind.ATOMIC else ""
             self.st.sites.append(
-                Site(sid, file, line, col, kind, operand or ins.text, text, "", event)
+                Site(sid, file, line, col, kind, operand or ins.text, text, "", event, detail)
             )
         return self.st.site_ids[key]
 
@@ -794,6 +795,16 @@ class _Entry:
         code = self._guard(ins, skip)
         code += [emit.call_rec(sid, str(flags), "0", "%_gr_nbar", "0", 0), f"{skip}:"]
         self.before(s, code)
+
+
+def _atomic_detail(ins: Instr) -> str:
+    """``atom.add scope=gpu order=relaxed`` for a site's report (the extra word's bits
+    8-15 in words)."""
+    so = _scope_order(ins)
+    scope = {v: k for k, v in SCOPES.items()}[so & 15]
+    order = {v: k for k, v in ORDERS.items()}[so >> 4]
+    what = next((p for p in ins.parts[1:] if p in ATOM_OPS), "load" if ins.op != "st" else "store")
+    return f"{ins.op}.{what} scope={scope} order={order}"
 
 
 def _statement_at(line_text: str, col: int) -> str:
