@@ -11,7 +11,7 @@ import functools
 import os
 from dataclasses import dataclass
 
-from gpurace.model import GpuraceError
+from gpurace.model import RECORD_WORDS, GpuraceError
 
 
 @dataclass(frozen=True)
@@ -134,6 +134,16 @@ def analysis_limit(queue) -> int:
     """Most bytes one analysis buffer may hold: the device's allocation limit, and
     below 2 GiB so that every word index fits the kernels' 32-bit arithmetic."""
     return min(int(queue.device.max_mem_alloc_size), 1 << 31)
+
+
+def max_records_per_pass(queue) -> int:
+    """Records one log buffer holds (the analysis may still ask for a smaller range)."""
+    return analysis_limit(queue) // (RECORD_WORDS * 4)
+
+
+def max_shadow_words(queue) -> int:
+    """Words of the linear address order one pass's shadow covers (2 u32 each)."""
+    return analysis_limit(queue) // 8
 
 
 class _ClKernels:

@@ -7,13 +7,30 @@ analyse on the device, and describe the scope of what was checked.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import prod
 
 from gpurace.analysis.merge import merge_ranges
-from gpurace.launch import LaunchSpec, load_launch, resolve_entry, validate_against
-from gpurace.model import RECORD_WORDS, GpuraceError, Instrumented, Race, Report, Scope, Space
+from gpurace.launch import (
+    LaunchSpec,
+    load_launch,
+    resolve_entry,
+    scalar_bytes,
+    validate_against,
+    validate_opencl,
+)
+from gpurace.launch_sim import bind_sim_args, load_sim
+from gpurace.model import (
+    RECORD_WORDS,
+    Binding,
+    GpuraceError,
+    Instrumented,
+    Race,
+    Report,
+    Scope,
+    Space,
+)
 
 Progress = Callable[[str], None]
 
@@ -26,21 +43,35 @@ FULL_RANGE = (0xFFFFFFFF // 16) * 16
 ALL_INSTANCES_CAP = 1 << 16  # instances --all lists per pass
 
 
-def instrument(source: str, path: str, language: str = "wgsl") -> Instrumented:
-    """Rewrite `source` for logging; `language` picks the rewriter."""
+def instrument(
+    source: str, path: str, language: str = "wgsl", options: Sequence[str] = ()
+) -> Instrumented:
+    """Rewrite `source` for logging; `language` picks the rewriter (OpenCL C takes the
+    build options, whose -D/-I apply to its preprocessing)."""
+    if language == "opencl":
+        from gpurace.instrument.opencl import instrument as instrument_opencl
+
+        return instrument_opencl(source, path, options)
     if language != "wgsl":
-        raise GpuraceError(f"language '{language}' is not supported yet (only WGSL)", path)
+        raise GpuraceError(f"language '{language}' is not supported yet", path)
     from gpurace.instrument.wgsl import instrument as instrument_wgsl
 
     return instrument_wgsl(source, path)
 
 
+LANGUAGES = {".wgsl": "wgsl", ".cl": "opencl"}
+
+
 def language_of(path: str) -> str:
+    """The kernel language of a file, from its extension."""
     ext = os.path.splitext(path)[1].lower()
-    if ext == ".wgsl":
-        return "wgsl"
+    if ext in LANGUAGES:
+        return LANGUAGES[ext]
     raise GpuraceError(
-        f"unsupported kernel file type '{ext or path}': gpurace checks .wgsl kernels", path
+        f"unsupported kernel file type '{ext or path}': gpurace checks "
+        + " and ".join(LANGUAGES)
+        + " kernels",
+        path,
     )
 
 
@@ -56,7 +87,7 @@ def list_devices() -> list[tuple[str, str, bool]]:
 
 
 def check_file(
-    kernel_path: str,
+    kernel_path: str | None,
     launch_path: str,
     device: str | None = None,
     uniform_writes: str | None = None,
@@ -64,14 +95,24 @@ def check_file(
     progress: Progress | None = None,
     all_instances: bool = False,
 ) -> Report:
-    """Check the kernel file with the launch file (the `gpurace check` command)."""
+    """Check the kernel file with the launch file (the `gpurace check` command).
+
+    The launch file is a TOML file or Oclgrind's `.sim` format; a `.sim` file names
+    its kernel file, used when `kernel_path` is None.
+    """
+    if launch_path.lower().endswith(".sim"):
+        sim_kernel, spec = load_sim(launch_path)
+        kernel_path = kernel_path or sim_kernel
+    else:
+        spec = load_launch(launch_path)
+    if kernel_path is None:
+        raise GpuraceError("no kernel file: pass KERNEL or a .sim file that names one")
+    language_of(kernel_path)
     try:
         with open(kernel_path, encoding="utf-8") as f:
             source = f.read()
     except OSError as exc:
         raise GpuraceError(f"cannot read kernel: {exc.strerror}", kernel_path) from None
-    language_of(kernel_path)
-    spec = load_launch(launch_path)
     return check(
         source,
         spec,
@@ -116,18 +157,19 @@ def check(
     entry: str | None = None,
     progress: Progress | None = None,
     all_instances: bool = False,
+    language: str | None = None,
 ) -> Report:
     """Rewrite, launch and analyse one launch of a kernel; return the report.
 
-    The language follows `path`'s extension. With `all_instances`, the report also
-    lists every instance of each race (up to ALL_INSTANCES_CAP per pass; more makes
-    the result incomplete).
+    `language` ("wgsl" or "opencl") defaults to what `path`'s extension says. With
+    `all_instances`, the report also lists every instance of each race (up to
+    ALL_INSTANCES_CAP per pass; more makes the result incomplete).
     """
     say = progress or (lambda _msg: None)
     mode = uniform_writes or launch.uniform_writes or "tolerate"
     if mode not in ("tolerate", "race"):
         raise GpuraceError(f"--uniform-writes must be 'tolerate' or 'race', not '{mode}'")
-    prepare = {"wgsl": _wgsl_target}[language_of(path)]
+    prepare = {"wgsl": _wgsl_target, "opencl": _opencl_target}[language or language_of(path)]
     t = prepare(source, launch, path, device, entry, mode == "race")
     work_items = prod(t.num_groups) * prod(t.workgroup_size)
     # (lo, hi, log records to try first): a guess per work-item, then what was seen
@@ -208,6 +250,12 @@ def _wgsl_target(
     """A WGSL launch on wgpu."""
     from gpurace.backends import wgpu_backend
 
+    if launch.language != "wgsl":
+        raise GpuraceError(
+            "this launch file describes an OpenCL launch; a WGSL kernel needs workgroups "
+            "and [[binding]] tables (docs/launch-files.md)",
+            launch.path,
+        )
     inst = instrument(source, path)
     entries = inst.entry_points or {inst.entry: inst.workgroup_size}
     name = resolve_entry(launch, list(entries), entry)
@@ -261,6 +309,117 @@ def _wgsl_target(
         run,
         analyse,
     )
+
+
+def _opencl_target(
+    source: str,
+    launch: LaunchSpec,
+    path: str,
+    device: str | None,
+    entry: str | None,
+    uniform_writes_race: bool,
+) -> Target:
+    """An OpenCL C launch on pyopencl (PoCL on the CPU)."""
+    from gpurace.backends import opencl_backend
+
+    if launch.language != "opencl":
+        raise GpuraceError(
+            "this launch file describes a WGSL launch; an OpenCL kernel needs global_size, "
+            "local_size and [[arg]] tables (docs/launch-files.md)",
+            launch.path,
+        )
+    inst = instrument(source, path, "opencl", launch.options)
+    name = resolve_entry(launch, list(inst.entry_points), entry)
+    params = inst.params[name]
+    if launch.path.lower().endswith(".sim"):
+        launch = bind_sim_args(launch, params)
+    local = validate_opencl(launch, params, inst.entry_points[name])
+    groups = tuple(g // n for g, n in zip(launch.global_size, local, strict=True))
+    queue, dev_name = opencl_backend.get_queue(device)
+    args = opencl_args(launch, params)
+    extents = opencl_extents(inst, name, launch)
+    bases, total = linear_layout(extents, prod(groups))
+    options = [o for o in launch.options if not o.startswith(("-D", "-I"))]
+
+    def run(lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0):
+        return opencl_backend.launch(
+            queue,
+            inst.source,
+            path,
+            name,
+            params,
+            args,
+            launch.global_size,
+            local,
+            options=options,
+            var_bases=bases,
+            var_sizes=extents,
+            log_capacity=capacity,
+            log_range=(lo, hi),
+            histogram_bins=bins,
+            histogram_width=width,
+        )
+
+    def analyse(result, n: int, lo: int, hi: int, **kw):
+        return opencl_backend.analyse_on_device(
+            queue,
+            result.log,
+            n,
+            bases,
+            uniform_writes_race,
+            address_range=(lo, hi),
+            address_end=total,
+            wgsize=prod(local),
+            groups=prod(groups),
+            **kw,
+        )
+
+    return Target(
+        inst,
+        name,
+        dev_name,
+        local,
+        groups,
+        bases,
+        total,
+        opencl_backend.max_records_per_pass(queue),
+        opencl_backend.max_shadow_words(queue),
+        run,
+        analyse,
+    )
+
+
+def opencl_args(launch: LaunchSpec, params: Sequence[Binding]) -> dict[int, object]:
+    """Each kernel argument as the OpenCL backend takes it: the buffer's array, the
+    scalar's bytes in the parameter's C type, or the __local byte count."""
+    args: dict[int, object] = {}
+    for arg, param in zip(launch.args, params, strict=True):
+        if arg.kind == "buffer":
+            args[arg.index] = arg.buffer.data
+        elif arg.kind == "scalar":
+            args[arg.index] = scalar_bytes(arg, param, launch.path)
+        else:
+            args[arg.index] = arg.local_bytes
+    return args
+
+
+def opencl_extents(inst: Instrumented, kernel: str, launch: LaunchSpec) -> list[int]:
+    """Bytes of each tracked variable in this launch: the buffer or __local size for
+    the kernel's parameters, the static size of its __local variables, 0 for other
+    kernels' variables (docs/internals.md §5)."""
+    by_index = {a.index: a for a in launch.args}
+    extents = []
+    for v in inst.variables:
+        arg = by_index.get(v.binding) if v.kernel == kernel and v.binding is not None else None
+        if v.kernel != kernel:
+            extents.append(0)
+        elif arg is None:
+            extents.append(v.size or 0)
+        elif arg.kind == "buffer":
+            extents.append(arg.buffer.nbytes)
+        else:
+            extents.append(arg.local_bytes or 0)
+    return extents
 
 
 def group_instances(listed: list[tuple[tuple, Race]]) -> dict[tuple, list[Race]]:
