@@ -174,6 +174,7 @@ HAND_PTX = """\
 \tbar.warp.sync -1;
 \tfence.acq_rel.gpu;
 \tldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r5}, [%r1];
+\tld.global.L2::cache_hint.b32 %r5, [%rd2+12], %rd1;
 \tret;
 }
 """
@@ -207,6 +208,8 @@ def test_hand_written_ptx():
     assert "setp.eq.u32 %_gr_q2, 64, %_gr_nthr;" in before[bar_at]
     assert "call _gr_srec" in before[HAND_PTX.index("bar.warp.sync")]
     assert "call _gr_srec" in before[HAND_PTX.index("fence.acq_rel")]
+    hint_at = HAND_PTX.index("ld.global.L2::cache_hint")
+    assert "add.s64 %_gr_d0, %_gr_d0, 12;" in before[hint_at]  # the address, not the policy
     assert len(inst.not_instrumented) == 1 and "ldmatrix" in inst.not_instrumented[0]
     assert inst.not_instrumented[0].startswith("hand.ptx:24:1:")
     assemble(inst.source)

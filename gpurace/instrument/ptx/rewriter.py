@@ -531,7 +531,11 @@ class _Entry:
                 s, f"'{ins.opcode}' accesses another block's shared memory (not tracked)"
             )
             return
-        addr = ins.operands[0] if ins.op == "st" else ins.operands[-1]
+        if ins.has("async"):
+            self.incomplete(s, f"'{ins.opcode}' (asynchronous store) is not tracked")
+            return
+        # the address is the first [...] operand (a cache policy may follow it)
+        addr = next((o for o in ins.operands if o.startswith("[")), "")
         size = _access_size(ins)
         if size is None or size > 16:
             self.incomplete(s, f"'{ins.opcode}': access size not understood")
@@ -560,7 +564,10 @@ class _Entry:
         if opname is None or size is None:
             self.incomplete(s, f"'{ins.opcode}': atomic operation not understood")
             return
-        addr = ins.operands[1] if ins.op == "atom" else ins.operands[0]
+        if "::cluster" in ins.parts:
+            self.incomplete(s, f"'{ins.opcode}' accesses another block's shared memory")
+            return
+        addr = next((o for o in ins.operands if o.startswith("[")), "")
         extra = ATOM_OPS[opname] | _scope_order(ins) << 8
         sid = self.site(s, Kind.ATOMIC, ins)
         self._access(s, ins, sid, Kind.ATOMIC, space, addr, size, False, extra, [])
