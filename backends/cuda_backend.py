@@ -52,6 +52,24 @@ def _cupy():
     return cupy
 
 
+def list_devices() -> list[tuple[str, str, bool]]:
+    """(name, description, is_default) of every CUDA device; none without cupy, a
+    driver or a GPU (for `gpurace devices`)."""
+    try:
+        import cupy as cp
+
+        count = cp.cuda.runtime.getDeviceCount()
+    except Exception:  # no cupy, no driver (CUDARuntimeError), no GPU
+        return []
+    found = []
+    for i in range(count):
+        props = cp.cuda.runtime.getDeviceProperties(i)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        desc = f"{name} (CUDA, sm_{props['major']}{props['minor']})"
+        found.append((name, desc, i == 0))
+    return found
+
+
 @functools.cache
 def get_device(name: str | None = None) -> tuple[object, str]:
     """The CUDA device whose name contains `name` (or $GPURACE_CUDA_DEVICE), else

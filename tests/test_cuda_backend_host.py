@@ -191,3 +191,8 @@ def test_check_end_to_end(fake_cupy, pocl_analysis, name):
     assert report.language == "cuda" and report.scope.complete
     assert reported(report) == expected(launch.expect)
     assert report.exit_code == (1 if launch.expect["verdict"] == "race" else 0)
+
+
+def test_no_cuda_device_here_is_an_empty_list():
+    """CI has no NVIDIA GPU (and maybe no cupy): `gpurace devices` lists none."""
+    assert cuda_backend.list_devices() == []
