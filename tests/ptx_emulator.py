@@ -245,6 +245,17 @@ class Emulator:
                     progressed = True
             if progressed:
                 continue
+            # named barriers with a thread count: released when that many arrived
+            for ident in sorted({t.wait[3] for t in waiting_bar if len(t.wait) > 3}):
+                at = [t for t in waiting_bar if len(t.wait) > 3 and t.wait[3] == ident]
+                count = at[0].wait[4]
+                if count is not None and count < len(live) and len(at) >= count:
+                    for t in at[:count]:
+                        t.step(0)
+                    progressed = True
+                    break  # the waits changed: look again
+            if progressed:
+                continue
             if waiting_bar and len(waiting_bar) == len(live):
                 preds = [t.wait[2] for t in waiting_bar]
                 for t in waiting_bar:
@@ -293,8 +304,12 @@ class Emulator:
                     res = yield ("bar", red, int(pv))
                     dtype = ins.parts[3]
                     self._set(frame, ins.operands[0], int(bool(res)) if dtype == "pred" else res)
-                else:
-                    yield ("bar", "sync", 0)
+                else:  # bar.sync a{, b}: barrier a, b threads (all of the block if absent)
+                    ident = self._operand(frame, ins.operands[0], "u32", sregs)
+                    count = None
+                    if len(ins.operands) > 1:
+                        count = self._operand(frame, ins.operands[1], "u32", sregs)
+                    yield ("bar", "sync", 0, ident, count)
                 continue
             if op == "shfl":
                 dst = ins.operands[0]

@@ -196,3 +196,34 @@ def test_check_end_to_end(fake_cupy, pocl_analysis, name):
 def test_no_cuda_device_here_is_an_empty_list():
     """CI has no NVIDIA GPU (and maybe no cupy): `gpurace devices` lists none."""
     assert cuda_backend.list_devices() == []
+
+
+PARTIAL = """\
+extern "C" __global__ void halves(int *out) {
+  __shared__ int s[128];
+  int t = threadIdx.x;
+  s[t] = t;
+  if (t < 64) asm volatile("bar.sync 1, 64;" ::: "memory");
+  else asm volatile("bar.sync 2, 64;" ::: "memory");
+  out[t] = s[t ^ 1];
+}
+"""
+
+
+def test_named_barrier_over_part_of_the_block(fake_cupy, pocl_analysis):
+    """Two named barriers of 64 threads in a block of 128: each half orders its own
+    accesses, which the epoch analysis does not model. The waits are logged as sync
+    events, no epoch advances, the exchange is reported (conservatively) and the
+    result says it is incomplete."""
+    from gpurace.instrument.ptx.launch import cuda_launch_from_dict
+    from hwtests.nvidia.common import check_cuda
+
+    launch = cuda_launch_from_dict(
+        {"grid": [1], "block": [128], "arg": [{"type": "int", "count": 128}]}, "p.toml"
+    )
+    report = check_cuda(PARTIAL, launch, "partial.cu")
+    kinds = sorted((r.cls.name, report.sites[r.site_a].line, report.sites[r.site_b].line)
+                   for r in report.races)  # fmt: skip
+    assert kinds == [("LOCAL", 4, 7)]
+    assert not report.scope.complete and report.exit_code == 1
+    assert any("128 named-barrier waits" in n for n in report.scope.not_instrumented)
