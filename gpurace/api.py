@@ -59,7 +59,7 @@ def instrument(
     return instrument_wgsl(source, path)
 
 
-LANGUAGES = {".wgsl": "wgsl", ".cl": "opencl"}
+LANGUAGES = {".wgsl": "wgsl", ".cl": "opencl", ".cu": "cuda", ".ptx": "cuda"}
 
 
 def language_of(path: str) -> str:
@@ -78,12 +78,13 @@ def language_of(path: str) -> str:
 def list_devices() -> list[tuple[str, str, bool]]:
     """(name, description, is_default) for every device gpurace can use: the Vulkan
     adapters (WGSL) and the OpenCL devices (OpenCL C); each API has its default."""
-    from gpurace.backends import opencl_backend, wgpu_backend
+    from gpurace.backends import cuda_backend, opencl_backend, wgpu_backend
 
     adapters = wgpu_backend.list_adapters()
     found = [(a.name, a.description, i == 0) for i, a in enumerate(adapters)]
     cl_devices = opencl_backend.list_devices()
-    return found + [(d.name, d.description, i == 0) for i, d in enumerate(cl_devices)]
+    found += [(d.name, d.description, i == 0) for i, d in enumerate(cl_devices)]
+    return found + cuda_backend.list_devices()
 
 
 def check_file(
@@ -103,6 +104,10 @@ def check_file(
     if launch_path.lower().endswith(".sim"):
         sim_kernel, spec = load_sim(launch_path)
         kernel_path = kernel_path or sim_kernel
+    elif kernel_path is not None and language_of(kernel_path) == "cuda":
+        from gpurace.instrument.ptx.launch import load_cuda_launch
+
+        spec = load_cuda_launch(launch_path)
     else:
         spec = load_launch(launch_path)
     if kernel_path is None:
@@ -169,7 +174,9 @@ def check(
     mode = uniform_writes or launch.uniform_writes or "tolerate"
     if mode not in ("tolerate", "race"):
         raise GpuraceError(f"--uniform-writes must be 'tolerate' or 'race', not '{mode}'")
-    prepare = {"wgsl": _wgsl_target, "opencl": _opencl_target}[language or language_of(path)]
+    prepare = {"wgsl": _wgsl_target, "opencl": _opencl_target, "cuda": _cuda_target}[
+        language or language_of(path)
+    ]
     t = prepare(source, launch, path, device, entry, mode == "race")
     work_items = prod(t.num_groups) * prod(t.workgroup_size)
     # (lo, hi, log records to try first): a guess per work-item, then what was seen
@@ -318,6 +325,20 @@ def _wgsl_target(
         run,
         analyse,
     )
+
+
+def _cuda_target(
+    source: str,
+    launch: LaunchSpec,
+    path: str,
+    device: str | None,
+    entry: str | None,
+    uniform_writes_race: bool,
+) -> Target:
+    """A CUDA C++ or PTX launch on cupy (an NVIDIA GPU; `launch` is a CudaLaunch)."""
+    from gpurace.backends import cuda_backend
+
+    return cuda_backend.make_target(source, launch, path, device, entry, uniform_writes_race)
 
 
 def _opencl_target(
