@@ -23,10 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from gpurace import api  # noqa: E402
 from gpurace.backends import cuda_backend  # noqa: E402
 from gpurace.instrument.ptx import compile_cuda, instrument  # noqa: E402
 from gpurace.instrument.ptx.launch import cuda_launch_from_dict  # noqa: E402
-from hwtests.nvidia.common import check_cuda  # noqa: E402
 
 KERNELS = Path(__file__).parent / "kernels"
 SANITIZER_TIMEOUT = 60  # seconds per kernel: hwtests/run.sh must finish in minutes
@@ -129,7 +129,7 @@ def main() -> None:
             )
 
         def checked(ptx=ptx, data=data, name=name):
-            return check_cuda(ptx, cuda_launch_from_dict(data, f"{name}.toml"), f"{name}.ptx")
+            return api.check(ptx, cuda_launch_from_dict(data, f"{name}.toml"), path=f"{name}.ptx")
 
         plain(), checked()  # warm up: module loads, analysis build, allocations
         t_plain, _ = timed(plain, args.repeat)

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from gpurace import api
 from gpurace.api import linear_layout
 from gpurace.backends import cuda_backend
 from gpurace.model import RECORD_WORDS
@@ -182,12 +183,13 @@ def test_check_end_to_end(fake_cupy, pocl_analysis, name):
     """`gpurace check KERNEL.cu --launch KERNEL.toml` as the lead will wire it
     (api.check with cuda_backend.make_target): the labelled report and exit code."""
     from gpurace.instrument.ptx.launch import load_cuda_launch
-    from hwtests.nvidia.common import check_cuda
     from tests.corpus import expected, reported
 
     case = _case(name)
     launch = load_cuda_launch(case.launch_path)
-    report = check_cuda(case.kernel.read_text(), launch, f"tests/corpus/cuda/{case.kernel.name}")
+    report = api.check(
+        case.kernel.read_text(), launch, path=f"tests/corpus/cuda/{case.kernel.name}"
+    )
     assert report.language == "cuda" and report.scope.complete
     assert reported(report) == expected(launch.expect)
     assert report.exit_code == (1 if launch.expect["verdict"] == "race" else 0)
@@ -216,12 +218,11 @@ def test_named_barrier_over_part_of_the_block(fake_cupy, pocl_analysis):
     events, no epoch advances, the exchange is reported (conservatively) and the
     result says it is incomplete."""
     from gpurace.instrument.ptx.launch import cuda_launch_from_dict
-    from hwtests.nvidia.common import check_cuda
 
     launch = cuda_launch_from_dict(
         {"grid": [1], "block": [128], "arg": [{"type": "int", "count": 128}]}, "p.toml"
     )
-    report = check_cuda(PARTIAL, launch, "partial.cu")
+    report = api.check(PARTIAL, launch, path="partial.cu")
     kinds = sorted((r.cls.name, report.sites[r.site_a].line, report.sites[r.site_b].line)
                    for r in report.races)  # fmt: skip
     assert kinds == [("LOCAL", 4, 7)]

@@ -8,13 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpurace import api
 from gpurace.analysis import analyse
 from gpurace.api import linear_layout
 from gpurace.backends import cuda_backend
 from gpurace.instrument.ptx import instrument, resolve_kernel
 from gpurace.instrument.ptx.launch import load_cuda_launch, validate_cuda
 from gpurace.model import Space
-from hwtests.nvidia.common import check_cuda
 from tests import test_analysis_equivalence as shared
 from tests.analysis_backends import AnalysisBackend
 from tests.corpus import cases, expected, reported
@@ -46,7 +46,7 @@ def _rel(case) -> str:
 @pytest.mark.parametrize("case", CUDA_CASES, ids=lambda c: c.id)
 def test_corpus_verdicts_and_sites(case):
     launch = load_cuda_launch(case.launch_path)
-    report = check_cuda(case.kernel.read_text(), launch, _rel(case))
+    report = api.check(case.kernel.read_text(), launch, path=_rel(case))
     want = launch.expect
     assert report.scope.complete, report.scope
     assert reported(report) == expected(want)
