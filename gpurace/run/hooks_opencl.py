@@ -1,0 +1,238 @@
+"""pyopencl hooks for ``gpurace run``: record programs, kernel arguments and launches.
+
+What is wrapped (undone by the returned callable):
+
+* ``Program.build`` remembers the program's OpenCL C source and the build options
+  the program gave (not pyopencl's own defaults), keyed by the built program, so a
+  kernel (``prg.name`` or ``cl.Kernel(prg, name)``, however obtained) finds them
+  through ``kernel.program``. The original build runs first: a kernel that does not
+  compile raises pyopencl's own error into the program.
+* ``Kernel.set_arg`` and ``Kernel.set_args`` remember each argument (on the kernel
+  object), as ``kernel(queue, global, local, *args)`` does.
+* ``Kernel.__call__`` and ``pyopencl.enqueue_nd_range_kernel`` are the launches:
+  counted per kernel, and at a selected one the queue is finished, every buffer
+  argument is read back to the host (``enqueue_copy`` on the program's queue, while
+  the hooks are off) and the snapshot goes to the session, which checks it on its own
+  device. Then the program's launch runs unchanged, so its results are unchanged.
+
+A launch is listed as not checked, with the reason, when gpurace cannot reproduce
+it: no local size (the driver would choose one; a kernel with
+reqd_work_group_size is fine), a global offset, or an argument that is not a
+buffer, a number or ``LocalMemory`` (images, samplers, SVM, NULL).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gpurace.run.session import OpenCLLaunch, Session
+
+
+def _options(options: str | Sequence[str] | None) -> list[str]:
+    """The build options the program passed, as a list (pyopencl takes a string too)."""
+    if options is None:
+        return []
+    if isinstance(options, str):
+        return shlex.split(options)
+    return [str(o) for o in options]
+
+
+def _sizes(value: Any, times: Any = None) -> tuple[int, ...] | None:
+    """An NDRange size as a tuple (``g_times_l``: global is in work-groups)."""
+    if value is None:
+        return None
+    sizes = tuple(int(v) for v in (value if isinstance(value, (tuple, list)) else [value]))
+    if times is not None:
+        sizes = tuple(g * n for g, n in zip(sizes, times, strict=False))
+    return sizes
+
+
+def _scalar(value: Any) -> int | float | list | None:
+    """A by-value argument as a launch file's value (a list for a vector type)."""
+    import numpy as np
+
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        item = np.asarray(value).item()
+        if isinstance(item, tuple):  # a pyopencl.cltypes vector: one field per component
+            return [x for x in item]
+        return item
+    if isinstance(value, (bool, int, float)):
+        return value
+    return None
+
+
+def install(session: Session) -> Callable[[], None]:
+    """Wrap pyopencl to report to ``session``; returns the function that unwraps."""
+    import numpy as np
+    import pyopencl as cl
+
+    undo: list[Callable[[], None]] = []
+    programs: dict[int, tuple[Any, str | None, str, list[str]]] = {}  # int_ptr -> info
+    calling = [0]  # >0 inside Kernel.__call__: its own enqueue is not a second launch
+
+    def wrap(owner: Any, name: str, make: Callable[[Callable], Callable]) -> None:
+        orig = getattr(owner, name)
+        setattr(owner, name, make(orig))
+        undo.append(lambda: setattr(owner, name, orig))
+
+    def build(orig: Callable) -> Callable:
+        def hooked(self: Any, options: Any = None, devices: Any = None, cache_dir: Any = None):
+            result = orig(self, options, devices, cache_dir)
+            if not session.hooks_off:
+                source = getattr(self, "_source", None)
+                if isinstance(source, bytes):
+                    source = source.decode("utf-8", "replace")
+                number = len(programs) + 1
+                with session.suspended():
+                    file, source = session.locate(source, "", number, ext=".cl")
+                if file == f"<shader module {number}>":
+                    file = f"<OpenCL program {number}>"
+                prg = self._prg
+                programs[prg.int_ptr] = (prg, source, file, _options(options))
+            return result
+
+        return hooked
+
+    def args_of(kernel: Any) -> dict[int, Any]:
+        found = getattr(kernel, "_gpurace_args", None)
+        if found is None:
+            found = {}
+            kernel._gpurace_args = found
+        return found
+
+    def set_arg(orig: Callable) -> Callable:
+        def hooked(self: Any, index: int, value: Any) -> Any:
+            result = orig(self, index, value)
+            args_of(self)[int(index)] = value
+            return result
+
+        return hooked
+
+    def set_args(orig: Callable) -> Callable:
+        def hooked(self: Any, *values: Any) -> Any:
+            result = orig(self, *values)
+            args_of(self).update(enumerate(values))
+            return result
+
+        return hooked
+
+    def launched(
+        queue: Any, kernel: Any, gsize: Any, lsize: Any, offset: Any, g_times_l: bool
+    ) -> None:
+        """Count one launch; snapshot and check it when selected."""
+        if session.hooks_off or calling[0]:
+            return
+        info = programs.get(kernel.program.int_ptr)
+        source, file, options = (info[1], info[2], info[3]) if info else (None, "", [])
+        if not file:
+            file = f"<OpenCL program {len(programs) + 1}>"
+        k = session.kernel(file, kernel.function_name, source, "opencl")
+        index = session.next_launch(k)
+        if index is None:
+            return
+        local = _sizes(lsize)
+        glob = _sizes(gsize, local if g_times_l else None)
+        assert glob is not None
+        why = _unsupported(kernel, local, offset)
+        if why:
+            session.skip(k, index, why)
+            return
+        with session.suspended():
+            queue.finish()
+            args: list[tuple[str, Any]] = []
+            saved = args_of(kernel)
+            for i in range(kernel.num_args):
+                value = saved.get(i)
+                if isinstance(value, cl.MemoryObjectHolder) and isinstance(value, cl.Buffer):
+                    host = np.empty(value.size, np.uint8)
+                    cl.enqueue_copy(queue, host, value)
+                    args.append(("buffer", host.tobytes()))
+                elif isinstance(value, cl.LocalMemory):
+                    args.append(("local", int(value.size)))
+                elif _scalar(value) is not None:
+                    args.append(("scalar", _scalar(value)))
+                else:
+                    what = "not set" if i not in saved else f"a {type(value).__name__}"
+                    why = f"argument {i} is {what}: gpurace checks buffer, number and "
+                    session.skip(k, index, why + "LocalMemory arguments only")
+                    return
+        session.launch_opencl(k, index, OpenCLLaunch(glob, local, options, args))
+
+    def call(orig: Callable) -> Callable:
+        def hooked(self: Any, queue: Any, global_size: Any, local_size: Any, *args: Any, **kw):
+            if not session.hooks_off and len(args) == self.num_args:
+                args_of(self).update(enumerate(args))
+                launched(
+                    queue,
+                    self,
+                    global_size,
+                    local_size,
+                    kw.get("global_offset"),
+                    bool(kw.get("g_times_l")),
+                )
+            calling[0] += 1
+            try:
+                return orig(self, queue, global_size, local_size, *args, **kw)
+            finally:
+                calling[0] -= 1
+
+        return hooked
+
+    def nd_range(orig: Callable) -> Callable:
+        def hooked(
+            queue: Any,
+            kernel: Any,
+            global_work_size: Any,
+            local_work_size: Any,
+            global_work_offset: Any = None,
+            wait_for: Any = None,
+            g_times_l: bool = False,
+            allow_empty_ndrange: bool = False,
+        ) -> Any:
+            launched(
+                queue, kernel, global_work_size, local_work_size, global_work_offset, g_times_l
+            )
+            return orig(
+                queue,
+                kernel,
+                global_work_size,
+                local_work_size,
+                global_work_offset,
+                wait_for,
+                g_times_l,
+                allow_empty_ndrange,
+            )
+
+        return hooked
+
+    wrap(cl.Program, "build", build)
+    wrap(cl.Kernel, "set_arg", set_arg)
+    wrap(cl.Kernel, "set_args", set_args)
+    wrap(cl.Kernel, "__call__", call)
+    wrap(cl, "enqueue_nd_range_kernel", nd_range)
+
+    def uninstall() -> None:
+        for step in reversed(undo):
+            step()
+
+    return uninstall
+
+
+def _unsupported(kernel: Any, local: tuple[int, ...] | None, offset: Any) -> str:
+    """Why a launch cannot be reproduced on gpurace's device ("" when it can)."""
+    if offset is not None and any(int(o) for o in _sizes(offset) or ()):
+        return f"global offset {list(_sizes(offset) or ())}: gpurace launches from offset 0"
+    if local is None:
+        import pyopencl as cl
+
+        reqd = kernel.get_work_group_info(
+            cl.kernel_work_group_info.COMPILE_WORK_GROUP_SIZE, kernel.context.devices[0]
+        )
+        if not any(reqd):
+            return (
+                "no local size (None): the driver picks the work-group size, and gpurace "
+                "cannot know which; pass it explicitly"
+            )
+    return ""
