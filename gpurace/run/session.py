@@ -133,11 +133,11 @@ class Session:
         """The file reports name a module's sites in, and the source to check for it.
 
         The program usually reads its kernel from a file: the label when it is that
-        file, else an ``ext`` (``.wgsl``, ``.cl``) file next to the program (or in the current directory)
-        with exactly this text. A kernel written as a string in a ``.py`` file there
-        is found in it verbatim; the source checked then starts with as many empty
-        lines as precede the string, so reported lines (and columns) are the ``.py``
-        file's. Otherwise the name is made from the label (``<label>``).
+        file, else an ``ext`` (``.wgsl``, ``.cl``) file next to the program (or in the
+        current directory) with exactly this text. A kernel written as a string in a
+        ``.py`` file there is found in it verbatim; the source checked then starts with
+        as many empty lines as precede the string, so reported lines (and columns) are
+        the ``.py`` file's. Otherwise the name is made from the label (``<label>``).
         """
         if source is not None:
             if label and os.path.isfile(label) and self._read(label) == source:
