@@ -80,6 +80,7 @@ class Kernel:
     reports: list[tuple[int, Report]] = field(default_factory=list)
     repeats: list[tuple[int, Any]] = field(default_factory=list)  # determinism.RepeatResult
     skipped: list[str] = field(default_factory=list)  # "launch N: why"
+    selected_launches: int = 0  # launches next_launch selected (checked, skipped or both)
 
     @property
     def selected(self) -> bool:
@@ -174,8 +175,9 @@ class Session:
         opts = self.options
         if opts.pattern is not None and not opts.pattern.search(kernel.entry):
             return None
-        if opts.launches and len(kernel.checked) + len(kernel.skipped) >= opts.launches:
+        if opts.launches and kernel.selected_launches >= opts.launches:
             return None
+        kernel.selected_launches += 1
         if kernel.source is None:
             why = "its override constants cannot be written into the source"
             if kernel.language == "opencl":
@@ -228,6 +230,9 @@ class Session:
 
         assert kernel.source is not None
         opts = self.options
+        replay = opts.tool in ("determinism", "all")
+        if replay and kernel.language != "wgsl" and opts.tool == "determinism":
+            raise GpuraceError("determinism replay runs WGSL kernels only")
         if opts.tool in ("race", "all"):
             report = api.check(
                 kernel.source,
@@ -241,9 +246,11 @@ class Session:
             for race in report.races:
                 race.launch = index  # the text report's "launch N"
             kernel.reports.append((index, report))
-        if opts.tool in ("determinism", "all"):
-            if kernel.language != "wgsl":
-                raise GpuraceError("determinism replay runs WGSL kernels only")
+        if replay and kernel.language != "wgsl":
+            kernel.checked.append(index)
+            self.skip(kernel, index, "determinism replay runs WGSL kernels only (races checked)")
+            return
+        if replay:
             result = determinism.repeat_kernel(
                 kernel.source,
                 spec,

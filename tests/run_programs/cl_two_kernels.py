@@ -1,7 +1,9 @@
 """pyopencl: two kernels in one program, launched with kernel(...) and with
 set_args + enqueue_nd_range_kernel; 'shift' races (each work-item writes its
-neighbour's element, which the neighbour reads).
+neighbour's element, which the neighbour reads) unless --fixed builds it with -DFIXED.
 """
+
+import argparse
 
 import numpy as np
 import pyopencl as cl
@@ -17,12 +19,19 @@ __kernel void scale(__global float *data, float s)
 __kernel void shift(__global float *data, uint n)
 {
     size_t i = get_global_id(0);
+#ifdef FIXED
+    data[i] = data[i] + 1.0f;
+#else
     data[(i + 1) % n] = data[i] + 1.0f;
+#endif
 }
 """
 
+ap = argparse.ArgumentParser()
+ap.add_argument("--fixed", action="store_true")
+args = ap.parse_args()
 q = queue()
-prg = cl.Program(q.context, SOURCE).build()
+prg = cl.Program(q.context, SOURCE).build("-DFIXED" if args.fixed else "")
 scale, shift = prg.scale, cl.Kernel(prg, "shift")
 data = to_device(q, np.linspace(0, 1, 256, dtype=np.float32))
 for _ in range(3):
