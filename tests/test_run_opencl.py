@@ -177,3 +177,16 @@ def test_suppressed_race_exits_0_and_is_still_counted(tmp_path: Path) -> None:
     assert len(results) == 2
     assert all(r["suppressions"][0]["justification"] == "known neighbour race" for r in results)
     assert doc["runs"][0]["invocations"][0]["exitCode"] == 0
+
+
+def test_pyopencl_array_launches_are_counted_and_not_checked() -> None:
+    p = run("--", "python", PROGRAMS / "cl_array.py")
+    assert p.returncode == 2, p.stderr
+    assert p.stdout == plain(PROGRAMS / "cl_array.py").stdout
+    why = (
+        "not checked: launch 0: pyopencl.array.Array arguments (a buffer and an offset each) "
+        "are not snapshotted yet"
+    )
+    for name, n in (("axpb", 1), ("axpbyz", 2)):
+        head = f"== kernel '{name}' (<OpenCL program {n}>): 1 launch, 0 checked\n{why}"
+        assert head in p.stderr

@@ -17,8 +17,9 @@ What is wrapped (undone by the returned callable):
 
 A launch is listed as not checked, with the reason, when gpurace cannot reproduce
 it: no local size (the driver would choose one; a kernel with
-reqd_work_group_size is fine), a global offset, or an argument that is not a
-buffer, a number or ``LocalMemory`` (images, samplers, SVM, NULL).
+reqd_work_group_size is fine), a global offset, an argument that is not a
+buffer, a number or ``LocalMemory`` (images, samplers, SVM, NULL), or
+``pyopencl.array.Array`` arguments (pyopencl.array's and elementwise kernels).
 """
 
 from __future__ import annotations
@@ -118,16 +119,20 @@ def install(session: Session) -> Callable[[], None]:
 
         return hooked
 
+    def source_of(kernel: Any) -> tuple[str | None, str, list[str]]:
+        """(source, file reports name, build options) of a kernel's program."""
+        info = programs.get(kernel.program.int_ptr)
+        if info is None:
+            return None, f"<OpenCL program {len(programs) + 1}>", []
+        return info[1], info[2], info[3]
+
     def launched(
         queue: Any, kernel: Any, gsize: Any, lsize: Any, offset: Any, g_times_l: bool
     ) -> None:
         """Count one launch; snapshot and check it when selected."""
         if session.hooks_off or calling[0]:
             return
-        info = programs.get(kernel.program.int_ptr)
-        source, file, options = (info[1], info[2], info[3]) if info else (None, "", [])
-        if not file:
-            file = f"<OpenCL program {len(programs) + 1}>"
+        source, file, options = source_of(kernel)
         k = session.kernel(file, kernel.function_name, source, "opencl")
         index = session.next_launch(k)
         if index is None:
@@ -160,9 +165,23 @@ def install(session: Session) -> Callable[[], None]:
                     return
         session.launch_opencl(k, index, OpenCLLaunch(glob, local, options, args))
 
+    def array_launch(kernel: Any) -> None:
+        """A typed kernel given pyopencl.array.Array arguments (pyopencl.array and
+        elementwise operations): counted, and not checked when selected."""
+        source, file, _ = source_of(kernel)
+        k = session.kernel(file, kernel.function_name, source, "opencl")
+        index = session.next_launch(k)
+        if index is not None:
+            why = "pyopencl.array.Array arguments (a buffer and an offset each) are not "
+            session.skip(k, index, why + "snapshotted yet")
+
     def call(orig: Callable) -> Callable:
         def hooked(self: Any, queue: Any, global_size: Any, local_size: Any, *args: Any, **kw):
-            if not session.hooks_off and len(args) == self.num_args:
+            if session.hooks_off or calling[0]:
+                pass
+            elif any(hasattr(a, "base_data") for a in args):
+                array_launch(self)
+            elif len(args) == self.num_args:
                 args_of(self).update(enumerate(args))
                 launched(
                     queue,
