@@ -66,12 +66,12 @@ def _scalar(value: Any) -> int | float | list | None:
 
 def install(session: Session) -> Callable[[], None]:
     """Wrap pyopencl to report to ``session``; returns the function that unwraps."""
-    import numpy as np
     import pyopencl as cl
 
     undo: list[Callable[[], None]] = []
     programs: dict[int, tuple[Any, str | None, str, list[str]]] = {}  # int_ptr -> info
     calling = [0]  # >0 inside Kernel.__call__: its own enqueue is not a second launch
+    built = [0]  # programs built so far: the N of "<OpenCL program N>"
 
     def wrap(owner: Any, name: str, make: Callable[[Callable], Callable]) -> None:
         orig = getattr(owner, name)
@@ -85,11 +85,10 @@ def install(session: Session) -> Callable[[], None]:
                 source = getattr(self, "_source", None)
                 if isinstance(source, bytes):
                     source = source.decode("utf-8", "replace")
-                number = len(programs) + 1
+                built[0] += 1
                 with session.suspended():
-                    file, source = session.locate(source, "", number, ext=".cl")
-                if file == f"<shader module {number}>":
-                    file = f"<OpenCL program {number}>"
+                    label = f"OpenCL program {built[0]}"
+                    file, source = session.locate(source, label, built[0], ext=".cl")
                 prg = self._prg
                 programs[prg.int_ptr] = (prg, source, file, _options(options))
             return result
@@ -122,8 +121,8 @@ def install(session: Session) -> Callable[[], None]:
     def source_of(kernel: Any) -> tuple[str | None, str, list[str]]:
         """(source, file reports name, build options) of a kernel's program."""
         info = programs.get(kernel.program.int_ptr)
-        if info is None:
-            return None, f"<OpenCL program {len(programs) + 1}>", []
+        if info is None:  # built before gpurace ran, or not through Program.build
+            return None, "<OpenCL program>", []
         return info[1], info[2], info[3]
 
     def launched(
@@ -137,33 +136,21 @@ def install(session: Session) -> Callable[[], None]:
         index = session.next_launch(k)
         if index is None:
             return
-        local = _sizes(lsize)
-        glob = _sizes(gsize, local if g_times_l else None)
-        assert glob is not None
-        why = _unsupported(kernel, local, offset)
-        if why:
-            session.skip(k, index, why)
+        snapshot: list[tuple[str, Any]] | str | None = None
+        glob = local = None
+        try:
+            with session.suspended():
+                local = _sizes(lsize)
+                glob = _sizes(gsize, local if g_times_l else None)
+                why = _unsupported(kernel, local, offset)
+                snapshot = None if why else _snapshot(queue, kernel, args_of(kernel))
+        except Exception as err:  # the program's launch reports its own errors
+            why = f"its arguments could not be read back: {type(err).__name__}: {err}"
+        if isinstance(snapshot, str) or why:
+            session.skip(k, index, why or str(snapshot))
             return
-        with session.suspended():
-            queue.finish()
-            args: list[tuple[str, Any]] = []
-            saved = args_of(kernel)
-            for i in range(kernel.num_args):
-                value = saved.get(i)
-                if isinstance(value, cl.MemoryObjectHolder) and isinstance(value, cl.Buffer):
-                    host = np.empty(value.size, np.uint8)
-                    cl.enqueue_copy(queue, host, value)
-                    args.append(("buffer", host.tobytes()))
-                elif isinstance(value, cl.LocalMemory):
-                    args.append(("local", int(value.size)))
-                elif _scalar(value) is not None:
-                    args.append(("scalar", _scalar(value)))
-                else:
-                    what = "not set" if i not in saved else f"a {type(value).__name__}"
-                    why = f"argument {i} is {what}: gpurace checks buffer, number and "
-                    session.skip(k, index, why + "LocalMemory arguments only")
-                    return
-        session.launch_opencl(k, index, OpenCLLaunch(glob, local, options, args))
+        assert glob is not None and snapshot is not None
+        session.launch_opencl(k, index, OpenCLLaunch(glob, local, options, snapshot))
 
     def array_launch(kernel: Any) -> None:
         """A typed kernel given pyopencl.array.Array arguments (pyopencl.array and
@@ -237,6 +224,32 @@ def install(session: Session) -> Callable[[], None]:
             step()
 
     return uninstall
+
+
+def _snapshot(queue: Any, kernel: Any, saved: dict[int, Any]) -> list[tuple[str, Any]] | str:
+    """Each argument as the launch sees it (buffers read back now); a str says why not."""
+    import numpy as np
+    import pyopencl as cl
+
+    queue.finish()
+    args: list[tuple[str, Any]] = []
+    for i in range(kernel.num_args):
+        value = saved.get(i)
+        if isinstance(value, cl.Buffer):
+            host = np.empty(value.size, np.uint8)
+            cl.enqueue_copy(queue, host, value)
+            args.append(("buffer", host.tobytes()))
+        elif isinstance(value, cl.LocalMemory):
+            args.append(("local", int(value.size)))
+        elif _scalar(value) is not None:
+            args.append(("scalar", _scalar(value)))
+        else:
+            what = "not set" if i not in saved else f"a {type(value).__name__}"
+            return (
+                f"argument {i} is {what}: gpurace checks buffer, number and "
+                "LocalMemory arguments only"
+            )
+    return args
 
 
 def _unsupported(kernel: Any, local: tuple[int, ...] | None, offset: Any) -> str:
