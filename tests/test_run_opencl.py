@@ -17,6 +17,7 @@ SARIF_SCHEMA = Path(__file__).resolve().parent / "schemas" / "sarif-schema-2.1.0
 TILE = PROGRAMS / "cl_tile.py"
 TWO = PROGRAMS / "cl_two_kernels.py"
 MIXED = PROGRAMS / "mixed.py"
+ARRAY = PROGRAMS / "cl_array.py"
 TWO_PY = "tests/run_programs/cl_two_kernels.py"
 POCL = "on 'pthread-"
 
@@ -60,7 +61,7 @@ def test_no_local_size_is_not_checked_and_says_why() -> None:
 
 
 def test_outputs_are_byte_identical_with_and_without_gpurace(tmp_path: Path) -> None:
-    for program in ([TILE, "--fixed"], [TWO, "--fixed"], [MIXED, "--fixed"]):
+    for program in ([TILE, "--fixed"], [TWO, "--fixed"], [MIXED, "--fixed"], [ARRAY, "--fixed"]):
         alone = plain(*program)
         checked = run("--launches", "0", "--", "python", *program)
         assert alone.returncode == 0, alone.stderr
@@ -179,14 +180,19 @@ def test_suppressed_race_exits_0_and_is_still_counted(tmp_path: Path) -> None:
     assert doc["runs"][0]["invocations"][0]["exitCode"] == 0
 
 
-def test_pyopencl_array_launches_are_counted_and_not_checked() -> None:
-    p = run("--", "python", PROGRAMS / "cl_array.py")
-    assert p.returncode == 2, p.stderr
-    assert p.stdout == plain(PROGRAMS / "cl_array.py").stdout
-    why = (
-        "not checked: launch 0: pyopencl.array.Array arguments (a buffer and an offset each) "
-        "are not snapshotted yet"
-    )
-    for name, n in (("axpb", 1), ("axpbyz", 2)):
-        head = f"== kernel '{name}' (<OpenCL program {n}>): 1 launch, 0 checked\n{why}"
-        assert head in p.stderr
+def test_pyopencl_array_and_elementwise_launches_are_checked() -> None:
+    """Typed kernels take an Array as its buffer and a byte offset (pyopencl's invoker)."""
+    p = run("--launches", "0", "--", "python", ARRAY)
+    assert p.returncode == 1, p.stderr
+    for n, name, accesses in ((1, "axpb", 2000), (2, "axpbyz", 3000), (3, "shift_add", 3000)):
+        assert f"== kernel '{name}' (<OpenCL program {n}>): 1 launch, 1 checked" in p.stderr
+        assert f"in kernel '{name}'\nscope: 1 launch, 32 work-groups, 1024 work-items" in p.stderr
+        assert f"  {accesses} accesses logged, 0 dropped" in p.stderr
+    race = ": error: read-write race on global memory 'y__base[1]' (byte 4)"
+    [line] = [ln for ln in p.stderr.splitlines() if ln.endswith(race)]
+    assert line.startswith("<OpenCL program 3>:")  # pyopencl's generated source
+    assert block(p.stderr, line)[1:5:2] == [
+        "  kernel 'shift_add', launch 0: same work-group, no barrier(CLK_GLOBAL_MEM_FENCE) between",
+        "      y[(i + 1) % n] = x[i] + y[i];",
+    ]
+    assert "2 races (2 errors, 0 warnings) in kernel 'shift_add'" in p.stderr

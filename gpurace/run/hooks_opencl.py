@@ -8,7 +8,9 @@ What is wrapped (undone by the returned callable):
   through ``kernel.program``. The original build runs first: a kernel that does not
   compile raises pyopencl's own error into the program.
 * ``Kernel.set_arg`` and ``Kernel.set_args`` remember each argument (on the kernel
-  object), as ``kernel(queue, global, local, *args)`` does.
+  object), as ``kernel(queue, global, local, *args)`` does; ``set_arg_types`` and
+  ``set_scalar_arg_dtypes`` remember a typed kernel's argument types, so Arrays
+  (pyopencl.array, ElementwiseKernel) map onto parameters as pyopencl maps them.
 * ``Kernel.__call__`` and ``pyopencl.enqueue_nd_range_kernel`` are the launches:
   counted per kernel, and at a selected one the queue is finished, every buffer
   argument is read back to the host (``enqueue_copy`` on the program's queue, while
@@ -18,8 +20,8 @@ What is wrapped (undone by the returned callable):
 A launch is listed as not checked, with the reason, when gpurace cannot reproduce
 it: no local size (the driver would choose one; a kernel with
 reqd_work_group_size is fine), a global offset, an argument that is not a
-buffer, a number or ``LocalMemory`` (images, samplers, SVM, NULL), or
-``pyopencl.array.Array`` arguments (pyopencl.array's and elementwise kernels).
+buffer, a number or ``LocalMemory`` (images, samplers, SVM, NULL), or call
+arguments that cannot be mapped onto the parameters (``_expand``).
 """
 
 from __future__ import annotations
@@ -153,23 +155,34 @@ def install(session: Session) -> Callable[[], None]:
         session.launch_opencl(k, index, OpenCLLaunch(glob, local, options, snapshot))
 
     def array_launch(kernel: Any) -> None:
-        """A typed kernel given pyopencl.array.Array arguments (pyopencl.array and
-        elementwise operations): counted, and not checked when selected."""
+        """A kernel call whose arguments cannot be mapped onto its parameters (Arrays
+        to an untyped kernel, complex numbers, structs): counted, not checked."""
         source, file, _ = source_of(kernel)
         k = session.kernel(file, kernel.function_name, source, "opencl")
         index = session.next_launch(k)
         if index is not None:
-            why = "pyopencl.array.Array arguments (a buffer and an offset each) are not "
-            session.skip(k, index, why + "snapshotted yet")
+            why = "arguments that cannot be mapped onto the kernel's parameters (Array "
+            session.skip(k, index, why + "without set_arg_types, complex or struct values)")
+
+    def arg_types(orig: Callable) -> Callable:
+        """Remember a typed kernel's argument types: how its call arguments map onto
+        the kernel's parameters (pyopencl.invoker's rules, see ``_expand``)."""
+
+        def hooked(self: Any, types: Any) -> Any:
+            result = orig(self, types)
+            self._gpurace_types = tuple(types)
+            return result
+
+        return hooked
 
     def call(orig: Callable) -> Callable:
         def hooked(self: Any, queue: Any, global_size: Any, local_size: Any, *args: Any, **kw):
             if session.hooks_off or calling[0]:
                 pass
-            elif any(hasattr(a, "base_data") for a in args):
+            elif (expanded := _expand(self, args)) is None:
                 array_launch(self)
-            elif len(args) == self.num_args:
-                args_of(self).update(enumerate(args))
+            elif len(expanded) == self.num_args:
+                args_of(self).update(enumerate(expanded))
                 launched(
                     queue,
                     self,
@@ -217,6 +230,8 @@ def install(session: Session) -> Callable[[], None]:
     wrap(cl.Kernel, "set_arg", set_arg)
     wrap(cl.Kernel, "set_args", set_args)
     wrap(cl.Kernel, "__call__", call)
+    wrap(cl.Kernel, "set_arg_types", arg_types)
+    wrap(cl.Kernel, "set_scalar_arg_dtypes", arg_types)
     wrap(cl, "enqueue_nd_range_kernel", nd_range)
 
     def uninstall() -> None:
@@ -224,6 +239,34 @@ def install(session: Session) -> Callable[[], None]:
             step()
 
     return uninstall
+
+
+def _expand(kernel: Any, args: Sequence[Any]) -> list[Any] | None:
+    """The kernel's arguments for a call's ``args``, as pyopencl's invoker sets them.
+
+    A typed kernel (``set_arg_types``/``set_scalar_arg_dtypes``; pyopencl.array's and
+    elementwise kernels) takes an Array as its buffer plus, ``with_offset``, a long
+    byte offset, and converts numbers to the declared dtype. None: not reproducible
+    (an Array given to an untyped kernel, complex numbers).
+    """
+    import numpy as np
+
+    types = getattr(kernel, "_gpurace_types", None)
+    if types is None or len(types) != len(args):
+        return None if any(hasattr(a, "base_data") for a in args) else list(args)
+    out: list[Any] = []
+    for arg, typ in zip(args, types, strict=True):
+        if typ is None:
+            out.append(arg)
+        elif hasattr(typ, "with_offset"):  # pyopencl.tools.VectorArg
+            out.append(getattr(arg, "base_data", arg))
+            if typ.with_offset:
+                out.append(np.int64(getattr(arg, "offset", 0)))
+        elif np.dtype(typ).kind == "c" or np.dtype(typ).char == "V":
+            return None
+        else:
+            out.append(np.dtype(typ).type(arg))
+    return out
 
 
 def _snapshot(queue: Any, kernel: Any, saved: dict[int, Any]) -> list[tuple[str, Any]] | str:
