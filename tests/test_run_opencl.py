@@ -196,3 +196,29 @@ def test_pyopencl_array_and_elementwise_launches_are_checked() -> None:
         "      y[(i + 1) % n] = x[i] + y[i];",
     ]
     assert "2 races (2 errors, 0 warnings) in kernel 'shift_add'" in p.stderr
+
+
+def test_launch_the_driver_rejects_is_not_checked(tmp_path: Path) -> None:
+    program = tmp_path / "rejected.py"
+    program.write_text(
+        "import pyopencl as cl\n"
+        "[pocl] = [p for p in cl.get_platforms() if 'Portable' in p.name]\n"
+        "q = cl.CommandQueue(cl.Context(pocl.get_devices()))\n"
+        'SRC = "__kernel void f(__global int *a) { a[get_global_id(0)] = 1; }"\n'
+        "f = cl.Program(q.context, SRC).build().f\n"
+        "b = cl.Buffer(q.context, cl.mem_flags.READ_WRITE, 400)\n"
+        "try:\n"
+        "    f(q, (100,), (7,), b)  # 100 is not a multiple of 7\n"
+        "except cl.Error as err:\n"
+        "    print('caught', type(err).__name__)\n"
+        "f(q, (100,), (10,), b)\n"
+    )
+    p = run("--launches", "0", "--", "python", program)
+    assert p.returncode == 2, p.stderr
+    assert p.stdout == "caught LogicError\n"
+    assert (
+        "not checked: launch 0: the driver rejected it: LogicError: "
+        "clEnqueueNDRangeKernel failed: INVALID_WORK_GROUP_SIZE"
+    ) in p.stderr
+    assert "2 launches, 1 checked (launch 1)" in p.stderr
+    assert "no races in kernel 'f'" in p.stderr

@@ -14,8 +14,10 @@ What is wrapped (undone by the returned callable):
 * ``Kernel.__call__`` and ``pyopencl.enqueue_nd_range_kernel`` are the launches:
   counted per kernel, and at a selected one the queue is finished, every buffer
   argument is read back to the host (``enqueue_copy`` on the program's queue, while
-  the hooks are off) and the snapshot goes to the session, which checks it on its own
-  device. Then the program's launch runs unchanged, so its results are unchanged.
+  the hooks are off). Then the program's launch runs unchanged, so its results are
+  unchanged, and once the driver accepted it the snapshot goes to the session, which
+  checks it on its own device (a launch the driver rejects is listed as not checked,
+  with its error, which reaches the program as usual).
 
 A launch is listed as not checked, with the reason, when gpurace cannot reproduce
 it: no local size (the driver would choose one; a kernel with
@@ -28,9 +30,20 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from gpurace.run.session import OpenCLLaunch, Session
+from gpurace.run.session import Kernel, OpenCLLaunch, Session
+
+
+@dataclass
+class Pending:
+    """A selected launch, snapshotted, waiting for the program's launch to be accepted:
+    ``what`` is the launch to check, or why it cannot be checked."""
+
+    kernel: Kernel
+    index: int
+    what: OpenCLLaunch | str
 
 
 def _options(options: str | Sequence[str] | None) -> list[str]:
@@ -129,15 +142,16 @@ def install(session: Session) -> Callable[[], None]:
 
     def launched(
         queue: Any, kernel: Any, gsize: Any, lsize: Any, offset: Any, g_times_l: bool
-    ) -> None:
-        """Count one launch; snapshot and check it when selected."""
+    ) -> Pending | None:
+        """Count one launch; when selected, snapshot it (before the program's launch
+        runs) and return what to check once that launch was accepted."""
         if session.hooks_off or calling[0]:
-            return
+            return None
         source, file, options = source_of(kernel)
         k = session.kernel(file, kernel.function_name, source, "opencl")
         index = session.next_launch(k)
         if index is None:
-            return
+            return None
         snapshot: list[tuple[str, Any]] | str | None = None
         glob = local = None
         try:
@@ -149,10 +163,26 @@ def install(session: Session) -> Callable[[], None]:
         except Exception as err:  # the program's launch reports its own errors
             why = f"its arguments could not be read back: {type(err).__name__}: {err}"
         if isinstance(snapshot, str) or why:
-            session.skip(k, index, why or str(snapshot))
-            return
+            return Pending(k, index, why or str(snapshot))
         assert glob is not None and snapshot is not None
-        session.launch_opencl(k, index, OpenCLLaunch(glob, local, options, snapshot))
+        return Pending(k, index, OpenCLLaunch(glob, local, options, snapshot))
+
+    def finish(pending: Pending | None, launch: Callable[[], Any]) -> Any:
+        """Run the program's launch; then check the snapshot, unless the driver
+        rejected the launch (its error goes on to the program)."""
+        try:
+            result = launch()
+        except Exception as err:
+            if pending is not None:
+                why = f"the driver rejected it: {type(err).__name__}: {err}"
+                session.skip(pending.kernel, pending.index, why.splitlines()[0])
+            raise
+        if pending is not None:
+            if isinstance(pending.what, str):
+                session.skip(pending.kernel, pending.index, pending.what)
+            else:
+                session.launch_opencl(pending.kernel, pending.index, pending.what)
+        return result
 
     def array_launch(kernel: Any) -> None:
         """A kernel call whose arguments cannot be mapped onto its parameters (Arrays
@@ -177,13 +207,14 @@ def install(session: Session) -> Callable[[], None]:
 
     def call(orig: Callable) -> Callable:
         def hooked(self: Any, queue: Any, global_size: Any, local_size: Any, *args: Any, **kw):
+            pending = None
             if session.hooks_off or calling[0]:
                 pass
             elif (expanded := _expand(self, args)) is None:
                 array_launch(self)
             elif len(expanded) == self.num_args:
                 args_of(self).update(enumerate(expanded))
-                launched(
+                pending = launched(
                     queue,
                     self,
                     global_size,
@@ -193,7 +224,9 @@ def install(session: Session) -> Callable[[], None]:
                 )
             calling[0] += 1
             try:
-                return orig(self, queue, global_size, local_size, *args, **kw)
+                return finish(
+                    pending, lambda: orig(self, queue, global_size, local_size, *args, **kw)
+                )
             finally:
                 calling[0] -= 1
 
@@ -210,18 +243,21 @@ def install(session: Session) -> Callable[[], None]:
             g_times_l: bool = False,
             allow_empty_ndrange: bool = False,
         ) -> Any:
-            launched(
+            pending = launched(
                 queue, kernel, global_work_size, local_work_size, global_work_offset, g_times_l
             )
-            return orig(
-                queue,
-                kernel,
-                global_work_size,
-                local_work_size,
-                global_work_offset,
-                wait_for,
-                g_times_l,
-                allow_empty_ndrange,
+            return finish(
+                pending,
+                lambda: orig(
+                    queue,
+                    kernel,
+                    global_work_size,
+                    local_work_size,
+                    global_work_offset,
+                    wait_for,
+                    g_times_l,
+                    allow_empty_ndrange,
+                ),
             )
 
         return hooked
