@@ -351,6 +351,18 @@ def devices() -> None:
 )
 @click.option("--json", "json_path", metavar="FILE", help="Also write the report as JSON.")
 @click.option(
+    "--sarif",
+    "sarif_path",
+    metavar="FILE",
+    help="Also write the races as SARIF 2.1.0 for code scanning (one run for the program).",
+)
+@click.option(
+    "--suppress",
+    "suppress_path",
+    metavar="FILE",
+    help="Suppressions (TOML, docs/suppressions.md): known races that do not fail the run.",
+)
+@click.option(
     "--uniform-writes",
     type=click.Choice(["tolerate", "race"]),
     default=None,
@@ -364,20 +376,22 @@ def run_command(
     launches_text: str,
     repeat_text: str,
     json_path: str | None,
+    sarif_path: str | None,
+    suppress_path: str | None,
     uniform_writes: str | None,
     device: str | None,
     command: tuple[str, ...],
 ) -> None:
     """Run a Python program with its GPU launches checked; one report at exit (on stderr).
 
-    Every compute launch the program submits through wgpu is recorded; the selected
+    Every compute launch the program submits through wgpu or pyopencl is recorded; the selected
     ones are snapshotted and checked on copies, so the program's results are unchanged.
 
     Exit status: the program's own status if it failed, else 0 clean and complete,
     1 races or nondeterminism found, 2 incomplete, bad input or error.
     """
     _run_program(tool, kernel_re, launches_text, repeat_text, json_path, uniform_writes, device,
-                 command)  # fmt: skip
+                 command, sarif_path=sarif_path, suppress_path=suppress_path)  # fmt: skip
 
 
 def _positive(text: str, option: str, least: int) -> int:
@@ -400,12 +414,20 @@ def _run_program(
     uniform_writes: str | None,
     device: str | None,
     command: tuple[str, ...],
+    sarif_path: str | None = None,
+    suppress_path: str | None = None,
 ) -> NoReturn:
     """``gpurace run``: parse, run the program in-process, print the report, exit."""
 
     def run() -> int:
+        from gpurace.report.suppress import load as load_suppressions
         from gpurace.run import report
         from gpurace.run import session as run_session
+
+        if json_path == "-" and sarif_path == "-":
+            raise GpuraceError("--json and --sarif cannot both write to standard output")
+        # read before the program runs, so a bad file costs nothing
+        suppressions = load_suppressions(suppress_path) if suppress_path else None
 
         options = run_session.Options(
             tool=tool,
@@ -416,10 +438,18 @@ def _run_program(
             device=device,
         )
         session, result = run_session.run(command, options)
+        notes: list[str] = []
+        if suppressions is not None:
+            suppressions.apply_all(report.reports(session))
+            notes = suppressions.notes()
         sys.stdout.flush()
-        sys.stderr.write(report.format_run(session, result))
+        sys.stderr.write(report.format_run(session, result, notes=notes))
         if json_path:
             report.write_json(report.to_json(session, result), json_path)
+        if sarif_path:
+            target = run_session.parse_command(command)[1]
+            doc = report.to_sarif(session, result, target, suppressions=suppressions)
+            report.write_sarif(doc, sarif_path)
         return report.exit_code(session, result)
 
     _guarded(run)

@@ -12,11 +12,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from gpurace.model import Report, Scope
 from gpurace.report.common import plural, relpath, views
-from gpurace.report.text import format_race, scope_lines, summary_line
+from gpurace.report.text import format_race, scope_lines, summary_line, suppressed_lines
 from gpurace.run.session import Kernel, ProgramResult, Session
 
 SCHEMA_NAME = "gpurace-run"
@@ -44,7 +45,10 @@ def merged(kernel: Kernel) -> Report | None:
         device_bytes=max(s.device_bytes for s in scopes),
         passes=max(s.passes for s in scopes),
     )
-    return dataclasses.replace(first, races=list(races.values()), scope=scope)
+    suppressed = {k: v for _, r in kernel.reports for k, v in r.suppressed.items()}
+    return dataclasses.replace(
+        first, races=list(races.values()), scope=scope, suppressed=suppressed
+    )
 
 
 def _indices(ns: list[int]) -> str:
@@ -68,7 +72,7 @@ def format_kernel(kernel: Kernel, tool: str, cwd: str | None = None) -> str:
     seen: set[tuple] = set()
     blocks = []
     for _, report in kernel.reports:
-        new = [r for r in report.races if r.key not in seen]
+        new = [r for r in report.active if r.key not in seen]
         seen.update(r.key for r in new)
         shown = dataclasses.replace(report, races=new)
         blocks += ["\n".join(format_race(shown, v, cwd)) for v in views(shown)]
@@ -77,7 +81,11 @@ def format_kernel(kernel: Kernel, tool: str, cwd: str | None = None) -> str:
     if blocks:
         parts += blocks
     if total is not None:
-        parts.append("\n".join([summary_line(total), *scope_lines(total, cwd)]))
+        parts.append(
+            "\n".join(
+                [summary_line(total), *suppressed_lines(total, cwd), *scope_lines(total, cwd)]
+            )
+        )
     if kernel.repeats:
         parts.append(
             "\n".join(f"determinism (launch {i}): {result}" for i, result in kernel.repeats)
@@ -87,8 +95,11 @@ def format_kernel(kernel: Kernel, tool: str, cwd: str | None = None) -> str:
     return "\n\n".join(parts)
 
 
-def format_run(session: Session, program: ProgramResult, cwd: str | None = None) -> str:
-    """The whole report, ending with one summary line and the exit status."""
+def format_run(
+    session: Session, program: ProgramResult, cwd: str | None = None, notes: Sequence[str] = ()
+) -> str:
+    """The whole report, ending with one summary line and the exit status; ``notes``
+    (the unused suppressions) come just before the summary."""
     tool = session.options.tool
     checked = [k for k in session.kernels.values() if k.selected]
     others = [k for k in session.kernels.values() if not k.selected]
@@ -104,8 +115,11 @@ def format_run(session: Session, program: ProgramResult, cwd: str | None = None)
     if tool in ("race", "all"):
         races = sum(len(merged(k).races) for k in checked if k.reports)  # type: ignore[union-attr]
         errors = sum(len(merged(k).errors) for k in checked if k.reports)  # type: ignore[union-attr]
+        warnings = sum(len(merged(k).warnings) for k in checked if k.reports)  # type: ignore[union-attr]
         summary += f"; {plural(races, 'race')} ({plural(errors, 'error')}, "
-        summary += f"{plural(races - errors, 'warning')})"
+        summary += f"{plural(warnings, 'warning')}"
+        hidden = races - errors - warnings
+        summary += f", {hidden} suppressed)" if hidden else ")"
     if tool in ("determinism", "all"):
         same = sum(1 for k in checked if k.repeats and all(r.identical for _, r in k.repeats))
         differ = sum(1 for k in checked if any(not r.identical for _, r in k.repeats))
@@ -115,6 +129,8 @@ def format_run(session: Session, program: ProgramResult, cwd: str | None = None)
         summary += f"; {plural(skipped, 'launch', 'launches')} not checked"
     if not checked:
         summary += " (no compute launch was selected: nothing checked)"
+    if notes:
+        blocks.append("\n".join(notes))
     tail = [summary]
     if program.code:
         tail.append(f"program exited with status {program.code}")
@@ -165,3 +181,54 @@ def write_json(data: dict[str, Any], path: str) -> None:
         return
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
+
+
+def reports(session: Session) -> list[Report]:
+    """Every launch's race report, in kernel order (what ``--suppress`` is applied to)."""
+    return [r for k in session.kernels.values() for _, r in k.reports]
+
+
+def to_sarif(
+    session: Session,
+    program: ProgramResult,
+    target: str,
+    cwd: str | None = None,
+    suppressions: Any = None,
+) -> dict[str, Any]:
+    """One SARIF run for the whole program: a result per race (per kernel, once), the
+    launches not checked as notifications, and the run's own exit status.
+
+    ``target`` (the program) makes the code-scanning category, so two programs'
+    uploads do not replace each other's alerts.
+    """
+    from gpurace.report.sarif import _notification
+    from gpurace.report.sarif import to_sarif as sarif_log
+
+    totals = [t for k in session.kernels.values() if (t := merged(k)) is not None]
+    doc = sarif_log(totals, cwd, suppressions, category_id=f"gpurace-run/{relpath(target, cwd)}")
+    run = doc["runs"][0]
+    invocation = run["invocations"][0]
+    notes = [
+        _notification(NOT_CHECKED, f"kernel '{k.entry}': not checked: {why}")
+        for k in session.kernels.values()
+        for why in k.skipped
+    ]
+    if notes:
+        invocation.setdefault("toolExecutionNotifications", []).extend(notes)
+        run["tool"]["driver"]["notifications"].append(
+            {"id": NOT_CHECKED, "shortDescription": {"text": "A selected launch was not checked."}}
+        )
+    code = exit_code(session, program)
+    invocation["exitCode"] = code
+    invocation["executionSuccessful"] = code in (0, 1) and invocation["executionSuccessful"]
+    return doc
+
+
+#: The SARIF notification of a launch ``gpurace run`` selected but could not check.
+NOT_CHECKED = "gpurace/incomplete/not-checked"
+
+
+def write_sarif(doc: dict[str, Any], path: str) -> None:
+    from gpurace.report.json_report import write_text
+
+    write_text(json.dumps(doc, indent=2) + "\n", path)

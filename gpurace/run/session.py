@@ -26,7 +26,7 @@ import re
 import runpy
 import sys
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,10 +80,26 @@ class Kernel:
     reports: list[tuple[int, Report]] = field(default_factory=list)
     repeats: list[tuple[int, Any]] = field(default_factory=list)  # determinism.RepeatResult
     skipped: list[str] = field(default_factory=list)  # "launch N: why"
+    selected_launches: int = 0  # launches next_launch selected (checked, skipped or both)
 
     @property
     def selected(self) -> bool:
         return bool(self.checked or self.skipped)
+
+
+@dataclass
+class OpenCLLaunch:
+    """One OpenCL launch as a hook saw it, for ``Session.launch_opencl``.
+
+    ``args`` in parameter order: ("buffer", its bytes just before the launch),
+    ("scalar", a number or a list for a vector) or ("local", __local bytes).
+    ``local_size`` None: the kernel's reqd_work_group_size must give it.
+    """
+
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...] | None
+    options: list[str]
+    args: list[tuple[str, Any]]
 
 
 class Session:
@@ -112,22 +128,24 @@ class Session:
         finally:
             self._off -= 1
 
-    def locate(self, source: str | None, label: str, number: int) -> tuple[str, str | None]:
+    def locate(
+        self, source: str | None, label: str, number: int, ext: str = ".wgsl"
+    ) -> tuple[str, str | None]:
         """The file reports name a module's sites in, and the source to check for it.
 
         The program usually reads its kernel from a file: the label when it is that
-        file, else a ``.wgsl`` file next to the program (or in the current directory)
-        with exactly this text. A kernel written as a string in a ``.py`` file there
-        is found in it verbatim; the source checked then starts with as many empty
-        lines as precede the string, so reported lines (and columns) are the ``.py``
-        file's. Otherwise the name is made from the label (``<label>``).
+        file, else an ``ext`` (``.wgsl``, ``.cl``) file next to the program (or in the
+        current directory) with exactly this text. A kernel written as a string in a
+        ``.py`` file there is found in it verbatim; the source checked then starts with
+        as many empty lines as precede the string, so reported lines (and columns) are
+        the ``.py`` file's. Otherwise the name is made from the label (``<label>``).
         """
         if source is not None:
             if label and os.path.isfile(label) and self._read(label) == source:
                 return label, source
             files = self._candidates()
             for path, text in files.items():
-                if path.endswith(".wgsl") and text == source:
+                if path.endswith(ext) and text == source:
                     return path, source
             if source.strip():
                 for path, text in files.items():
@@ -157,11 +175,14 @@ class Session:
         opts = self.options
         if opts.pattern is not None and not opts.pattern.search(kernel.entry):
             return None
-        if opts.launches and len(kernel.checked) + len(kernel.skipped) >= opts.launches:
+        if opts.launches and kernel.selected_launches >= opts.launches:
             return None
+        kernel.selected_launches += 1
         if kernel.source is None:
             why = "its override constants cannot be written into the source"
-            if not kernel.variant:
+            if kernel.language == "opencl":
+                why = "built from a binary or IL, not OpenCL C source"
+            elif not kernel.variant:
                 why = "not WGSL source (gpurace rewrites WGSL text only)"
             self.skip(kernel, index, why)
             return None
@@ -181,9 +202,20 @@ class Session:
         if 0 in workgroups:
             self.skip(kernel, index, f"empty grid {list(workgroups)}: nothing runs")
             return
+        self._guarded(kernel, index, lambda: self.launch_spec(kernel, tuple(workgroups), buffers))
+
+    def launch_opencl(self, kernel: Kernel, index: int, launch: OpenCLLaunch) -> None:
+        """Check one OpenCL launch from its snapshot (``OpenCLLaunch``: NDRange and args)."""
+        if 0 in launch.global_size:
+            self.skip(kernel, index, f"empty NDRange {list(launch.global_size)}: nothing runs")
+            return
+        self._guarded(kernel, index, lambda: self.opencl_spec(kernel, launch))
+
+    def _guarded(self, kernel: Kernel, index: int, spec: Callable[[], Any]) -> None:
+        """Build the launch's spec and check it; any failure is a skip with its reason."""
         with self.suspended():
             try:
-                self._check(kernel, index, tuple(workgroups), buffers)
+                self._check(kernel, index, spec())
             except GpuraceError as err:
                 self.skip(kernel, index, str(err))
             except Exception as err:  # a gpurace bug must not take the program down
@@ -193,18 +225,14 @@ class Session:
 
     # -- checking ---------------------------------------------------------------
 
-    def _check(
-        self,
-        kernel: Kernel,
-        index: int,
-        workgroups: tuple[int, ...],
-        buffers: dict[tuple[int, int], bytes],
-    ) -> None:
+    def _check(self, kernel: Kernel, index: int, spec: Any) -> None:
         from gpurace import api, determinism
 
         assert kernel.source is not None
-        spec = self.launch_spec(kernel, workgroups, buffers)
         opts = self.options
+        replay = opts.tool in ("determinism", "all")
+        if replay and kernel.language != "wgsl" and opts.tool == "determinism":
+            raise GpuraceError("determinism replay runs WGSL kernels only")
         if opts.tool in ("race", "all"):
             report = api.check(
                 kernel.source,
@@ -218,7 +246,11 @@ class Session:
             for race in report.races:
                 race.launch = index  # the text report's "launch N"
             kernel.reports.append((index, report))
-        if opts.tool in ("determinism", "all"):
+        if replay and kernel.language != "wgsl":
+            kernel.checked.append(index)
+            self.skip(kernel, index, "determinism replay runs WGSL kernels only (races checked)")
+            return
+        if replay:
             result = determinism.repeat_kernel(
                 kernel.source,
                 spec,
@@ -265,12 +297,55 @@ class Session:
             path=kernel.file,
         )
 
-    def instrumented(self, kernel: Kernel) -> Any:
+    def opencl_spec(self, kernel: Kernel, launch: OpenCLLaunch) -> Any:
+        """An OpenCL LaunchSpec: each buffer argument's snapshot typed as its parameter's
+        element (so races name 'data'[5]); a struct element is carried as uint words
+        (or bytes), exactly; scalars and __local sizes as the program passed them."""
+        import numpy as np
+
+        from gpurace.launch import LaunchSpec, cl_type_name, element_type
+
+        inst = self.instrumented(kernel, launch.options)
+        params = inst.params.get(kernel.entry, [])
+        tables: list[dict[str, Any]] = []
+        for i, (kind, value) in enumerate(launch.args):
+            if kind == "scalar":
+                tables.append({"value": value})
+            elif kind == "local":
+                tables.append({"local": value})
+            else:
+                typ = cl_type_name(params[i].elem_type) if i < len(params) else "uchar"
+                found = element_type(typ)
+                if found is None:
+                    typ = "uint" if len(value) % 4 == 0 else "uchar"
+                    found = element_type(typ)
+                assert found is not None
+                dtype, lanes = found
+                n = len(value) - len(value) % (dtype.itemsize * lanes)
+                if n == 0:
+                    raise GpuraceError(
+                        f"argument {i}: a buffer of {len(value)} bytes holds no {typ}"
+                    )
+                fill = np.frombuffer(value[:n], dtype).copy()
+                tables.append({"type": typ, "fill": fill})
+        data: dict[str, Any] = {
+            "kernel": kernel.entry,
+            "global_size": list(launch.global_size),
+            "options": list(launch.options),
+            "arg": tables,
+        }
+        if launch.local_size is not None:
+            data["local_size"] = list(launch.local_size)
+        return LaunchSpec.from_dict(data, path=kernel.file)
+
+    def instrumented(self, kernel: Kernel, options: Sequence[str] = ()) -> Any:
         from gpurace import api
 
-        key = (kernel.file, kernel.source or "")
+        key = (kernel.file, kernel.source or "", kernel.language, tuple(options))
         if key not in self._instrumented:
-            self._instrumented[key] = api.instrument(kernel.source or "", kernel.file)
+            self._instrumented[key] = api.instrument(
+                kernel.source or "", kernel.file, kernel.language, options
+            )
         return self._instrumented[key]
 
     def _only_entry(self, file: str, source: str | None) -> str | None:
@@ -305,7 +380,7 @@ class Session:
                         continue
                     for name in sorted(filenames):
                         path = os.path.join(dirpath, name)
-                        if name.endswith((".wgsl", ".py")) and (
+                        if name.endswith((".wgsl", ".cl", ".py")) and (
                             os.path.getsize(path) <= MAX_SOURCE_BYTES
                         ):
                             self._files.setdefault(relpath(path), self._read(path))
