@@ -9,9 +9,25 @@ from __future__ import annotations
 
 import functools
 import os
+import re
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 
-from gpurace.model import GpuraceError
+import numpy as np
+
+from gpurace.backends import analysis_driver
+from gpurace.backends.analysis_driver import (
+    KERNELS,
+    P_ROW,
+    PARAM_WORDS,
+    DeviceAnalysis,
+    log_shape,
+    log_words,
+)
+from gpurace.backends.common import LaunchResult
+from gpurace.model import RECORD_WORDS, Binding, GpuraceError
 
 
 @dataclass(frozen=True)
@@ -51,15 +67,19 @@ def list_devices() -> list[ClDevice]:
     return sorted(found, key=lambda x: not x.is_gpu)
 
 
-@functools.cache
 def get_queue(name: str | None = None) -> tuple[object, str]:
-    """A command queue on the device named `name` (a substring), or the default.
+    """A command queue on the device named `name` (a substring), or the default; one
+    per device and process, so buffers from any caller share its context.
 
     The default is $GPURACE_OPENCL_DEVICE if set, else the first GPU, else the CPU
     (PoCL).
     """
+    return _queue(name or os.environ.get("GPURACE_OPENCL_DEVICE") or None)
+
+
+@functools.cache
+def _queue(name: str | None) -> tuple[object, str]:
     cl = _cl()
-    name = name or os.environ.get("GPURACE_OPENCL_DEVICE") or None
     devices = list_devices()
     if not devices:
         raise GpuraceError(
@@ -79,23 +99,156 @@ def get_queue(name: str | None = None) -> tuple[object, str]:
 
 
 # ---------------------------------------------------------------------------
-# The on-device analysis
+# Launching a (plain or instrumented) program.
 # ---------------------------------------------------------------------------
 
-# Imported here, not at the top, to keep this section self-contained.
-from importlib import resources  # noqa: E402
+# numpy dtypes of OpenCL C scalar types (kernel arguments passed by value)
+SCALAR_DTYPES = {
+    "char": np.int8,
+    "uchar": np.uint8,
+    "short": np.int16,
+    "ushort": np.uint16,
+    "int": np.int32,
+    "uint": np.uint32,
+    "long": np.int64,
+    "ulong": np.uint64,
+    "float": np.float32,
+    "double": np.float64,
+    "half": np.float16,
+    "size_t": np.uint64,
+    "bool": np.int32,
+}
+_BUILD_ERROR = re.compile(r":(\d+):(\d+):\s*(?:error:\s*)?(.*)")
 
-import numpy as np  # noqa: E402
 
-from gpurace.backends import analysis_driver  # noqa: E402
-from gpurace.backends.analysis_driver import (  # noqa: E402
-    KERNELS,
-    P_ROW,
-    PARAM_WORDS,
-    DeviceAnalysis,
-    log_shape,
-    log_words,
-)
+def build(queue, source: str, path: str, options: Sequence[str] = ()):
+    """Build `source` for the queue's device; a build failure becomes a one-line
+    GpuraceError at the first error (instrumented programs keep the user's line
+    numbers through #line directives)."""
+    cl = _cl()
+    where = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(where):  # quoted #includes resolve next to the user's file
+        options = [*options, "-I", where]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return cl.Program(queue.context, source).build(options=list(options))
+    except cl.Error as exc:
+        text = str(exc)
+        errors = [ln for ln in text.splitlines() if "error" in ln and _BUILD_ERROR.search(ln)]
+        m = _BUILD_ERROR.search(errors[0]) if errors else None
+        if m:
+            raise GpuraceError(m.group(3).strip(), path, int(m.group(1)), int(m.group(2))) from None
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        raise GpuraceError("OpenCL build failed: " + " ".join(lines[:2]), path) from None
+
+
+def _scalar(b: Binding, value) -> np.ndarray:
+    """A by-value kernel argument in the parameter's C type (vectors: N elements)."""
+    m = re.match(r"^([a-z_]+?)(\d*)$", b.elem_type)
+    if m and m.group(1) in SCALAR_DTYPES:
+        arr = np.asarray(value, dtype=SCALAR_DTYPES[m.group(1)]).reshape(-1)
+        n = int(m.group(2) or 1)
+        if n == 3:  # a 3-vector argument occupies 4 elements
+            arr = np.concatenate([arr, np.zeros(1, arr.dtype)])
+        return arr if m.group(2) else arr[0]
+    return np.frombuffer(bytes(value), np.uint8)  # a struct: the caller's bytes
+
+
+def launch(
+    queue,
+    source: str,
+    path: str,
+    kernel: str,
+    params: list[Binding],
+    args: dict[int, object],
+    global_size: Sequence[int],
+    local_size: Sequence[int] | None,
+    *,
+    options: Sequence[str] = (),
+    var_bases: list[int] | None = None,
+    var_sizes: list[int] | None = None,
+    log_capacity: int = 0,
+    log_range: tuple[int, int] = (0, 0xFFFFFFFF),
+    histogram_bins: int = 0,
+    histogram_width: int = 0,
+) -> LaunchResult:
+    """Run `kernel` once. `args[i]`: a numpy array for a global/constant pointer
+    (global ones come back in `outputs[(0, i)]`), a number for a scalar, a byte count
+    for a local pointer. With `var_bases` the program is an instrumented one and gets
+    the log and control buffers of docs/internals.md §5 (`var_sizes`: each tracked
+    variable's extent in bytes, 0 for another kernel's)."""
+    cl = _cl()
+    ctx = queue.context
+    mf = cl.mem_flags
+    program = build(queue, source, path, options)
+    k = cl.Kernel(program, kernel)
+    buffers: dict[int, tuple[object, np.ndarray]] = {}
+    kargs: list[object] = []
+    for b in params:
+        a = args[b.binding]
+        if b.kind in ("global", "constant"):
+            arr = np.ascontiguousarray(a)
+            if arr.nbytes:
+                buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=arr)
+            else:
+                buf = cl.Buffer(ctx, mf.READ_WRITE, 16)
+            buffers[b.binding] = (buf, arr)
+            kargs.append(buf)
+        elif b.kind == "local":
+            kargs.append(cl.LocalMemory(max(1, int(a))))
+        else:
+            kargs.append(_scalar(b, a))
+    log_buf = ctl_buf = None
+    nv = 0
+    if var_bases is not None:
+        nv = len(var_bases)
+        sizes = list(var_sizes or [0] * nv)
+        head = [0, log_capacity, *log_range, histogram_bins, histogram_width]
+        ctl = np.array(head + list(var_bases) + sizes + [0] * (1 + histogram_bins), np.uint32)
+        log_buf = cl.Buffer(ctx, mf.READ_WRITE, max(32, log_capacity * RECORD_WORDS * 4))
+        ctl_buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=ctl)
+        kargs += [log_buf, ctl_buf]
+    k.set_args(*kargs)
+    gsize = tuple(int(x) for x in global_size)
+    lsize = tuple(int(x) for x in local_size) if local_size else None
+    try:
+        cl.enqueue_nd_range_kernel(queue, k, gsize, lsize)
+    except cl.Error as exc:
+        raise GpuraceError(f"launch of '{kernel}' failed: {exc}", path) from None
+    outputs = {}
+    for b in params:
+        if b.kind == "global":
+            buf, arr = buffers[b.binding]
+            out = np.empty_like(arr)
+            if arr.nbytes:
+                cl.enqueue_copy(queue, out, buf)
+            outputs[(0, b.binding)] = out
+    result = LaunchResult(outputs, log_buf, 0, log_capacity)
+    if ctl_buf is not None:
+        words = np.empty(6 + 2 * nv + 1 + histogram_bins, np.uint32)
+        cl.enqueue_copy(queue, words, ctl_buf)
+        result.requested = int(words[0])
+        result.unattributed = int(words[6 + 2 * nv])
+        if histogram_bins:
+            result.histogram = words[7 + 2 * nv :].astype(np.int64)
+    queue.finish()
+    return result
+
+
+def read_log(queue, result: LaunchResult) -> np.ndarray:
+    """The logged records as an (n, 8) u32 array (tests and the reference use this)."""
+    cl = _cl()
+    n = min(result.requested, result.capacity)
+    out = np.empty(n * RECORD_WORDS, np.uint32)
+    if n:
+        cl.enqueue_copy(queue, out, result.log)
+    return out.reshape(n, RECORD_WORDS)
+
+
+# ---------------------------------------------------------------------------
+# The on-device analysis
+# ---------------------------------------------------------------------------
 
 ANALYSIS_WORKGROUP = 64
 
@@ -134,6 +287,16 @@ def analysis_limit(queue) -> int:
     """Most bytes one analysis buffer may hold: the device's allocation limit, and
     below 2 GiB so that every word index fits the kernels' 32-bit arithmetic."""
     return min(int(queue.device.max_mem_alloc_size), 1 << 31)
+
+
+def max_records_per_pass(queue) -> int:
+    """Records one log buffer holds (the analysis may still ask for a smaller range)."""
+    return analysis_limit(queue) // (RECORD_WORDS * 4)
+
+
+def max_shadow_words(queue) -> int:
+    """Words of the linear address order one pass's shadow covers (2 u32 each)."""
+    return analysis_limit(queue) // 8
 
 
 class _ClKernels:

@@ -41,6 +41,7 @@ from gpurace.backends.analysis_driver import (  # noqa: F401 - re-exported for c
     log_shape,
     log_words,
 )
+from gpurace.backends.common import LaunchResult
 from gpurace.model import RECORD_WORDS, Binding, GpuraceError
 
 WORKGROUP = 64
@@ -128,18 +129,6 @@ def max_records_per_pass(device) -> int:
 # ---------------------------------------------------------------------------
 # Launching a (plain or instrumented) module.
 # ---------------------------------------------------------------------------
-
-
-@dataclass
-class LaunchResult:
-    """Buffers after a launch; `log`/`ctl` are set for instrumented launches."""
-
-    outputs: dict[tuple[int, int], np.ndarray]
-    log: object | None = None
-    requested: int = 0  # records the kernel tried to append
-    capacity: int = 0
-    histogram: np.ndarray | None = None  # counting runs: records per address bin
-    unseen: int = 0  # prefiltered runs: words touched in a way the shadow run did not see
 
 
 SHADOW_HEAD = 4  # the shadow binding's header: mode, words covered, work-group size, unseen

@@ -7,14 +7,23 @@ analyse on the device, and describe the scope of what was checked.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import prod
 
 from gpurace.analysis.merge import merge_ranges
-from gpurace.launch import LaunchSpec, load_launch, resolve_entry, validate_against
+from gpurace.launch import (
+    LaunchSpec,
+    load_launch,
+    resolve_entry,
+    scalar_bytes,
+    validate_against,
+    validate_opencl,
+)
+from gpurace.launch_sim import bind_sim_args, load_sim
 from gpurace.model import (
     RECORD_WORDS,
+    Binding,
     Event,
     GpuraceError,
     Instrumented,
@@ -39,37 +48,52 @@ ALL_INSTANCES_CAP = 1 << 16  # instances --all lists per pass
 PREFILTER = True
 
 
-def instrument(source: str, path: str, language: str = "wgsl") -> Instrumented:
-    """Rewrite `source` for logging; `language` picks the rewriter."""
+def instrument(
+    source: str, path: str, language: str = "wgsl", options: Sequence[str] = ()
+) -> Instrumented:
+    """Rewrite `source` for logging; `language` picks the rewriter (OpenCL C takes the
+    build options, whose -D/-I apply to its preprocessing)."""
+    if language == "opencl":
+        from gpurace.instrument.opencl import instrument as instrument_opencl
+
+        return instrument_opencl(source, path, options)
     if language != "wgsl":
-        raise GpuraceError(f"language '{language}' is not supported yet (only WGSL)", path)
+        raise GpuraceError(f"language '{language}' is not supported yet", path)
     from gpurace.instrument.wgsl import instrument as instrument_wgsl
 
     return instrument_wgsl(source, path)
 
 
+LANGUAGES = {".wgsl": "wgsl", ".cl": "opencl", ".cu": "cuda", ".ptx": "cuda"}
+
+
 def language_of(path: str) -> str:
+    """The kernel language of a file, from its extension."""
     ext = os.path.splitext(path)[1].lower()
-    if ext == ".wgsl":
-        return "wgsl"
+    if ext in LANGUAGES:
+        return LANGUAGES[ext]
     raise GpuraceError(
-        f"unsupported kernel file type '{ext or path}': gpurace checks .wgsl kernels", path
+        f"unsupported kernel file type '{ext or path}': gpurace checks "
+        + " and ".join(LANGUAGES)
+        + " kernels",
+        path,
     )
 
 
 def list_devices() -> list[tuple[str, str, bool]]:
     """(name, description, is_default) for every device gpurace can use: the Vulkan
     adapters (WGSL) and the OpenCL devices (OpenCL C); each API has its default."""
-    from gpurace.backends import opencl_backend, wgpu_backend
+    from gpurace.backends import cuda_backend, opencl_backend, wgpu_backend
 
     adapters = wgpu_backend.list_adapters()
     found = [(a.name, a.description, i == 0) for i, a in enumerate(adapters)]
     cl_devices = opencl_backend.list_devices()
-    return found + [(d.name, d.description, i == 0) for i, d in enumerate(cl_devices)]
+    found += [(d.name, d.description, i == 0) for i, d in enumerate(cl_devices)]
+    return found + cuda_backend.list_devices()
 
 
 def check_file(
-    kernel_path: str,
+    kernel_path: str | None,
     launch_path: str,
     device: str | None = None,
     uniform_writes: str | None = None,
@@ -77,14 +101,28 @@ def check_file(
     progress: Progress | None = None,
     all_instances: bool = False,
 ) -> Report:
-    """Check the kernel file with the launch file (the `gpurace check` command)."""
+    """Check the kernel file with the launch file (the `gpurace check` command).
+
+    The launch file is a TOML file or Oclgrind's `.sim` format; a `.sim` file names
+    its kernel file, used when `kernel_path` is None.
+    """
+    if launch_path.lower().endswith(".sim"):
+        sim_kernel, spec = load_sim(launch_path)
+        kernel_path = kernel_path or sim_kernel
+    elif kernel_path is not None and language_of(kernel_path) == "cuda":
+        from gpurace.instrument.ptx.launch import load_cuda_launch
+
+        spec = load_cuda_launch(launch_path)
+    else:
+        spec = load_launch(launch_path)
+    if kernel_path is None:
+        raise GpuraceError("no kernel file: pass KERNEL or a .sim file that names one")
+    language_of(kernel_path)
     try:
         with open(kernel_path, encoding="utf-8") as f:
             source = f.read()
     except OSError as exc:
         raise GpuraceError(f"cannot read kernel: {exc.strerror}", kernel_path) from None
-    language_of(kernel_path)
-    spec = load_launch(launch_path)
     return check(
         source,
         spec,
@@ -130,25 +168,28 @@ def check(
     entry: str | None = None,
     progress: Progress | None = None,
     all_instances: bool = False,
+    language: str | None = None,
 ) -> Report:
     """Rewrite, launch and analyse one launch of a kernel; return the report.
 
-    The language follows `path`'s extension. With `all_instances`, the report also
-    lists every instance of each race (up to ALL_INSTANCES_CAP per pass; more makes
-    the result incomplete).
+    `language` ("wgsl" or "opencl") defaults to what `path`'s extension says. With
+    `all_instances`, the report also lists every instance of each race (up to
+    ALL_INSTANCES_CAP per pass; more makes the result incomplete).
     """
     say = progress or (lambda _msg: None)
     mode = uniform_writes or launch.uniform_writes or "tolerate"
     if mode not in ("tolerate", "race"):
         raise GpuraceError(f"--uniform-writes must be 'tolerate' or 'race', not '{mode}'")
-    prepare = {"wgsl": _wgsl_target}[language_of(path)]
+    prepare = {"wgsl": _wgsl_target, "opencl": _opencl_target, "cuda": _cuda_target}[
+        language or language_of(path)
+    ]
     t = prepare(source, launch, path, device, entry, mode == "race")
     work_items = prod(t.num_groups) * prod(t.workgroup_size)
     # (lo, hi, log records to try first): a guess per work-item, then what was seen
     pending = [(a, b, RECORDS_PER_ITEM * work_items) for a, b in subranges(
         0, FULL_RANGE, t.total, -(-t.total // (4 * t.max_words)))]  # fmt: skip
     parts, saturated, listed = [], [], []
-    logged = dropped = peak = 0
+    logged = dropped = peak = unattributed = 0
     say(f"launching instrumented '{t.kernel}' on {t.device}")
     while pending:
         lo, hi, guess = pending.pop(0)
@@ -182,6 +223,7 @@ def check(
             continue
         logged += n
         dropped += result.requested - n
+        unattributed = max(unattributed, result.unattributed)  # every pass sees them all
         parts.append((analysis.races, analysis.orders))
         listed += analysis.listed
         saturated += analysis.saturated
@@ -192,7 +234,15 @@ def check(
         work_items=work_items,
         accesses_logged=logged,
         accesses_dropped=dropped,
-        not_instrumented=list(t.inst.not_instrumented),
+        not_instrumented=list(t.inst.not_instrumented)
+        + (
+            [
+                f"{path}: {unattributed} accesses through pointers into no tracked "
+                "variable (not attributed, not checked)"
+            ]
+            if unattributed
+            else []
+        ),
         saturated=saturated,
         device_bytes=peak,
         passes=len(parts),
@@ -224,6 +274,12 @@ def _wgsl_target(
     """A WGSL launch on wgpu."""
     from gpurace.backends import wgpu_backend
 
+    if launch.language != "wgsl":
+        raise GpuraceError(
+            "this launch file describes an OpenCL launch; a WGSL kernel needs workgroups "
+            "and [[binding]] tables (docs/launch-files.md)",
+            launch.path,
+        )
     inst = instrument(source, path)
     entries = inst.entry_points or {inst.entry: inst.workgroup_size}
     name = resolve_entry(launch, list(entries), entry)
@@ -303,6 +359,131 @@ def _wgsl_target(
         analyse,
         pre.nbytes if pre else 0,
     )
+
+
+def _cuda_target(
+    source: str,
+    launch: LaunchSpec,
+    path: str,
+    device: str | None,
+    entry: str | None,
+    uniform_writes_race: bool,
+) -> Target:
+    """A CUDA C++ or PTX launch on cupy (an NVIDIA GPU; `launch` is a CudaLaunch)."""
+    from gpurace.backends import cuda_backend
+
+    return cuda_backend.make_target(source, launch, path, device, entry, uniform_writes_race)
+
+
+def _opencl_target(
+    source: str,
+    launch: LaunchSpec,
+    path: str,
+    device: str | None,
+    entry: str | None,
+    uniform_writes_race: bool,
+) -> Target:
+    """An OpenCL C launch on pyopencl (PoCL on the CPU)."""
+    from gpurace.backends import opencl_backend
+
+    if launch.language != "opencl":
+        raise GpuraceError(
+            "this launch file describes a WGSL launch; an OpenCL kernel needs global_size, "
+            "local_size and [[arg]] tables (docs/launch-files.md)",
+            launch.path,
+        )
+    inst = instrument(source, path, "opencl", launch.options)
+    name = resolve_entry(launch, list(inst.entry_points), entry)
+    params = inst.params[name]
+    if launch.path.lower().endswith(".sim"):
+        launch = bind_sim_args(launch, params)
+    local = validate_opencl(launch, params, inst.entry_points[name])
+    groups = tuple(g // n for g, n in zip(launch.global_size, local, strict=True))
+    queue, dev_name = opencl_backend.get_queue(device)
+    args = opencl_args(launch, params)
+    extents = opencl_extents(inst, name, launch)
+    bases, total = linear_layout(extents, prod(groups))
+
+    def run(lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0):
+        return opencl_backend.launch(
+            queue,
+            inst.source,
+            path,
+            name,
+            params,
+            args,
+            launch.global_size,
+            local,
+            options=launch.options,
+            var_bases=bases,
+            var_sizes=extents,
+            log_capacity=capacity,
+            log_range=(lo, hi),
+            histogram_bins=bins,
+            histogram_width=width,
+        )
+
+    def analyse(result, n: int, lo: int, hi: int, **kw):
+        return opencl_backend.analyse_on_device(
+            queue,
+            result.log,
+            n,
+            bases,
+            uniform_writes_race,
+            address_range=(lo, hi),
+            address_end=total,
+            wgsize=prod(local),
+            groups=prod(groups),
+            **kw,
+        )
+
+    return Target(
+        inst,
+        name,
+        dev_name,
+        local,
+        groups,
+        bases,
+        total,
+        opencl_backend.max_records_per_pass(queue),
+        opencl_backend.max_shadow_words(queue),
+        run,
+        analyse,
+    )
+
+
+def opencl_args(launch: LaunchSpec, params: Sequence[Binding]) -> dict[int, object]:
+    """Each kernel argument as the OpenCL backend takes it: the buffer's array, the
+    scalar's value (checked to fit the parameter's C type), or the __local byte count."""
+    args: dict[int, object] = {}
+    for arg, param in zip(launch.args, params, strict=True):
+        if arg.kind == "buffer":
+            args[arg.index] = arg.buffer.data
+        elif arg.kind == "scalar":
+            scalar_bytes(arg, param, launch.path)  # one located error if it does not fit
+            args[arg.index] = arg.value
+        else:
+            args[arg.index] = arg.local_bytes
+    return args
+
+
+def opencl_extents(inst: Instrumented, kernel: str, launch: LaunchSpec) -> list[int]:
+    """Bytes of each tracked variable in this launch: the buffer or __local size for
+    the kernel's parameters, the static size of its __local variables, 0 for other
+    kernels' variables (docs/internals.md §5)."""
+    by_index = {a.index: a for a in launch.args}
+    extents = []
+    for v in inst.variables:
+        arg = by_index.get(v.binding) if v.kernel == kernel and v.binding is not None else None
+        if v.kernel != kernel:
+            extents.append(0)
+        elif arg is None:
+            extents.append(v.size or 0)
+        elif arg.kind == "buffer":
+            extents.append(arg.buffer.nbytes)
+        else:
+            extents.append(arg.local_bytes or 0)
+    return extents
 
 
 def group_instances(listed: list[tuple[tuple, Race]]) -> dict[tuple, list[Race]]:

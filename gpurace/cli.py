@@ -91,7 +91,7 @@ class _Progress:
             self.active = False
 
 
-def _find_launch(kernel: str, launch: str | None) -> str:
+def _find_launch(kernel: str | None, launch: str | None) -> str:
     """The launch file: --launch, else KERNEL's name with ``.toml`` next to it."""
     if launch is not None:
         if not os.path.isfile(launch):
@@ -119,12 +119,18 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("kernel", metavar="KERNEL")
+@click.argument("kernel", metavar="[KERNEL]", required=False)
 @click.option(
     "--launch",
     "launch_path",
     metavar="LAUNCH.toml",
     help="Launch file: grid, entry point and buffers (default: KERNEL's name + .toml).",
+)
+@click.option(
+    "--sim",
+    "sim_path",
+    metavar="FILE.sim",
+    help="Oclgrind's .sim launch format instead (it names the kernel file; KERNEL overrides).",
 )
 @click.option(
     "--json", "json_path", metavar="FILE", help="Also write the report as JSON ('-': stdout)."
@@ -154,8 +160,9 @@ def main() -> None:
     "--color/--no-color", default=None, help="Colour the report (default: only on a terminal)."
 )
 def check(
-    kernel: str,
+    kernel: str | None,
     launch_path: str | None,
+    sim_path: str | None,
     json_path: str | None,
     sarif_path: str | None,
     suppress_path: str | None,
@@ -165,7 +172,8 @@ def check(
     entry: str | None,
     color: bool | None,
 ) -> None:
-    """Run KERNEL once as the launch file describes and report its data races.
+    """Run KERNEL (.wgsl or OpenCL .cl) once as the launch file describes and report
+    its data races.
 
     Exit status: 0 no race and complete, 1 races found, 2 incomplete, bad input or error.
     """
@@ -180,12 +188,19 @@ def check(
             raise GpuraceError("--json and --sarif cannot both write to standard output")
         # read before the device work, so a bad file costs nothing
         suppressions = load_suppressions(suppress_path) if suppress_path else None
-        if not os.path.isfile(kernel):
+        if sim_path is not None:
+            if launch_path is not None:
+                raise GpuraceError("give either --launch or --sim, not both")
+            launch = _find_launch(kernel, sim_path)
+        elif kernel is None:
+            raise GpuraceError("missing KERNEL: gpurace check KERNEL [--launch L.toml | --sim S]")
+        else:
+            launch = _find_launch(kernel, launch_path)
+        if kernel is not None and not os.path.isfile(kernel):
             raise GpuraceError(
                 "kernel file not found" + (" (it is a directory)" if os.path.isdir(kernel) else ""),
                 file=kernel,
             )
-        launch = _find_launch(kernel, launch_path)
         kwargs: dict[str, Any] = {"device": device, "entry": entry}
         # Only passed when given, so check_file's defaults (the launch file's
         # uniform_writes, one instance per race) apply otherwise.
@@ -302,6 +317,140 @@ def devices() -> None:
             suffix = "  (default)" if is_default else ""
             click.echo(f"{mark} {name:<{width}}  {description}{suffix}".rstrip())
         return 0
+
+    _guarded(run)
+
+
+@main.command(
+    "run",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option(
+    "--tool",
+    type=click.Choice(["race", "determinism", "all"]),
+    default="race",
+    show_default=True,
+    help="Check for races, replay for determinism, or both.",
+)
+@click.option("--kernel", "kernel_re", metavar="REGEX", help="Only entry points matching REGEX.")
+@click.option(
+    "--launches",
+    "launches_text",
+    metavar="N",
+    default="1",
+    show_default=True,
+    help="Check the first N launches of each kernel (0: all).",
+)
+@click.option(
+    "--repeat",
+    "repeat_text",
+    metavar="N",
+    default="20",
+    show_default=True,
+    help="Replays per launch with --tool determinism/all.",
+)
+@click.option("--json", "json_path", metavar="FILE", help="Also write the report as JSON.")
+@click.option(
+    "--sarif",
+    "sarif_path",
+    metavar="FILE",
+    help="Also write the races as SARIF 2.1.0 for code scanning (one run for the program).",
+)
+@click.option(
+    "--suppress",
+    "suppress_path",
+    metavar="FILE",
+    help="Suppressions (TOML, docs/suppressions.md): known races that do not fail the run.",
+)
+@click.option(
+    "--uniform-writes",
+    type=click.Choice(["tolerate", "race"]),
+    default=None,
+    help="Same-value plain writes by different work-items: tolerate (default) or report.",
+)
+@click.option("--device", metavar="NAME", help="Device gpurace checks on (see `gpurace devices`).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- python APP.py [ARGS]")
+def run_command(
+    tool: str,
+    kernel_re: str | None,
+    launches_text: str,
+    repeat_text: str,
+    json_path: str | None,
+    sarif_path: str | None,
+    suppress_path: str | None,
+    uniform_writes: str | None,
+    device: str | None,
+    command: tuple[str, ...],
+) -> None:
+    """Run a Python program with its GPU launches checked; one report at exit (on stderr).
+
+    Every compute launch the program submits through wgpu or pyopencl is recorded; the selected
+    ones are snapshotted and checked on copies, so the program's results are unchanged.
+
+    Exit status: the program's own status if it failed, else 0 clean and complete,
+    1 races or nondeterminism found, 2 incomplete, bad input or error.
+    """
+    _run_program(tool, kernel_re, launches_text, repeat_text, json_path, uniform_writes, device,
+                 command, sarif_path=sarif_path, suppress_path=suppress_path)  # fmt: skip
+
+
+def _positive(text: str, option: str, least: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = least - 1
+    if value < least:
+        what = "a positive integer" if least else "0 or a positive integer"
+        raise GpuraceError(f"{option} must be {what}, not '{text}'")
+    return value
+
+
+def _run_program(
+    tool: str,
+    kernel_re: str | None,
+    launches_text: str,
+    repeat_text: str,
+    json_path: str | None,
+    uniform_writes: str | None,
+    device: str | None,
+    command: tuple[str, ...],
+    sarif_path: str | None = None,
+    suppress_path: str | None = None,
+) -> NoReturn:
+    """``gpurace run``: parse, run the program in-process, print the report, exit."""
+
+    def run() -> int:
+        from gpurace.report.suppress import load as load_suppressions
+        from gpurace.run import report
+        from gpurace.run import session as run_session
+
+        if json_path == "-" and sarif_path == "-":
+            raise GpuraceError("--json and --sarif cannot both write to standard output")
+        # read before the program runs, so a bad file costs nothing
+        suppressions = load_suppressions(suppress_path) if suppress_path else None
+
+        options = run_session.Options(
+            tool=tool,
+            kernel=kernel_re,
+            launches=_positive(launches_text, "--launches", 0),
+            repeat=_positive(repeat_text, "--repeat", 1),
+            uniform_writes=uniform_writes,
+            device=device,
+        )
+        session, result = run_session.run(command, options)
+        notes: list[str] = []
+        if suppressions is not None:
+            suppressions.apply_all(report.reports(session))
+            notes = suppressions.notes()
+        sys.stdout.flush()
+        sys.stderr.write(report.format_run(session, result, notes=notes))
+        if json_path:
+            report.write_json(report.to_json(session, result), json_path)
+        if sarif_path:
+            target = run_session.parse_command(command)[1]
+            doc = report.to_sarif(session, result, target, suppressions=suppressions)
+            report.write_sarif(doc, sarif_path)
+        return report.exit_code(session, result)
 
     _guarded(run)
 

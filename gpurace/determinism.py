@@ -933,7 +933,11 @@ def repeat_file(
     """``gpurace repeat``: read the kernel and launch files, then ``repeat_kernel``."""
     from gpurace import api
 
-    api.language_of(kernel_path)
+    if api.language_of(kernel_path) != "wgsl":
+        raise GpuraceError(
+            "gpurace repeat replays .wgsl kernels on wgpu; OpenCL kernels are not supported yet",
+            kernel_path,
+        )
     try:
         with open(kernel_path, encoding="utf-8") as f:
             source = f.read()

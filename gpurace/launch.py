@@ -3,6 +3,9 @@
 A check runs the user's kernel on real inputs, so it needs to know how many
 work-groups to launch and what every bound buffer holds. That is described by a
 small TOML file (docs/launch-files.md) or, from Python, by ``LaunchSpec.from_dict``.
+An OpenCL launch file (``kernel``, ``global_size``, ``[[arg]]`` ...) fills the same
+LaunchSpec plus its OpenCL fields; ``validate_opencl`` checks it against the kernel's
+parameters. Oclgrind's ``.sim`` files load through ``gpurace.launch_sim``.
 
 Every problem is reported as a ``GpuraceError`` naming the launch file and, where
 it can be found, the line of the offending key, because the user's next step is to
@@ -15,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shlex
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,12 +36,48 @@ DTYPES: dict[str, np.dtype] = {
     "f16": np.dtype("<f2"),
 }
 
+#: OpenCL C scalar element types of a launch file (docs/launch-files.md, OpenCL), plus
+#: the WGSL names as aliases. A vector type (``float4``) is its base type times a width.
+CL_SCALARS: dict[str, np.dtype] = {
+    "char": np.dtype("<i1"),
+    "uchar": np.dtype("<u1"),
+    "short": np.dtype("<i2"),
+    "ushort": np.dtype("<u2"),
+    "int": np.dtype("<i4"),
+    "uint": np.dtype("<u4"),
+    "long": np.dtype("<i8"),
+    "ulong": np.dtype("<u8"),
+    "half": np.dtype("<f2"),
+    "float": np.dtype("<f4"),
+    "double": np.dtype("<f8"),
+    **DTYPES,
+}
+CL_VECTOR_WIDTHS = (2, 3, 4, 8, 16)
+
 FILL_KINDS = ("zeros", "arange", "random")
 UNIFORM_WRITES = ("race", "tolerate")
 
 _TOP_KEYS = ("entry", "workgroups", "binding", "uniform_writes", "expect")
 _BINDING_KEYS = ("group", "binding", "type", "count", "fill", "seed")
 _EXAMPLE_TABLE = '[[binding]] with group = 0, binding = 0, type = "f32", count = 256'
+_CL_TOP_KEYS = ("kernel", "global_size", "local_size", "options", "arg", "uniform_writes", "expect")
+_ARG_KEYS = ("name", "type", "count", "fill", "seed", "value", "local")
+_EXAMPLE_ARG = '[[arg]] with type = "float", count = 256 (a buffer), value = N, or local = BYTES'
+
+
+def element_type(name: str) -> tuple[np.dtype, int] | None:
+    """(base dtype, lanes stored) of a launch-file element type, or None if unknown.
+
+    A 3-component vector occupies four lanes, as in OpenCL C (``float3`` is 16 bytes).
+    """
+    if name in CL_SCALARS:
+        return CL_SCALARS[name], 1
+    m = re.fullmatch(r"([a-z]+)(\d+)", name)
+    if m and m.group(1) in CL_SCALARS and m.group(1) not in DTYPES:
+        width = int(m.group(2))
+        if width in CL_VECTOR_WIDTHS:
+            return CL_SCALARS[m.group(1)], 4 if width == 3 else width
+    return None
 
 
 @dataclass
@@ -63,8 +103,31 @@ class BufferSpec:
 
     @property
     def itemsize(self) -> int:
-        """Bytes per element of ``type``."""
-        return DTYPES[self.type].itemsize
+        """Bytes per element of ``type`` (an OpenCL vector counts as one element)."""
+        if self.type in DTYPES:
+            return DTYPES[self.type].itemsize
+        found = element_type(self.type)
+        assert found is not None, self.type
+        return found[0].itemsize * found[1]
+
+
+@dataclass
+class ArgSpec:
+    """One OpenCL kernel argument, in parameter order (``[[arg]]`` table ``index``).
+
+    ``kind`` is "buffer" (``buffer`` holds its BufferSpec, group 0, binding = index),
+    "scalar" (``value``: a number, or a list for a vector parameter; its type comes
+    from the kernel, see ``scalar_bytes``) or "local" (``local_bytes`` of __local
+    memory). ``line`` is the line of the table's header in the launch file.
+    """
+
+    index: int
+    name: str | None
+    kind: str
+    buffer: BufferSpec | None = None
+    value: int | float | list | None = None
+    local_bytes: int | None = None
+    line: int = 0
 
 
 @dataclass
@@ -79,6 +142,13 @@ class LaunchSpec:
     path: str = ""
     # line numbers of top-level keys, for errors raised after loading (validate_against)
     key_lines: dict[str, int] = field(default_factory=dict, repr=False)
+    # OpenCL launches (docs/launch-files.md, "OpenCL launch files"); `entry` is the
+    # kernel and `workgroups` is global/local when both are known, else (0, 0, 0)
+    language: str = "wgsl"
+    global_size: tuple[int, int, int] | None = None
+    local_size: tuple[int, int, int] | None = None  # None: reqd_work_group_size decides
+    options: list[str] = field(default_factory=list)
+    args: list[ArgSpec] = field(default_factory=list)
 
     def buffer(self, group: int, binding: int) -> BufferSpec | None:
         """The buffer bound at (group, binding), or None."""
@@ -166,6 +236,7 @@ class _Lines:
         self.lines = text.splitlines()
         self.top: tuple[int, int] = (1, len(self.lines))
         self.bindings: list[tuple[int, int]] = []
+        self.args: list[tuple[int, int]] = []  # the same for OpenCL [[arg]] tables
         headers: list[tuple[int, str]] = []
         for no, line in enumerate(self.lines, 1):
             m = _HEADER.match(line)
@@ -178,6 +249,8 @@ class _Lines:
             end = headers[i + 1][0] - 1 if i + 1 < len(headers) else len(self.lines)
             if name in ("[binding]", "binding"):
                 self.bindings.append((no, end))
+            elif name in ("[arg]", "arg"):
+                self.args.append((no, end))
 
     def _find(self, key: str, region: tuple[int, int]) -> int:
         pat = re.compile(rf"""^\s*(?:{re.escape(key)}|"{re.escape(key)}"|'{re.escape(key)}')\s*=""")
@@ -192,6 +265,8 @@ class _Lines:
             return 0
         if key == "binding" and self.bindings:
             return self.bindings[0][0]
+        if key == "arg" and self.args:
+            return self.args[0][0]
         return self._find(key, self.top)
 
     def table(self, index: int) -> int:
@@ -203,6 +278,12 @@ class _Lines:
         if index >= len(self.bindings):
             return 0
         return self._find(key, self.bindings[index]) or self.bindings[index][0]
+
+    def arg_key(self, index: int, key: str | None = None) -> int:
+        """Line of ``key`` in ``[[arg]]`` table ``index``, else the table's header line."""
+        if index >= len(self.args):
+            return 0
+        return (self._find(key, self.args[index]) if key else 0) or self.args[index][0]
 
 
 # ---------------------------------------------------------------------------
@@ -231,6 +312,8 @@ def _build(data: Mapping[str, Any], path: str, base_dir: str | None, lines: _Lin
 
     if not isinstance(data, Mapping):
         raise err("a launch description must be a table of keys (docs/launch-files.md)")
+    if any(key in data for key in _CL_TOP_KEYS[:5]):
+        return _build_opencl(data, path, base_dir, lines)
     for key in data:
         if key not in _TOP_KEYS:
             raise err(
@@ -247,16 +330,7 @@ def _build(data: Mapping[str, Any], path: str, base_dir: str | None, lines: _Lin
 
     workgroups = _workgroups(data, err, lines.top_key("workgroups"))
 
-    uniform_writes = data.get("uniform_writes")
-    if uniform_writes is not None and uniform_writes not in UNIFORM_WRITES:
-        raise err(
-            f'uniform_writes must be "race" or "tolerate", not {uniform_writes!r}',
-            lines.top_key("uniform_writes"),
-        )
-
-    expect = data.get("expect")
-    if expect is not None and not isinstance(expect, Mapping):
-        raise err("expect must be a table ([expect])", lines.top_key("expect"))
+    uniform_writes, expect = _labels(data, err, lines)
 
     tables = data.get("binding", [])
     if isinstance(tables, Mapping):
@@ -289,10 +363,25 @@ def _build(data: Mapping[str, Any], path: str, base_dir: str | None, lines: _Lin
         workgroups=workgroups,
         buffers=buffers,
         uniform_writes=uniform_writes,
-        expect=dict(expect) if expect is not None else None,
+        expect=expect,
         path=path,
         key_lines={k: v for k, v in key_lines.items() if v},
     )
+
+
+def _labels(data: Mapping[str, Any], err: Any, lines: _Lines) -> tuple[str | None, dict | None]:
+    """``uniform_writes`` and the corpus ``[expect]`` table, shared by both forms."""
+    uniform_writes = data.get("uniform_writes")
+    if uniform_writes is not None and uniform_writes not in UNIFORM_WRITES:
+        raise err(
+            f'uniform_writes must be "race" or "tolerate", not {uniform_writes!r}',
+            lines.top_key("uniform_writes"),
+        )
+
+    expect = data.get("expect")
+    if expect is not None and not isinstance(expect, Mapping):
+        raise err("expect must be a table ([expect])", lines.top_key("expect"))
+    return uniform_writes, dict(expect) if expect is not None else None
 
 
 def _workgroups(data: Mapping[str, Any], err: Any, line: int) -> tuple[int, int, int]:
@@ -378,6 +467,331 @@ def _buffer(table: Any, index: int, path: str, base_dir: str, lines: _Lines) -> 
     )
 
 
+# ---------------------------------------------------------------------------
+# OpenCL launch files
+# ---------------------------------------------------------------------------
+
+
+def _sizes(data: Mapping[str, Any], key: str, err: Any, line: int) -> tuple[int, int, int] | None:
+    """Parse ``global_size``/``local_size``: 1 to 3 positive integers, padded with 1."""
+    if key not in data:
+        return None
+    v = data[key]
+    if _is_int(v):
+        v = [v]
+    if not isinstance(v, list | tuple) or not 1 <= len(v) <= 3 or not all(_is_int(x) for x in v):
+        raise err(f"{key} must be 1 to 3 integers, e.g. {key} = [64, 1, 1], not {v!r}", line)
+    if any(x < 1 for x in v):
+        raise err(f"{key} must all be at least 1, not {list(v)}", line)
+    full = list(v) + [1] * (3 - len(v))
+    return (full[0], full[1], full[2])
+
+
+def _build_opencl(
+    data: Mapping[str, Any], path: str, base_dir: str | None, lines: _Lines
+) -> LaunchSpec:
+    """The OpenCL form: kernel, NDRange, build options and one [[arg]] per parameter."""
+
+    def err(msg: str, line: int = 0) -> GpuraceError:
+        return GpuraceError(msg, path, line)
+
+    for key in data:
+        if key not in _CL_TOP_KEYS:
+            why = (
+                f"'{key}' belongs to a WGSL launch file; an OpenCL one has "
+                if key in _TOP_KEYS
+                else f"unknown key '{key}'{_suggest(key, _CL_TOP_KEYS)} (allowed: "
+            )
+            raise err(f"{why}{', '.join(_CL_TOP_KEYS)})", lines.top_key(key))
+
+    kernel = data.get("kernel")
+    if kernel is not None and (not isinstance(kernel, str) or not kernel):
+        raise err(
+            'kernel must be the __kernel function\'s name as a string, e.g. kernel = "reduce"',
+            lines.top_key("kernel"),
+        )
+    if "global_size" not in data:
+        raise err("missing key 'global_size': the number of work-items, e.g. global_size = [256]")
+    gsize = _sizes(data, "global_size", err, lines.top_key("global_size"))
+    lsize = _sizes(data, "local_size", err, lines.top_key("local_size"))
+    assert gsize is not None
+    workgroups = (0, 0, 0)
+    if lsize is not None:
+        workgroups = _groups(gsize, lsize, lambda m: err(m, lines.top_key("local_size")))
+
+    options = data.get("options", [])
+    if isinstance(options, str):
+        options = shlex.split(options)
+    if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
+        raise err(
+            'options must be a list of build options, e.g. options = ["-DN=64"]',
+            lines.top_key("options"),
+        )
+
+    uniform_writes, expect = _labels(data, err, lines)
+    tables = data.get("arg", [])
+    if isinstance(tables, Mapping):
+        tables = [tables]
+    if not isinstance(tables, list):
+        raise err(f"arg must be a list of tables: write one {_EXAMPLE_ARG}", lines.top_key("arg"))
+    if base_dir is None:
+        base_dir = os.path.dirname(os.path.abspath(path)) if path else os.getcwd()
+    args = [_arg(t, i, path, base_dir, lines) for i, t in enumerate(tables)]
+
+    key_lines = {k: lines.top_key(k) for k in _CL_TOP_KEYS if k in data}
+    key_lines["entry"] = key_lines.get("kernel", 0)
+    return LaunchSpec(
+        entry=kernel,
+        workgroups=workgroups,
+        buffers=[a.buffer for a in args if a.buffer is not None],
+        uniform_writes=uniform_writes,
+        expect=expect,
+        path=path,
+        key_lines={k: v for k, v in key_lines.items() if v},
+        language="opencl",
+        global_size=gsize,
+        local_size=lsize,
+        options=list(options),
+        args=args,
+    )
+
+
+def _groups(gsize: tuple[int, int, int], lsize: tuple[int, int, int], err: Any) -> tuple:
+    """Work-groups per dimension; OpenCL 1.x needs the global size to be a multiple."""
+    for d in range(3):
+        if gsize[d] % lsize[d]:
+            raise err(
+                f"global_size {list(gsize)} is not a multiple of local_size {list(lsize)} "
+                f"in dimension {'xyz'[d]}; round the global size up and bounds-check the kernel"
+            )
+    return tuple(g // w for g, w in zip(gsize, lsize, strict=True))
+
+
+def _arg(table: Any, index: int, path: str, base_dir: str, lines: _Lines) -> ArgSpec:
+    """Parse one ``[[arg]]`` table (``index`` counts from 0, in parameter order)."""
+
+    def err(msg: str, key: str | None = None) -> GpuraceError:
+        return GpuraceError(msg, path, lines.arg_key(index, key))
+
+    if not isinstance(table, Mapping):
+        raise err(f"arg entry {index + 1} must be a table: {_EXAMPLE_ARG}")
+    for key in table:
+        if key not in _ARG_KEYS:
+            raise err(
+                f"unknown key '{key}' in [[arg]]{_suggest(key, _ARG_KEYS)} "
+                f"(allowed: {', '.join(_ARG_KEYS)})",
+                key,
+            )
+    name = table.get("name")
+    if name is not None and (not isinstance(name, str) or not name.isidentifier()):
+        raise err(f"name must be the parameter's name as a string, not {name!r}", "name")
+    what = f"argument {index}" + (f" '{name}'" if name else "")
+    line = lines.arg_key(index)
+
+    given = {
+        "buffer": any(k in table for k in ("type", "count", "fill", "seed")),
+        "value": "value" in table,
+        "local": "local" in table,
+    }
+    forms = [form for form, present in given.items() if present]
+    if len(forms) != 1:
+        raise err(
+            f"{what}: give a buffer (type, count, fill), a scalar (value = ...) or a __local "
+            f"size (local = BYTES), exactly one of them"
+            + (f", not {' and '.join(forms)}" if forms else "")
+        )
+    if forms[0] == "value":
+        value = table["value"]
+        vals = value if isinstance(value, list) else [value]
+        if not vals or not all(_is_number(v) for v in vals):
+            raise err(
+                f"{what}: value must be a number or a list of numbers, not {value!r}", "value"
+            )
+        return ArgSpec(index, name, "scalar", value=value, line=line)
+    if forms[0] == "local":
+        size = table["local"]
+        if not _is_int(size) or size < 1:
+            raise err(f"{what}: local must be a positive number of bytes, not {size!r}", "local")
+        return ArgSpec(index, name, "local", local_bytes=size, line=line)
+
+    if "type" not in table:
+        raise err(f"{what}: missing key 'type' (e.g. type = \"float\")")
+    typ = table["type"]
+    found = element_type(typ) if isinstance(typ, str) else None
+    if found is None:
+        shown = typ if isinstance(typ, str) else repr(typ)
+        raise err(
+            f"{what}: unknown type '{shown}' (element types: {', '.join(CL_SCALARS)}, "
+            "or a vector such as float4)",
+            "type",
+        )
+    dtype, lanes = found
+    fill = table.get("fill", "zeros")
+    count = table.get("count")
+    if count is None and not (_is_npy(fill) or isinstance(fill, np.ndarray)):
+        raise err(f"{what}: missing key 'count' (the number of {typ} elements)")
+    if count is not None and (not _is_int(count) or count < 1):
+        raise err(f"{what}: count must be a positive integer, not {count!r}", "count")
+    seed = table.get("seed", 0)
+    if not _is_int(seed) or seed < 0:
+        raise err(f"{what}: seed must be a non-negative integer, not {seed!r}", "seed")
+    flat = _fill(
+        fill,
+        typ,
+        dtype,
+        None if count is None else count * lanes,
+        seed,
+        base_dir,
+        lambda m: err(f"{what}: {m}", "fill"),
+    )
+    if flat.size % lanes:
+        raise err(f"{what}: {flat.size} values are not a whole number of {typ}", "fill")
+    buf = BufferSpec(0, index, typ, int(flat.size // lanes), flat, line=line)
+    return ArgSpec(index, name, "buffer", buffer=buf, line=line)
+
+
+def cl_type_name(elem_type: str) -> str:
+    """An OpenCL C scalar/vector type as written in a kernel, in launch-file spelling."""
+    words = [
+        w
+        for w in elem_type.replace("__", "").split()
+        if w not in ("const", "volatile", "private", "restrict", "signed")
+    ]
+    if words[:1] == ["unsigned"]:
+        return "u" + (words[1] if len(words) > 1 else "int")
+    return " ".join(words)
+
+
+def scalar_bytes(arg: ArgSpec, param: Binding, path: str = "") -> bytes:
+    """The bytes a scalar argument passes for a parameter of C type ``param.elem_type``.
+
+    A single number is repeated into every component of a vector parameter.
+    """
+    typ = cl_type_name(param.elem_type)
+    found = element_type(typ)
+    where = f"argument {arg.index} '{param.name}'"
+    if found is None:
+        raise GpuraceError(
+            f"{where}: a launch file cannot give a value of type '{param.elem_type}' "
+            "(scalars and vectors of the OpenCL C number types only)",
+            path,
+            arg.line,
+        )
+    dtype, lanes = found
+    vals = arg.value if isinstance(arg.value, list) else [arg.value] * (lanes if lanes > 1 else 1)
+    want = 3 if typ.endswith("3") else lanes
+    if len(vals) == 3 and want == 3:
+        vals = [*vals, 0]
+    if len(vals) != lanes:
+        raise GpuraceError(
+            f"{where} is a {typ}: value needs {want} numbers, not {len(vals)}", path, arg.line
+        )
+    for v in vals:
+        if dtype.kind == "f":
+            if math.isfinite(v) and abs(v) > float(np.finfo(dtype).max):
+                raise GpuraceError(f"{where}: value {v} does not fit in {typ}", path, arg.line)
+            continue
+        if not (_is_int(v) or (isinstance(v, float) and v.is_integer())):
+            raise GpuraceError(
+                f"{where}: value {v} is not an integer, but the parameter is {typ}", path, arg.line
+            )
+        info = np.iinfo(dtype)
+        if not info.min <= int(v) <= info.max:
+            raise GpuraceError(
+                f"{where}: value {v} does not fit in {typ} ({info.min} to {info.max})",
+                path,
+                arg.line,
+            )
+    return np.array([v if dtype.kind == "f" else int(v) for v in vals], dtype).tobytes()
+
+
+_FORMS = {"buffer": "a buffer", "scalar": "a value", "local": "a __local size"}
+_NEEDS = {
+    "global": 'a buffer (type = "...", count = N)',
+    "constant": 'a buffer (type = "...", count = N)',
+    "local": "local = BYTES",
+    "scalar": "value = ...",
+}
+
+
+def _param(p: Binding) -> str:
+    if p.kind == "scalar":
+        return f"'{p.name}' ({p.elem_type})"
+    return f"'{p.name}' (__{p.kind} {p.elem_type} *)"
+
+
+def validate_opencl(
+    launch: LaunchSpec,
+    params: Sequence[Binding],
+    reqd: tuple[int, int, int] | None = None,
+) -> tuple[int, int, int]:
+    """Check an OpenCL launch's [[arg]] tables against the kernel's parameters.
+
+    ``params`` is ``Instrumented.params[kernel]`` (docs/internals.md §5) and ``reqd``
+    the kernel's ``reqd_work_group_size`` (None or zeros when it has none). Returns
+    the local size to launch with; the work-groups are ``global_size // local``.
+    Every mismatch is one GpuraceError naming the launch file's line and the parameter.
+    """
+    path = launch.path
+    args = launch.args
+    if len(args) != len(params):
+        names = ", ".join(_param(p) for p in params) or "none"
+        line = args[len(params)].line if len(args) > len(params) else launch.key_lines.get("arg", 0)
+        raise GpuraceError(
+            f"the kernel has {len(params)} parameter{'s' if len(params) != 1 else ''} ({names}) "
+            f"but the launch file gives {len(args)} [[arg]] table{'s' if len(args) != 1 else ''};"
+            " give one per parameter, in order",
+            path,
+            line,
+        )
+    for arg, p in zip(args, params, strict=True):
+        where = f"parameter {arg.index} {_param(p)}"
+        if arg.name is not None and arg.name != p.name:
+            raise GpuraceError(
+                f"[[arg]] {arg.index} is named '{arg.name}' but the kernel's {where} comes "
+                "here; fix the name or the order of the tables",
+                path,
+                arg.line,
+            )
+        want = "buffer" if p.kind in ("global", "constant") else p.kind
+        if arg.kind != want:
+            raise GpuraceError(
+                f"{where} needs {_NEEDS[p.kind]}, not {_FORMS[arg.kind]}", path, arg.line
+            )
+        if arg.kind == "scalar":
+            scalar_bytes(arg, p, path)
+            continue
+        size = arg.buffer.nbytes if arg.buffer is not None else arg.local_bytes or 0
+        if p.elem_stride > 0 and size % p.elem_stride:
+            raise GpuraceError(
+                f"{where}: {size} bytes are not a whole number of {p.elem_type} "
+                f"({p.elem_stride} bytes each)",
+                path,
+                arg.line,
+            )
+    gsize = launch.global_size or (1, 1, 1)
+    if reqd is not None and any(reqd):
+        if launch.local_size is not None and launch.local_size != tuple(reqd):
+            raise GpuraceError(
+                f"local_size {list(launch.local_size)} differs from the kernel's "
+                f"reqd_work_group_size({', '.join(map(str, reqd))}); drop local_size or match it",
+                path,
+                launch.key_lines.get("local_size", 0),
+            )
+        local = (reqd[0], reqd[1], reqd[2])
+        line = launch.key_lines.get("global_size", 0)
+        _groups(gsize, local, lambda m: GpuraceError(m, path, line))
+        return local
+    if launch.local_size is None:
+        raise GpuraceError(
+            "the kernel has no reqd_work_group_size, so the launch file needs a work-group "
+            "size: add local_size = [64] (or the size the kernel expects)",
+            path,
+            launch.key_lines.get("global_size", 0),
+        )
+    return launch.local_size
+
+
 def _is_npy(fill: object) -> bool:
     return isinstance(fill, str | os.PathLike) and os.fspath(fill).lower().endswith(".npy")
 
@@ -422,7 +836,7 @@ def _fill(
                 # rounding to f32/f16 can turn 0.99999 into 1.0; keep the promise [0, 1)
                 below_one = np.nextafter(dtype.type(1), dtype.type(0))
                 return np.minimum(vals, below_one).astype(dtype)
-            return rng.integers(0, 1000, count).astype(dtype)
+            return rng.integers(0, min(1000, int(np.iinfo(dtype).max) + 1), count).astype(dtype)
         raise err(
             f"unknown fill '{fill}'{_suggest(fill, FILL_KINDS)}; use \"zeros\", "
             '"arange", "random", a number, or the path of a .npy file'
@@ -464,10 +878,9 @@ def _from_array(
         conv = flat.astype(dtype)
         exact = np.array_equal(conv.astype(flat.dtype), flat, equal_nan=flat.dtype.kind == "f")
     if not exact:
-        np_name = {"f32": "float32", "i32": "int32", "u32": "uint32", "f16": "float16"}[typ]
         raise err(
             f"{name} holds {flat.dtype} values that change when converted to {typ}; "
-            f"save it with .astype(np.{np_name})"
+            f"save it with .astype(np.{dtype.name})"
         )
     return conv
 
@@ -493,6 +906,7 @@ def resolve_entry(
     names = list(entry_points)
     listed = ", ".join(f"'{n}'" for n in names) or "none"
     line = spec.key_lines.get("entry", 0)
+    key = "kernel" if spec.language == "opencl" else "entry"  # the launch file's spelling
     if override is not None:
         if override not in names:
             raise GpuraceError(
@@ -502,8 +916,8 @@ def resolve_entry(
     if spec.entry is not None:
         if spec.entry not in names:
             raise GpuraceError(
-                f"entry '{spec.entry}' is not an entry point of the kernel (it has {listed}); "
-                "fix entry = ... or pass --entry",
+                f"{key} '{spec.entry}' is not an entry point of the kernel (it has {listed}); "
+                f"fix {key} = ... or pass --entry",
                 spec.path,
                 line,
             )
@@ -514,7 +928,7 @@ def resolve_entry(
         raise GpuraceError("the kernel has no compute entry point", spec.path)
     raise GpuraceError(
         f"the kernel has several entry points ({listed}); "
-        'choose one with entry = "NAME" in the launch file or --entry NAME',
+        f'choose one with {key} = "NAME" in the launch file or --entry NAME',
         spec.path,
     )
 

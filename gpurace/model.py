@@ -94,6 +94,9 @@ class Site:
     line_text: str  # the whole source line, stripped of its newline
     var: str = ""  # root variable name ("" for events)
     event: Event | None = None  # for EVENT sites
+    # CUDA atomics: the PTX operation, scope and memory order ("atom.add scope=gpu
+    # order=relaxed"); also in the records' extra word (docs/internals.md §7)
+    detail: str = ""
 
     @property
     def location(self) -> str:

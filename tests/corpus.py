@@ -10,6 +10,8 @@ from gpurace.model import Event, Kind, Report, Site
 from gpurace.report.common import CLASS_NAMES
 
 CORPUS = Path(__file__).parent / "corpus"
+#: each corpus directory and its kernels' extension
+LANGUAGES = {"wgsl": ".wgsl", "opencl": ".cl"}
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,11 @@ class Case:
     @property
     def id(self) -> str:
         return self.launch_path.stem
+
+    @property
+    def language(self) -> str:
+        """ "wgsl" or "opencl", from the corpus directory."""
+        return self.launch_path.parent.name
 
     def load(self) -> tuple[str, LaunchSpec]:
         return self.kernel.read_text(), load_launch(str(self.launch_path))
@@ -38,6 +45,11 @@ def cases(language: str, ext: str) -> list[Case]:
             kernel = toml.with_name(stem + ext)
         found.append(Case(kernel, toml))
     return found
+
+
+def all_cases() -> list[Case]:
+    """Every case of every language's corpus."""
+    return [c for lang, ext in LANGUAGES.items() for c in cases(lang, ext)]
 
 
 def site_kind(site: Site, kind: Kind) -> str:
@@ -69,3 +81,18 @@ def expected(expect: dict) -> list[tuple]:
         sides = sorted([(race["a"], ka), (race["b"], kb)])
         out.append((race["class"], *sides))
     return sorted(out)
+
+
+def assert_matches_labels(report: Report, expect: dict) -> None:
+    """The report has exactly the labelled races, is complete, and its exit code and
+    errors/warnings fit the labelled verdict."""
+    assert reported(report) == expected(expect)
+    assert report.scope.complete, report.scope
+    verdict = expect["verdict"]
+    if verdict == "race":
+        assert report.exit_code == 1 and report.errors
+    elif verdict == "warning":
+        assert report.exit_code == 0 and report.warnings and not report.errors
+    else:
+        assert verdict == "clean"
+        assert report.exit_code == 0 and not report.races

@@ -613,7 +613,10 @@ def test_cli_bad_files(files: Path) -> None:
     assert line.startswith("bad.wgsl:") and "error:" in line
     (files / "k.cl").write_text("__kernel void k() {}\n")
     line = one_line_error(gpurace_cli("repeat", "k.cl", "--launch", "inc.toml", cwd=files))
-    assert "unsupported kernel file type '.cl'" in line
+    assert line == (
+        "k.cl: error: gpurace repeat replays .wgsl kernels on wgpu; "
+        "OpenCL kernels are not supported yet"
+    )
 
 
 def test_api_bad_runs() -> None:

@@ -188,6 +188,21 @@ class RaceView:
     var_name: str
     index: int | None  # element index (None when the variable is not an array)
     address_name: str  # 'tile[37]'
+    # storage exchanges: the kernel's barriers that order global memory (what the
+    # exchange relies on), so the warning can name them
+    barriers: tuple[Site, ...] = ()
+
+
+def global_barriers(report: Report) -> tuple[Site, ...]:
+    """The barrier sites that order global memory: `storageBarrier()` (WGSL), a
+    barrier whose flags include CLK_GLOBAL_MEM_FENCE (OpenCL)."""
+    return tuple(
+        s
+        for s in report.sites
+        if s.kind == Kind.EVENT
+        and s.event == Event.BARRIER
+        and ("storageBarrier" in s.operand or "GLOBAL_MEM_FENCE" in s.operand)
+    )
 
 
 def _lookup(report: Report) -> tuple[dict[int, Site], dict[int, TrackedVar]]:
@@ -271,6 +286,7 @@ def view(
         var_name=name,
         index=index,
         address_name=name if index is None else f"{name}[{index}]",
+        barriers=global_barriers(report) if cls == RaceClass.STORAGE_EXCHANGE else (),
     )
 
 
@@ -314,8 +330,10 @@ def explanation(v: RaceView, language: str) -> str:
     if cls == RaceClass.GLOBAL_INTER:
         return "different work-groups (nothing orders work-groups within a launch)"
     if cls == RaceClass.STORAGE_EXCHANGE:
+        where = ", ".join(f"{s.line}:{s.col}" for s in v.barriers)  # line:col in this file
         return (
             f"storage-buffer exchange inside a work-group, ordered only by {words.global_barrier}"
+            + (f" at {where}" if where else "")
         )
     group = triple(v.first.item.group_id)
     if "exit" in (v.first.kind, v.second.kind) and v.first.kind != v.second.kind:

@@ -1,0 +1,20 @@
+"""What every backend hands back from a launch (shared by wgpu and OpenCL)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class LaunchResult:
+    """Buffers after a launch; `log`/`ctl` are set for instrumented launches."""
+
+    outputs: dict[tuple[int, int], np.ndarray]
+    log: object | None = None
+    requested: int = 0  # records the kernel tried to append
+    capacity: int = 0
+    histogram: np.ndarray | None = None  # counting runs: records per address bin
+    unattributed: int = 0  # OpenCL: tracked-space accesses that hit no tracked variable
+    unseen: int = 0  # WGSL prefilter: words touched in a way the shadow run did not see

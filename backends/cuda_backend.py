@@ -1,0 +1,514 @@
+"""The CUDA backend (cupy): NVIDIA GPUs.
+
+It loads PTX (the rewriter's output, or the plain kernel for comparison), launches
+it with the user's grid, block, dynamic shared memory and arguments plus the log
+parameters of docs/internals.md §7, and runs the companion kernels of
+`shaders/analysis.cl` (built for CUDA with NVRTC) on the same device. Only counters
+and the compact race table come back to the host.
+
+Needs a GPU and `pip install 'gpurace[cuda]'` (cupy-cuda13x: a CUDA 13 driver).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpurace.backends import analysis_driver
+from gpurace.backends.analysis_driver import (
+    KERNELS,
+    P_ROW,
+    DeviceAnalysis,
+    log_shape,
+    log_words,
+)
+from gpurace.instrument.ptx.emit import SYNC_HEAD
+from gpurace.instrument.ptx.launch import CudaLaunch, scalar_bytes
+from gpurace.model import RECORD_WORDS, Binding, GpuraceError, Instrumented, Space
+
+ANALYSIS_BLOCK = 64
+SYNC_CAPACITY = 1 << 14  # sync events kept for later analyses (more are counted)
+SYNC_NAMES = {
+    1: "warp sync",
+    2: "fence",
+    3: "mbarrier",
+    4: "named barrier over part of the block",
+    5: "barrier arrive",
+    6: "async-copy group",
+    7: "cluster barrier",
+}
+
+
+def _cupy():
+    try:
+        import cupy
+    except ImportError:
+        raise GpuraceError("cupy is not installed: pip install 'gpurace[cuda]'") from None
+    return cupy
+
+
+def list_devices() -> list[tuple[str, str, bool]]:
+    """(name, description, is_default) of every CUDA device; none without cupy, a
+    driver or a GPU (for `gpurace devices`)."""
+    try:
+        import cupy as cp
+
+        count = cp.cuda.runtime.getDeviceCount()
+    except Exception:  # no cupy, no driver (CUDARuntimeError), no GPU
+        return []
+    found = []
+    for i in range(count):
+        props = cp.cuda.runtime.getDeviceProperties(i)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        desc = f"{name} (CUDA, sm_{props['major']}{props['minor']})"
+        found.append((name, desc, i == 0))
+    return found
+
+
+@functools.cache
+def get_device(name: str | None = None) -> tuple[object, str]:
+    """The CUDA device whose name contains `name` (or $GPURACE_CUDA_DEVICE), else
+    device 0; returns (cupy Device, description)."""
+    cp = _cupy()
+    try:
+        count = cp.cuda.runtime.getDeviceCount()
+    except cp.cuda.runtime.CUDARuntimeError as exc:
+        raise GpuraceError(f"no CUDA device: {exc}") from None
+    name = name or os.environ.get("GPURACE_CUDA_DEVICE") or None
+    found = []
+    for i in range(count):
+        props = cp.cuda.runtime.getDeviceProperties(i)
+        desc = f"{props['name'].decode()} (CUDA, sm_{props['major']}{props['minor']})"
+        found.append((i, desc))
+    if not found:
+        raise GpuraceError("no CUDA device found")
+    if name:
+        chosen = [f for f in found if name.lower() in f[1].lower()]
+        if not chosen:
+            raise GpuraceError(f"no CUDA device matches '{name}'; available: {found}")
+        found = chosen
+    dev = cp.cuda.Device(found[0][0])
+    dev.use()
+    return dev, found[0][1]
+
+
+def arch_of(device) -> str:
+    """``compute_90`` for an sm_90 device: what NVRTC should target."""
+    return f"compute_{device.compute_capability}"
+
+
+_modules: dict[tuple[int, str], object] = {}
+
+
+def load_module(device, ptx: str) -> object:
+    """A cupy RawModule from PTX text (cached per device and text). cupy loads PTX
+    from a file (``RawModule(path=...)``); the file is kept, named by its hash."""
+    import hashlib
+
+    cp = _cupy()
+    key = (device.id, ptx)
+    if key not in _modules:
+        folder = os.path.join(tempfile.gettempdir(), "gpurace-ptx")
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, hashlib.sha256(ptx.encode()).hexdigest()[:24] + ".ptx")
+        if not os.path.exists(path):
+            with open(path, "w") as f:
+                f.write(ptx)
+        with device:
+            _modules[key] = cp.RawModule(path=path)
+    return _modules[key]
+
+
+@dataclass
+class CudaLaunchResult:
+    """Buffers after a launch (as backends/common.LaunchResult, plus sync events)."""
+
+    outputs: dict[tuple[int, int], np.ndarray]
+    log: object | None = None
+    requested: int = 0
+    capacity: int = 0
+    histogram: np.ndarray | None = None
+    unattributed: int = 0
+    sync_events: dict[str, int] = field(default_factory=dict)  # kind -> count
+    seconds: float = 0.0  # the kernel's own time (CUDA events)
+
+
+def var_sizes(inst: Instrumented, kernel: str, params: list[Binding], args: dict, shared: int):
+    """Each tracked variable's extent in this launch (internals §5): buffers' sizes for
+    this kernel's pointer parameters, static sizes for shared and __device__ variables,
+    the dynamic shared memory for an extern shared array, 0 for other kernels'."""
+    sizes = []
+    for v in inst.variables:
+        if v.kernel != kernel:
+            sizes.append(0)
+        elif v.space == Space.GLOBAL and v.binding is not None:
+            a = args.get(v.binding)
+            sizes.append(int(a.nbytes) if isinstance(a, np.ndarray) else 0)
+        elif v.size is None:
+            sizes.append(int(shared))
+        else:
+            sizes.append(int(v.size))
+    return sizes
+
+
+def launch(
+    device,
+    ptx: str,
+    path: str,
+    kernel: str,
+    params: list[Binding],
+    args: dict[int, object],
+    grid: Sequence[int],
+    block: Sequence[int],
+    shared_bytes: int = 0,
+    *,
+    var_bases: list[int] | None = None,
+    var_sizes: list[int] | None = None,
+    log_capacity: int = 0,
+    log_range: tuple[int, int] = (0, 0xFFFFFFFF),
+    histogram_bins: int = 0,
+    histogram_width: int = 0,
+    sync_capacity: int = SYNC_CAPACITY,
+) -> CudaLaunchResult:
+    """Run `kernel` of `ptx` once, as `opencl_backend.launch` does: `args[i]` is a
+    NumPy array for a pointer parameter (copied back in `outputs[(0, i)]`) or a
+    number for a scalar. With `var_bases` the PTX is an instrumented one and gets the
+    `_gr_log`, `_gr_ctl` and `_gr_sync` buffers (docs/internals.md §7)."""
+    cp = _cupy()
+    fn = load_module(device, ptx).get_function(kernel)
+    dev_arrays: dict[int, object] = {}
+    kargs: list[object] = []
+    with device:
+        for b in params:
+            a = args[b.binding]
+            if isinstance(a, np.ndarray):
+                arr = cp.asarray(np.ascontiguousarray(a))
+                dev_arrays[b.binding] = arr
+                kargs.append(arr)
+            else:
+                raw = scalar_bytes(b, a)
+                kargs.append(np.frombuffer(raw, _SCALAR_DTYPES[len(raw)])[0])
+        log = ctl = sync = None
+        nv = 0
+        if var_bases is not None:
+            nv = len(var_bases)
+            sizes = list(var_sizes or [0] * nv)
+            head = [0, log_capacity, *log_range, histogram_bins, histogram_width]
+            words = head + list(var_bases) + sizes + [0] * (1 + histogram_bins)
+            ctl = cp.asarray(np.array(words, np.uint32))
+            log = cp.zeros(max(RECORD_WORDS, log_capacity * RECORD_WORDS), cp.uint32)
+            sync = cp.zeros(SYNC_HEAD + sync_capacity * RECORD_WORDS, cp.uint32)
+            sync[1] = sync_capacity
+            kargs += [log, ctl, sync]
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        try:
+            fn(tuple(grid), tuple(block), tuple(kargs), shared_mem=int(shared_bytes))
+        except cp.cuda.driver.CUDADriverError as exc:
+            raise GpuraceError(f"launch of '{kernel}' failed: {exc}", path) from None
+        stop.record()
+        stop.synchronize()
+        result = CudaLaunchResult({}, log, 0, log_capacity)
+        result.seconds = cp.cuda.get_elapsed_time(start, stop) / 1e3
+        for b in params:
+            if b.binding in dev_arrays:
+                result.outputs[(0, b.binding)] = cp.asnumpy(dev_arrays[b.binding])
+        if ctl is not None:
+            words = cp.asnumpy(ctl)
+            result.requested = int(words[0])
+            result.unattributed = int(words[6 + 2 * nv])
+            if histogram_bins:
+                result.histogram = words[7 + 2 * nv :].astype(np.int64)
+            result.sync_events = _sync_summary(cp, sync, sync_capacity)
+    return result
+
+
+_SCALAR_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _sync_summary(cp, sync, capacity: int) -> dict[str, int]:
+    """How many sync events of each kind the launch logged (read back only when any)."""
+    n = int(cp.asnumpy(sync[:1])[0])
+    if not n:
+        return {}
+    kept = min(n, capacity)
+    recs = cp.asnumpy(sync[SYNC_HEAD : SYNC_HEAD + kept * RECORD_WORDS]).reshape(-1, RECORD_WORDS)
+    out: dict[str, int] = {}
+    for code, count in zip(*np.unique(recs[:, 7], return_counts=True), strict=True):
+        out[SYNC_NAMES.get(int(code), f"sync {int(code)}")] = int(count)
+    if n > kept:
+        out["(not kept)"] = n - kept
+    return out
+
+
+def read_log(result: CudaLaunchResult) -> np.ndarray:
+    """The logged records as an (n, 8) u32 array (tests and the reference use this)."""
+    cp = _cupy()
+    n = min(result.requested, result.capacity)
+    return cp.asnumpy(result.log[: n * RECORD_WORDS]).reshape(n, RECORD_WORDS)
+
+
+def max_records_per_pass(device) -> int:
+    """Records one log may hold: a quarter of the free memory, under 2**31 bytes."""
+    cp = _cupy()
+    with device:
+        free, _ = cp.cuda.runtime.memGetInfo()
+    return max(1 << 16, min(free // 4, (1 << 31) - 1) // (RECORD_WORDS * 4))
+
+
+def analysis_limit(device) -> int:
+    """Most bytes one analysis buffer may hold (32-bit word indices in the kernels)."""
+    cp = _cupy()
+    with device:
+        free, _ = cp.cuda.runtime.memGetInfo()
+    return int(min(free // 8, 1 << 31))
+
+
+# ---------------------------------------------------------------------------
+# The on-device analysis
+# ---------------------------------------------------------------------------
+
+
+def analysis_ptx(device) -> str:
+    """shaders/analysis.cl behind the CUDA prelude, compiled by NVRTC for `device`."""
+    from gpurace.backends.opencl_backend import c_source
+    from gpurace.instrument.ptx.compile import compile_cuda
+
+    return _analysis_ptx(c_source("analysis.cl", "cuda"), arch_of(device), compile_cuda)
+
+
+@functools.cache
+def _analysis_ptx(source: str, arch: str, compile_cuda) -> str:
+    return compile_cuda(source, "analysis.cl", ("-std=c++17",), (), arch).ptx
+
+
+class _CupyKernels:
+    """The analysis driver's KernelApi on a cupy device (one stream: ordered)."""
+
+    def __init__(self, device) -> None:
+        self.cp = _cupy()
+        self.device = device
+        mod = load_module(device, analysis_ptx(device))
+        self.kernels = {name: mod.get_function(name) for name in KERNELS}
+
+    def zeros(self, nbytes: int) -> object:
+        with self.device:
+            return self.cp.zeros(max(1, -(-nbytes // 4)), self.cp.uint32)
+
+    def upload(self, words: np.ndarray) -> object:
+        with self.device:
+            return self.cp.asarray(np.ascontiguousarray(words, np.uint32))
+
+    def run(self, kernel: str, n_threads: int, params: np.ndarray, buffers: list) -> None:
+        groups = max(1, -(-n_threads // ANALYSIS_BLOCK))
+        params[P_ROW] = groups * ANALYSIS_BLOCK
+        with self.device:
+            p = self.cp.asarray(np.ascontiguousarray(params, np.uint32))
+            args = (buffers[0], p, *buffers[1:])
+            self.kernels[kernel]((groups,), (ANALYSIS_BLOCK,), args)
+
+    def read(self, buf: object) -> np.ndarray:
+        with self.device:
+            return self.cp.asnumpy(buf)
+
+
+def cuda_races(analysis: DeviceAnalysis) -> DeviceAnalysis:
+    """Drop the storage-exchange warnings: in CUDA, __syncthreads() orders global
+    memory among the block's threads (PTX memory model: bar.sync is a fence at CTA
+    scope), so an exchange through global memory across it is correct code; the
+    warning is for WGSL/OpenCL's storage barriers (design.md §2)."""
+    from gpurace.model import RaceClass
+
+    keep = [r for r in analysis.races if r.cls != RaceClass.STORAGE_EXCHANGE]
+    analysis.orders = {
+        k: v for k, v in analysis.orders.items() if k[0] != RaceClass.STORAGE_EXCHANGE
+    }
+    analysis.listed = [x for x in analysis.listed if x[1].cls != RaceClass.STORAGE_EXCHANGE]
+    analysis.races = keep
+    return analysis
+
+
+def analyse_on_device(
+    device,
+    log_buf,
+    n_records: int,
+    var_bases: list[int],
+    uniform_writes_race: bool,
+    *,
+    address_range: tuple[int, int],
+    address_end: int,
+    wgsize: int,
+    groups: int,
+    race_capacity: int = 4096,
+    list_instances: int = 0,
+    splittable: bool = False,
+) -> DeviceAnalysis:
+    """The analysis of the first n_records of `log_buf` (a cupy array) on `device`;
+    arguments and result as in `wgpu_backend.analyse_on_device`."""
+    return analysis_driver.analyse(
+        _CupyKernels(device),
+        analysis_limit(device),
+        log_buf,
+        n_records,
+        var_bases,
+        uniform_writes_race,
+        address_range=address_range,
+        address_end=address_end,
+        wgsize=wgsize,
+        groups=groups,
+        race_capacity=race_capacity,
+        list_instances=list_instances,
+        splittable=splittable,
+    )
+
+
+def upload_log(device, records: np.ndarray) -> object:
+    cp = _cupy()
+    with device:
+        return cp.asarray(log_words(records))
+
+
+def analyse_records(
+    device, records: np.ndarray, var_bases: list[int], uniform_writes_race: bool
+) -> DeviceAnalysis:
+    """Upload a host-side log and analyse it on the device (differential tests)."""
+    shape = log_shape(records, var_bases)
+    return analyse_on_device(
+        device,
+        upload_log(device, shape.records),
+        len(shape.records),
+        var_bases,
+        uniform_writes_race,
+        address_range=(0, 0xFFFFFFFF),
+        address_end=shape.address_end,
+        wgsize=shape.wgsize,
+        groups=shape.groups,
+    )
+
+
+# ---------------------------------------------------------------------------
+# One launch made ready for the language-neutral pass loop (gpurace.api.check)
+# ---------------------------------------------------------------------------
+
+
+def launch_args(launch: CudaLaunch) -> dict[int, object]:
+    """A CUDA launch file's arguments as `launch` takes them."""
+    return {a.index: (a.buffer.data if a.buffer is not None else a.value) for a in launch.args}
+
+
+def types_from_launch(inst: Instrumented, kernel: str, launch: CudaLaunch) -> None:
+    """Give pointer parameters whose element type the kernel does not tell (PTX input,
+    templates) the launch file's type, so reports name elements (``x[5]``)."""
+    from dataclasses import replace
+
+    for k, v in enumerate(inst.variables):
+        if v.kernel != kernel or v.binding is None or v.elem_stride:
+            continue
+        a = launch.args[v.binding] if v.binding < len(launch.args) else None
+        if a is not None and a.buffer is not None and a.buffer.count:
+            stride = a.buffer.nbytes // a.buffer.count
+            inst.variables[k] = replace(v, elem_stride=stride, elem_type=a.buffer.type)
+
+
+def make_target(
+    source: str,
+    launch: CudaLaunch,
+    path: str,
+    device: str | None,
+    entry: str | None,
+    uniform_writes_race: bool,
+):
+    """A `gpurace.api.Target` for a CUDA (.cu) or PTX kernel: what `api.check` needs
+    to run the pass loop (`prepare = {"wgsl": _wgsl_target, "cuda": make_target}`)."""
+    from math import prod
+
+    from gpurace.api import Target, linear_layout
+    from gpurace.instrument.ptx import instrument, resolve_kernel
+    from gpurace.instrument.ptx.launch import validate_cuda
+
+    dev, dev_name = get_device(device)
+    if entry is not None:
+        launch.entry = entry
+    inst = instrument(source, path, launch.options, launch.name_expressions, arch_of(dev))
+    kernel = resolve_kernel(inst, launch)
+    params = inst.params[kernel]
+    validate_cuda(launch, params, kernel)
+    types_from_launch(inst, kernel, launch)
+    args = launch_args(launch)
+    sizes = var_sizes(inst, kernel, params, args, launch.shared_bytes)
+    bases, total = linear_layout(sizes, prod(launch.grid))
+    block, grid = launch.block, launch.grid
+    sync_seen: dict[str, int] = {}
+
+    def run(lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0):
+        result = launch_fn(
+            dev,
+            inst.source,
+            path,
+            kernel,
+            params,
+            args,
+            grid,
+            block,
+            launch.shared_bytes,
+            var_bases=bases,
+            var_sizes=sizes,
+            log_capacity=capacity,
+            log_range=(lo, hi),
+            histogram_bins=bins,
+            histogram_width=width,
+        )
+        sync_seen.update(result.sync_events)
+        if result.unattributed and not bins:
+            note = (
+                f"{path}: {result.unattributed} accesses to global/shared memory outside "
+                "every tracked variable (pointers not passed as kernel arguments)"
+            )
+            if note not in inst.not_instrumented:
+                inst.not_instrumented.append(note)
+        partial = sync_seen.get(SYNC_NAMES[4], 0)
+        note = (
+            f"{path}: {partial} named-barrier waits over part of the block: the ordering "
+            "among their participants is not modelled"
+        )
+        if partial and not any("named-barrier" in n for n in inst.not_instrumented):
+            inst.not_instrumented.append(note)
+        return result
+
+    def analyse(result, n: int, lo: int, hi: int, **kw):
+        return cuda_races(
+            analyse_on_device(
+                dev,
+                result.log,
+                n,
+                bases,
+                uniform_writes_race,
+                address_range=(lo, hi),
+                address_end=total,
+                wgsize=prod(block),
+                groups=prod(grid),
+                **kw,
+            )
+        )
+
+    return Target(
+        inst,
+        kernel,
+        dev_name,
+        tuple(block),
+        tuple(grid),
+        bases,
+        total,
+        max_records_per_pass(dev),
+        analysis_limit(dev) // 8,
+        run,
+        analyse,
+    )
+
+
+launch_fn = launch  # make_target's `run` calls this (a name tests may wrap)

@@ -1,0 +1,181 @@
+"""Rewrites of the OpenCL builtins that touch memory or order it: barriers, atomics,
+vload/vstore (and their half forms) and async work-group copies.
+
+Each call is replaced by a call to a generated helper taking the same arguments
+plus the state and site ids: the helper logs, then calls the builtin itself.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gpurace.model import Event, Kind, Space
+
+from .runtime import PS, atomic_op
+from .types import access_size, c_type, is_pointer, own_space, tracked_space
+
+VLOAD = re.compile(r"^(vloada?_half|vload|vstorea?_half|vstore)(\d*)(_rt[enpz]+)?$")
+
+
+class BuiltinCalls:
+    """Mixin of the Rewriter: one method per builtin family."""
+
+    def barrier(self, c, callee, args, name) -> None:
+        self.has_barrier = True
+        sid = self.site(Kind.EVENT, c.extent.start.offset, self.end(c), "", Event.BARRIER)
+        if name == "barrier":
+            h = "_gr_barrier"
+        elif name == "wait_group_events":
+            h = "_gr_wait_events"
+        else:
+            self.uses_wg_barrier = True
+            h = "_gr_wg_barrier" if len(args) == 1 else "_gr_wg_barrier_scope"
+        self.call_edit(c, callee, h, f"_gr_s, {sid}u")
+
+    def pointer_type(self, a):
+        """A pointer argument's type below implicit pointer conversions (its own
+        address space, not the builtin's generic one; arrays as decayed)."""
+        c = a
+        while c.kind == self.K.UNEXPOSED_EXPR and not self.vec_elem(c):
+            ch = self.children(c)
+            if len(ch) != 1 or not is_pointer(ch[0].type):
+                break
+            c = ch[0]
+        return c.type
+
+    def pointer_arg(self, a):
+        """(type, space) of a pointer argument, below implicit conversions."""
+        t = self.pointer_type(a)
+        if not is_pointer(t):
+            return t, None
+        q = own_space(t.get_pointee())
+        if q == "__generic":
+            self.note(
+                a.extent.start.offset,
+                "access through a generic pointer is not "
+                "tracked (qualify the pointer __global or __local)",
+            )
+        return t, tracked_space(t.get_pointee())
+
+    def sig(self, callee, args, typed: dict[int, object]) -> tuple[list[str], str]:
+        ftype = callee.type
+        ptypes = list(ftype.argument_types())
+        out = []
+        for i, a in enumerate(args):
+            t = typed.get(i, ptypes[i] if i < len(ptypes) else a.type)
+            if is_pointer(t) and i not in typed:
+                t = self.pointer_type(a)
+            out.append(f"{c_type(t)} a{i}")
+        return out, c_type(ftype.get_result())
+
+    def atomic(self, c, callee, args, name) -> None:
+        if not args:
+            return
+        pt, space = self.pointer_arg(args[0])
+        if space is None:
+            return
+        sid = self.site(
+            Kind.ATOMIC,
+            c.extent.start.offset,
+            self.end(c),
+            self.root_name(self.src(args[0]).lstrip("&(")),
+        )
+        params, ret = self.sig(callee, args, {0: pt})
+        size = access_size(pt.get_pointee())
+        op = atomic_op(name)
+        call = f"{name}({', '.join(f'a{i}' for i in range(len(args)))})"
+
+        def make(h):
+            r = "return " if ret != "void" else ""
+            return (
+                f"{ret} {h}({', '.join(params)}, {PS}s, uint site) {{\n"
+                f"  _gr_acc(s, (ulong)a0, {int(space)}u, {size}u, site, 2u, 0, 0u, {op}u);\n"
+                f"  {r}{call};\n}}"
+            )
+
+        h = self.helper(f"at|{name}|{'|'.join(params)}|{ret}", make)
+        self.call_edit(c, callee, h, f"_gr_s, {sid}u")
+
+    def vloadstore(self, c, callee, args, name) -> None:
+        m = VLOAD.match(name)
+        fam, n = m.group(1), int(m.group(2) or 1)
+        store = fam.startswith("vstore")
+        pi = 2 if store else 1
+        if len(args) <= pi:
+            return
+        pt, space = self.pointer_arg(args[pi])
+        if space is None:
+            return
+        es = pt.get_pointee().get_size()
+        half = "half" in fam
+        step = 4 if (fam.startswith("vloada") or fam.startswith("vstorea")) and n == 3 else n
+        size = n * (2 if half else es)
+        sid = self.site(
+            Kind.STORE if store else Kind.LOAD,
+            c.extent.start.offset,
+            self.end(c),
+            self.root_name(self.src(args[pi])),
+        )
+        params, ret = self.sig(callee, args, {pi: pt})
+        call = f"{name}({', '.join(f'a{i}' for i in range(len(args)))})"
+        addr = f"(ulong)(a{pi} + a{pi - 1} * {step})"
+        if store and half:
+            value = (
+                f"  ushort t[{max(n, 4) if n == 3 else n}];\n"
+                f"  {name}(a0, 0, (__private half *)t);\n"
+                f"  _gr_acc(s, {addr}, {int(space)}u, {size}u, site, 1u, "
+                f"(const __private uchar *)t, 1u, 0u);\n"
+            )
+        elif store:
+            value = (
+                f"  _gr_acc(s, {addr}, {int(space)}u, {size}u, site, 1u, "
+                f"(const __private uchar *)&a0, 1u, 0u);\n"
+            )
+        else:
+            value = f"  _gr_acc(s, {addr}, {int(space)}u, {size}u, site, 0u, 0, 0u, 0u);\n"
+
+        def make(h):
+            r = "return " if ret != "void" else ""
+            return f"{ret} {h}({', '.join(params)}, {PS}s, uint site) {{\n{value}  {r}{call};\n}}"
+
+        h = self.helper(f"vls|{name}|{'|'.join(params)}|{ret}", make)
+        self.call_edit(c, callee, h, f"_gr_s, {sid}u")
+
+    def async_copy(self, c, callee, args, name) -> None:
+        if len(args) < 4:
+            return
+        dt, dsp = self.pointer_arg(args[0])
+        st, ssp = self.pointer_arg(args[1])
+        if dsp is None and ssp is None:
+            return
+        s, e = c.extent.start.offset, self.end(c)
+        sl = self.site(Kind.LOAD, s, e, self.root_name(self.src(args[1])))
+        ss = self.site(Kind.STORE, s, e, self.root_name(self.src(args[0])))
+        params, ret = self.sig(callee, args, {0: dt, 1: st})
+        strided = name.endswith("strided_copy")
+        # the strided side is the global one
+        dstep = "a3" if strided and dsp == Space.GLOBAL else "1"
+        sstep = "a3" if strided and dsp != Space.GLOBAL else "1"
+        lines = []
+        for ptr, step, sp, t, site, kind in (
+            ("a1", sstep, ssp, st, "sl", 0),
+            ("a0", dstep, dsp, dt, "ss", 1),
+        ):
+            if sp is not None:
+                n = access_size(t.get_pointee())
+                lines.append(
+                    f"      _gr_acc(s, (ulong)({ptr} + k * {step}), {int(sp)}u, {n}u, {site}, "
+                    f"{kind}u, 0, 0u, 0u);"
+                )
+        call = f"{name}({', '.join(f'a{i}' for i in range(len(args)))})"
+
+        def make(h):
+            return (
+                f"{ret} {h}({', '.join(params)}, {PS}s, uint sl, uint ss) {{\n"
+                f"  if (s->lid == 0u) {{\n    for (size_t k = 0; k < a2; k++) {{\n"
+                + "\n".join(lines)
+                + f"\n    }}\n  }}\n  return {call};\n}}"
+            )
+
+        h = self.helper(f"async|{name}|{'|'.join(params)}", make)
+        self.call_edit(c, callee, h, f"_gr_s, {sl}u, {ss}u")

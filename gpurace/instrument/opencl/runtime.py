@@ -1,0 +1,217 @@
+"""OpenCL C text of the logging runtime (docs/internals.md §1 and §5).
+
+Every kernel keeps a private `_gr_state_t`: its work-item ids, epochs, barrier count,
+the log pointers and a table of the kernel's tracked variables (address, byte size,
+id, space, base in the linear address order). `_gr_acc` attributes an access's
+address to a variable at run time, so pointer arithmetic and pointers passed to
+helper functions are attributed like direct subscripts.
+"""
+
+from __future__ import annotations
+
+STATE = "_gr_state_t"
+PS = f"__private {STATE} *"  # the trailing state parameter's type
+
+ATOMIC_OPS = {
+    "add": 3,
+    "sub": 4,
+    "max": 5,
+    "min": 6,
+    "and": 7,
+    "or": 8,
+    "xor": 9,
+    "xchg": 10,
+    "inc": 3,
+    "dec": 4,
+    "cmpxchg": 11,
+}
+ATOMIC20_OPS = {
+    "atomic_init": 2,
+    "atomic_store": 2,
+    "atomic_load": 1,
+    "atomic_exchange": 10,
+    "atomic_compare_exchange_strong": 11,
+    "atomic_compare_exchange_weak": 11,
+    "atomic_fetch_add": 3,
+    "atomic_fetch_sub": 4,
+    "atomic_fetch_max": 5,
+    "atomic_fetch_min": 6,
+    "atomic_fetch_and": 7,
+    "atomic_fetch_or": 8,
+    "atomic_fetch_xor": 9,
+    "atomic_flag_test_and_set": 10,
+    "atomic_flag_clear": 2,
+}
+
+
+def atomic_op(name: str) -> int | None:
+    """The §1 op code of an OpenCL atomic builtin, None if `name` is not one."""
+    base = name[: -len("_explicit")] if name.endswith("_explicit") else name
+    if base in ATOMIC20_OPS:
+        return ATOMIC20_OPS[base]
+    for prefix in ("atomic_", "atom_"):
+        if name.startswith(prefix) and name[len(prefix) :] in ATOMIC_OPS:
+            return ATOMIC_OPS[name[len(prefix) :]]
+    return None
+
+
+def prelude(nvars: int, slots: int) -> str:
+    """State type, prologue helpers, the record appender and the access logger."""
+    return f"""\
+/* gpurace instrumentation runtime (docs/internals.md §5) */
+#define _GR_NV {nvars}u
+typedef struct {{
+  __global uint *log;
+  volatile __global uint *ctl;
+  uint lid, grp, ep_l, ep_g, nbar, cap, lo, hi, nbins, binw, n;
+  ulong addr[{slots}];
+  uint size[{slots}], id[{slots}], space[{slots}], lbase[{slots}];
+}} {STATE};
+
+void _gr_init({PS}s, __global uint *log, volatile __global uint *ctl) {{
+  s->log = log;
+  s->ctl = ctl;
+  s->lid = (uint)(get_local_id(0) + get_local_size(0) * (get_local_id(1)
+           + get_local_size(1) * get_local_id(2)));
+  s->grp = (uint)(get_group_id(0) + get_num_groups(0) * (get_group_id(1)
+           + get_num_groups(1) * get_group_id(2)));
+  s->cap = ctl[1];
+  s->lo = ctl[2];
+  s->hi = ctl[3];
+  s->nbins = ctl[4];
+  s->binw = max(1u, ctl[5]);
+  s->ep_l = 0u;
+  s->ep_g = 0u;
+  s->nbar = 0u;
+  s->n = 0u;
+}}
+
+void _gr_track({PS}s, ulong addr, uint space, uint id, uint size) {{
+  uint k = s->n++;
+  s->addr[k] = addr;
+  s->space[k] = space;
+  s->id[k] = id;
+  s->size[k] = size;
+  s->lbase[k] = s->ctl[6u + id];
+}}
+
+void _gr_rec({PS}s, uint site, uint flags, uint off, uint epoch, uint value, uint extra,
+             uint lbase) {{
+  int keep;
+  uint at;
+  if ((flags & 3u) == 3u) {{
+    keep = s->grp >= s->lo && s->grp < s->hi;
+    at = s->grp;
+  }} else {{
+    uint size = (flags >> 8) & 0xffu;
+    uint first = lbase + (off & ~3u);
+    uint last = lbase + ((off + size - 1u) & ~3u);
+    keep = first < s->hi && last >= s->lo;
+    at = max(first, s->lo);
+  }}
+  if (!keep) return;
+  if (s->nbins > 0u) {{
+    uint bin = min((at - s->lo) / s->binw, s->nbins - 1u);
+    atomic_inc(&s->ctl[7u + 2u * _GR_NV + bin]);
+    return;
+  }}
+  uint i = atomic_inc(&s->ctl[0]);
+  if (i < s->cap) {{
+    __global uint *r = s->log + (ulong)i * 8u;
+    r[0] = site;
+    r[1] = flags;
+    r[2] = off;
+    r[3] = s->lid;
+    r[4] = s->grp;
+    r[5] = epoch;
+    r[6] = value;
+    r[7] = extra;
+  }}
+}}
+
+/* The stored bits (<= 4 bytes, little-endian) or FNV-1a over the bytes. */
+uint _gr_value(const __private uchar *b, uint n) {{
+  uint v = 0u;
+  if (n <= 4u) {{
+    for (uint k = 0u; k < n; k++) v |= (uint)b[k] << (8u * k);
+    return v;
+  }}
+  v = 2166136261u;
+  for (uint k = 0u; k < n; k++) v = (v ^ (uint)b[k]) * 16777619u;
+  return v;
+}}
+
+/* Log one access of `size` bytes at address `a` (records of at most 16 bytes). */
+void _gr_acc({PS}s, ulong a, uint space, uint size, uint site, uint kind,
+             const __private uchar *bytes, uint known, uint extra) {{
+  for (uint k = 0u; k < s->n; k++) {{
+    if (s->space[k] == space && a >= s->addr[k] && a - s->addr[k] < (ulong)s->size[k]) {{
+      uint off = (uint)(a - s->addr[k]);
+      uint ep = space ? s->ep_l : s->ep_g;
+      for (uint c = 0u; c < size; c += 16u) {{
+        uint n = min(16u, size - c);
+        uint val = known ? _gr_value(bytes + c, n) : 0u;
+        uint flags = kind | (space << 2) | (known << 3) | (n << 8) | (s->id[k] << 16);
+        _gr_rec(s, site, flags, off + c, ep, val, extra, s->lbase[k]);
+      }}
+      return;
+    }}
+  }}
+  atomic_inc(&s->ctl[6u + 2u * _GR_NV]);
+}}
+
+void _gr_exit({PS}s, uint site) {{
+  _gr_rec(s, site, 3u | (1u << 24), 0u, s->nbar, 0u, 0u, 0u);
+}}
+
+void _gr_event({PS}s, uint site, uint extra) {{
+  _gr_rec(s, site, 3u, 0u, s->nbar, 0u, extra, 0u);
+}}
+
+uint _gr_fence_bits(cl_mem_fence_flags f) {{
+  return ((f & CLK_LOCAL_MEM_FENCE) ? 1u : 0u) | ((f & CLK_GLOBAL_MEM_FENCE) ? 2u : 0u);
+}}
+
+// wait_group_events: a work-group function that completes the async copies; treated
+// as a barrier of both spaces (docs/internals.md §5)
+void _gr_wait_events(int n, event_t *events, {PS}s, uint site) {{
+  _gr_event(s, site, 3u);
+  wait_group_events(n, events);
+  s->nbar++;
+  s->ep_l++;
+  s->ep_g++;
+}}
+
+void _gr_barrier(cl_mem_fence_flags f, {PS}s, uint site) {{
+  uint x = _gr_fence_bits(f);
+  _gr_event(s, site, x);
+  barrier(f);
+  s->nbar++;
+  s->ep_l += x & 1u;
+  s->ep_g += x >> 1;
+}}
+
+"""
+
+
+# work_group_barrier exists only from OpenCL C 2.0 on: emitted when used
+WG_BARRIER = f"""\
+void _gr_wg_barrier(cl_mem_fence_flags f, {PS}s, uint site) {{
+  uint x = _gr_fence_bits(f);
+  _gr_event(s, site, x);
+  work_group_barrier(f);
+  s->nbar++;
+  s->ep_l += x & 1u;
+  s->ep_g += x >> 1;
+}}
+
+void _gr_wg_barrier_scope(cl_mem_fence_flags f, memory_scope sc, {PS}s, uint site) {{
+  uint x = _gr_fence_bits(f);
+  _gr_event(s, site, x);
+  work_group_barrier(f, sc);
+  s->nbar++;
+  s->ep_l += x & 1u;
+  s->ep_g += x >> 1;
+}}
+
+"""

@@ -1,0 +1,185 @@
+"""PTX text that the rewriter inserts: the record appenders and per-site code.
+
+Every inserted piece is wrapped in ``/*<gr*/ ... /*gr>*/`` so that removing the
+marked spans gives back the original PTX byte for byte (the tests check this).
+"""
+
+from __future__ import annotations
+
+OPEN, CLOSE = "/*<gr*/", "/*gr>*/"
+FNV_OFFSET, FNV_PRIME = 2166136261, 16777619
+# sync-event log (third parameter `_gr_sync`): [0] records requested, [1] capacity,
+# records of RECORD_WORDS words from word SYNC_HEAD on
+SYNC_HEAD = 8
+SCRATCH32, SCRATCH64, SCRATCH_PRED = 24, 4, 4
+
+
+def wrap(text: str) -> str:
+    return f"{OPEN}\n{text}\n{CLOSE}"
+
+
+def rec_function(nvars: int) -> str:
+    """``_gr_rec``: append one record to the log, honouring the control words.
+
+    The control buffer is docs/internals.md §5's: [0] requested, [1] capacity, [2]/[3]
+    the linear address range [lo, hi), [4]/[5] histogram bins and width (a counting
+    run when bins > 0), [6 + v] each variable's linear base, [6 + NV + v] its size,
+    [6 + 2 NV] unattributed accesses, [7 + 2 NV + bin] the bins. An access is kept if a
+    4-byte word it touches lies in [lo, hi); an event if its group does.
+    """
+    bins = 4 * (7 + 2 * nvars)
+    return f"""\
+.func _gr_rec(.param .b64 _gr_log, .param .b64 _gr_ctl, .param .b32 _gr_site,
+  .param .b32 _gr_flags, .param .b32 _gr_off, .param .b32 _gr_lid, .param .b32 _gr_grp,
+  .param .b32 _gr_epoch, .param .b32 _gr_value, .param .b32 _gr_extra)
+{{
+  .reg .pred %p<4>;
+  .reg .b32 %r<24>;
+  .reg .b64 %rd<6>;
+  ld.param.u64 %rd1, [_gr_log];
+  ld.param.u64 %rd2, [_gr_ctl];
+  ld.param.u32 %r1, [_gr_site];
+  ld.param.u32 %r2, [_gr_flags];
+  ld.param.u32 %r3, [_gr_off];
+  ld.param.u32 %r4, [_gr_lid];
+  ld.param.u32 %r5, [_gr_grp];
+  ld.param.u32 %r6, [_gr_epoch];
+  ld.param.u32 %r7, [_gr_value];
+  ld.param.u32 %r8, [_gr_extra];
+  ld.global.u32 %r9, [%rd2+8];
+  ld.global.u32 %r10, [%rd2+12];
+  mov.u32 %r12, %r5;
+  and.b32 %r11, %r2, 3;
+  setp.eq.u32 %p1, %r11, 3;
+  @%p1 bra $_gr_event;
+  shr.u32 %r13, %r2, 16;
+  and.b32 %r13, %r13, 255;
+  mul.wide.u32 %rd3, %r13, 4;
+  add.s64 %rd3, %rd2, %rd3;
+  ld.global.u32 %r14, [%rd3+24];
+  and.b32 %r15, %r3, -4;
+  add.s32 %r15, %r14, %r15;
+  shr.u32 %r16, %r2, 8;
+  and.b32 %r16, %r16, 255;
+  add.s32 %r17, %r3, %r16;
+  add.s32 %r17, %r17, -1;
+  and.b32 %r17, %r17, -4;
+  add.s32 %r17, %r14, %r17;
+  setp.lt.u32 %p2, %r15, %r10;
+  setp.ge.and.u32 %p2, %r17, %r9, %p2;
+  max.u32 %r12, %r15, %r9;
+  bra.uni $_gr_keep;
+$_gr_event:
+  setp.ge.u32 %p2, %r5, %r9;
+  setp.lt.and.u32 %p2, %r5, %r10, %p2;
+$_gr_keep:
+  @!%p2 bra.uni $_gr_done;
+  ld.global.u32 %r18, [%rd2+16];
+  setp.eq.u32 %p3, %r18, 0;
+  @%p3 bra.uni $_gr_append;
+  ld.global.u32 %r19, [%rd2+20];
+  max.u32 %r19, %r19, 1;
+  sub.s32 %r20, %r12, %r9;
+  div.u32 %r20, %r20, %r19;
+  add.s32 %r21, %r18, -1;
+  min.u32 %r20, %r20, %r21;
+  mul.wide.u32 %rd4, %r20, 4;
+  add.s64 %rd4, %rd2, %rd4;
+  red.global.add.u32 [%rd4+{bins}], 1;
+  bra.uni $_gr_done;
+$_gr_append:
+  atom.global.add.u32 %r22, [%rd2], 1;
+  ld.global.u32 %r23, [%rd2+4];
+  setp.ge.u32 %p3, %r22, %r23;
+  @%p3 bra.uni $_gr_done;
+  mul.wide.u32 %rd5, %r22, 32;
+  add.s64 %rd5, %rd1, %rd5;
+  st.global.v4.u32 [%rd5], {{%r1, %r2, %r3, %r4}};
+  st.global.v4.u32 [%rd5+16], {{%r5, %r6, %r7, %r8}};
+$_gr_done:
+  ret;
+}}
+"""
+
+
+def srec_function() -> str:
+    """``_gr_srec``: append one sync event (warp sync, fence, mbarrier, a named
+    barrier over part of the block, ...) to the sync log; never analysed as a
+    barrier, kept for later analyses and counted in the report."""
+    return f"""\
+.func _gr_srec(.param .b64 _gr_buf, .param .b32 _gr_site, .param .b32 _gr_lid,
+  .param .b32 _gr_grp, .param .b32 _gr_epoch, .param .b32 _gr_extra)
+{{
+  .reg .pred %p<2>;
+  .reg .b32 %r<10>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [_gr_buf];
+  ld.param.u32 %r1, [_gr_site];
+  ld.param.u32 %r4, [_gr_lid];
+  ld.param.u32 %r5, [_gr_grp];
+  ld.param.u32 %r6, [_gr_epoch];
+  ld.param.u32 %r8, [_gr_extra];
+  atom.global.add.u32 %r9, [%rd1], 1;
+  ld.global.u32 %r7, [%rd1+4];
+  setp.ge.u32 %p1, %r9, %r7;
+  @%p1 bra.uni $_gr_sdone;
+  mul.wide.u32 %rd2, %r9, 32;
+  add.s64 %rd2, %rd1, %rd2;
+  mov.u32 %r2, {3 | (2 << 24)};
+  mov.u32 %r3, 0;
+  mov.u32 %r7, 0;
+  st.global.v4.u32 [%rd2+{4 * SYNC_HEAD}], {{%r1, %r2, %r3, %r4}};
+  st.global.v4.u32 [%rd2+{4 * SYNC_HEAD + 16}], {{%r5, %r6, %r7, %r8}};
+$_gr_sdone:
+  ret;
+}}
+"""
+
+
+def call_rec(site: int, flags: str, off: str, epoch: str, value: str, extra: int) -> str:
+    """A call of ``_gr_rec`` (operands: registers or immediates)."""
+    args = [
+        ("b64", "%_gr_log"),
+        ("b64", "%_gr_ctl"),
+        ("b32", str(site)),
+        ("b32", flags),
+        ("b32", off),
+        ("b32", "%_gr_lid"),
+        ("b32", "%_gr_grp"),
+        ("b32", epoch),
+        ("b32", value),
+        ("b32", str(extra)),
+    ]
+    return _call("_gr_rec", args)
+
+
+def call_srec(site: int, extra: int) -> str:
+    args = [
+        ("b64", "%_gr_sync"),
+        ("b32", str(site)),
+        ("b32", "%_gr_lid"),
+        ("b32", "%_gr_grp"),
+        ("b32", "%_gr_nbar"),
+        ("b32", str(extra)),
+    ]
+    return _call("_gr_srec", args)
+
+
+def _call(fn: str, args: list[tuple[str, str]]) -> str:
+    decl = " ".join(f".param .{t} _gr_a{i};" for i, (t, _) in enumerate(args))
+    stores = "\n".join(f"st.param.{t} [_gr_a{i}], {v};" for i, (t, v) in enumerate(args))
+    names = ", ".join(f"_gr_a{i}" for i in range(len(args)))
+    return f"{{\n{decl}\n{stores}\ncall {fn}, ({names});\n}}"
+
+
+def fnv_bytes(word: str, nbytes: int, h: str = "%_gr_val", tmp: str = "%_gr_t20") -> list[str]:
+    """FNV-1a over the low `nbytes` bytes of the b32 register `word`, into `h`."""
+    out = []
+    for b in range(nbytes):
+        out += [
+            f"shr.u32 {tmp}, {word}, {8 * b};",
+            f"and.b32 {tmp}, {tmp}, 255;",
+            f"xor.b32 {h}, {h}, {tmp};",
+            f"mul.lo.u32 {h}, {h}, {FNV_PRIME};",
+        ]
+    return out

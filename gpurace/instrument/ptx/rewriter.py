@@ -1,0 +1,868 @@
+"""The PTX rewriter: every tracked memory access and barrier of every ``.entry``
+appends a record (docs/internals.md §1, CUDA ABI in §7).
+
+Code is only ever inserted, before an instruction (its record) or after a barrier
+(the epoch advance), so the original instructions keep their order and meaning.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site, Space, TrackedVar
+
+from . import emit
+from .emit import CLOSE, OPEN
+from .parse import TYPE_BYTES, Function, Instr, Module, Stmt, parse_instr, parse_module, reg_type
+from .source import CudaSource
+
+# atomic op codes (internals §1) by PTX operation
+ATOM_OPS = {
+    "add": 3, "inc": 3, "sub": 4, "dec": 4, "max": 5, "min": 6, "and": 7, "or": 8,
+    "xor": 9, "exch": 10, "cas": 11,
+}  # fmt: skip
+# extra word of atomic records: op | scope << 8 | order << 12 (docs/internals.md §7)
+SCOPES = {"cta": 1, "cluster": 2, "gpu": 3, "sys": 4}
+ORDERS = {"relaxed": 1, "acquire": 2, "release": 3, "acq_rel": 4, "volatile": 5, "mmio": 6}
+# sync-event codes (extra word of the sync log's records)
+SYNC_WARP, SYNC_FENCE, SYNC_MBARRIER, SYNC_PARTIAL, SYNC_ARRIVE, SYNC_ASYNC, SYNC_CLUSTER = range(
+    1, 8
+)
+# instructions that touch memory in ways the rewriter does not model
+UNMODELLED = {
+    "tex", "tld4", "suld", "sust", "sured", "ldmatrix", "stmatrix", "wgmma", "tcgen05",
+    "multimem", "discard", "tensormap", "ld.async", "st.async", "red.async", "cp.reduce",
+    "clusterlaunchcontrol", "movmatrix", "stbulk", "st.bulk",
+}  # fmt: skip
+_SPACES = ("global", "shared", "local", "param", "const")
+
+
+@dataclass
+class Var:
+    """A tracked variable of one entry: how the prologue finds its base address."""
+
+    id: int
+    space: Space
+    base: str  # PTX that sets %_gr_b{id}
+    name: str
+
+
+@dataclass
+class _State:
+    sites: list[Site] = field(default_factory=list)
+    site_ids: dict[tuple, int] = field(default_factory=dict)
+    variables: list[TrackedVar] = field(default_factory=list)
+    not_instrumented: list[str] = field(default_factory=list)
+    labels: int = 0
+
+    def label(self) -> str:
+        self.labels += 1
+        return f"$_gr_L{self.labels}"
+
+
+class _Locator:
+    """The user's file:line:col of each statement, from ``.loc`` (inlined code is
+    placed at its call site in a user file: ``inlined_at`` chains are followed)."""
+
+    def __init__(self, mod: Module, user_file: str | None, src: CudaSource | None, path: str):
+        self.mod, self.src, self.path = mod, src, path
+        self.user: set[int] = set()
+        for num, f in mod.files.items():
+            if user_file is None or _same_file(f, user_file):
+                self.user.add(num)
+        if user_file is None:  # PTX input: a library's own lines (Triton's standard.py,
+            # CUDA headers) are placed at the user's line that used them
+            lib = {n for n in self.user if _LIBRARY.search(mod.files[n])}
+            if lib != self.user:
+                self.user -= lib
+        self.resolved: dict[tuple[int, int, int], tuple[int, int, int]] = {}
+        self.current: tuple[int, int, int] | None = None
+
+    def see(self, text: str) -> None:
+        m = re.match(r"\.loc\s+(\d+)\s+(\d+)\s+(\d+)(.*)", text)
+        if not m:
+            return
+        here = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        at = re.search(r"inlined_at\s+(\d+)\s+(\d+)\s+(\d+)", m.group(4))
+        if at:
+            outer = (int(at.group(1)), int(at.group(2)), int(at.group(3)))
+            res = outer if outer[0] in self.user else self.resolved.get(outer, outer)
+        else:
+            res = here
+        self.resolved[here] = res
+        if res[0] in self.user and res[1] > 0:
+            self.current = res
+
+    def where(self, stmt: Stmt) -> tuple[str, int, int, str]:
+        """(file, line, col, line text) of the statement's user location."""
+        if self.current is None:  # no line info: the PTX itself
+            lines = self.mod.ptx.splitlines()
+            text = lines[stmt.line - 1].strip() if stmt.line <= len(lines) else ""
+            return self.path, stmt.line, 1, text
+        f, line, col = self.current
+        name = self.mod.files.get(f, self.path)
+        if self.src is not None and _same_file(name, self.src.path):
+            return self.src.path, line, max(col, 1), self.src.line(line)
+        return name, line, max(col, 1), _read_line(name, line)
+
+
+_LIBRARY = re.compile(r"[/\\](site-packages|dist-packages|include)[/\\]")
+
+
+def _same_file(a: str, b: str) -> bool:
+    import os
+
+    return (
+        a == b
+        or os.path.basename(a) == os.path.basename(b)
+        and (
+            os.path.abspath(a) == os.path.abspath(b) or not os.path.isabs(b) or not os.path.isabs(a)
+        )
+    )
+
+
+def _read_line(name: str, line: int) -> str:
+    try:
+        with open(name, encoding="utf-8", errors="replace") as f:
+            for i, text in enumerate(f, 1):
+                if i == line:
+                    return text.rstrip("\n")
+    except OSError:
+        pass
+    return ""
+
+
+def instrument_ptx(
+    ptx: str, path: str, source: CudaSource | None = None, user_file: str | None = None
+) -> Instrumented:
+    """Instrument every ``.entry`` of `ptx`. `source` (the CUDA file it came from, if
+    any) names parameters and ``__shared__`` variables and supplies line texts."""
+    mod = parse_module(ptx, path)
+    entries = [f for f in mod.functions if f.is_entry]
+    if not entries:
+        raise GpuraceError("the PTX has no .entry (kernel)", path)
+    if mod.ptx.find("_gr_rec") >= 0:
+        raise GpuraceError("this PTX is already instrumented by gpurace (it has _gr_rec)", path)
+    st = _State()
+    plans = [_plan_vars(mod, fn, st, source) for fn in entries]
+    nv = len(st.variables)
+    if nv > 255:
+        raise GpuraceError(f"{nv} tracked variables; at most 255 fit a record's var field", path)
+    inserts: list[tuple[int, int, str]] = []  # (offset, order, text)
+    params: dict[str, list[Binding]] = {}
+    entry_points: dict[str, tuple[int, int, int]] = {}
+    for fn, (vars_, bindings) in zip(entries, plans, strict=True):
+        loc = _Locator(
+            mod, user_file if user_file else (source.path if source else None), source, path
+        )
+        _Entry(mod, fn, vars_, nv, st, loc, inserts).rewrite()
+        params[fn.name] = bindings
+        entry_points[fn.name] = _reqntid(fn)
+    _check_functions(mod, entries, st, path)
+    # the helpers go after the module header (before the first function)
+    first = min(fn.header.start for fn in mod.functions)
+    head = _decl_start(mod, first)
+    inserts.append((head, 0, emit.wrap(emit.rec_function(nv) + emit.srec_function())))
+    out = _apply(mod.ptx, inserts)
+    return Instrumented(
+        language="cuda",
+        source=out,
+        entry=entries[0].name,
+        workgroup_size=entry_points[entries[0].name],
+        sites=st.sites,
+        variables=st.variables,
+        entry_points=entry_points,
+        not_instrumented=st.not_instrumented,
+        params=params,
+    )
+
+
+def _decl_start(mod: Module, first_fn: int) -> int:
+    """Where module-scope helpers may go: before the first function or variable that
+    follows the .version/.target/.address_size header."""
+    for s in mod.stmts:
+        if (
+            s.depth == 0
+            and s.kind == "stmt"
+            and not s.text.startswith((".version", ".target", ".address_size", ".file"))
+        ):
+            return min(s.start, first_fn)
+    return first_fn
+
+
+def _apply(ptx: str, inserts: list[tuple[int, int, str]]) -> str:
+    out, pos = [], 0
+    for off, _, text in sorted(inserts, key=lambda x: (x[0], x[1])):
+        out.append(ptx[pos:off])
+        out.append(text)
+        pos = off
+    out.append(ptx[pos:])
+    return "".join(out)
+
+
+def strip_inserted(ptx: str) -> str:
+    """The instrumented PTX minus everything gpurace inserted (= the original)."""
+    return re.sub(re.escape(OPEN) + r".*?" + re.escape(CLOSE), "", ptx, flags=re.S)
+
+
+def _reqntid(fn: Function) -> tuple[int, int, int]:
+    m = re.search(r"\.reqntid\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?", fn.header.text)
+    if not m:
+        return (0, 0, 0)
+    return (int(m.group(1)), int(m.group(2) or 1), int(m.group(3) or 1))
+
+
+# ---------------------------------------------------------------------------
+# tracked variables and parameters
+# ---------------------------------------------------------------------------
+
+
+def _plan_vars(
+    mod: Module, fn: Function, st: _State, source: CudaSource | None
+) -> tuple[list[Var], list[Binding]]:
+    """The entry's tracked variables (pointer parameters, module ``.global`` variables
+    it uses, its ``.shared`` variables) and its parameters as Bindings."""
+    body_text = " ".join(s.text for s in fn.body)
+    pointers = _pointer_params(fn)
+    sig = source.kernel_params(fn.name, len(fn.params)) if source else None
+    vars_: list[Var] = []
+    bindings: list[Binding] = []
+    for p in fn.params:
+        cname, ctype = sig[p.index] if sig else (None, None)
+        name = cname or p.name
+        is_ptr = (
+            p.type in ("u64", "b64", "s64")
+            and not p.array
+            and (p.index in pointers or p.ptr or (ctype is not None and "*" in ctype))
+        )
+        if ctype is not None and "*" not in ctype and p.index not in pointers:
+            is_ptr = False
+        elem, stride = CudaSource.elem_of(ctype) if ctype else ("", 0)
+        if is_ptr:
+            vid = len(st.variables)
+            st.variables.append(
+                TrackedVar(vid, name, Space.GLOBAL, 0, p.index, None, stride, elem, kernel=fn.name)
+            )
+            vars_.append(
+                Var(
+                    vid,
+                    Space.GLOBAL,
+                    f"ld.param.u64 %_gr_b{vid}, [{p.name}];\n"
+                    f"cvta.to.global.u64 %_gr_b{vid}, %_gr_b{vid};",
+                    name,
+                )
+            )
+            bindings.append(
+                Binding(0, p.index, name, "global", "read_write", None, stride, elem, vid)
+            )
+        else:
+            size = TYPE_BYTES.get(p.type, 0) * (int(p.array[1:-1]) if p.array[1:-1] else 1)
+            # a scalar's elem_type is its PTX type (u32, s32, f32, u64, ...): how to pack it
+            bindings.append(Binding(0, p.index, name, "scalar", "read", size, size, p.type, None))
+    used = set(re.findall(r"[\w$]+", body_text))
+    for name, (size, _align) in mod.globals.items():
+        if name in used:
+            vid = len(st.variables)
+            st.variables.append(
+                TrackedVar(vid, name, Space.GLOBAL, None, None, size, size or 1, "", kernel=fn.name)
+            )
+            vars_.append(Var(vid, Space.GLOBAL, f"mov.u64 %_gr_b{vid}, {name};", name))
+    local_shared = {}
+    for s in fn.body:
+        if s.kind == "stmt" and re.match(r"\.shared\s", s.text):
+            m = re.match(
+                r"\.shared\s+(?:\.align\s+\d+\s+)?(?:\.v(\d)\s+)?\.(\w+)\s+([\w$]+)((?:\[\d*\])*)",
+                s.text,
+            )
+            if m:
+                from .parse import var_size
+
+                local_shared[m.group(3)] = var_size(m.group(2), m.group(1), m.group(4))
+    shared = {**{k: v[0] for k, v in mod.shared.items() if k in used}, **local_shared}
+    for name, size in shared.items():
+        cname = CudaSource.demangle_shared(name)
+        elem, stride = source.shared_elem(cname) if source else ("", 0)
+        vid = len(st.variables)
+        st.variables.append(
+            TrackedVar(vid, cname, Space.LOCAL, None, None, size, stride or 1, elem, kernel=fn.name)
+        )
+        vars_.append(
+            Var(
+                vid,
+                Space.LOCAL,
+                f"mov.u32 %_gr_t0, {name};\ncvt.u64.u32 %_gr_b{vid}, %_gr_t0;",
+                cname,
+            )
+        )
+    return vars_, bindings
+
+
+def _pointer_params(fn: Function) -> set[int]:
+    """Parameters whose value reaches the address of a memory instruction (through
+    moves, adds and address conversions): the kernel's pointer parameters."""
+    index = {p.name: p.index for p in fn.params}
+    taint: dict[str, set[int]] = {}
+    found: set[int] = set()
+    instrs = [
+        parse_instr(s.text) for s in fn.body if s.kind == "stmt" and not s.text.startswith(".")
+    ]
+    for _ in range(2):
+        for ins in instrs:
+            if not ins.operands:
+                continue
+            if ins.op == "ld" and ins.has("param"):
+                m = re.match(r"\[\s*([\w$]+)\s*(?:\+\s*\d+)?\s*\]", ins.operands[-1])
+                if m and m.group(1) in index:
+                    taint.setdefault(ins.operands[0], set()).add(index[m.group(1)])
+                continue
+            if ins.op in ("ld", "st", "atom", "red", "cp", "ldu", "prefetch", "isspacep"):
+                for o in ins.operands:
+                    m = re.match(r"\[\s*([%\w$]+)", o)
+                    if m and m.group(1) in taint:
+                        found |= taint[m.group(1)]
+                if ins.op == "isspacep" and len(ins.operands) > 1:
+                    found |= taint.get(ins.operands[1], set())
+                continue
+            if ins.op in ("mov", "add", "sub", "cvta", "cvt", "mad", "selp", "max", "min"):
+                srcs = set()
+                for o in ins.operands[1:]:
+                    srcs |= taint.get(o, set())
+                if srcs:
+                    taint.setdefault(ins.operands[0], set()).update(srcs)
+    return found
+
+
+def _check_functions(mod: Module, entries: list[Function], st: _State, path: str) -> None:
+    """A non-inlined ``.func`` that accesses tracked memory or waits at a barrier is
+    not instrumented (its callers' state is not passed down): say so."""
+    for f in mod.functions:
+        if f.is_entry:
+            continue
+        touches = [
+            parse_instr(s.text) for s in f.body if s.kind == "stmt" and not s.text.startswith(".")
+        ]
+        bad = [
+            i for i in touches
+            if (i.op in ("ld", "st", "atom", "red", "cp", "ldu", "bar", "barrier")
+                and not i.has("param", "local", "const"))
+        ]  # fmt: skip
+        if not bad:
+            continue
+        callers = [
+            e.name
+            for e in entries
+            if any(re.search(rf"\b{re.escape(f.name)}\b", s.text) for s in e.body)
+        ]
+        if callers:
+            st.not_instrumented.append(
+                f"{path}:{f.header.line}:1: function '{f.name}' (called by "
+                f"{', '.join(callers)}) is not inlined: its {len(bad)} memory/barrier "
+                "instructions are not instrumented"
+            )
+
+
+# ---------------------------------------------------------------------------
+# one entry
+# ---------------------------------------------------------------------------
+
+
+class _Entry:
+    def __init__(
+        self,
+        mod: Module,
+        fn: Function,
+        vars_: list[Var],
+        nv: int,
+        st: _State,
+        loc: _Locator,
+        inserts: list[tuple[int, int, str]],
+    ) -> None:
+        self.mod, self.fn, self.vars, self.nv, self.st, self.loc = mod, fn, vars_, nv, st, loc
+        self.inserts = inserts
+        self.has_barrier = any(
+            s.kind == "stmt" and _is_wait_barrier(parse_instr(s.text))
+            for s in fn.body
+            if not s.text.startswith(".")
+        )
+
+    # -- helpers -------------------------------------------------------------
+    def before(self, stmt: Stmt, code: list[str]) -> None:
+        self.inserts.append((stmt.start, 2, emit.wrap("\n".join(code))))
+
+    def after(self, stmt: Stmt, code: list[str]) -> None:
+        # order 1: a barrier's epoch advance precedes the next statement's record even
+        # when that statement starts right where the barrier ends
+        self.inserts.append((stmt.end, 1, emit.wrap("\n".join(code))))
+
+    def site(self, stmt: Stmt, kind: Kind, ins: Instr, event: Event | None = None) -> int:
+        file, line, col, text = self.loc.where(stmt)
+        key = (file, line, col, int(kind), event, ins.op if kind == Kind.EVENT else "")
+        if key not in self.st.site_ids:
+            sid = len(self.st.sites)
+            self.st.site_ids[key] = sid
+            operand = _statement_at(text, col) if self.loc.current else ""
+            detail = _atomic_detail(ins) if kind == Kind.ATOMIC else ""
+            self.st.sites.append(
+                Site(sid, file, line, col, kind, operand or ins.text, text, "", event, detail)
+            )
+        return self.st.site_ids[key]
+
+    def incomplete(self, stmt: Stmt, what: str) -> None:
+        file, line, col, _ = self.loc.where(stmt)
+        self.st.not_instrumented.append(f"{file}:{line}:{col}: {what}")
+
+    # -- the pass ------------------------------------------------------------
+    def rewrite(self) -> None:
+        fn = self.fn
+        extra = ", .param .u64 _gr_log, .param .u64 _gr_ctl, .param .u64 _gr_sync"
+        if not fn.params:
+            extra = extra[2:]
+        if fn.params_end < 0:
+            raise GpuraceError(
+                f"entry '{fn.name}' has no parameter list", self.loc.path, fn.header.line
+            )
+        self.inserts.append((fn.params_end, 0, f"{OPEN}{extra}{CLOSE}"))
+        self.inserts.append((fn.open.end, 0, emit.wrap(self._decls())))
+        first = next(
+            (
+                s
+                for s in fn.body
+                if s.kind in ("label", "open") or (s.kind == "stmt" and not s.text.startswith("."))
+            ),
+            fn.close,
+        )
+        self.inserts.append((first.start, 0, emit.wrap(self._prologue())))
+        for s in fn.body:
+            if s.kind != "stmt":
+                continue
+            if s.text.startswith("."):
+                self.loc.see(s.text)
+                continue
+            self._instr(s, parse_instr(s.text))
+
+    def _decls(self) -> str:
+        vids = [v.id for v in self.vars]
+        regs = [
+            ".reg .b32 %_gr_lid, %_gr_grp, %_gr_epl, %_gr_epg, %_gr_nbar, %_gr_nthr, %_gr_val;",
+            ".reg .b64 %_gr_log, %_gr_ctl, %_gr_sync, %_gr_unat;",
+            f".reg .b32 %_gr_t<{emit.SCRATCH32}>;",
+            f".reg .b64 %_gr_d<{emit.SCRATCH64}>;",
+            f".reg .pred %_gr_q<{emit.SCRATCH_PRED}>;",
+        ]
+        if vids:
+            regs.append(".reg .b64 " + ", ".join(f"%_gr_b{v}, %_gr_e{v}" for v in vids) + ";")
+        return "\n".join(regs)
+
+    def _prologue(self) -> str:
+        nv = self.nv
+        code = [
+            "ld.param.u64 %_gr_log, [_gr_log];",
+            "ld.param.u64 %_gr_ctl, [_gr_ctl];",
+            "ld.param.u64 %_gr_sync, [_gr_sync];",
+            "cvta.to.global.u64 %_gr_log, %_gr_log;",
+            "cvta.to.global.u64 %_gr_ctl, %_gr_ctl;",
+            "cvta.to.global.u64 %_gr_sync, %_gr_sync;",
+            f"add.s64 %_gr_unat, %_gr_ctl, {4 * (6 + 2 * nv)};",
+        ]
+        for reg, special in (("%_gr_lid", "tid"), ("%_gr_grp", "ctaid")):
+            n = "ntid" if special == "tid" else "nctaid"
+            code += [
+                f"mov.u32 %_gr_t0, %{special}.x;",
+                f"mov.u32 %_gr_t1, %{special}.y;",
+                f"mov.u32 %_gr_t2, %{special}.z;",
+                f"mov.u32 %_gr_t3, %{n}.x;",
+                f"mov.u32 %_gr_t4, %{n}.y;",
+                f"mad.lo.u32 {reg}, %_gr_t4, %_gr_t2, %_gr_t1;",
+                f"mad.lo.u32 {reg}, {reg}, %_gr_t3, %_gr_t0;",
+            ]
+        code += [
+            "mov.u32 %_gr_t0, %ntid.x;",
+            "mov.u32 %_gr_t1, %ntid.y;",
+            "mov.u32 %_gr_t2, %ntid.z;",
+            "mul.lo.u32 %_gr_nthr, %_gr_t0, %_gr_t1;",
+            "mul.lo.u32 %_gr_nthr, %_gr_nthr, %_gr_t2;",
+            "mov.u32 %_gr_epl, 0;",
+            "mov.u32 %_gr_epg, 0;",
+            "mov.u32 %_gr_nbar, 0;",
+        ]
+        for v in self.vars:
+            code += [
+                v.base,
+                f"ld.global.u32 %_gr_t0, [%_gr_ctl+{4 * (6 + nv + v.id)}];",
+                "cvt.u64.u32 %_gr_d0, %_gr_t0;",
+                f"add.s64 %_gr_e{v.id}, %_gr_b{v.id}, %_gr_d0;",
+            ]
+        return "\n".join(code)
+
+    # -- instructions --------------------------------------------------------
+    def _instr(self, s: Stmt, ins: Instr) -> None:
+        op = ins.op
+        if op in ("ld", "ldu", "st"):
+            self._ld_st(s, ins)
+        elif op in ("atom", "red") and not ins.has("async"):
+            self._atomic(s, ins)
+        elif op == "cp" and ins.has("async"):
+            self._cp_async(s, ins)
+        elif op in ("bar", "barrier"):
+            self._barrier(s, ins)
+        elif op in ("membar", "fence"):
+            self._sync(s, ins, SYNC_FENCE)
+        elif op == "mbarrier":
+            self._sync(s, ins, SYNC_MBARRIER)
+        elif op in ("ret", "exit"):
+            if self.has_barrier:
+                self._exit(s, ins)
+        elif op in UNMODELLED or ".".join(ins.parts[:2]) in UNMODELLED or op == "cp":
+            self.incomplete(s, f"'{ins.opcode}' accesses memory in a way gpurace does not model")
+
+    def _space(self, ins: Instr) -> str | None:
+        for sp in _SPACES:
+            if ins.has(sp):
+                return sp
+        return None
+
+    def _ld_st(self, s: Stmt, ins: Instr) -> None:
+        space = self._space(ins)
+        if space in ("local", "param", "const"):
+            return
+        if "::cluster" in ins.parts:
+            self.incomplete(
+                s, f"'{ins.opcode}' accesses another block's shared memory (not tracked)"
+            )
+            return
+        if ins.has("async"):
+            self.incomplete(s, f"'{ins.opcode}' (asynchronous store) is not tracked")
+            return
+        # the address is the first [...] operand (a cache policy may follow it)
+        addr = next((o for o in ins.operands if o.startswith("[")), "")
+        size = _access_size(ins)
+        if size is None or size > 16:
+            self.incomplete(s, f"'{ins.opcode}': access size not understood")
+            return
+        order = next(
+            (o for o in ("volatile", "relaxed", "acquire", "release", "mmio") if ins.has(o)), None
+        )
+        code: list[str] = []
+        if order:  # strong accesses of the PTX memory model: atomic loads/stores
+            kind, extra = Kind.ATOMIC, (1 if ins.op != "st" else 2) | _scope_order(ins) << 8
+            value_known = False
+        else:
+            kind, extra = (Kind.STORE if ins.op == "st" else Kind.LOAD), 0
+            value_known = False
+            if ins.op == "st":
+                value_known = self._value(ins, ins.operands[1], size, code)
+        sid = self.site(s, kind, ins)
+        self._access(s, ins, sid, kind, space, addr, size, value_known, extra, code)
+
+    def _atomic(self, s: Stmt, ins: Instr) -> None:
+        space = self._space(ins)
+        if space in ("local", "param", "const"):
+            return
+        opname = next((p for p in ins.parts[1:] if p in ATOM_OPS), None)
+        size = _access_size(ins)
+        if opname is None or size is None:
+            self.incomplete(s, f"'{ins.opcode}': atomic operation not understood")
+            return
+        if "::cluster" in ins.parts:
+            self.incomplete(s, f"'{ins.opcode}' accesses another block's shared memory")
+            return
+        addr = next((o for o in ins.operands if o.startswith("[")), "")
+        extra = ATOM_OPS[opname] | _scope_order(ins) << 8
+        sid = self.site(s, Kind.ATOMIC, ins)
+        self._access(s, ins, sid, Kind.ATOMIC, space, addr, size, False, extra, [])
+
+    def _cp_async(self, s: Stmt, ins: Instr) -> None:
+        if ins.has("bulk") or ins.has("tensor"):
+            self.incomplete(s, f"'{ins.opcode}' (bulk asynchronous copy) is not tracked")
+            return
+        if ins.has("commit_group", "wait_group", "wait_all") or ins.has("mbarrier"):
+            self._sync(s, ins, SYNC_ASYNC)
+            return
+        try:
+            size = int(ins.operands[2], 0)  # 16 or 0x10 (Triton)
+        except (IndexError, ValueError):
+            self.incomplete(s, f"'{ins.opcode}': copy size not understood")
+            return
+        guard_code: list[str] = []
+        ld = self.site(s, Kind.LOAD, ins)
+        self._access(s, ins, ld, Kind.LOAD, "global", ins.operands[1], size, False, 0, guard_code)
+        st_ = self.site(s, Kind.STORE, ins)
+        self._access(s, ins, st_, Kind.STORE, "shared", ins.operands[0], size, False, 0, [])
+
+    def _access(
+        self,
+        s: Stmt,
+        ins: Instr,
+        sid: int,
+        kind: Kind,
+        space: str | None,
+        addr: str,
+        size: int,
+        value_known: bool,
+        extra: int,
+        pre: list[str],
+    ) -> None:
+        skip = self.st.label()
+        code = self._guard(ins, skip) + pre
+        if not self._address(addr, space, code):
+            self.incomplete(s, f"'{ins.text}': address operand not understood")
+            return
+        flags = int(kind) | (8 if value_known else 0) | (size << 8)
+        value = "%_gr_val" if value_known else "0"
+        if space is None:  # generic: classify at run time
+            shared = self.st.label()
+            code += [
+                "isspacep.shared %_gr_q1, %_gr_d0;",
+                f"@%_gr_q1 bra {shared};",
+                "isspacep.global %_gr_q1, %_gr_d0;",
+                f"@!%_gr_q1 bra {skip};",
+                "cvta.to.global.u64 %_gr_d0, %_gr_d0;",
+            ]
+            code += self._lookup(Space.GLOBAL, sid, flags, value, extra, skip)
+            code += [f"bra {skip};", f"{shared}:", "cvta.to.shared.u64 %_gr_d0, %_gr_d0;"]
+            code += self._lookup(Space.LOCAL, sid, flags | 4, value, extra, skip)
+        else:
+            sp = Space.LOCAL if space == "shared" else Space.GLOBAL
+            code += self._lookup(
+                sp, sid, flags | (4 if sp == Space.LOCAL else 0), value, extra, skip
+            )
+        code.append(f"{skip}:")
+        self.before(s, code)
+
+    def _guard(self, ins: Instr, skip: str) -> list[str]:
+        if not ins.guard:
+            return []
+        neg = ins.guard[1:] if ins.guard.startswith("!") else "!" + ins.guard
+        return [f"@{neg} bra {skip};"]
+
+    def _address(self, addr: str, space: str | None, code: list[str]) -> bool:
+        """Code that leaves the access's address (u64, in its space) in %_gr_d0."""
+        m = re.fullmatch(r"\[\s*([%\w$.]+)\s*(?:\+\s*(-?\d+))?\s*\]", addr)
+        if not m:
+            return False
+        base, off = m.group(1), int(m.group(2) or 0)
+        if base.startswith("%"):
+            t = reg_type(self.fn, base) or "b64"
+            if TYPE_BYTES.get(t, 8) == 8:
+                code.append(f"mov.b64 %_gr_d0, {base};")
+            elif TYPE_BYTES.get(t) == 4 and space == "shared":
+                code.append(f"cvt.u64.u32 %_gr_d0, {base};")
+            else:
+                return False
+        elif re.fullmatch(r"\d+", base):
+            return False
+        elif space == "shared" or base in self.mod.shared or self._local_shared(base):
+            code += [f"mov.u32 %_gr_t0, {base};", "cvt.u64.u32 %_gr_d0, %_gr_t0;"]
+        elif space == "global" or base in self.mod.globals:
+            code.append(f"mov.u64 %_gr_d0, {base};")
+        else:
+            return False
+        if off:
+            code.append(f"add.s64 %_gr_d0, %_gr_d0, {off};")
+        return True
+
+    def _local_shared(self, name: str) -> bool:
+        return any(
+            s.kind == "stmt"
+            and s.text.startswith(".shared")
+            and re.search(rf"\s{re.escape(name)}\b", s.text)
+            for s in self.fn.body
+        )
+
+    def _lookup(
+        self, space: Space, sid: int, flags: int, value: str, extra: int, skip: str
+    ) -> list[str]:
+        """Attribute %_gr_d0 to a tracked variable of `space` and log the record; an
+        address in none of them is counted as unattributed."""
+        cands = [v for v in self.vars if v.space == space]
+        epoch = "%_gr_epl" if space == Space.LOCAL else "%_gr_epg"
+        if not cands:
+            return ["red.global.add.u32 [%_gr_unat], 1;"]
+        code = ["mov.u32 %_gr_t2, 255;"]
+        for v in reversed(cands):
+            code += [
+                f"setp.ge.u64 %_gr_q0, %_gr_d0, %_gr_b{v.id};",
+                f"setp.lt.and.u64 %_gr_q0, %_gr_d0, %_gr_e{v.id}, %_gr_q0;",
+                f"@%_gr_q0 mov.u32 %_gr_t2, {v.id};",
+                f"@%_gr_q0 sub.s64 %_gr_d1, %_gr_d0, %_gr_b{v.id};",
+            ]
+        code += [
+            "setp.eq.u32 %_gr_q0, %_gr_t2, 255;",
+            "@%_gr_q0 red.global.add.u32 [%_gr_unat], 1;",
+            f"@%_gr_q0 bra {skip};",
+            "cvt.u32.u64 %_gr_t3, %_gr_d1;",
+            "shl.b32 %_gr_t4, %_gr_t2, 16;",
+            f"or.b32 %_gr_t4, %_gr_t4, {flags};",
+            emit.call_rec(sid, "%_gr_t4", "%_gr_t3", epoch, value, extra),
+        ]
+        return code
+
+    def _value(self, ins: Instr, src: str, size: int, code: list[str]) -> bool:
+        """Code that leaves the stored value (internals §1) in %_gr_val."""
+        elems = [e.strip() for e in src.strip("{}").split(",")] if src.startswith("{") else [src]
+        esize = size // max(1, len(elems))
+        words: list[tuple[str, int]] = []  # (b32 register or immediate, bytes)
+        for k, e in enumerate(elems):
+            if e.startswith("%"):
+                t = reg_type(self.fn, e)
+                width = TYPE_BYTES.get(t or "", 0)
+                if t == "pred" or width == 0:
+                    return False
+                if width == 2:
+                    code.append(f"cvt.u32.u16 %_gr_t{5 + k}, {e};")
+                    words.append((f"%_gr_t{5 + k}", min(esize, 2)))
+                elif width == 4:
+                    code.append(f"mov.b32 %_gr_t{5 + k}, {e};")
+                    words.append((f"%_gr_t{5 + k}", min(esize, 4)))
+                elif width == 8 and esize == 8:
+                    code.append(f"mov.b64 {{%_gr_t{5 + 2 * k}, %_gr_t{6 + 2 * k}}}, {e};")
+                    words += [(f"%_gr_t{5 + 2 * k}", 4), (f"%_gr_t{6 + 2 * k}", 4)]
+                elif width == 8:
+                    code.append(f"cvt.u32.u64 %_gr_t{5 + k}, {e};")
+                    words.append((f"%_gr_t{5 + k}", min(esize, 4)))
+                else:
+                    return False
+            else:
+                bits = _immediate_bits(e, esize)
+                if bits is None:
+                    return False
+                for w in range(max(1, esize // 4)):
+                    reg = f"%_gr_t{13 + 2 * k + w}"  # t13..t19 (registers: t5..t12)
+                    code.append(f"mov.u32 {reg}, {(bits >> (32 * w)) & 0xFFFFFFFF};")
+                    words.append((reg, min(esize, 4)))
+        if size <= 4:
+            code.append("mov.u32 %_gr_val, 0;")
+            shift = 0
+            for reg, n in words:
+                mask = (1 << (8 * n)) - 1
+                code += [
+                    f"and.b32 %_gr_t21, {reg}, {mask};",
+                    f"shl.b32 %_gr_t21, %_gr_t21, {shift};",
+                    "or.b32 %_gr_val, %_gr_val, %_gr_t21;",
+                ]
+                shift += 8 * n
+            return True
+        code.append(f"mov.u32 %_gr_val, {emit.FNV_OFFSET};")
+        for reg, n in words:
+            code += emit.fnv_bytes(reg, n)
+        return True
+
+    # -- barriers and events -------------------------------------------------
+    def _barrier(self, s: Stmt, ins: Instr) -> None:
+        if ins.has("warp"):
+            self._sync(s, ins, SYNC_WARP)
+            return
+        if ins.has("cluster"):
+            self._sync(s, ins, SYNC_CLUSTER)
+            return
+        if ins.has("arrive"):
+            self._sync(s, ins, SYNC_ARRIVE)
+            return
+        if not _is_wait_barrier(ins):
+            self._sync(s, ins, SYNC_ARRIVE)
+            return
+        ops = ins.operands
+        if ins.has("red"):
+            count = ops[2] if len(ops) == 4 else None
+        else:
+            count = ops[1] if len(ops) == 2 else None
+        sid = self.site(s, Kind.EVENT, ins, Event.BARRIER)
+        flags = int(Kind.EVENT) | (int(Event.BARRIER) << 24)
+        skip, partial = self.st.label(), self.st.label()
+        code = self._guard(ins, skip)
+        if count is not None:
+            code += [f"setp.eq.u32 %_gr_q2, {count}, %_gr_nthr;", f"@!%_gr_q2 bra {partial};"]
+        code.append(emit.call_rec(sid, str(flags), "0", "%_gr_nbar", "0", 3))
+        if count is not None:
+            code += [f"bra {skip};", f"{partial}:", emit.call_srec(sid, SYNC_PARTIAL)]
+        code.append(f"{skip}:")
+        self.before(s, code)
+        skip2 = self.st.label()
+        after = self._guard(ins, skip2)
+        if count is not None:
+            after += [f"setp.eq.u32 %_gr_q2, {count}, %_gr_nthr;", f"@!%_gr_q2 bra {skip2};"]
+        after += [
+            "add.u32 %_gr_epl, %_gr_epl, 1;",
+            "add.u32 %_gr_epg, %_gr_epg, 1;",
+            "add.u32 %_gr_nbar, %_gr_nbar, 1;",
+            f"{skip2}:",
+        ]
+        self.after(s, after)
+
+    def _sync(self, s: Stmt, ins: Instr, code_: int) -> None:
+        sid = self.site(s, Kind.EVENT, ins)
+        skip = self.st.label()
+        self.before(s, self._guard(ins, skip) + [emit.call_srec(sid, code_), f"{skip}:"])
+
+    def _exit(self, s: Stmt, ins: Instr) -> None:
+        sid = self.site(s, Kind.EVENT, ins, Event.EXIT)
+        flags = int(Kind.EVENT) | (int(Event.EXIT) << 24)
+        skip = self.st.label()
+        code = self._guard(ins, skip)
+        code += [emit.call_rec(sid, str(flags), "0", "%_gr_nbar", "0", 0), f"{skip}:"]
+        self.before(s, code)
+
+
+def _atomic_detail(ins: Instr) -> str:
+    """``atom.add scope=gpu order=relaxed`` for a site's report (the extra word's bits
+    8-15 in words)."""
+    so = _scope_order(ins)
+    scope = {v: k for k, v in SCOPES.items()}[so & 15]
+    order = {v: k for k, v in ORDERS.items()}[so >> 4]
+    what = next((p for p in ins.parts[1:] if p in ATOM_OPS), "load" if ins.op != "st" else "store")
+    return f"{ins.op}.{what} scope={scope} order={order}"
+
+
+def _statement_at(line_text: str, col: int) -> str:
+    """The source statement that starts at `col` (``tile[t] = in[g]``,
+    ``__syncthreads()``): line info gives statements, not sub-expressions."""
+    seg = line_text[col - 1 :] if 0 < col <= len(line_text) else ""
+    return seg.split(";")[0].strip()
+
+
+def _is_wait_barrier(ins: Instr) -> bool:
+    return (
+        ins.op in ("bar", "barrier")
+        and (ins.has("sync") or ins.has("red"))
+        and not ins.has("warp", "cluster", "arrive")
+    )
+
+
+def _access_size(ins: Instr) -> int | None:
+    vec = 1
+    for p in ins.parts:
+        if re.fullmatch(r"v\d", p):
+            vec = int(p[1:])
+    types = [p for p in ins.parts if p in TYPE_BYTES]
+    if not types:
+        return None
+    return TYPE_BYTES[types[-1]] * vec
+
+
+def _scope_order(ins: Instr) -> int:
+    """scope | order << 4 (the extra word's bits 8-15 after the op code)."""
+    scope = next((SCOPES[p] for p in ins.parts if p in SCOPES), 3)  # PTX default: .gpu
+    if ins.has("volatile"):
+        scope, order = 4, ORDERS["volatile"]
+    else:
+        order = next((ORDERS[p] for p in ins.parts if p in ORDERS), ORDERS["relaxed"])
+    return scope | order << 4
+
+
+def _immediate_bits(text: str, nbytes: int) -> int | None:
+    import struct
+
+    t = text.strip()
+    try:
+        if re.fullmatch(r"0[fF][0-9a-fA-F]{8}", t):
+            return int(t[2:], 16)
+        if re.fullmatch(r"0[dD][0-9a-fA-F]{16}", t):
+            return int(t[2:], 16)
+        if re.fullmatch(r"-?\d+\.\d*(e-?\d+)?", t):
+            fmt = "<f" if nbytes == 4 else "<d"
+            return int.from_bytes(struct.pack(fmt, float(t)), "little")
+        v = int(t.rstrip("U"), 0)
+    except ValueError:
+        return None
+    return v & ((1 << (8 * nbytes)) - 1)

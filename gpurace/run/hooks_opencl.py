@@ -1,0 +1,349 @@
+"""pyopencl hooks for ``gpurace run``: record programs, kernel arguments and launches.
+
+What is wrapped (undone by the returned callable):
+
+* ``Program.build`` remembers the program's OpenCL C source and the build options
+  the program gave (not pyopencl's own defaults), keyed by the built program, so a
+  kernel (``prg.name`` or ``cl.Kernel(prg, name)``, however obtained) finds them
+  through ``kernel.program``. The original build runs first: a kernel that does not
+  compile raises pyopencl's own error into the program.
+* ``Kernel.set_arg`` and ``Kernel.set_args`` remember each argument (on the kernel
+  object), as ``kernel(queue, global, local, *args)`` does; ``set_arg_types`` and
+  ``set_scalar_arg_dtypes`` remember a typed kernel's argument types, so Arrays
+  (pyopencl.array, ElementwiseKernel) map onto parameters as pyopencl maps them.
+* ``Kernel.__call__`` and ``pyopencl.enqueue_nd_range_kernel`` are the launches:
+  counted per kernel, and at a selected one the queue is finished, every buffer
+  argument is read back to the host (``enqueue_copy`` on the program's queue, while
+  the hooks are off). Then the program's launch runs unchanged, so its results are
+  unchanged, and once the driver accepted it the snapshot goes to the session, which
+  checks it on its own device (a launch the driver rejects is listed as not checked,
+  with its error, which reaches the program as usual).
+
+A launch is listed as not checked, with the reason, when gpurace cannot reproduce
+it: no local size (the driver would choose one; a kernel with
+reqd_work_group_size is fine), a global offset, an argument that is not a
+buffer, a number or ``LocalMemory`` (images, samplers, SVM, NULL), or call
+arguments that cannot be mapped onto the parameters (``_expand``).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpurace.run.session import Kernel, OpenCLLaunch, Session
+
+
+@dataclass
+class Pending:
+    """A selected launch, snapshotted, waiting for the program's launch to be accepted:
+    ``what`` is the launch to check, or why it cannot be checked."""
+
+    kernel: Kernel
+    index: int
+    what: OpenCLLaunch | str
+
+
+def _options(options: str | Sequence[str] | None) -> list[str]:
+    """The build options the program passed, as a list (pyopencl takes a string too)."""
+    if options is None:
+        return []
+    if isinstance(options, str):
+        return shlex.split(options)
+    return [str(o) for o in options]
+
+
+def _sizes(value: Any, times: Any = None) -> tuple[int, ...] | None:
+    """An NDRange size as a tuple (``g_times_l``: global is in work-groups)."""
+    if value is None:
+        return None
+    sizes = tuple(int(v) for v in (value if isinstance(value, (tuple, list)) else [value]))
+    if times is not None:
+        sizes = tuple(g * n for g, n in zip(sizes, times, strict=False))
+    return sizes
+
+
+def _scalar(value: Any) -> int | float | list | None:
+    """A by-value argument as a launch file's value (a list for a vector type)."""
+    import numpy as np
+
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        item = np.asarray(value).item()
+        if isinstance(item, tuple):  # a pyopencl.cltypes vector: one field per component
+            return [x for x in item]
+        return item
+    if isinstance(value, (bool, int, float)):
+        return value
+    return None
+
+
+def install(session: Session) -> Callable[[], None]:
+    """Wrap pyopencl to report to ``session``; returns the function that unwraps."""
+    import pyopencl as cl
+
+    undo: list[Callable[[], None]] = []
+    programs: dict[int, tuple[Any, str | None, str, list[str]]] = {}  # int_ptr -> info
+    calling = [0]  # >0 inside Kernel.__call__: its own enqueue is not a second launch
+    built = [0]  # programs built so far: the N of "<OpenCL program N>"
+
+    def wrap(owner: Any, name: str, make: Callable[[Callable], Callable]) -> None:
+        orig = getattr(owner, name)
+        setattr(owner, name, make(orig))
+        undo.append(lambda: setattr(owner, name, orig))
+
+    def build(orig: Callable) -> Callable:
+        def hooked(self: Any, options: Any = None, devices: Any = None, cache_dir: Any = None):
+            result = orig(self, options, devices, cache_dir)
+            if not session.hooks_off:
+                source = getattr(self, "_source", None)
+                if isinstance(source, bytes):
+                    source = source.decode("utf-8", "replace")
+                built[0] += 1
+                with session.suspended():
+                    label = f"OpenCL program {built[0]}"
+                    file, source = session.locate(source, label, built[0], ext=".cl")
+                prg = self._prg
+                programs[prg.int_ptr] = (prg, source, file, _options(options))
+            return result
+
+        return hooked
+
+    def args_of(kernel: Any) -> dict[int, Any]:
+        found = getattr(kernel, "_gpurace_args", None)
+        if found is None:
+            found = {}
+            kernel._gpurace_args = found
+        return found
+
+    def set_arg(orig: Callable) -> Callable:
+        def hooked(self: Any, index: int, value: Any) -> Any:
+            result = orig(self, index, value)
+            args_of(self)[int(index)] = value
+            return result
+
+        return hooked
+
+    def set_args(orig: Callable) -> Callable:
+        def hooked(self: Any, *values: Any) -> Any:
+            result = orig(self, *values)
+            args_of(self).update(enumerate(values))
+            return result
+
+        return hooked
+
+    def source_of(kernel: Any) -> tuple[str | None, str, list[str]]:
+        """(source, file reports name, build options) of a kernel's program."""
+        info = programs.get(kernel.program.int_ptr)
+        if info is None:  # built before gpurace ran, or not through Program.build
+            return None, "<OpenCL program>", []
+        return info[1], info[2], info[3]
+
+    def launched(
+        queue: Any, kernel: Any, gsize: Any, lsize: Any, offset: Any, g_times_l: bool
+    ) -> Pending | None:
+        """Count one launch; when selected, snapshot it (before the program's launch
+        runs) and return what to check once that launch was accepted."""
+        if session.hooks_off or calling[0]:
+            return None
+        source, file, options = source_of(kernel)
+        k = session.kernel(file, kernel.function_name, source, "opencl")
+        index = session.next_launch(k)
+        if index is None:
+            return None
+        snapshot: list[tuple[str, Any]] | str | None = None
+        glob = local = None
+        try:
+            with session.suspended():
+                local = _sizes(lsize)
+                glob = _sizes(gsize, local if g_times_l else None)
+                why = _unsupported(kernel, local, offset)
+                snapshot = None if why else _snapshot(queue, kernel, args_of(kernel))
+        except Exception as err:  # the program's launch reports its own errors
+            why = f"its arguments could not be read back: {type(err).__name__}: {err}"
+        if isinstance(snapshot, str) or why:
+            return Pending(k, index, why or str(snapshot))
+        assert glob is not None and snapshot is not None
+        return Pending(k, index, OpenCLLaunch(glob, local, options, snapshot))
+
+    def finish(pending: Pending | None, launch: Callable[[], Any]) -> Any:
+        """Run the program's launch; then check the snapshot, unless the driver
+        rejected the launch (its error goes on to the program)."""
+        try:
+            result = launch()
+        except Exception as err:
+            if pending is not None:
+                why = f"the driver rejected it: {type(err).__name__}: {err}"
+                session.skip(pending.kernel, pending.index, why.splitlines()[0])
+            raise
+        if pending is not None:
+            if isinstance(pending.what, str):
+                session.skip(pending.kernel, pending.index, pending.what)
+            else:
+                session.launch_opencl(pending.kernel, pending.index, pending.what)
+        return result
+
+    def array_launch(kernel: Any) -> None:
+        """A kernel call whose arguments cannot be mapped onto its parameters (Arrays
+        to an untyped kernel, complex numbers, structs): counted, not checked."""
+        source, file, _ = source_of(kernel)
+        k = session.kernel(file, kernel.function_name, source, "opencl")
+        index = session.next_launch(k)
+        if index is not None:
+            why = "arguments that cannot be mapped onto the kernel's parameters (Array "
+            session.skip(k, index, why + "without set_arg_types, complex or struct values)")
+
+    def arg_types(orig: Callable) -> Callable:
+        """Remember a typed kernel's argument types: how its call arguments map onto
+        the kernel's parameters (pyopencl.invoker's rules, see ``_expand``)."""
+
+        def hooked(self: Any, types: Any) -> Any:
+            result = orig(self, types)
+            self._gpurace_types = tuple(types)
+            return result
+
+        return hooked
+
+    def call(orig: Callable) -> Callable:
+        def hooked(self: Any, queue: Any, global_size: Any, local_size: Any, *args: Any, **kw):
+            pending = None
+            if session.hooks_off or calling[0]:
+                pass
+            elif (expanded := _expand(self, args)) is None:
+                array_launch(self)
+            elif len(expanded) == self.num_args:
+                args_of(self).update(enumerate(expanded))
+                pending = launched(
+                    queue,
+                    self,
+                    global_size,
+                    local_size,
+                    kw.get("global_offset"),
+                    bool(kw.get("g_times_l")),
+                )
+            calling[0] += 1
+            try:
+                return finish(
+                    pending, lambda: orig(self, queue, global_size, local_size, *args, **kw)
+                )
+            finally:
+                calling[0] -= 1
+
+        return hooked
+
+    def nd_range(orig: Callable) -> Callable:
+        def hooked(
+            queue: Any,
+            kernel: Any,
+            global_work_size: Any,
+            local_work_size: Any,
+            global_work_offset: Any = None,
+            wait_for: Any = None,
+            g_times_l: bool = False,
+            allow_empty_ndrange: bool = False,
+        ) -> Any:
+            pending = launched(
+                queue, kernel, global_work_size, local_work_size, global_work_offset, g_times_l
+            )
+            return finish(
+                pending,
+                lambda: orig(
+                    queue,
+                    kernel,
+                    global_work_size,
+                    local_work_size,
+                    global_work_offset,
+                    wait_for,
+                    g_times_l,
+                    allow_empty_ndrange,
+                ),
+            )
+
+        return hooked
+
+    wrap(cl.Program, "build", build)
+    wrap(cl.Kernel, "set_arg", set_arg)
+    wrap(cl.Kernel, "set_args", set_args)
+    wrap(cl.Kernel, "__call__", call)
+    wrap(cl.Kernel, "set_arg_types", arg_types)
+    wrap(cl.Kernel, "set_scalar_arg_dtypes", arg_types)
+    wrap(cl, "enqueue_nd_range_kernel", nd_range)
+
+    def uninstall() -> None:
+        for step in reversed(undo):
+            step()
+
+    return uninstall
+
+
+def _expand(kernel: Any, args: Sequence[Any]) -> list[Any] | None:
+    """The kernel's arguments for a call's ``args``, as pyopencl's invoker sets them.
+
+    A typed kernel (``set_arg_types``/``set_scalar_arg_dtypes``; pyopencl.array's and
+    elementwise kernels) takes an Array as its buffer plus, ``with_offset``, a long
+    byte offset, and converts numbers to the declared dtype. None: not reproducible
+    (an Array given to an untyped kernel, complex numbers).
+    """
+    import numpy as np
+
+    types = getattr(kernel, "_gpurace_types", None)
+    if types is None or len(types) != len(args):
+        return None if any(hasattr(a, "base_data") for a in args) else list(args)
+    out: list[Any] = []
+    for arg, typ in zip(args, types, strict=True):
+        if typ is None:
+            out.append(arg)
+        elif hasattr(typ, "with_offset"):  # pyopencl.tools.VectorArg
+            out.append(getattr(arg, "base_data", arg))
+            if typ.with_offset:
+                out.append(np.int64(getattr(arg, "offset", 0)))
+        elif np.dtype(typ).kind == "c" or np.dtype(typ).char == "V":
+            return None
+        else:
+            out.append(np.dtype(typ).type(arg))
+    return out
+
+
+def _snapshot(queue: Any, kernel: Any, saved: dict[int, Any]) -> list[tuple[str, Any]] | str:
+    """Each argument as the launch sees it (buffers read back now); a str says why not."""
+    import numpy as np
+    import pyopencl as cl
+
+    queue.finish()
+    args: list[tuple[str, Any]] = []
+    for i in range(kernel.num_args):
+        value = saved.get(i)
+        if isinstance(value, cl.Buffer):
+            host = np.empty(value.size, np.uint8)
+            cl.enqueue_copy(queue, host, value)
+            args.append(("buffer", host.tobytes()))
+        elif isinstance(value, cl.LocalMemory):
+            args.append(("local", int(value.size)))
+        elif _scalar(value) is not None:
+            args.append(("scalar", _scalar(value)))
+        else:
+            what = "not set" if i not in saved else f"a {type(value).__name__}"
+            return (
+                f"argument {i} is {what}: gpurace checks buffer, number and "
+                "LocalMemory arguments only"
+            )
+    return args
+
+
+def _unsupported(kernel: Any, local: tuple[int, ...] | None, offset: Any) -> str:
+    """Why a launch cannot be reproduced on gpurace's device ("" when it can)."""
+    if offset is not None and any(int(o) for o in _sizes(offset) or ()):
+        return f"global offset {list(_sizes(offset) or ())}: gpurace launches from offset 0"
+    if local is None:
+        import pyopencl as cl
+
+        reqd = kernel.get_work_group_info(
+            cl.kernel_work_group_info.COMPILE_WORK_GROUP_SIZE, kernel.context.devices[0]
+        )
+        if not any(reqd):
+            return (
+                "no local size (None): the driver picks the work-group size, and gpurace "
+                "cannot know which; pass it explicitly"
+            )
+    return ""

@@ -1,0 +1,529 @@
+"""The ``gpurace run`` session: run a Python program in-process with GPU APIs hooked.
+
+Why in-process (``runpy``) rather than a subprocess with a ``sitecustomize``
+bootstrap: the hooks, the kernels seen and the per-kernel launch counters live in
+one Python object that the report is printed from at the end, with no IPC and no
+second interpreter start; the program still sees ``__name__ == "__main__"``, its
+own ``sys.argv`` and its directory first on ``sys.path``, and its exceptions and
+``sys.exit`` codes are caught here exactly as the interpreter would show them. The
+cost: the program runs in gpurace's interpreter (``python`` in the command line
+names it, it does not choose another one).
+
+The session is independent of the GPU API: a hook module (``hooks_wgpu``) calls
+``kernel`` when a launch is submitted, ``next_launch`` to learn whether that launch
+is selected, and ``launch`` with a host snapshot of the bound buffers; the session
+builds a ``LaunchSpec`` from it and reuses ``gpurace.api.check`` (races) and
+``gpurace.determinism.repeat_kernel`` (determinism) on gpurace's own device, so the
+program's buffers are never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import re
+import runpy
+import sys
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpurace.model import GpuraceError, Report
+from gpurace.report.common import relpath
+
+TOOLS = ("race", "determinism", "all")
+#: Where module sources are looked for: at most this many .wgsl/.py files of at most
+#: this size (a program started from a large directory must not be slowed down).
+MAX_SOURCE_FILES = 200
+MAX_SOURCE_BYTES = 1 << 20
+
+
+@dataclass
+class Options:
+    """What ``gpurace run`` checks; the CLI options one to one."""
+
+    tool: str = "race"
+    kernel: str | None = None  # regular expression over entry point names
+    launches: int = 1  # first N launches per kernel; 0: all
+    repeat: int = 20
+    uniform_writes: str | None = None
+    device: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.tool not in TOOLS:
+            raise GpuraceError(f"--tool must be one of {', '.join(TOOLS)}, not '{self.tool}'")
+        if self.launches < 0:
+            raise GpuraceError(f"--launches must be 0 (all) or more, not {self.launches}")
+        if self.repeat < 1:
+            raise GpuraceError(f"--repeat must be a positive integer, not {self.repeat}")
+        try:
+            self.pattern = re.compile(self.kernel) if self.kernel is not None else None
+        except re.error as err:
+            raise GpuraceError(
+                f"--kernel '{self.kernel}' is not a regular expression: {err}"
+            ) from None
+
+
+@dataclass
+class Kernel:
+    """One kernel (source file and entry point) and what happened to its launches."""
+
+    file: str
+    entry: str
+    source: str | None
+    language: str
+    variant: str = ""  # e.g. the override constants its pipeline set
+    launches: int = 0  # launches the program submitted
+    checked: list[int] = field(default_factory=list)
+    reports: list[tuple[int, Report]] = field(default_factory=list)
+    repeats: list[tuple[int, Any]] = field(default_factory=list)  # determinism.RepeatResult
+    skipped: list[str] = field(default_factory=list)  # "launch N: why"
+    selected_launches: int = 0  # launches next_launch selected (checked, skipped or both)
+
+    @property
+    def selected(self) -> bool:
+        return bool(self.checked or self.skipped)
+
+
+@dataclass
+class OpenCLLaunch:
+    """One OpenCL launch as a hook saw it, for ``Session.launch_opencl``.
+
+    ``args`` in parameter order: ("buffer", its bytes just before the launch),
+    ("scalar", a number or a list for a vector) or ("local", __local bytes).
+    ``local_size`` None: the kernel's reqd_work_group_size must give it.
+    """
+
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...] | None
+    options: list[str]
+    args: list[tuple[str, Any]]
+
+
+class Session:
+    """Kernels seen, launches selected, and the checks' results for one run."""
+
+    def __init__(self, options: Options, script_dir: str | None = None) -> None:
+        self.options = options
+        self.kernels: dict[tuple[str, str, str], Kernel] = {}
+        self.script_dir = script_dir
+        self._off = 0
+        self._instrumented: dict[tuple[str, str], Any] = {}
+        self._files: dict[str, str | None] | None = None
+
+    # -- for hook modules ------------------------------------------------------
+
+    @property
+    def hooks_off(self) -> bool:
+        """True while gpurace itself uses the GPU API (hooks pass calls straight on)."""
+        return self._off > 0
+
+    @contextlib.contextmanager
+    def suspended(self) -> Iterator[None]:
+        self._off += 1
+        try:
+            yield
+        finally:
+            self._off -= 1
+
+    def locate(
+        self, source: str | None, label: str, number: int, ext: str = ".wgsl"
+    ) -> tuple[str, str | None]:
+        """The file reports name a module's sites in, and the source to check for it.
+
+        The program usually reads its kernel from a file: the label when it is that
+        file, else an ``ext`` (``.wgsl``, ``.cl``) file next to the program (or in the
+        current directory) with exactly this text. A kernel written as a string in a
+        ``.py`` file there is found in it verbatim; the source checked then starts with
+        as many empty lines as precede the string, so reported lines (and columns) are
+        the ``.py`` file's. Otherwise the name is made from the label (``<label>``).
+        """
+        if source is not None:
+            if label and os.path.isfile(label) and self._read(label) == source:
+                return label, source
+            files = self._candidates()
+            for path, text in files.items():
+                if path.endswith(ext) and text == source:
+                    return path, source
+            if source.strip():
+                for path, text in files.items():
+                    at = text.find(source) if path.endswith(".py") and text else -1
+                    if at >= 0:
+                        return path, "\n" * text.count("\n", 0, at) + source
+        return f"<{label or f'shader module {number}'}>", source
+
+    def kernel(
+        self, file: str, entry: str | None, source: str | None, language: str, variant: str = ""
+    ) -> Kernel:
+        """The kernel record for (file, entry, variant); ``entry`` None: the module's only one.
+
+        ``variant`` tells apart pipelines of one entry point that differ in how they
+        were created (WGSL: the override constants); ``source`` is then that variant's.
+        """
+        name = entry or self._only_entry(file, source) or "?"
+        key = (file, name, variant)
+        if key not in self.kernels:
+            self.kernels[key] = Kernel(file, name, source, language, variant)
+        return self.kernels[key]
+
+    def next_launch(self, kernel: Kernel) -> int | None:
+        """Count one launch of ``kernel``; its index if it is to be checked, else None."""
+        index = kernel.launches
+        kernel.launches += 1
+        opts = self.options
+        if opts.pattern is not None and not opts.pattern.search(kernel.entry):
+            return None
+        if opts.launches and kernel.selected_launches >= opts.launches:
+            return None
+        kernel.selected_launches += 1
+        if kernel.source is None:
+            why = "its override constants cannot be written into the source"
+            if kernel.language == "opencl":
+                why = "built from a binary or IL, not OpenCL C source"
+            elif not kernel.variant:
+                why = "not WGSL source (gpurace rewrites WGSL text only)"
+            self.skip(kernel, index, why)
+            return None
+        return index
+
+    def skip(self, kernel: Kernel, index: int, reason: str) -> None:
+        kernel.skipped.append(f"launch {index}: {reason}")
+
+    def launch(
+        self,
+        kernel: Kernel,
+        index: int,
+        workgroups: tuple[int, ...],
+        buffers: dict[tuple[int, int], bytes],
+    ) -> None:
+        """Check one launch from its snapshot: every bound buffer's bytes at that point."""
+        if 0 in workgroups:
+            self.skip(kernel, index, f"empty grid {list(workgroups)}: nothing runs")
+            return
+        self._guarded(kernel, index, lambda: self.launch_spec(kernel, tuple(workgroups), buffers))
+
+    def launch_opencl(self, kernel: Kernel, index: int, launch: OpenCLLaunch) -> None:
+        """Check one OpenCL launch from its snapshot (``OpenCLLaunch``: NDRange and args)."""
+        if 0 in launch.global_size:
+            self.skip(kernel, index, f"empty NDRange {list(launch.global_size)}: nothing runs")
+            return
+        self._guarded(kernel, index, lambda: self.opencl_spec(kernel, launch))
+
+    def _guarded(self, kernel: Kernel, index: int, spec: Callable[[], Any]) -> None:
+        """Build the launch's spec and check it; any failure is a skip with its reason."""
+        with self.suspended():
+            try:
+                self._check(kernel, index, spec())
+            except GpuraceError as err:
+                self.skip(kernel, index, str(err))
+            except Exception as err:  # a gpurace bug must not take the program down
+                if os.environ.get("GPURACE_DEBUG"):
+                    raise
+                self.skip(kernel, index, f"internal error: {type(err).__name__}: {err}")
+
+    # -- checking ---------------------------------------------------------------
+
+    def _check(self, kernel: Kernel, index: int, spec: Any) -> None:
+        from gpurace import api, determinism
+
+        assert kernel.source is not None
+        opts = self.options
+        replay = opts.tool in ("determinism", "all")
+        if replay and kernel.language != "wgsl" and opts.tool == "determinism":
+            raise GpuraceError("determinism replay runs WGSL kernels only")
+        if opts.tool in ("race", "all"):
+            report = api.check(
+                kernel.source,
+                spec,
+                path=kernel.file,
+                device=opts.device,
+                uniform_writes=opts.uniform_writes,
+                entry=kernel.entry,
+                language=kernel.language,
+            )
+            for race in report.races:
+                race.launch = index  # the text report's "launch N"
+            kernel.reports.append((index, report))
+        if replay and kernel.language != "wgsl":
+            kernel.checked.append(index)
+            self.skip(kernel, index, "determinism replay runs WGSL kernels only (races checked)")
+            return
+        if replay:
+            result = determinism.repeat_kernel(
+                kernel.source,
+                spec,
+                runs=opts.repeat,
+                path=kernel.file,
+                device=opts.device,
+                entry=kernel.entry,
+            )
+            kernel.repeats.append((index, result))
+        kernel.checked.append(index)
+
+    def launch_spec(
+        self, kernel: Kernel, workgroups: tuple[int, ...], buffers: dict[tuple[int, int], bytes]
+    ) -> Any:
+        """A LaunchSpec whose buffers hold the snapshot, typed as the kernel declares.
+
+        Each binding gets the launch-file type of the scalar inside its element type
+        (a struct of mixed fields is carried as u32 words: the bytes are exact, only
+        the determinism statistics count in u32 steps). A binding the entry point
+        does not use and the program did not bind gets zeros of its declared size.
+        """
+        import numpy as np
+
+        from gpurace.launch import DTYPES, LaunchSpec, _type_hint
+
+        inst = self.instrumented(kernel)
+        tables = []
+        for b in inst.bindings:
+            typ = _type_hint(b)
+            if b.elem_type not in DTYPES and "<" not in b.elem_type:
+                typ = "u32"  # a struct: its bytes as words
+            dtype = DTYPES[typ]
+            raw = buffers.get((b.group, b.binding))
+            if raw is None:
+                raw = bytes(max(b.size or b.elem_stride or 4, 16))
+            n = len(raw)
+            if b.size is None and b.elem_stride:
+                n -= n % b.elem_stride
+            n -= n % dtype.itemsize
+            data = np.frombuffer(raw[:n], dtype).copy()
+            tables.append({"group": b.group, "binding": b.binding, "type": typ, "fill": data})
+        return LaunchSpec.from_dict(
+            {"entry": kernel.entry, "workgroups": list(workgroups), "binding": tables},
+            path=kernel.file,
+        )
+
+    def opencl_spec(self, kernel: Kernel, launch: OpenCLLaunch) -> Any:
+        """An OpenCL LaunchSpec: each buffer argument's snapshot typed as its parameter's
+        element (so races name 'data'[5]); a struct element is carried as uint words
+        (or bytes), exactly; scalars and __local sizes as the program passed them."""
+        import numpy as np
+
+        from gpurace.launch import LaunchSpec, cl_type_name, element_type
+
+        inst = self.instrumented(kernel, launch.options)
+        params = inst.params.get(kernel.entry, [])
+        tables: list[dict[str, Any]] = []
+        for i, (kind, value) in enumerate(launch.args):
+            if kind == "scalar":
+                tables.append({"value": value})
+            elif kind == "local":
+                tables.append({"local": value})
+            else:
+                typ = cl_type_name(params[i].elem_type) if i < len(params) else "uchar"
+                found = element_type(typ)
+                if found is None:
+                    typ = "uint" if len(value) % 4 == 0 else "uchar"
+                    found = element_type(typ)
+                assert found is not None
+                dtype, lanes = found
+                n = len(value) - len(value) % (dtype.itemsize * lanes)
+                if n == 0:
+                    raise GpuraceError(
+                        f"argument {i}: a buffer of {len(value)} bytes holds no {typ}"
+                    )
+                fill = np.frombuffer(value[:n], dtype).copy()
+                tables.append({"type": typ, "fill": fill})
+        data: dict[str, Any] = {
+            "kernel": kernel.entry,
+            "global_size": list(launch.global_size),
+            "options": list(launch.options),
+            "arg": tables,
+        }
+        if launch.local_size is not None:
+            data["local_size"] = list(launch.local_size)
+        return LaunchSpec.from_dict(data, path=kernel.file)
+
+    def instrumented(self, kernel: Kernel, options: Sequence[str] = ()) -> Any:
+        from gpurace import api
+
+        key = (kernel.file, kernel.source or "", kernel.language, tuple(options))
+        if key not in self._instrumented:
+            self._instrumented[key] = api.instrument(
+                kernel.source or "", kernel.file, kernel.language, options
+            )
+        return self._instrumented[key]
+
+    def _only_entry(self, file: str, source: str | None) -> str | None:
+        if source is None:
+            return None
+        try:
+            with self.suspended():
+                inst = self.instrumented(Kernel(file, "", source, "wgsl"))
+        except GpuraceError:
+            return None
+        entries = list(inst.entry_points or {inst.entry: None})
+        return entries[0] if len(entries) == 1 else None
+
+    def _read(self, path: str) -> str | None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read()
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def _candidates(self) -> dict[str, str | None]:
+        """``.wgsl`` and ``.py`` files near the program, read once: where module sources
+        come from."""
+        if self._files is None:
+            self._files = {}
+            roots = [(self.script_dir, 2), (os.getcwd(), 0)] if self.script_dir else []
+            for root, depth in roots:
+                for dirpath, dirnames, filenames in os.walk(root):
+                    rel = os.path.relpath(dirpath, root)
+                    if rel != "." and rel.count(os.sep) + 1 > depth:
+                        dirnames[:] = []
+                        continue
+                    for name in sorted(filenames):
+                        path = os.path.join(dirpath, name)
+                        if name.endswith((".wgsl", ".cl", ".py")) and (
+                            os.path.getsize(path) <= MAX_SOURCE_BYTES
+                        ):
+                            self._files.setdefault(relpath(path), self._read(path))
+                    if len(self._files) >= MAX_SOURCE_FILES:
+                        break
+                    if depth == 0:
+                        break
+        return self._files
+
+    # -- the exit code ----------------------------------------------------------
+
+    @property
+    def exit_code(self) -> int:
+        """0 clean and complete, 1 races or nondeterminism, 2 incomplete (design.md §3)."""
+        kernels = [k for k in self.kernels.values() if k.selected]
+        if any(r.errors for k in kernels for _, r in k.reports):
+            return 1
+        if any(not res.identical for k in kernels for _, res in k.repeats):
+            return 1
+        if not kernels or any(k.skipped for k in kernels):
+            return 2
+        if any(not r.scope.complete for k in kernels for _, r in k.reports):
+            return 2
+        return 0
+
+
+# ---------------------------------------------------------------------------
+# Running the program
+# ---------------------------------------------------------------------------
+
+
+def parse_command(argv: Sequence[str]) -> tuple[str, str, list[str]]:
+    """``python app.py ARGS`` or ``python -m pkg ARGS`` -> (kind, target, args)."""
+    argv = list(argv)
+    usage = "give the program after '--': gpurace run [OPTIONS] -- python app.py [ARGS]"
+    if not argv:
+        raise GpuraceError(f"no program to run; {usage}")
+    if os.path.basename(argv[0]).startswith("python"):
+        argv = argv[1:]
+    elif not argv[0].endswith(".py"):
+        raise GpuraceError(
+            f"'{argv[0]}' is not a Python program: gpurace run runs Python programs "
+            f"in-process; {usage}"
+        )
+    if not argv:
+        raise GpuraceError(f"no script after 'python'; {usage}")
+    if argv[0] == "-m":
+        if len(argv) < 2:
+            raise GpuraceError("'python -m' needs a module name")
+        return "module", argv[1], argv[2:]
+    if argv[0].startswith("-"):
+        raise GpuraceError(
+            f"python option '{argv[0]}' is not supported by gpurace run "
+            "(give a script or -m MODULE)"
+        )
+    if not os.path.isfile(argv[0]):
+        raise GpuraceError("program not found", argv[0])
+    return "script", argv[0], argv[1:]
+
+
+@dataclass
+class ProgramResult:
+    """How the program ended: its exit status, and whether it raised."""
+
+    code: int
+    crashed: bool = False
+
+
+def _print_program_exception(exc: BaseException) -> None:
+    """The traceback Python would print, without runpy's and gpurace's own frames."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    runpy_file = os.path.abspath(runpy.__file__)
+
+    def keep(frame: traceback.FrameSummary) -> bool:
+        if frame.filename.startswith("<frozen runpy"):
+            return False
+        f = os.path.abspath(frame.filename)
+        return not (f.startswith(here + os.sep) or f == runpy_file)
+
+    te = traceback.TracebackException.from_exception(exc)
+    seen = set()
+    todo = [te]
+    while todo:
+        t = todo.pop()
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        t.stack = traceback.StackSummary.from_list([f for f in t.stack if keep(f)])
+        todo += [x for x in (t.__cause__, t.__context__) if x is not None]
+    sys.stderr.write("".join(te.format()))
+
+
+def run_program(kind: str, target: str, args: list[str]) -> ProgramResult:
+    """Run the program in this interpreter as ``python`` would; never raises."""
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    try:
+        if kind == "script":
+            sys.argv = [target, *args]
+            sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
+            runpy.run_path(os.path.abspath(target), run_name="__main__")  # as python does
+        else:
+            sys.argv = [target, *args]
+            sys.path.insert(0, os.getcwd())
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        return ProgramResult(0)
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            return ProgramResult(0)
+        if isinstance(code, int):
+            return ProgramResult(code)
+        sys.stderr.write(f"{code}\n")
+        return ProgramResult(1)
+    except KeyboardInterrupt:
+        sys.stderr.write("KeyboardInterrupt\n")
+        return ProgramResult(130, crashed=True)
+    except BaseException as exc:
+        _print_program_exception(exc)
+        return ProgramResult(1, crashed=True)
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+
+
+def run(command: Sequence[str], options: Options) -> tuple[Session, ProgramResult]:
+    """Install every available hook module, run the program, uninstall; the results."""
+    kind, target, args = parse_command(command)
+    script_dir = os.path.dirname(os.path.abspath(target)) if kind == "script" else os.getcwd()
+    session = Session(options, script_dir)
+    import gpurace.backends  # noqa: F401  (loads the OpenCL drivers before the program's Vulkan)
+    from gpurace.run import HOOK_MODULES
+
+    uninstallers = []
+    for name in HOOK_MODULES:
+        module = importlib.import_module(f"gpurace.run.{name}")
+        try:
+            uninstallers.append(module.install(session))
+        except ImportError:
+            continue  # that GPU API is not installed: the program cannot use it either
+    try:
+        result = run_program(kind, target, args)
+    finally:
+        for undo in reversed(uninstallers):
+            undo()
+    return session, result

@@ -1,0 +1,4 @@
+__kernel void status(__global int *status)
+{
+    status[0] = 7;
+}

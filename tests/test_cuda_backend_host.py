@@ -1,0 +1,230 @@
+"""The CUDA backend's host side on the CPU: `cuda_backend.launch` and `make_target`
+with a stand-in for cupy whose kernels run on the PTX interpreter
+(tests/ptx_emulator.py). This checks what the host does (argument packing, the
+control words of internals §5/§7, log and sync-log read-back, counting runs and
+address ranges through `_gr_rec`); cupy itself and the GPU are hwtests/nvidia's."""
+
+from __future__ import annotations
+
+from math import prod
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from gpurace import api
+from gpurace.api import linear_layout
+from gpurace.backends import cuda_backend
+from gpurace.model import RECORD_WORDS
+from tests.ptx_emulator import Emulator
+from tests.test_ptx_rewriter import CUDA_CASES, _emulate, _prepare
+
+
+class _Device:
+    id = 0
+    compute_capability = "90"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class _Kernel:
+    def __init__(self, ptx: str, name: str) -> None:
+        self.ptx, self.name = ptx, name
+
+    def __call__(self, grid, block, args, shared_mem=0):
+        emu = Emulator(self.ptx)
+        bits = [emu.mem.register(a) if isinstance(a, np.ndarray) else int(a) for a in args]
+        g = tuple(grid) + (1,) * (3 - len(grid))
+        b = tuple(block) + (1,) * (3 - len(block))
+        emu.launch(self.name, g, b, bits, shared_mem)
+
+
+class _Module:
+    def __init__(self, path: str) -> None:
+        self.ptx = Path(path).read_text()
+
+    def get_function(self, name: str) -> _Kernel:
+        return _Kernel(self.ptx, name)
+
+
+class _Event:
+    def record(self):
+        pass
+
+    def synchronize(self):
+        pass
+
+
+FAKE_CUPY = SimpleNamespace(
+    uint32=np.uint32,
+    asarray=lambda a: np.array(a, copy=True),
+    zeros=lambda n, dtype: np.zeros(n, dtype),
+    asnumpy=lambda a: np.array(a, copy=True),
+    RawModule=lambda path: _Module(path),
+    cuda=SimpleNamespace(
+        Event=_Event,
+        get_elapsed_time=lambda a, b: 0.0,
+        driver=SimpleNamespace(CUDADriverError=RuntimeError),
+    ),
+)
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):
+    monkeypatch.setattr(cuda_backend, "_cupy", lambda: FAKE_CUPY)
+    monkeypatch.setattr(cuda_backend, "_modules", {})
+    monkeypatch.setattr(cuda_backend, "get_device", lambda name=None: (_Device(), "fake GPU"))
+    monkeypatch.setattr(cuda_backend, "max_records_per_pass", lambda dev: 1 << 16)
+    monkeypatch.setattr(cuda_backend, "analysis_limit", lambda dev: 1 << 24)
+
+
+def _case(name):
+    return next(c for c in CUDA_CASES if c.id == name)
+
+
+def _launch(case, instrumented: bool, **kw):
+    launch, inst = _prepare(case)
+    kernel = inst.entry
+    params = inst.params[kernel]
+    args = cuda_backend.launch_args(launch)
+    extra = {}
+    if instrumented:
+        sizes = cuda_backend.var_sizes(inst, kernel, params, args, launch.shared_bytes)
+        bases, _ = linear_layout(sizes, prod(launch.grid))
+        extra = {"var_bases": bases, "var_sizes": sizes, "log_capacity": 1 << 14} | kw
+    ptx = inst.source if instrumented else inst.original_ptx
+    return cuda_backend.launch(
+        _Device(), ptx, "k.cu", kernel, params, args,
+        launch.grid, launch.block, launch.shared_bytes, **extra,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["cp_async_clean", "saxpy_clean", "atomic_widths_clean"])
+def test_launch_logs_what_the_kernel_does(fake_cupy, name):
+    """Scalars (a float, an int), buffers, dynamic shared memory and the three log
+    buffers reach the kernel as it expects; the log, the counters and the sync
+    events come back."""
+    case = _case(name)
+    plain = _launch(case, False)
+    checked = _launch(case, True)
+    outputs, records, _, _ = _emulate(case, True)
+    got = {k[1]: v.tobytes() for k, v in checked.outputs.items()}
+    assert got == {k[1]: v.tobytes() for k, v in plain.outputs.items()} == outputs
+    assert checked.requested == len(records) and checked.unattributed == 0
+    assert np.array_equal(cuda_backend.read_log(checked), records)
+    if name == "cp_async_clean":  # a commit and a wait per thread, 128 threads
+        assert checked.sync_events == {"async-copy group": 256}
+    else:
+        assert checked.sync_events == {}
+
+
+def test_counting_runs_and_address_ranges(fake_cupy):
+    """Through make_target's run: a counting run's bins add up to the records of the
+    full range, and a sub-range logs exactly the records with a word in it."""
+    case = _case("tile_nosync_race")
+    launch, _ = _prepare(case)
+    target = cuda_backend.make_target(
+        case.kernel.read_text(), launch, "tile_nosync_race.cu", None, None, False
+    )
+    full = target.run(0, 0xFFFFFFF0, 1 << 14)
+    records = cuda_backend.read_log(full)
+    counted = target.run(0, 0xFFFFFFF0, 0, 64, 16)
+    assert counted.histogram.sum() == len(records) == full.requested
+    lo, hi = target.bases[2], target.bases[2] + 64  # the first 16 words of `tile`
+    part = cuda_backend.read_log(target.run(lo, hi, 1 << 14))
+    wide = records.astype(np.int64)
+    base = np.array(target.bases)[(wide[:, 1] >> 16) & 0xFF]
+    size = (wide[:, 1] >> 8) & 0xFF
+    first = base + (wide[:, 2] & ~3)
+    last = base + ((wide[:, 2] + size - 1) & ~3)
+    keep = (first < hi) & (last >= lo) & ((wide[:, 1] & 3) != 3)
+    assert len(part) == keep.sum() > 0
+    assert sorted(map(tuple, part)) == sorted(map(tuple, records[keep]))
+    assert part.shape[1] == RECORD_WORDS
+
+
+def test_ptx_input_elements_are_named_from_the_launch(fake_cupy):
+    """Triton's PTX says nothing of element types: the launch file's do."""
+    from gpurace.instrument.ptx.launch import cuda_launch_from_dict
+    from tests.corpus import CORPUS
+    from tests.test_ptx_rewriter import TRITON
+
+    ptx = (CORPUS / "ptx" / "triton_add.ptx").read_text()
+    launch = cuda_launch_from_dict(TRITON["triton_add"], "add.toml")
+    target = cuda_backend.make_target(ptx, launch, "triton_add.ptx", None, None, False)
+    x = target.inst.variables[0]
+    assert (x.name, x.elem_stride, x.elem_type) == ("add_param_0", 4, "float")
+    assert target.run(0, 0xFFFFFFF0, 1 << 14).requested == 3 * 1000
+
+
+@pytest.fixture
+def pocl_analysis(monkeypatch):
+    """The analysis kernels (the same C source the CUDA build uses) on PoCL, fed the
+    interpreter's log: api.check's whole pass loop runs on the CPU."""
+    from gpurace.backends import opencl_backend
+
+    queue = opencl_backend.get_queue("Portable Computing Language")[0]
+
+    def analyse(device, log, n, bases, uniform, **kw):
+        records = np.asarray(log[: max(1, n) * RECORD_WORDS]).reshape(-1, RECORD_WORDS)
+        buf = opencl_backend.upload_log(queue, records)
+        return opencl_backend.analyse_on_device(queue, buf, n, bases, uniform, **kw)
+
+    monkeypatch.setattr(cuda_backend, "analyse_on_device", analyse)
+
+
+@pytest.mark.parametrize("name", [c.id for c in CUDA_CASES])
+def test_check_end_to_end(fake_cupy, pocl_analysis, name):
+    """`gpurace check KERNEL.cu --launch KERNEL.toml` as the lead will wire it
+    (api.check with cuda_backend.make_target): the labelled report and exit code."""
+    from gpurace.instrument.ptx.launch import load_cuda_launch
+    from tests.corpus import expected, reported
+
+    case = _case(name)
+    launch = load_cuda_launch(case.launch_path)
+    report = api.check(
+        case.kernel.read_text(), launch, path=f"tests/corpus/cuda/{case.kernel.name}"
+    )
+    assert report.language == "cuda" and report.scope.complete
+    assert reported(report) == expected(launch.expect)
+    assert report.exit_code == (1 if launch.expect["verdict"] == "race" else 0)
+
+
+def test_no_cuda_device_here_is_an_empty_list():
+    """CI has no NVIDIA GPU (and maybe no cupy): `gpurace devices` lists none."""
+    assert cuda_backend.list_devices() == []
+
+
+PARTIAL = """\
+extern "C" __global__ void halves(int *out) {
+  __shared__ int s[128];
+  int t = threadIdx.x;
+  s[t] = t;
+  if (t < 64) asm volatile("bar.sync 1, 64;" ::: "memory");
+  else asm volatile("bar.sync 2, 64;" ::: "memory");
+  out[t] = s[t ^ 1];
+}
+"""
+
+
+def test_named_barrier_over_part_of_the_block(fake_cupy, pocl_analysis):
+    """Two named barriers of 64 threads in a block of 128: each half orders its own
+    accesses, which the epoch analysis does not model. The waits are logged as sync
+    events, no epoch advances, the exchange is reported (conservatively) and the
+    result says it is incomplete."""
+    from gpurace.instrument.ptx.launch import cuda_launch_from_dict
+
+    launch = cuda_launch_from_dict(
+        {"grid": [1], "block": [128], "arg": [{"type": "int", "count": 128}]}, "p.toml"
+    )
+    report = api.check(PARTIAL, launch, path="partial.cu")
+    kinds = sorted((r.cls.name, report.sites[r.site_a].line, report.sites[r.site_b].line)
+                   for r in report.races)  # fmt: skip
+    assert kinds == [("LOCAL", 4, 7)]
+    assert not report.scope.complete and report.exit_code == 1
+    assert any("128 named-barrier waits" in n for n in report.scope.not_instrumented)
