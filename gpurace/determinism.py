@@ -990,7 +990,7 @@ def repeat_file(
     if language not in ("wgsl", "opencl"):
         raise GpuraceError(
             "gpurace repeat replays .wgsl kernels on wgpu and .cl kernels on OpenCL; "
-            f"{language} kernels are not supported yet",
+            f"{ {'cuda': 'CUDA'}.get(language, language) } kernels are not supported yet",
             kernel_path,
         )
     try:
