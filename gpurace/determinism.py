@@ -988,9 +988,10 @@ def repeat_file(
 
     language = api.language_of(kernel_path)
     if language not in ("wgsl", "opencl"):
+        shown = "CUDA" if language == "cuda" else language
         raise GpuraceError(
             "gpurace repeat replays .wgsl kernels on wgpu and .cl kernels on OpenCL; "
-            f"{ {'cuda': 'CUDA'}.get(language, language) } kernels are not supported yet",
+            f"{shown} kernels are not supported yet",
             kernel_path,
         )
     try:

@@ -38,6 +38,7 @@ from gpurace.model import GpuraceError
 from tests.test_run import PROGRAMS
 from tests.test_run import run as gpurace_run
 
+ROOT = Path(__file__).resolve().parent.parent
 F32_ONE = 0x3F800000
 
 
@@ -311,6 +312,10 @@ def test_cli_identical_exits_0_and_differing_exits_1_with_json(files: Path) -> N
     assert "inc (inc.cl on pthread-" in p.stdout
     assert "5 replays, 1 distinct result: bit-identical" in p.stdout
     assert "'y' (arg 0, float[256]): bit-identical" in p.stdout
+    example = ROOT / "examples" / "opencl" / "reduce_racy"
+    p = cli("repeat", f"{example}.cl", "--launch", f"{example}.sim", "--runs", "3", cwd=files)
+    assert p.returncode == 0, p.stderr  # an Oclgrind .sim launch works as well
+    assert "'partial' (arg 1, float[4]): bit-identical" in p.stdout
     for _ in range(3):
         p = cli("repeat", "ticket.cl", "--launch", "ticket.toml", "--json", "r.json", cwd=files)
         if p.returncode != 0:
