@@ -14,7 +14,9 @@ Two entry points:
   dispatches the plain kernel and hashes the written buffers with the companion
   kernel of ``shaders/hash.wgsl``, so only 8 bytes per buffer come back per replay.
   One representative output per distinct hash is kept on the device and read back
-  only when the replays differ, to compute the statistics.
+  only when the replays differ, to compute the statistics. OpenCL C launches take
+  the same path (``gpurace.determinism_opencl.repeat_opencl``, ``shaders/hash.cl``);
+  both share ``replay_and_compare``, the loop and the comparison.
 * ``repeat`` (``gpurace.repeat``) calls any Python function N times and compares the
   arrays it returns, for whole multi-kernel solves in a test suite.
 
@@ -33,7 +35,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -376,7 +378,7 @@ def format_text(result: RepeatResult) -> str:
         for d in o.first:
             shown = [_fmt_value(v) for v in d.values[:cols]]
             if len(set(shown)) < len(set(d.bits[:cols])):  # same print, other bits
-                width = np.dtype(o.type if o.type not in DTYPES else DTYPES[o.type]).itemsize
+                width = np.asarray(d.values[0]).dtype.itemsize
                 shown = [f"{s} (0x{b:0{2 * width}x})" for s, b in zip(shown, d.bits, strict=False)]
             pos = d.position if len(o.shape) > 1 else (d.index,)
             rows.append([f"[{', '.join(map(str, pos))}]"] + shown)
@@ -880,10 +882,63 @@ def repeat_kernel(
     say = progress or (lambda _msg: None)
     say(f"setting up '{name}' on {dev_name}")
     replayer = _Replayer(dev, source, path, name, bindings, launch, compare, keep)
+    outputs = []
+    for b in compare:
+        spec = launch.buffer(b.group, b.binding)
+        assert spec is not None
+        outputs.append(ReplayOutput(b.name, _where(b), spec.type, (spec.count,)))
+    return replay_and_compare(
+        replayer, outputs, name, runs, path, dev_name, t0, max_kept, keep_outputs, say
+    )
+
+
+@dataclass
+class ReplayOutput:
+    """One compared buffer of a device replay: its name, where it is bound, its
+    launch-file element type and its shape (as ``Replayer.read`` returns it)."""
+
+    name: str
+    where: str
+    type: str
+    shape: tuple[int, ...]
+
+
+class Replayer(Protocol):
+    """What ``replay_and_compare`` needs from an API's replayer (wgpu, OpenCL)."""
+
+    def replay(self) -> tuple[int, ...]:
+        """Restore the snapshot, launch, hash: one 64-bit hash per compared output."""
+
+    def keep(self) -> Any:
+        """Device copies of the compared outputs as they are now."""
+
+    def read(self, copies: Any) -> dict[str, np.ndarray]:
+        """One kept result on the host: each output by name, shaped as its ReplayOutput."""
+
+
+def replay_and_compare(
+    replayer: Replayer,
+    outputs: Sequence[ReplayOutput],
+    name: str,
+    runs: int,
+    path: str,
+    device: str,
+    t0: float,
+    max_kept: int = MAX_KEPT,
+    keep_outputs: bool = False,
+    say: Progress | None = None,
+) -> RepeatResult:
+    """The replay loop and the comparison, shared by every device API.
+
+    ``runs`` replays are grouped by their hashes; the first replay of each new result
+    keeps a device copy (at most ``max_kept``), read back only when the replays differ
+    (or ``keep_outputs``) and compared by ``diff_outputs``. ``t0`` is when set-up began.
+    """
+    say = say or (lambda _msg: None)
     t1 = time.perf_counter()
     groups: dict[tuple[int, ...], list[int]] = {}
-    kept: list[list[Any]] = []
-    per_output: list[set[int]] = [set() for _ in compare]
+    kept: list[Any] = []
+    per_output: list[set[int]] = [set() for _ in outputs]
     for run in range(runs):
         if run % 10 == 0:
             say(f"replay {run + 1}/{runs} of '{name}'")
@@ -902,24 +957,22 @@ def repeat_kernel(
         reps = [replayer.read(copies) for copies in kept]
     results = [DistinctResult("".join(f"{h:016x}" for h in k), r) for k, r in groups.items()]
     diffs = []
-    for i, b in enumerate(compare):
-        spec = launch.buffer(b.group, b.binding)
-        assert spec is not None
+    for i, o in enumerate(outputs):
         if reps and len(per_output[i]) > 1:
             diff = diff_outputs(
-                b.name,
-                [rep[b.name] for rep in reps],
+                o.name,
+                [rep[o.name] for rep in reps],
                 distinct=len(per_output[i]),
-                where=_where(b),
-                elem_type=spec.type,
+                where=o.where,
+                elem_type=o.type,
             )
         else:
-            diff = OutputDiff(b.name, spec.type, (spec.count,), _where(b), len(per_output[i]))
+            diff = OutputDiff(o.name, o.type, o.shape, o.where, len(per_output[i]))
             diff.compared = len(reps) or 1
         diffs.append(diff)
     t3 = time.perf_counter()
     timings = {"setup": t1 - t0, "replays": t2 - t1, "compare": t3 - t2}
-    return RepeatResult(name, runs, results, diffs, reps, path, dev_name, timings)
+    return RepeatResult(name, runs, results, diffs, reps, path, device, timings)
 
 
 def repeat_file(
@@ -933,9 +986,12 @@ def repeat_file(
     """``gpurace repeat``: read the kernel and launch files, then ``repeat_kernel``."""
     from gpurace import api
 
-    if api.language_of(kernel_path) != "wgsl":
+    language = api.language_of(kernel_path)
+    if language not in ("wgsl", "opencl"):
+        shown = "CUDA" if language == "cuda" else language
         raise GpuraceError(
-            "gpurace repeat replays .wgsl kernels on wgpu; OpenCL kernels are not supported yet",
+            "gpurace repeat replays .wgsl kernels on wgpu and .cl kernels on OpenCL; "
+            f"{shown} kernels are not supported yet",
             kernel_path,
         )
     try:
@@ -945,8 +1001,18 @@ def repeat_file(
         raise GpuraceError("kernel file is not UTF-8 text", kernel_path) from None
     except OSError as exc:
         raise GpuraceError(f"cannot read kernel: {exc.strerror}", kernel_path) from None
-    spec = load_launch(launch_path)
-    return repeat_kernel(
+    if launch_path.lower().endswith(".sim"):
+        from gpurace.launch_sim import load_sim
+
+        spec = load_sim(launch_path)[1]
+    else:
+        spec = load_launch(launch_path)
+    replay: Callable[..., RepeatResult] = repeat_kernel
+    if language == "opencl":
+        from gpurace.determinism_opencl import repeat_opencl
+
+        replay = repeat_opencl
+    return replay(
         source,
         spec,
         runs=runs,

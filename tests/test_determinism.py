@@ -611,11 +611,14 @@ def test_cli_bad_files(files: Path) -> None:
     (files / "bad.wgsl").write_text(INCREMENT.replace("+= 1.0", "+= 1.0 +"))
     line = one_line_error(gpurace_cli("repeat", "bad.wgsl", "--launch", "inc.toml", cwd=files))
     assert line.startswith("bad.wgsl:") and "error:" in line
-    (files / "k.cl").write_text("__kernel void k() {}\n")
+    (files / "k.cl").write_text("__kernel void k() {}\n")  # OpenCL C, but a WGSL launch
     line = one_line_error(gpurace_cli("repeat", "k.cl", "--launch", "inc.toml", cwd=files))
+    assert line.startswith("inc.toml: error: this launch file describes a WGSL launch")
+    (files / "k.cu").write_text("__global__ void k() {}\n")
+    line = one_line_error(gpurace_cli("repeat", "k.cu", "--launch", "inc.toml", cwd=files))
     assert line == (
-        "k.cl: error: gpurace repeat replays .wgsl kernels on wgpu; "
-        "OpenCL kernels are not supported yet"
+        "k.cu: error: gpurace repeat replays .wgsl kernels on wgpu and .cl kernels on "
+        "OpenCL; CUDA kernels are not supported yet"
     )
 
 

@@ -13,8 +13,8 @@ The session is independent of the GPU API: a hook module (``hooks_wgpu``) calls
 ``kernel`` when a launch is submitted, ``next_launch`` to learn whether that launch
 is selected, and ``launch`` with a host snapshot of the bound buffers; the session
 builds a ``LaunchSpec`` from it and reuses ``gpurace.api.check`` (races) and
-``gpurace.determinism.repeat_kernel`` (determinism) on gpurace's own device, so the
-program's buffers are never touched.
+``gpurace.determinism.repeat_kernel`` (determinism; ``determinism_opencl.repeat_opencl``
+for OpenCL) on gpurace's own device, so the program's buffers are never touched.
 """
 
 from __future__ import annotations
@@ -231,8 +231,9 @@ class Session:
         assert kernel.source is not None
         opts = self.options
         replay = opts.tool in ("determinism", "all")
-        if replay and kernel.language != "wgsl" and opts.tool == "determinism":
-            raise GpuraceError("determinism replay runs WGSL kernels only")
+        replayable = kernel.language in ("wgsl", "opencl")
+        if replay and not replayable and opts.tool == "determinism":
+            raise GpuraceError("determinism replay runs WGSL and OpenCL kernels only")
         if opts.tool in ("race", "all"):
             report = api.check(
                 kernel.source,
@@ -246,12 +247,18 @@ class Session:
             for race in report.races:
                 race.launch = index  # the text report's "launch N"
             kernel.reports.append((index, report))
-        if replay and kernel.language != "wgsl":
+        if replay and not replayable:
             kernel.checked.append(index)
-            self.skip(kernel, index, "determinism replay runs WGSL kernels only (races checked)")
+            why = "determinism replay runs WGSL and OpenCL kernels only (races checked)"
+            self.skip(kernel, index, why)
             return
         if replay:
-            result = determinism.repeat_kernel(
+            repeat_kernel: Callable[..., Any] = determinism.repeat_kernel
+            if kernel.language == "opencl":
+                from gpurace.determinism_opencl import repeat_opencl
+
+                repeat_kernel = repeat_opencl
+            result = repeat_kernel(
                 kernel.source,
                 spec,
                 runs=opts.repeat,

@@ -1,0 +1,243 @@
+"""Determinism replay of one OpenCL C launch (``gpurace repeat KERNEL.cl``, ``gpurace
+run --tool determinism`` on pyopencl programs).
+
+The OpenCL twin of ``determinism.repeat_kernel``; only what is API-specific lives
+here, the replay loop and every statistic are ``determinism.replay_and_compare``:
+
+* Every writable ``__global`` buffer argument (not ``const``, not ``__constant``) is
+  uploaded once into a working buffer and once into a snapshot on the device. Each
+  replay restores the working buffers from their snapshots with a device-side
+  buffer-to-buffer ``enqueue_copy``, launches the **plain** kernel (the user's
+  source, built with the launch's options) and hashes the written buffers **on the
+  device** with ``shaders/hash.cl``. The hash is computed on the device, not the host,
+  for the same reason as on wgpu: a replay must not cost a read-back of every output
+  (on a discrete GPU that transfer, not the kernel, would dominate); only 8 bytes per
+  buffer come back. ``hash.cl`` computes exactly what ``hash.wgsl`` and the host's
+  ``hash_words`` compute, so the three agree bit for bit (the tests check it).
+* The first replay with a new hash copies the compared buffers aside on the device;
+  those copies are read back (one per distinct result) only when the replays differ.
+
+Read-only buffers, scalars and ``__local`` sizes are set once: the kernel cannot
+change them. The queue is in order, so restore, launch and hash need no events.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from gpurace.determinism import (
+    DEFAULT_RUNS,
+    HASH_GROUPS,
+    HASH_WORDS,
+    HASH_WORKGROUP,
+    MAX_KEPT,
+    Progress,
+    RepeatResult,
+    ReplayOutput,
+    _padded,
+    replay_and_compare,
+)
+from gpurace.launch import LaunchSpec, element_type, resolve_entry, validate_opencl
+from gpurace.model import Binding, GpuraceError
+
+_hash_programs: dict[int, Any] = {}
+
+
+def _hash_program(ctx: Any) -> Any:
+    """``shaders/hash.cl`` built for ``ctx``, once per context."""
+    key = ctx.int_ptr
+    if key not in _hash_programs:
+        import pyopencl as cl
+
+        source = resources.files("gpurace.shaders").joinpath("hash.cl").read_text()
+        try:
+            _hash_programs[key] = cl.Program(ctx, source).build()
+        except cl.Error as exc:  # only a broken driver or an edited kernel file
+            first = " ".join(str(exc).split())[:300]
+            raise GpuraceError(f"the hash kernel does not build: {first}") from None
+    return _hash_programs[key]
+
+
+def _where(b: Binding) -> str:
+    return f"arg {b.binding}"
+
+
+def _shape(spec: Any) -> tuple[int, ...]:
+    """(count,) for scalars, (count, lanes) for vector elements (float3: 4 lanes)."""
+    found = element_type(spec.type)
+    lanes = found[1] if found is not None else 1
+    return (spec.count, lanes) if lanes > 1 else (spec.count,)
+
+
+class _ClReplayer:
+    """Buffers, kernel and hash jobs of one OpenCL launch, set up once, replayed N times."""
+
+    def __init__(
+        self,
+        queue: Any,
+        source: str,
+        path: str,
+        name: str,
+        params: Sequence[Binding],
+        launch: LaunchSpec,
+        local: tuple[int, ...],
+        compare: Sequence[Binding],
+        keep_state: set[int],
+    ) -> None:
+        import pyopencl as cl
+
+        from gpurace import api
+        from gpurace.backends import opencl_backend
+
+        self.cl = cl
+        self.queue = queue
+        self.path = path
+        self.name = name
+        self.launch = launch
+        self.compare = list(compare)
+        self.gsize = tuple(int(x) for x in launch.global_size or (1, 1, 1))
+        self.lsize = tuple(int(x) for x in local)
+        ctx = queue.context
+        mf = cl.mem_flags
+        program = opencl_backend.build(queue, source, path, launch.options)
+        self.kernel = cl.Kernel(program, name)
+        values = api.opencl_args(launch, params)
+        self.working: dict[int, Any] = {}
+        self.restore: list[tuple[Any, Any, int]] = []  # (snapshot, working, bytes)
+        kargs: list[Any] = []
+        for b in params:
+            value = values[b.binding]
+            if b.kind in ("global", "constant"):
+                arr = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
+                size = _padded(arr.size)
+                data = np.zeros(size, np.uint8)
+                data[: arr.size] = arr
+                buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=data)
+                if b.kind == "global" and b.access != "read" and b.binding not in keep_state:
+                    snap = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data)
+                    self.restore.append((snap, buf, size))
+                self.working[b.binding] = buf
+                kargs.append(buf)
+            elif b.kind == "local":
+                kargs.append(cl.LocalMemory(max(1, int(value))))
+            else:
+                kargs.append(opencl_backend._scalar(b, value))
+        self.kernel.set_args(*kargs)
+
+        hash_program = _hash_program(ctx)
+        self.acc = cl.Buffer(ctx, mf.READ_WRITE, _padded(8 * len(self.compare)))
+        self.acc_host = np.empty(self.acc.size // 4, np.uint32)
+        self.hash_jobs: list[tuple[Any, int]] = []
+        for slot, b in enumerate(self.compare):
+            spec = self._spec(b)
+            n_words = -(-spec.nbytes // 4)
+            k = cl.Kernel(hash_program, "hash")
+            k.set_args(self.working[b.binding], np.uint32(n_words), np.uint32(slot), self.acc)
+            groups = min(HASH_GROUPS, max(1, -(-n_words // (HASH_WORKGROUP * HASH_WORDS))))
+            self.hash_jobs.append((k, groups))
+
+    def _spec(self, b: Binding) -> Any:
+        spec = self.launch.args[b.binding].buffer
+        assert spec is not None  # validate_opencl checked every buffer parameter has one
+        return spec
+
+    def replay(self) -> tuple[int, ...]:
+        """Restore, launch, hash; wait and return the per-buffer 64-bit hashes."""
+        cl = self.cl
+        q = self.queue
+        for snap, buf, size in self.restore:
+            cl.enqueue_copy(q, buf, snap, byte_count=size)
+        cl.enqueue_fill_buffer(q, self.acc, np.uint32(0), 0, self.acc.size)
+        try:
+            cl.enqueue_nd_range_kernel(q, self.kernel, self.gsize, self.lsize)
+        except cl.Error as exc:
+            raise GpuraceError(f"launch of '{self.name}' failed: {exc}", self.path) from None
+        for k, groups in self.hash_jobs:
+            cl.enqueue_nd_range_kernel(q, k, (groups * HASH_WORKGROUP,), (HASH_WORKGROUP,))
+        cl.enqueue_copy(q, self.acc_host, self.acc, is_blocking=True)
+        w = self.acc_host
+        return tuple(int(w[2 * i]) | (int(w[2 * i + 1]) << 32) for i in range(len(self.compare)))
+
+    def keep(self) -> list[Any]:
+        """Device copies of the compared buffers as they are now (one distinct result)."""
+        cl = self.cl
+        copies = []
+        for b in self.compare:
+            src = self.working[b.binding]
+            dst = cl.Buffer(self.queue.context, cl.mem_flags.READ_WRITE, src.size)
+            cl.enqueue_copy(self.queue, dst, src, byte_count=src.size)
+            copies.append(dst)
+        return copies
+
+    def read(self, copies: list[Any]) -> dict[str, np.ndarray]:
+        """One kept result on the host: typed arrays named after the kernel's parameters."""
+        out = {}
+        for b, buf in zip(self.compare, copies, strict=True):
+            spec = self._spec(b)
+            host = np.empty(spec.data.size, spec.data.dtype)
+            if host.size:
+                self.cl.enqueue_copy(self.queue, host, buf, is_blocking=True)
+            out[b.name] = host.reshape(_shape(spec))
+        return out
+
+
+def repeat_opencl(
+    source: str,
+    launch: LaunchSpec,
+    *,
+    runs: int = DEFAULT_RUNS,
+    path: str = "kernel.cl",
+    device: str | None = None,
+    entry: str | None = None,
+    keep_state: Iterable[int] = (),
+    keep_outputs: bool = False,
+    max_kept: int = MAX_KEPT,
+    progress: Progress | None = None,
+) -> RepeatResult:
+    """Replay the plain OpenCL kernel ``runs`` times from the launch's initial buffers.
+
+    The arguments mean what they mean for ``determinism.repeat_kernel``, except that
+    ``keep_state`` lists argument indices (buffers neither restored nor compared)
+    and ``launch`` is an OpenCL launch (``global_size`` and ``[[arg]]`` tables, or a
+    ``.sim`` file's). Kernel parameters come from the OpenCL rewriter, so the launch
+    is validated exactly as ``gpurace check`` validates it.
+    """
+    from gpurace import api
+    from gpurace.backends import opencl_backend
+    from gpurace.launch_sim import bind_sim_args
+
+    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
+        raise GpuraceError(f"--runs must be a positive integer, not {runs!r}")
+    if launch.language != "opencl":
+        raise GpuraceError(
+            "this launch file describes a WGSL launch; an OpenCL kernel needs global_size, "
+            "local_size and [[arg]] tables (docs/launch-files.md)",
+            launch.path,
+        )
+    t0 = time.perf_counter()
+    inst = api.instrument(source, path, "opencl", launch.options)
+    name = resolve_entry(launch, list(inst.entry_points), entry)
+    params = inst.params[name]
+    if launch.path.lower().endswith(".sim"):
+        launch = bind_sim_args(launch, params)
+    local = validate_opencl(launch, params, inst.entry_points[name])
+    keep = {int(i) for i in keep_state}
+    compare = [
+        b for b in params if b.kind == "global" and b.access != "read" and b.binding not in keep
+    ]
+    queue, dev_name = opencl_backend.get_queue(device)
+    say = progress or (lambda _msg: None)
+    say(f"setting up '{name}' on {dev_name}")
+    replayer = _ClReplayer(queue, source, path, name, params, launch, local, compare, keep)
+    outputs = []
+    for b in compare:
+        spec = replayer._spec(b)
+        outputs.append(ReplayOutput(b.name, _where(b), spec.type, _shape(spec)))
+    return replay_and_compare(
+        replayer, outputs, name, runs, path, dev_name, t0, max_kept, keep_outputs, say
+    )
