@@ -108,9 +108,12 @@ class RawKernel:
         self.code, self.name, self.options = code, name, tuple(options)
         self._ptx: str | None = None
         self._entry = name
+        self._path: str | None = None  # a module file, loaded at the first launch
 
     def _load(self) -> tuple[str, str]:
-        if self._ptx is None:
+        if self._ptx is None and self._path is not None:
+            self._ptx = Path(self._path).read_text()  # the interpreter runs PTX only
+        elif self._ptx is None:
             assert self.code is not None
             self._ptx, _ = _compile(self.code, self.options, ())
         return self._ptx, self._entry
@@ -137,15 +140,15 @@ class RawModule:
     ) -> None:
         self.code, self.path, self.options = code, path, tuple(options)
         self.name_expressions = tuple(name_expressions or ())
+        self._ptx: str | None = None
+        self._lowered: dict[str, str] = {}
         if code is not None:
             self._ptx, self._lowered = _compile(code, self.options, self.name_expressions)
-        else:
-            assert path is not None
-            self._ptx, self._lowered = Path(path).read_text(), {}
 
     def get_function(self, name: str) -> RawKernel:
         kernel = _RawKernel(None, name, self.options)  # the class itself, as cupy's Cython does
         kernel._ptx, kernel._entry = self._ptx, self._lowered.get(name, name)
+        kernel._path = self.path
         return kernel
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gpurace.report.common import relpath
 from gpurace.run.session import Kernel, Session
 
 #: NumPy dtype (kind + item size) -> CUDA launch-file element type (and the NumPy
@@ -51,12 +52,11 @@ DTYPE_TYPES: dict[str, tuple[str, str]] = {
 
 class Source:
     """Where a module's kernels come from: the file reports name, the text gpurace
-    checks (None: not source), NVRTC options and name expressions."""
+    checks (None: a binary, which ``Session.next_launch`` lists as not checked), NVRTC
+    options and name expressions."""
 
-    def __init__(
-        self, file: str, text: str | None, options: list[str], exprs: list[str], why: str = ""
-    ) -> None:
-        self.file, self.text, self.options, self.exprs, self.why = file, text, options, exprs, why
+    def __init__(self, file: str, text: str | None, options: list[str], exprs: list[str]) -> None:
+        self.file, self.text, self.options, self.exprs = file, text, options, exprs
 
 
 def install(session: Session) -> Callable[[], None]:
@@ -75,15 +75,15 @@ def install(session: Session) -> Callable[[], None]:
         modules[0] += 1
         opts = [str(o) for o in (options or ())]
         names = [str(e) for e in (exprs or ())]
-        why = ""
         with session.suspended():
             if code is None and path is not None:
                 code = _ptx_text(path)
-                why = "" if code is not None else f"loaded from '{path}', a binary (cubin/fatbin)"
             label = path if path is not None else f"CUDA module {modules[0]}"
             ext = ".ptx" if path is not None else ".cu"
             file, text = session.locate(code, label, modules[0], ext=ext)
-        return Source(file, text, opts, names, why)
+            if code is None and path is not None:
+                file = relpath(path)  # the binary's own name, not <path>
+        return Source(file, text, opts, names)
 
     def launch(src: Source, name: str, grid: Any, block: Any, args: Any, kw: dict, call: Callable):
         """Count one launch; at a selected one snapshot it, run the program's launch,
@@ -93,9 +93,6 @@ def install(session: Session) -> Callable[[], None]:
         k = session.kernel(src.file, name, src.text, "cuda")
         index = session.next_launch(k)
         if index is None:
-            return call()
-        if src.why:  # not source: next_launch cannot tell, the source is None
-            session.skip(k, index, src.why)
             return call()
         try:
             with session.suspended():
