@@ -180,3 +180,25 @@ def test_uninstall_puts_cupys_classes_back(monkeypatch) -> None:
     assert fake_cupy.RawKernel.__name__ == "RawKernel"
     undo()
     assert (fake_cupy.RawKernel, fake_cupy.RawModule) == (kernel, module)
+
+
+def test_a_ptx_module_file_is_checked(tmp_path: Path) -> None:
+    """RawModule(path=FILE.ptx): the PTX text is checked; its line info names the
+    CUDA file it was compiled from."""
+    import re
+
+    from gpurace.instrument.ptx.compile import compile_cuda
+
+    tile = re.search(r'TILE = r"""(.*?)"""', TILE.read_text(), re.S)
+    assert tile is not None
+    ptx = tmp_path / "pairs.ptx"
+    ptx.write_text(compile_cuda(tile.group(1), "pairs.cu").ptx)
+    p = run("--", "python", TILE, "--ptx", ptx)
+    assert p.returncode == 1, p.stderr
+    assert p.stdout == "pairs: sum 8192.0\n"
+    assert f"== kernel 'pairs' ({ptx}): 1 launch, 1 checked (launch 0)" in p.stderr
+    first = "pairs.cu:10:5: error: read-write race on shared memory 'tile[0]' (byte 0)"
+    assert block(p.stderr, first)[2:4] == [
+        "  write  by global (0,0,0) local (0,0,0) group (0,0,0)  at pairs.cu:6:5",
+        "  read   by global (63,0,0) local (63,0,0) group (0,0,0)  at pairs.cu:10:5",
+    ]

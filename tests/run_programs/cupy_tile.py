@@ -1,8 +1,8 @@
 """A cupy program for the ``gpurace run`` tests: a shared-memory tile read by the
-neighbouring thread (racy without ``--fixed``, which adds ``__syncthreads()`` through
-an NVRTC option), and with ``--module`` a RawModule of templates instantiated by name
-expressions: ``scale<float>`` launched three times, and (without ``--fixed``) the
-racy in-place ``smooth<float>``. ``--strided`` passes a strided view once more."""
+neighbouring thread (racy without ``--fixed``: ``__syncthreads()`` by an NVRTC option);
+``--module``: a RawModule of templates by name expressions, ``scale<float>`` launched
+three times and (without ``--fixed``) the racy in-place ``smooth<float>``;
+``--strided``: a strided view once more; ``--ptx FILE``: ``pairs`` from a PTX file."""
 
 import argparse
 
@@ -42,12 +42,16 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--fixed", action="store_true")
 parser.add_argument("--module", action="store_true")
 parser.add_argument("--strided", action="store_true")
+parser.add_argument("--ptx", help="launch 'pairs' from this PTX file (RawModule(path=...))")
 parser.add_argument("--out")
 args = parser.parse_args()
 
 inp = cp.asarray(np.arange(128, dtype=np.float32))
 out = cp.zeros(128, dtype=cp.float32)
-pairs = cp.RawKernel(TILE, "pairs", options=("-DFIXED",) if args.fixed else ())
+if args.ptx:
+    pairs = cp.RawModule(path=args.ptx).get_function("pairs")
+else:
+    pairs = cp.RawKernel(TILE, "pairs", options=("-DFIXED",) if args.fixed else ())
 pairs((2,), (64,), (inp, out))
 if args.strided:
     pairs((1,), (64,), (cp.asarray(np.arange(256, dtype=np.float32))[::2], out))
