@@ -202,3 +202,24 @@ def test_a_ptx_module_file_is_checked(tmp_path: Path) -> None:
         "  write  by global (0,0,0) local (0,0,0) group (0,0,0)  at pairs.cu:6:5",
         "  read   by global (63,0,0) local (63,0,0) group (0,0,0)  at pairs.cu:10:5",
     ]
+
+
+def test_two_sources_with_one_kernel_name_are_two_kernels(monkeypatch, tmp_path: Path) -> None:
+    """Two source strings of one .py file that both define kernel 'k' are told apart
+    (each checked with its own source), not merged into the first one's record."""
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    monkeypatch.chdir(tmp_path)
+    k1 = 'extern "C" __global__ void k(int *x) { x[threadIdx.x] = 1; }'
+    k2 = k1.replace("= 1", "= 2")
+    (tmp_path / "app.py").write_text(f'A = r"""{k1}"""\nB = r"""{k2}"""\n')
+    session = Session(Options(kernel="^$"), str(tmp_path))  # counted, none selected
+    undo = hooks_cupy.install(session)
+    try:
+        for value, code in ((1, k1), (2, k2)):
+            x = fake_cupy.zeros(4, np.int32)
+            fake_cupy.RawKernel(code, "k")((1,), (4,), (x,))
+            assert x.get().tolist() == [value] * 4
+    finally:
+        undo()
+    got = [(k.file, k.entry, k.variant, k.source) for k in session.kernels.values()]
+    assert got == [("app.py", "k", "", k1), ("app.py", "k", "CUDA module 2", "\n" + k2)]

@@ -53,16 +53,26 @@ DTYPE_TYPES: dict[str, tuple[str, str]] = {
 class Source:
     """Where a module's kernels come from: the file reports name, the text gpurace
     checks (None: a binary, which ``Session.next_launch`` lists as not checked), NVRTC
-    options and name expressions."""
+    options, name expressions, and the module's number in the run."""
 
-    def __init__(self, file: str, text: str | None, options: list[str], exprs: list[str]) -> None:
+    def __init__(
+        self, file: str, text: str | None, options: list[str], exprs: list[str], number: int
+    ) -> None:
         self.file, self.text, self.options, self.exprs = file, text, options, exprs
+        self.number = number
 
 
 def install(session: Session) -> Callable[[], None]:
     """Replace cupy's RawKernel and RawModule to report to ``session``; returns the
-    function that puts them back."""
-    import cupy
+    function that puts them back. ImportError (the run skips this API) when cupy
+    is not installed or cannot be imported (a broken CUDA install must not stop a
+    wgpu or OpenCL program from being checked)."""
+    try:
+        import cupy
+    except ImportError:
+        raise
+    except Exception as err:
+        raise ImportError(f"cupy cannot be imported: {type(err).__name__}: {err}") from err
 
     orig_kernel, orig_module = cupy.RawKernel, cupy.RawModule
     live = [True]  # False once uninstalled: objects made meanwhile pass calls straight on
@@ -83,7 +93,7 @@ def install(session: Session) -> Callable[[], None]:
             file, text = session.locate(code, label, modules[0], ext=ext)
             if code is None and path is not None:
                 file = relpath(path)  # the binary's own name, not <path>
-        return Source(file, text, opts, names)
+        return Source(file, text, opts, names, modules[0])
 
     def launch(src: Source, name: str, grid: Any, block: Any, args: Any, kw: dict, call: Callable):
         """Count one launch; at a selected one snapshot it, run the program's launch,
@@ -91,6 +101,8 @@ def install(session: Session) -> Callable[[], None]:
         if not hooked():
             return call()
         k = session.kernel(src.file, name, src.text, "cuda")
+        if k.source != src.text:  # another source string in the same file, same kernel name
+            k = session.kernel(src.file, name, src.text, "cuda", f"CUDA module {src.number}")
         index = session.next_launch(k)
         if index is None:
             return call()
