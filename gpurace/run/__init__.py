@@ -4,7 +4,7 @@ The pieces:
 
 * ``session.Session`` holds the options (tool, --kernel, --launches, --repeat), the
   kernels seen, and runs the checks; it knows nothing about any GPU API.
-* One hook module per GPU API (``hooks_wgpu``, ``hooks_opencl``; cupy later) wraps
+* One hook module per GPU API (``hooks_wgpu``, ``hooks_opencl``, ``hooks_cupy``) wraps
   that API's methods, records kernels and launches, and hands the session a
   ``Launch`` (kernel source, entry point, grid and a host snapshot of every bound
   buffer as it was just before the launch) through ``Session.launch``. A hook
@@ -16,4 +16,4 @@ The pieces:
 from __future__ import annotations
 
 #: Hook modules ``gpurace run`` installs, in order; each is ``gpurace.run.<name>``.
-HOOK_MODULES = ("hooks_wgpu", "hooks_opencl")
+HOOK_MODULES = ("hooks_wgpu", "hooks_opencl", "hooks_cupy")

@@ -182,6 +182,8 @@ class Session:
             why = "its override constants cannot be written into the source"
             if kernel.language == "opencl":
                 why = "built from a binary or IL, not OpenCL C source"
+            elif kernel.language == "cuda":
+                why = "loaded from a binary (cubin/fatbin), not CUDA C++ or PTX source"
             elif not kernel.variant:
                 why = "not WGSL source (gpurace rewrites WGSL text only)"
             self.skip(kernel, index, why)
@@ -210,6 +212,15 @@ class Session:
             self.skip(kernel, index, f"empty NDRange {list(launch.global_size)}: nothing runs")
             return
         self._guarded(kernel, index, lambda: self.opencl_spec(kernel, launch))
+
+    def launch_cuda(self, kernel: Kernel, index: int, launch: dict[str, Any]) -> None:
+        """Check one CUDA launch from its snapshot: a CUDA launch file's table (kernel,
+        grid, block, shared_bytes, options, name_expressions, one ``arg`` table per
+        parameter with NumPy arrays as fills; docs/launch-files.md)."""
+        from gpurace.instrument.ptx.launch import cuda_launch_from_dict
+
+        base = self.script_dir or os.getcwd()
+        self._guarded(kernel, index, lambda: cuda_launch_from_dict(launch, kernel.file, base))
 
     def _guarded(self, kernel: Kernel, index: int, spec: Callable[[], Any]) -> None:
         """Build the launch's spec and check it; any failure is a skip with its reason."""
@@ -387,7 +398,7 @@ class Session:
                         continue
                     for name in sorted(filenames):
                         path = os.path.join(dirpath, name)
-                        if name.endswith((".wgsl", ".cl", ".py")) and (
+                        if name.endswith((".wgsl", ".cl", ".cu", ".ptx", ".py")) and (
                             os.path.getsize(path) <= MAX_SOURCE_BYTES
                         ):
                             self._files.setdefault(relpath(path), self._read(path))

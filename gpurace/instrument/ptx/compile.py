@@ -120,13 +120,13 @@ def compile_cuda(
         opts += [f"-I{here}"] + [f"-I{d}" for d in cuda_include_dirs()]
         res = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
         (size,) = _check(nvrtc.nvrtcGetProgramLogSize(prog), "log")
-        buf = b" " * size
+        buf = bytearray(size)  # not b" " * size: for 1 byte that is the interned b" "
         nvrtc.nvrtcGetProgramLog(prog, buf)
         log = buf.rstrip(b"\0").decode(errors="replace").strip()
         if int(res[0]) != 0:
             raise _compile_error(log, path)
         (size,) = _check(nvrtc.nvrtcGetPTXSize(prog), "PTX size")
-        buf = b" " * size
+        buf = bytearray(size)  # not b" " * size: for 1 byte that is the interned b" "
         nvrtc.nvrtcGetPTX(prog, buf)
         ptx = buf.rstrip(b"\0").decode()
         lowered = {}
