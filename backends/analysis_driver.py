@@ -240,6 +240,25 @@ def log_shape(records: np.ndarray, var_bases: list[int]) -> LogShape:
     return LogShape(recs, 16, 1, 1)
 
 
+def analyse_host_log(
+    analyse_on_device, upload_log, device, records: np.ndarray, var_bases, uniform_writes_race
+) -> DeviceAnalysis:
+    """Upload a host-side log with a backend's `upload_log` and analyse all of it with
+    its `analyse_on_device` (the backends' `analyse_records`, for differential tests)."""
+    shape = log_shape(records, var_bases)
+    return analyse_on_device(
+        device,
+        upload_log(device, shape.records),
+        len(shape.records),
+        var_bases,
+        uniform_writes_race,
+        address_range=(0, 0xFFFFFFFF),
+        address_end=shape.address_end,
+        wgsize=shape.wgsize,
+        groups=shape.groups,
+    )
+
+
 def log_words(records: np.ndarray) -> np.ndarray:
     """The u32 words of a host-side log to upload (one zero record when it is empty,
     since a device buffer cannot be empty)."""

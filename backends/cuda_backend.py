@@ -24,7 +24,6 @@ from gpurace.backends.analysis_driver import (
     KERNELS,
     P_ROW,
     DeviceAnalysis,
-    log_shape,
     log_words,
 )
 from gpurace.instrument.ptx.emit import SYNC_HEAD
@@ -377,17 +376,8 @@ def analyse_records(
     device, records: np.ndarray, var_bases: list[int], uniform_writes_race: bool
 ) -> DeviceAnalysis:
     """Upload a host-side log and analyse it on the device (differential tests)."""
-    shape = log_shape(records, var_bases)
-    return analyse_on_device(
-        device,
-        upload_log(device, shape.records),
-        len(shape.records),
-        var_bases,
-        uniform_writes_race,
-        address_range=(0, 0xFFFFFFFF),
-        address_end=shape.address_end,
-        wgsize=shape.wgsize,
-        groups=shape.groups,
+    return analysis_driver.analyse_host_log(
+        analyse_on_device, upload_log, device, records, var_bases, uniform_writes_race
     )
 
 

@@ -23,7 +23,6 @@ from gpurace.backends.analysis_driver import (
     P_ROW,
     PARAM_WORDS,
     DeviceAnalysis,
-    log_shape,
     log_words,
 )
 from gpurace.backends.common import LaunchResult
@@ -382,15 +381,6 @@ def analyse_records(
     queue, records: np.ndarray, var_bases: list[int], uniform_writes_race: bool
 ) -> DeviceAnalysis:
     """Upload a host-side log and analyse it on the device (differential tests)."""
-    shape = log_shape(records, var_bases)
-    return analyse_on_device(
-        queue,
-        upload_log(queue, shape.records),
-        len(shape.records),
-        var_bases,
-        uniform_writes_race,
-        address_range=(0, 0xFFFFFFFF),
-        address_end=shape.address_end,
-        wgsize=shape.wgsize,
-        groups=shape.groups,
+    return analysis_driver.analyse_host_log(
+        analyse_on_device, upload_log, queue, records, var_bases, uniform_writes_race
     )
