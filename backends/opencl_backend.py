@@ -26,6 +26,14 @@ from gpurace.backends.analysis_driver import (
     log_words,
 )
 from gpurace.backends.common import LaunchResult
+from gpurace.backends.prefilter import (
+    SHADOW_BUILD,
+    SHADOW_FILTER,
+    SHADOW_HEAD,
+    SHADOW_OFF,
+    Prefilter,
+    shadow_words,
+)
 from gpurace.model import RECORD_WORDS, Binding, GpuraceError
 
 
@@ -171,12 +179,16 @@ def launch(
     log_range: tuple[int, int] = (0, 0xFFFFFFFF),
     histogram_bins: int = 0,
     histogram_width: int = 0,
+    prefilter: Prefilter | None = None,
+    read_outputs: bool = True,
 ) -> LaunchResult:
     """Run `kernel` once. `args[i]`: a numpy array for a global/constant pointer
     (global ones come back in `outputs[(0, i)]`), a number for a scalar, a byte count
     for a local pointer. With `var_bases` the program is an instrumented one and gets
-    the log and control buffers of docs/internals.md §5 (`var_sizes`: each tracked
-    variable's extent in bytes, 0 for another kernel's)."""
+    the log, control and shadow buffers of docs/internals.md §5 (`var_sizes`: each
+    tracked variable's extent in bytes, 0 for another kernel's). With `prefilter`, the
+    run builds or filters with that shadow (its mode); without, every access in the
+    range is logged. Without `read_outputs`, the user's buffers are not read back."""
     cl = _cl()
     ctx = queue.context
     mf = cl.mem_flags
@@ -199,6 +211,7 @@ def launch(
         else:
             kargs.append(_scalar(b, a))
     log_buf = ctl_buf = None
+    pre = prefilter or Prefilter(None, 0, 0, SHADOW_OFF)
     nv = 0
     if var_bases is not None:
         nv = len(var_bases)
@@ -207,7 +220,13 @@ def launch(
         ctl = np.array(head + list(var_bases) + sizes + [0] * (1 + histogram_bins), np.uint32)
         log_buf = cl.Buffer(ctx, mf.READ_WRITE, max(32, log_capacity * RECORD_WORDS * 4))
         ctl_buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=ctl)
-        kargs += [log_buf, ctl_buf]
+        shd_head = np.array([pre.mode, pre.words, pre.wgsize, 0], np.uint32)
+        if pre.buf is None:
+            shd_buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=shd_head)
+        else:
+            shd_buf = pre.buf
+            cl.enqueue_copy(queue, shd_buf, shd_head)
+        kargs += [log_buf, ctl_buf, shd_buf]
     k.set_args(*kargs)
     gsize = tuple(int(x) for x in global_size)
     lsize = tuple(int(x) for x in local_size) if local_size else None
@@ -217,7 +236,7 @@ def launch(
         raise GpuraceError(f"launch of '{kernel}' failed: {exc}", path) from None
     outputs = {}
     for b in params:
-        if b.kind == "global":
+        if b.kind == "global" and read_outputs:
             buf, arr = buffers[b.binding]
             out = np.empty_like(arr)
             if arr.nbytes:
@@ -231,8 +250,65 @@ def launch(
         result.unattributed = int(words[6 + 2 * nv])
         if histogram_bins:
             result.histogram = words[7 + 2 * nv :].astype(np.int64)
+        if pre.mode == SHADOW_FILTER:
+            result.unseen = _shadow_word(queue, pre, 3)
     queue.finish()
     return result
+
+
+# ---------------------------------------------------------------------------
+# The prefilter's shadow (backends/prefilter.py runs it; this is its OpenCL side).
+# ---------------------------------------------------------------------------
+
+
+def prefilter(queue, address_end: int, wgsize: int) -> Prefilter:
+    """A cleared shadow for a launch whose linear address order ends at `address_end`
+    (one per check, freed with it)."""
+    cl = _cl()
+    words = shadow_words(address_end, analysis_limit(queue))
+    nbytes = (SHADOW_HEAD + 2 * words) * 4
+    buf = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, nbytes)
+    cl.enqueue_fill_buffer(queue, buf, np.uint32(0), 0, nbytes)
+    return Prefilter(buf, words, wgsize, SHADOW_BUILD)
+
+
+def _shadow_word(queue, pre: Prefilter, index: int) -> int:
+    out = np.empty(1, np.uint32)
+    _cl().enqueue_copy(queue, out, pre.buf, src_offset=4 * index, is_blocking=True)
+    return int(out[0])
+
+
+_SHADOW_ANY = """
+__kernel void shadow_any(__global const uint *shd, __global uint *found) {
+  uint i = (uint)get_global_id(0);
+  if (i < shd[1] && shd[4u + 2u * i] == 0xffffffffu
+      && ((shd[5u + 2u * i] & 2u) != 0u || (shd[5u + 2u * i] & 5u) == 5u))
+    found[0] = 1u;
+}
+"""
+_shadow_programs: dict[int, object] = {}
+
+
+def shadow_may_conflict(queue, pre: Prefilter) -> bool:
+    """Whether a built shadow has a word where a conflict is possible (several
+    actors, and a store or atomics beside plain accesses), or its build run touched a
+    word beyond the shadow ([3]). When neither and the kernel has no barriers, a
+    filter run would log nothing at all."""
+    if _shadow_word(queue, pre, 3):
+        return True
+    cl = _cl()
+    key = queue.context.int_ptr
+    if key not in _shadow_programs:
+        _shadow_programs[key] = cl.Program(queue.context, _SHADOW_ANY).build()
+    found = np.zeros(1, np.uint32)
+    flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
+    found_buf = cl.Buffer(queue.context, flags, hostbuf=found)
+    k = cl.Kernel(_shadow_programs[key], "shadow_any")
+    k.set_args(pre.buf, found_buf)
+    groups = -(-pre.words // ANALYSIS_WORKGROUP)
+    cl.enqueue_nd_range_kernel(queue, k, (groups * ANALYSIS_WORKGROUP,), (ANALYSIS_WORKGROUP,))
+    cl.enqueue_copy(queue, found, found_buf, is_blocking=True)
+    return bool(found[0])
 
 
 def read_log(queue, result: LaunchResult) -> np.ndarray:

@@ -42,6 +42,14 @@ from gpurace.backends.analysis_driver import (  # noqa: F401 - re-exported for c
     log_words,
 )
 from gpurace.backends.common import LaunchResult
+from gpurace.backends.prefilter import (  # noqa: F401 - re-exported for callers
+    SHADOW_BUILD,
+    SHADOW_FILTER,
+    SHADOW_HEAD,
+    SHADOW_OFF,
+    Prefilter,
+    shadow_words,
+)
 from gpurace.model import RECORD_WORDS, Binding, GpuraceError
 
 WORKGROUP = 64
@@ -131,28 +139,6 @@ def max_records_per_pass(device) -> int:
 # ---------------------------------------------------------------------------
 
 
-SHADOW_HEAD = 4  # the shadow binding's header: mode, words covered, work-group size, unseen
-SHADOW_OFF, SHADOW_BUILD, SHADOW_FILTER = 0, 1, 2
-
-
-@dataclass
-class Prefilter:
-    """A launch-wide shadow that lets an instrumented launch log only the accesses to
-    words where a conflict is possible (docs/internals.md §2, binding 2 of the log
-    group): one run with `mode` SHADOW_BUILD marks it, later runs of the same launch
-    filter with it (SHADOW_FILTER). It covers the first `words` 4-byte words of the
-    linear address order; accesses beyond are always logged."""
-
-    buf: object
-    words: int
-    wgsize: int
-    mode: int = SHADOW_BUILD
-
-    @property
-    def nbytes(self) -> int:
-        return (SHADOW_HEAD + 2 * self.words) * 4
-
-
 _SHADOW_ANY = """
 @group(0) @binding(0) var<storage, read_write> shd: array<atomic<u32>>;
 @group(0) @binding(1) var<storage, read_write> found: array<atomic<u32>>;
@@ -209,7 +195,7 @@ def shadow_may_conflict(device, pre: Prefilter) -> bool:
 def prefilter(device, address_end: int, wgsize: int) -> Prefilter:
     """A cleared shadow for a launch whose linear address order ends at `address_end`
     (the device's one scratch shadow: valid until the next check)."""
-    words = max(1, min(-(-address_end // 4), binding_limit(device) // 8 - SHADOW_HEAD))
+    words = shadow_words(address_end, binding_limit(device))
     nbytes = (SHADOW_HEAD + 2 * words) * 4
     buf = _pool(device).shadow_buffer(nbytes)
     enc = device.create_command_encoder()

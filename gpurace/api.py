@@ -42,8 +42,8 @@ RECORDS_PER_ITEM = 16
 MIN_LOG_RECORDS = 1 << 16
 FULL_RANGE = (0xFFFFFFFF // 16) * 16
 ALL_INSTANCES_CAP = 1 << 16  # instances --all lists per pass
-# WGSL launches log only the accesses to words where a conflict is possible, as a
-# shadow run of the same launch says (docs/internals.md §2); tests turn it off to
+# Launches (WGSL, OpenCL C) log only the accesses to words where a conflict is possible, as a
+# shadow run of the same launch says (docs/internals.md §2, §5); tests turn it off to
 # compare against the unfiltered logs.
 PREFILTER = True
 
@@ -273,6 +273,7 @@ def _wgsl_target(
 ) -> Target:
     """A WGSL launch on wgpu."""
     from gpurace.backends import wgpu_backend
+    from gpurace.backends.prefilter import filtered_run
 
     if launch.language != "wgsl":
         raise GpuraceError(
@@ -291,7 +292,6 @@ def _wgsl_target(
 
     pre = wgpu_backend.prefilter(dev, total, prod(entries[name])) if PREFILTER else None
     barriers = any(s.event == Event.BARRIER for s in inst.sites)
-    quiet = []  # [True] once the shadow run found nothing a filter run would log
 
     def launch(lo: int, hi: int, capacity: int, bins: int, width: int, prefilter=None):
         return wgpu_backend.launch(
@@ -313,23 +313,9 @@ def _wgsl_target(
             read_outputs=False,
         )
 
-    def run(lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0):
-        """Log only the accesses to words where a conflict is possible: a first run
-        marks a launch-wide shadow, every run filters with it; a run that touches
-        memory in a way the shadow run did not see (a kernel whose accesses differ
-        between runs) is repeated unfiltered, so the result stays exact."""
-        if pre is None:
-            return launch(lo, hi, capacity, bins, width)
-        if pre.mode == wgpu_backend.SHADOW_BUILD:
-            launch(0, FULL_RANGE, 0, 0, 0, pre)
-            pre.mode = wgpu_backend.SHADOW_FILTER
-            # no barriers (no events) and no word that may conflict: the filter run
-            # would log nothing, and the shadow run's own log would hold no race
-            quiet.append(not barriers and not wgpu_backend.shadow_may_conflict(dev, pre))
-        if quiet[0]:
-            return wgpu_backend.LaunchResult({}, None, 0, capacity)
-        result = launch(lo, hi, capacity, bins, width, pre)
-        return launch(lo, hi, capacity, bins, width) if result.unseen else result
+    run = filtered_run(
+        launch, pre, barriers, lambda p: wgpu_backend.shadow_may_conflict(dev, p), FULL_RANGE
+    )
 
     def analyse(result, n: int, lo: int, hi: int, **kw):
         return wgpu_backend.analyse_on_device(
@@ -385,6 +371,7 @@ def _opencl_target(
 ) -> Target:
     """An OpenCL C launch on pyopencl (PoCL on the CPU)."""
     from gpurace.backends import opencl_backend
+    from gpurace.backends.prefilter import filtered_run
 
     if launch.language != "opencl":
         raise GpuraceError(
@@ -403,8 +390,10 @@ def _opencl_target(
     args = opencl_args(launch, params)
     extents = opencl_extents(inst, name, launch)
     bases, total = linear_layout(extents, prod(groups))
+    pre = opencl_backend.prefilter(queue, total, prod(local)) if PREFILTER else None
+    barriers = any(s.event == Event.BARRIER for s in inst.sites)
 
-    def run(lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0):
+    def launch_cl(lo: int, hi: int, capacity: int, bins: int, width: int, prefilter=None):
         return opencl_backend.launch(
             queue,
             inst.source,
@@ -421,7 +410,12 @@ def _opencl_target(
             log_range=(lo, hi),
             histogram_bins=bins,
             histogram_width=width,
+            prefilter=prefilter,
         )
+
+    run = filtered_run(
+        launch_cl, pre, barriers, lambda p: opencl_backend.shadow_may_conflict(queue, p), FULL_RANGE
+    )
 
     def analyse(result, n: int, lo: int, hi: int, **kw):
         return opencl_backend.analyse_on_device(
@@ -449,6 +443,7 @@ def _opencl_target(
         opencl_backend.max_shadow_words(queue),
         run,
         analyse,
+        pre.nbytes if pre else 0,
     )
 
 

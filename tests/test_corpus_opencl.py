@@ -58,9 +58,12 @@ def test_pocl_runs_divergent_barriers_uniformly(case):
 
 
 def _run(case, instrumented: bool):
-    """One launch of the case on PoCL, plain or instrumented with a log."""
+    """One launch of the case on PoCL, plain or instrumented with an unfiltered log
+    (every access; tests/test_prefilter.py holds the filtered runs to the same report)."""
     source, spec = case.load()
-    target = api._opencl_target(source, spec, str(case.kernel), None, None, False)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(api, "PREFILTER", False)
+        target = api._opencl_target(source, spec, str(case.kernel), None, None, False)
     if instrumented:
         return target, target.run(0, api.FULL_RANGE, 1 << 16)
     params = target.inst.params[target.kernel]

@@ -8,13 +8,17 @@ import numpy as np
 import pytest
 
 from gpurace import api
-from gpurace.backends import wgpu_backend
+from gpurace.backends import opencl_backend, wgpu_backend
+from gpurace.backends.prefilter import SHADOW_BUILD, SHADOW_FILTER
+from gpurace.instrument import opencl
 from gpurace.instrument.wgsl import instrument
 from gpurace.launch import LaunchSpec
 from gpurace.model import RECORD_WORDS, Kind
 from tests.corpus import cases
 
 CASES = cases("wgsl", ".wgsl")
+# PoCL segfaults on different barriers in if and else (tests/test_corpus_opencl.py)
+CL_CASES = [c for c in cases("opencl", ".cl") if c.id != "divergence_if_else"]
 
 
 def _unfiltered(monkeypatch, source, spec, path, **kw):
@@ -23,7 +27,7 @@ def _unfiltered(monkeypatch, source, spec, path, **kw):
         return api.check(source, spec, path=path, **kw)
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", CASES + CL_CASES, ids=lambda c: f"{c.language}-{c.id}")
 def test_prefiltered_report_equals_unfiltered(case, monkeypatch):
     source, spec = case.load()
     path = str(case.kernel)
@@ -218,3 +222,142 @@ def test_a_clean_kernel_without_barriers_needs_only_the_shadow_run(monkeypatch):
     monkeypatch.setattr(wgpu_backend, "launch", real)
     full = _unfiltered(monkeypatch, source, spec, str(case.kernel))
     assert report.races == full.races == [] and full.scope.accesses_logged > 0
+
+
+# The same scheme on OpenCL C (docs/internals.md §5): the shadow is a third buffer.
+CL_SHIFT = """
+__kernel void shift(__global const uint *idx, __global uint *buf)
+{
+    __local uint tile[16];
+    uint lid = get_local_id(0);
+    tile[lid] = idx[lid];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    buf[idx[lid]] = tile[(lid + 1u) % 16u] + lid;
+}
+"""
+
+
+def _cl_spec(idx: np.ndarray) -> LaunchSpec:
+    return LaunchSpec.from_dict(
+        {"kernel": "shift", "global_size": [16], "local_size": [16],
+         "arg": [{"name": "idx", "type": "uint", "fill": idx},
+                 {"name": "buf", "type": "uint", "count": 16}]},
+        path="shift.toml",
+    )  # fmt: skip
+
+
+def _cl_launch(queue, inst, spec, pre=None):
+    params = inst.params["shift"]
+    extents = api.opencl_extents(inst, "shift", spec)
+    bases, _ = api.linear_layout(extents, 1)
+    return opencl_backend.launch(
+        queue,
+        inst.source,
+        "shift.cl",
+        "shift",
+        params,
+        api.opencl_args(spec, params),
+        (16, 1, 1),
+        (16, 1, 1),
+        var_bases=bases,
+        var_sizes=extents,
+        log_capacity=1 << 12,
+        prefilter=pre,
+    )
+
+
+def test_opencl_filtered_log_is_the_unfiltered_log_on_words_that_may_conflict():
+    queue, _ = opencl_backend.get_queue()
+    inst = opencl.instrument(CL_SHIFT, "shift.cl")
+    rng = np.random.default_rng(3)
+    spec = _cl_spec(rng.integers(0, 4, 16).astype(np.uint32))  # several items per word
+    extents = api.opencl_extents(inst, "shift", spec)
+    bases, total = api.linear_layout(extents, 1)
+    full = opencl_backend.read_log(queue, _cl_launch(queue, inst, spec))
+    pre = opencl_backend.prefilter(queue, total, 16)
+    built = _cl_launch(queue, inst, spec, pre)
+    assert built.requested == 0  # a build run logs nothing, not even events
+    pre.mode = SHADOW_FILTER
+    result = _cl_launch(queue, inst, spec, pre)
+    assert result.unseen == 0
+    got = opencl_backend.read_log(queue, result)
+    words = _may_conflict_words(full, bases, 16)
+    assert words  # buf's stored words and tile's words
+    want = [r for r in full if (int(r[1]) & 3) == Kind.EVENT or _touches(r, bases, words)]
+    key = lambda r: tuple(int(x) for x in r)  # noqa: E731
+    assert sorted(map(key, got)) == sorted(map(key, want))
+    assert len(got) < len(full)  # idx's loads (one reader per word) are gone
+
+
+def test_opencl_run_that_strays_from_the_shadow_run_is_counted_and_repeated(monkeypatch):
+    """As on WGSL: the shadow is built with each work-item writing its own word, the
+    checked runs write word 0 from every work-item."""
+    queue, _ = opencl_backend.get_queue()
+    inst = opencl.instrument(CL_SHIFT, "shift.cl")
+    own, hot = _cl_spec(np.arange(16, dtype=np.uint32)), _cl_spec(np.zeros(16, np.uint32))
+    _, total = api.linear_layout(api.opencl_extents(inst, "shift", own), 1)
+    pre = opencl_backend.prefilter(queue, total, 16)
+    _cl_launch(queue, inst, own, pre)
+    pre.mode = SHADOW_FILTER
+    assert _cl_launch(queue, inst, own, pre).unseen == 0
+    assert _cl_launch(queue, inst, hot, pre).unseen > 0
+
+    real, calls = opencl_backend.launch, []
+    own_args = api.opencl_args(own, inst.params["shift"])
+
+    def build_with_own_indices(*args, **kw):
+        p = kw.get("prefilter")
+        calls.append(p.mode if p else None)
+        if p is not None and p.mode == SHADOW_BUILD:
+            args = (*args[:5], own_args, *args[6:])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(opencl_backend, "launch", build_with_own_indices)
+    report = api.check(CL_SHIFT, hot, path="shift.cl")
+    assert calls == [SHADOW_BUILD, SHADOW_FILTER, None]
+    monkeypatch.setattr(opencl_backend, "launch", real)
+    assert report.races == _unfiltered(monkeypatch, CL_SHIFT, hot, "shift.cl").races
+    assert [(r.cls.name, r.pairs) for r in report.races] == [("GLOBAL_INTRA", 120)]
+
+
+def test_opencl_clean_kernel_without_barriers_needs_only_the_shadow_run(monkeypatch):
+    """A histogram with atomics: one instrumented run on PoCL, nothing logged."""
+    case = next(c for c in CL_CASES if c.id == "global_histogram_clean")
+    source, spec = case.load()
+    real, modes = opencl_backend.launch, []
+
+    def counted(*args, **kw):
+        modes.append(kw["prefilter"].mode if kw.get("prefilter") else None)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(opencl_backend, "launch", counted)
+    report = api.check(source, spec, path=str(case.kernel))
+    assert modes == [SHADOW_BUILD] and report.scope.accesses_logged == 0
+    monkeypatch.setattr(opencl_backend, "launch", real)
+    full = _unfiltered(monkeypatch, source, spec, str(case.kernel))
+    assert report.races == full.races == [] and full.scope.accesses_logged > 0
+
+
+CL_WIDE = """
+__kernel void wide(__global uint *big)
+{
+    uint lid = get_local_id(0);
+    big[lid] = lid;
+    big[4000u + lid / 2u] = lid;  /* two work-items per word, far into the buffer */
+}
+"""
+
+
+def test_opencl_words_beyond_a_small_shadow_are_still_checked(monkeypatch):
+    """A shadow of 1024 words (4 KiB of the address order) and the race beyond it: the
+    build run says so ([3]), so the filter run is not skipped."""
+    spec = LaunchSpec.from_dict(
+        {"kernel": "wide", "global_size": [64], "local_size": [64],
+         "arg": [{"name": "big", "type": "uint", "count": 4096}]},
+        path="wide.toml",
+    )  # fmt: skip
+    whole = api.check(CL_WIDE, spec, path="wide.cl")
+    assert [(r.cls.name, r.instances) for r in whole.races] == [("GLOBAL_INTRA", 32)]
+    monkeypatch.setattr(opencl_backend, "shadow_words", lambda _end, _limit: 1024)
+    small = api.check(CL_WIDE, spec, path="wide.cl")
+    assert small.races == whole.races and small.scope.complete

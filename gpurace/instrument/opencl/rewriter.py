@@ -25,7 +25,7 @@ from gpurace.model import (
 from . import frontend
 from .builtins import VLOAD, BuiltinCalls
 from .edits import Edit, apply
-from .runtime import PS, WG_BARRIER, atomic_op, prelude
+from .runtime import KERNEL_PARAMS, PS, WG_BARRIER, atomic_op, prelude
 from .types import (
     access_size,
     c_type,
@@ -248,9 +248,7 @@ class Rewriter(BuiltinCalls):
         else:
             lp = self.skip_to(name_off + len(fn.spelling), "(")
             rp = self.skip_to(lp + 1, ")")
-        extra = (
-            "__global uint *_gr_log, volatile __global uint *_gr_ctl" if kernel else f"{PS}_gr_s"
-        )
+        extra = KERNEL_PARAMS if kernel else f"{PS}_gr_s"
         if lp is not None and self.text[lp + 1 : rp].strip() in ("", "void"):
             self.edits.append(Edit(lp + 1, rp, lambda sub, t=extra: t))
         else:
@@ -325,8 +323,8 @@ class Rewriter(BuiltinCalls):
         self.params[name] = bindings
         self.kernel_track = len(track)
         prologue = (
-            f" _gr_state_t _gr_st; {PS}_gr_s = &_gr_st; _gr_init(_gr_s, _gr_log, _gr_ctl); "
-            + " ".join(track)
+            f" _gr_state_t _gr_st; {PS}_gr_s = &_gr_st;"
+            " _gr_init(_gr_s, _gr_log, _gr_ctl, _gr_shd); " + " ".join(track)
         )
         self.insert(body.extent.start.offset + 1, prologue)
         close = self.end(body) - 1

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 STATE = "_gr_state_t"
 PS = f"__private {STATE} *"  # the trailing state parameter's type
+# what every kernel gains: the log, the control words and the prefilter's shadow
+KERNEL_PARAMS = (
+    "__global uint *_gr_log, volatile __global uint *_gr_ctl, volatile __global uint *_gr_shd"
+)
 
 ATOMIC_OPS = {
     "add": 3,
@@ -63,14 +67,17 @@ def prelude(nvars: int, slots: int) -> str:
 typedef struct {{
   __global uint *log;
   volatile __global uint *ctl;
-  uint lid, grp, ep_l, ep_g, nbar, cap, lo, hi, nbins, binw, n;
+  volatile __global uint *shd;
+  uint lid, grp, ep_l, ep_g, nbar, cap, lo, hi, nbins, binw, n, mode, swords, wgs;
   ulong addr[{slots}];
   uint size[{slots}], id[{slots}], space[{slots}], lbase[{slots}];
 }} {STATE};
 
-void _gr_init({PS}s, __global uint *log, volatile __global uint *ctl) {{
+void _gr_init({PS}s, __global uint *log, volatile __global uint *ctl,
+              volatile __global uint *shd) {{
   s->log = log;
   s->ctl = ctl;
+  s->shd = shd;
   s->lid = (uint)(get_local_id(0) + get_local_size(0) * (get_local_id(1)
            + get_local_size(1) * get_local_id(2)));
   s->grp = (uint)(get_group_id(0) + get_num_groups(0) * (get_group_id(1)
@@ -84,6 +91,9 @@ void _gr_init({PS}s, __global uint *log, volatile __global uint *ctl) {{
   s->ep_g = 0u;
   s->nbar = 0u;
   s->n = 0u;
+  s->mode = shd[0];
+  s->swords = shd[1];
+  s->wgs = shd[2];
 }}
 
 void _gr_track({PS}s, ulong addr, uint space, uint id, uint size) {{
@@ -95,11 +105,51 @@ void _gr_track({PS}s, ulong addr, uint space, uint id, uint size) {{
   s->lbase[k] = s->ctl[6u + id];
 }}
 
+/* The launch-wide shadow (docs/internals.md §5), a word pair (actor, kinds) per 4
+   bytes of the linear address order. Mode 1 marks the words an access touches
+   (nothing is logged; a word beyond the shadow sets [3]); mode 2 says whether the
+   access touches a word where a conflict is possible or one the shadow does not
+   cover (only those accesses are logged), and counts in [3] the accesses that touch
+   a word in a way mode 1 did not see. */
+int _gr_shadow({PS}s, uint flags, uint first, uint last) {{
+  volatile __global uint *shd = s->shd;
+  uint bit = 1u << (flags & 3u);
+  uint actor = ((flags >> 2) & 1u) ? s->lid + 1u : s->grp * s->wgs + s->lid + 1u;
+  int needed = 0, unseen = 0;
+  for (uint i = first / 4u; i <= last / 4u; i++) {{
+    if (i >= s->swords) {{
+      needed = 1;
+      if (s->mode == 1u) shd[3] = 1u;
+      continue;
+    }}
+    uint w = 4u + 2u * i;
+    if (s->mode == 1u) {{
+      if ((shd[w + 1u] & bit) == 0u) atomic_or(&shd[w + 1u], bit);
+      uint cur = shd[w];
+      while (cur != actor && cur != 0xffffffffu) {{
+        if (cur != 0u) {{
+          atomic_xchg(&shd[w], 0xffffffffu);
+          break;
+        }}
+        cur = atomic_cmpxchg(&shd[w], 0u, actor);
+        if (cur == 0u) break;
+      }}
+    }} else {{
+      uint who = shd[w], kinds = shd[w + 1u];
+      if (who == 0xffffffffu && ((kinds & 2u) != 0u || (kinds & 5u) == 5u)) needed = 1;
+      else if ((who != actor && who != 0xffffffffu) || (kinds & bit) == 0u) unseen = 1;
+    }}
+  }}
+  if (unseen) atomic_inc(&shd[3]);
+  return needed;
+}}
+
 void _gr_rec({PS}s, uint site, uint flags, uint off, uint epoch, uint value, uint extra,
              uint lbase) {{
   int keep;
   uint at;
   if ((flags & 3u) == 3u) {{
+    if (s->mode == 1u) return;  /* building the shadow: events are not needed */
     keep = s->grp >= s->lo && s->grp < s->hi;
     at = s->grp;
   }} else {{
@@ -108,6 +158,8 @@ void _gr_rec({PS}s, uint site, uint flags, uint off, uint epoch, uint value, uin
     uint last = lbase + ((off + size - 1u) & ~3u);
     keep = first < s->hi && last >= s->lo;
     at = max(first, s->lo);
+    if (s->mode != 0u && (keep || s->mode == 1u))
+      keep = _gr_shadow(s, flags, first, last) && s->mode == 2u;
   }}
   if (!keep) return;
   if (s->nbins > 0u) {{
