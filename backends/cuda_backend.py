@@ -26,6 +26,7 @@ from gpurace.backends.analysis_driver import (
     DeviceAnalysis,
     log_words,
 )
+from gpurace.backends.common import LaunchResult
 from gpurace.instrument.ptx.emit import SYNC_HEAD
 from gpurace.instrument.ptx.launch import CudaLaunch, scalar_bytes
 from gpurace.model import RECORD_WORDS, Binding, GpuraceError, Instrumented, Space
@@ -124,15 +125,9 @@ def load_module(device, ptx: str) -> object:
 
 
 @dataclass
-class CudaLaunchResult:
-    """Buffers after a launch (as backends/common.LaunchResult, plus sync events)."""
+class CudaLaunchResult(LaunchResult):
+    """Buffers after a launch, plus the sync events it logged (not analysed yet)."""
 
-    outputs: dict[tuple[int, int], np.ndarray]
-    log: object | None = None
-    requested: int = 0
-    capacity: int = 0
-    histogram: np.ndarray | None = None
-    unattributed: int = 0
     sync_events: dict[str, int] = field(default_factory=dict)  # kind -> count
     seconds: float = 0.0  # the kernel's own time (CUDA events)
 
@@ -454,13 +449,6 @@ def make_target(
             histogram_width=width,
         )
         sync_seen.update(result.sync_events)
-        if result.unattributed and not bins:
-            note = (
-                f"{path}: {result.unattributed} accesses to global/shared memory outside "
-                "every tracked variable (pointers not passed as kernel arguments)"
-            )
-            if note not in inst.not_instrumented:
-                inst.not_instrumented.append(note)
         partial = sync_seen.get(SYNC_NAMES[4], 0)
         note = (
             f"{path}: {partial} named-barrier waits over part of the block: the ordering "

@@ -172,7 +172,7 @@ def check(
 ) -> Report:
     """Rewrite, launch and analyse one launch of a kernel; return the report.
 
-    `language` ("wgsl" or "opencl") defaults to what `path`'s extension says. With
+    `language` ("wgsl", "opencl" or "cuda") defaults to what `path`'s extension says. With
     `all_instances`, the report also lists every instance of each race (up to
     ALL_INSTANCES_CAP per pass; more makes the result incomplete).
     """
