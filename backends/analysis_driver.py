@@ -100,8 +100,20 @@ def analyse(
     list_instances: int = 0,
     splittable: bool = False,
 ) -> DeviceAnalysis:
-    """Run the analysis kernels through `api`; `limit` is the most bytes one buffer
-    may hold. The other arguments are those of `wgpu_backend.analyse_on_device`."""
+    """Run the analysis kernels through `api` over the first n_records of log_buf;
+    `limit` is the most bytes one buffer may hold.
+
+    Only words in `address_range` of the linear order given by `var_bases` are
+    analysed, and the events of work-groups whose linear id is in that range: a
+    launch too large for one pass is analysed as several independent ranges.
+    `address_end` (where the linear order ends) sizes the shadow that lets words
+    touched by one work-item skip the tables; `wgsize` is work-items per group and
+    `groups` the launch's work-groups (their events get direct-mapped slots).
+    With `list_instances` > 0 (--all), up to that many instances are listed too.
+    If the range needs more table slots than a binding holds and is `splittable`,
+    nothing is analysed and the result says `too_big`; otherwise the tables are
+    capped and what does not fit is reported as saturated.
+    """
     if n_records == 0:  # nothing logged (a prefiltered launch without shared words)
         return DeviceAnalysis([], [], 0, 0, {}, [])
     lo, hi = address_range

@@ -328,22 +328,10 @@ def cuda_races(analysis: DeviceAnalysis) -> DeviceAnalysis:
 
 
 def analyse_on_device(
-    device,
-    log_buf,
-    n_records: int,
-    var_bases: list[int],
-    uniform_writes_race: bool,
-    *,
-    address_range: tuple[int, int],
-    address_end: int,
-    wgsize: int,
-    groups: int,
-    race_capacity: int = 4096,
-    list_instances: int = 0,
-    splittable: bool = False,
+    device, log_buf, n_records: int, var_bases: list[int], uniform_writes_race: bool, **options
 ) -> DeviceAnalysis:
     """The analysis of the first n_records of `log_buf` (a cupy array) on `device`;
-    arguments and result as in `wgpu_backend.analyse_on_device`."""
+    keyword options: `analysis_driver.analyse`."""
     return analysis_driver.analyse(
         _CupyKernels(device),
         analysis_limit(device),
@@ -351,13 +339,7 @@ def analyse_on_device(
         n_records,
         var_bases,
         uniform_writes_race,
-        address_range=address_range,
-        address_end=address_end,
-        wgsize=wgsize,
-        groups=groups,
-        race_capacity=race_capacity,
-        list_instances=list_instances,
-        splittable=splittable,
+        **options,
     )
 
 

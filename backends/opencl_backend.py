@@ -413,22 +413,10 @@ class _ClKernels:
 
 
 def analyse_on_device(
-    queue,
-    log_buf,
-    n_records: int,
-    var_bases: list[int],
-    uniform_writes_race: bool,
-    *,
-    address_range: tuple[int, int],
-    address_end: int,
-    wgsize: int,
-    groups: int,
-    race_capacity: int = 4096,
-    list_instances: int = 0,
-    splittable: bool = False,
+    queue, log_buf, n_records: int, var_bases: list[int], uniform_writes_race: bool, **options
 ) -> DeviceAnalysis:
     """The analysis of the first n_records of `log_buf` (a pyopencl.Buffer) on the
-    queue's device; arguments and result as in `wgpu_backend.analyse_on_device`."""
+    queue's device; keyword options: `analysis_driver.analyse`."""
     return analysis_driver.analyse(
         _ClKernels(queue),
         analysis_limit(queue),
@@ -436,13 +424,7 @@ def analyse_on_device(
         n_records,
         var_bases,
         uniform_writes_race,
-        address_range=address_range,
-        address_end=address_end,
-        wgsize=wgsize,
-        groups=groups,
-        race_capacity=race_capacity,
-        list_instances=list_instances,
-        splittable=splittable,
+        **options,
     )
 
 

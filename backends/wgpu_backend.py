@@ -590,33 +590,10 @@ def _whole(buf) -> _Slice:
 
 
 def analyse_on_device(
-    device,
-    log_buf,
-    n_records: int,
-    var_bases: list[int],
-    uniform_writes_race: bool,
-    *,
-    address_range: tuple[int, int],
-    address_end: int,
-    wgsize: int,
-    groups: int,
-    race_capacity: int = 4096,
-    list_instances: int = 0,
-    splittable: bool = False,
+    device, log_buf, n_records: int, var_bases: list[int], uniform_writes_race: bool, **options
 ) -> DeviceAnalysis:
-    """Run insert/refine/walk on the device over the first n_records of log_buf.
-
-    Only words in `address_range` of the linear order given by `var_bases` are
-    analysed, and the events of work-groups whose linear id is in that range: a
-    launch too large for one pass is analysed as several independent ranges.
-    `address_end` (where the linear order ends) sizes the shadow that lets words
-    touched by one work-item skip the tables; `wgsize` is work-items per group and
-    `groups` the launch's work-groups (their events get direct-mapped slots).
-    With `list_instances` > 0 (--all), up to that many instances are listed too.
-    If the range needs more table slots than a binding holds and is `splittable`,
-    nothing is analysed and the result says `too_big`; otherwise the tables are
-    capped and what does not fit is reported as saturated.
-    """
+    """The analysis of the first n_records of `log_buf` on `device` (keyword options:
+    `analysis_driver.analyse`)."""
     api = _WgpuKernels(device)
     try:
         return analysis_driver.analyse(
@@ -626,13 +603,7 @@ def analyse_on_device(
             n_records,
             var_bases,
             uniform_writes_race,
-            address_range=address_range,
-            address_end=address_end,
-            wgsize=wgsize,
-            groups=groups,
-            race_capacity=race_capacity,
-            list_instances=list_instances,
-            splittable=splittable,
+            **options,
         )
     finally:
         api.release()
