@@ -394,7 +394,7 @@ def make_target(
     to run the pass loop (`prepare = {"wgsl": _wgsl_target, "cuda": make_target}`)."""
     from math import prod
 
-    from gpurace.api import Target, linear_layout
+    from gpurace.api import Target, analyser, linear_layout
     from gpurace.instrument.ptx import instrument, resolve_kernel
     from gpurace.instrument.ptx.launch import validate_cuda
 
@@ -440,21 +440,10 @@ def make_target(
             inst.not_instrumented.append(note)
         return result
 
-    def analyse(result, n: int, lo: int, hi: int, **kw):
-        return cuda_races(
-            analyse_on_device(
-                dev,
-                result.log,
-                n,
-                bases,
-                uniform_writes_race,
-                address_range=(lo, hi),
-                address_end=total,
-                wgsize=prod(block),
-                groups=prod(grid),
-                **kw,
-            )
-        )
+    def cuda_analysis(*args, **options):  # looked up per call: tests substitute it
+        return cuda_races(analyse_on_device(*args, **options))
+
+    analyse = analyser(cuda_analysis, dev, bases, total, block, grid, uniform_writes_race)
 
     return Target(
         inst,

@@ -317,19 +317,10 @@ def _wgsl_target(
         launch, pre, barriers, lambda p: wgpu_backend.shadow_may_conflict(dev, p), FULL_RANGE
     )
 
-    def analyse(result, n: int, lo: int, hi: int, **kw):
-        return wgpu_backend.analyse_on_device(
-            dev,
-            result.log,
-            n,
-            bases,
-            uniform_writes_race,
-            address_range=(lo, hi),
-            address_end=total,
-            wgsize=prod(entries[name]),
-            groups=prod(groups),
-            **kw,
-        )
+    analyse = analyser(
+        wgpu_backend.analyse_on_device, dev, bases, total, entries[name], groups,
+        uniform_writes_race,
+    )  # fmt: skip
 
     return Target(
         inst,
@@ -345,6 +336,35 @@ def _wgsl_target(
         analyse,
         pre.nbytes if pre else 0,
     )
+
+
+def analyser(
+    analyse_on_device: Callable[..., object],
+    device: object,
+    bases: list[int],
+    total: int,
+    workgroup_size: tuple[int, int, int],
+    groups: tuple[int, int, int],
+    uniform_writes_race: bool,
+) -> Callable[..., object]:
+    """A Target's `analyse`: one address range of a launch's log through a backend's
+    `analyse_on_device` (the launch's layout and grid fixed)."""
+
+    def analyse(result, n: int, lo: int, hi: int, **options):
+        return analyse_on_device(
+            device,
+            result.log,
+            n,
+            bases,
+            uniform_writes_race,
+            address_range=(lo, hi),
+            address_end=total,
+            wgsize=prod(workgroup_size),
+            groups=prod(groups),
+            **options,
+        )
+
+    return analyse
 
 
 def _cuda_target(
@@ -417,19 +437,9 @@ def _opencl_target(
         launch_cl, pre, barriers, lambda p: opencl_backend.shadow_may_conflict(queue, p), FULL_RANGE
     )
 
-    def analyse(result, n: int, lo: int, hi: int, **kw):
-        return opencl_backend.analyse_on_device(
-            queue,
-            result.log,
-            n,
-            bases,
-            uniform_writes_race,
-            address_range=(lo, hi),
-            address_end=total,
-            wgsize=prod(local),
-            groups=prod(groups),
-            **kw,
-        )
+    analyse = analyser(
+        opencl_backend.analyse_on_device, queue, bases, total, local, groups, uniform_writes_race
+    )
 
     return Target(
         inst,
