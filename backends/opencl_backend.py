@@ -220,7 +220,7 @@ def launch(
         ctl = np.array(head + list(var_bases) + sizes + [0] * (1 + histogram_bins), np.uint32)
         log_buf = cl.Buffer(ctx, mf.READ_WRITE, max(32, log_capacity * RECORD_WORDS * 4))
         ctl_buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=ctl)
-        shd_head = np.array([pre.mode, pre.words, pre.wgsize, 0], np.uint32)
+        shd_head = np.array(pre.header(), np.uint32)
         if pre.buf is None:
             shd_buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=shd_head)
         else:
@@ -281,8 +281,8 @@ def _shadow_word(queue, pre: Prefilter, index: int) -> int:
 _SHADOW_ANY = """
 __kernel void shadow_any(__global const uint *shd, __global uint *found) {
   uint i = (uint)get_global_id(0);
-  if (i < shd[1] && shd[4u + 2u * i] == 0xffffffffu
-      && ((shd[5u + 2u * i] & 2u) != 0u || (shd[5u + 2u * i] & 5u) == 5u))
+  if (i < shd[1] && shd[8u + 2u * i] == 0xffffffffu
+      && ((shd[9u + 2u * i] & 2u) != 0u || (shd[9u + 2u * i] & 5u) == 5u))
     found[0] = 1u;
 }
 """

@@ -1,12 +1,30 @@
-"""The launch-wide shadow prefilter, shared by the WGSL and OpenCL backends.
+"""The shadow prefilter, shared by the WGSL and OpenCL backends.
 
-A first instrumented run of a launch only marks a shadow (which work-items touch
-each 4-byte word of the linear address order, and how); later runs of the same
-launch log only the accesses to words where a conflict is possible (docs/internals.md
-§2 for WGSL, §5 for OpenCL C). The shadow's layout is the same on both: a header of
-SHADOW_HEAD words (mode, words covered, work-group size, a counter) and one (actor,
-kinds) pair per word. What differs per backend is how a run gets the buffer and how
-a built shadow is searched for a word that may conflict; the run logic is here.
+A first instrumented run of a launch only marks shadows (which work-items touch
+each 4-byte word of the linear address order, and how; and, per work-group, which
+local-memory words may conflict in which local epoch); later runs of the same
+launch log only the accesses to words where a conflict is possible
+(docs/internals.md §2 for WGSL, §5 for OpenCL C). The buffer's layout is the same
+on both APIs:
+
+- a header of SHADOW_HEAD words: [0] mode, [1] launch-wide words covered `W`,
+  [2] work-items per group, [3] the *unseen* counter, [4] local words per group
+  `L`, [5] groups covered by the local area `G`, [6] the local area's offset in
+  words (`SHADOW_HEAD + 2 W`), [7] 0;
+- the launch-wide area: one (actor, kinds) pair per word of the linear address
+  order, for words `[0, W)`;
+- the local area (when `L * G > 0`): `G * L` *state* words (group-major: word
+  `[6] + g * L + lw`), then `G * L` *mask* words (at `[6] + G * L + g * L + lw`);
+  `lw` is a word of the group's *local order* (the kernel's local/workgroup
+  variables in id order, each from a whole word, `ceil(size / 4)` words each).
+  A state packs the word's current local epoch's summary: bits 0-12 actor
+  (local index + 1; 0 empty; 0x1fff several, or a local index of 0x1ffe or more),
+  bits 13-15 kinds (load, store, atomic), bits 16-31 the epoch (mod 2^16). A mask
+  has bit `e % 32` set when local epoch `e` of that word may hold a conflict. The
+  host zeroes the states before every run; the masks a build run sets are kept.
+
+What differs per backend is how a run gets the buffer and how a built shadow is
+searched for a word that may conflict; the run logic is here.
 """
 
 from __future__ import annotations
@@ -16,32 +34,60 @@ from dataclasses import dataclass
 
 from gpurace.backends.common import LaunchResult
 
-SHADOW_HEAD = 4  # the shadow's header: mode, words covered, work-group size, counter
+SHADOW_HEAD = 8  # the shadow's header (see above)
 SHADOW_OFF, SHADOW_BUILD, SHADOW_FILTER = 0, 1, 2
 
 
 @dataclass
 class Prefilter:
-    """A launch-wide shadow that lets an instrumented launch log only the accesses to
-    words where a conflict is possible: one run with `mode` SHADOW_BUILD marks it,
-    later runs of the same launch filter with it (SHADOW_FILTER). It covers the first
-    `words` 4-byte words of the linear address order; accesses beyond are always
-    logged. `buf` is the backend's buffer (a wgpu.GPUBuffer, a pyopencl.Buffer)."""
+    """Shadows that let an instrumented launch log only the accesses to words where a
+    conflict is possible: one run with `mode` SHADOW_BUILD marks them, later runs of
+    the same launch filter with them (SHADOW_FILTER). The launch-wide area covers the
+    first `words` 4-byte words of the linear address order; accesses beyond are always
+    logged. The local area covers `local_words` words of local memory for each of the
+    first `groups` work-groups; local accesses of other groups use the launch-wide
+    area. `buf` is the backend's buffer (a wgpu.GPUBuffer, a pyopencl.Buffer)."""
 
     buf: object
     words: int
     wgsize: int
     mode: int = SHADOW_BUILD
+    local_words: int = 0
+    groups: int = 0
+    # a build run logs the launch's barrier and exit events (so that a launch whose
+    # shadows show no possible conflict needs no second run); False while a backend
+    # does not do it yet
+    build_logs_events: bool = False
+
+    @property
+    def local_offset(self) -> int:
+        """Word index of the local area's first state word."""
+        return SHADOW_HEAD + 2 * self.words
 
     @property
     def nbytes(self) -> int:
-        return (SHADOW_HEAD + 2 * self.words) * 4
+        return (self.local_offset + 2 * self.local_words * self.groups) * 4
+
+    def header(self) -> list[int]:
+        """The SHADOW_HEAD header words for a run in this prefilter's mode."""
+        local = self.local_words if self.groups else 0
+        return [self.mode, self.words, self.wgsize, 0, local, self.groups, self.local_offset, 0]
 
 
 def shadow_words(address_end: int, limit_bytes: int) -> int:
     """Words a shadow covers for an address order ending at `address_end`, in a buffer
     of at most `limit_bytes` (two u32 per word after the header)."""
     return max(1, min(-(-address_end // 4), limit_bytes // 8 - SHADOW_HEAD))
+
+
+def local_groups(words: int, local_words: int, num_groups: int, limit_bytes: int) -> int:
+    """Work-groups whose `local_words` words of local memory a shadow with a launch-wide
+    area of `words` words can cover in a buffer of at most `limit_bytes` (two u32 per
+    group and word): all `num_groups` when they fit, else the first that do."""
+    if local_words == 0:
+        return 0
+    room = limit_bytes // 4 - SHADOW_HEAD - 2 * words
+    return max(0, min(num_groups, room // (2 * local_words)))
 
 
 # launch(lo, hi, capacity, bins, width, prefilter=None) -> LaunchResult
@@ -54,29 +100,37 @@ def filtered_run(
     has_barriers: bool,
     shadow_may_conflict: Callable[[Prefilter], bool],
     full_range: int,
+    events_end: int = 0,
 ) -> Callable[..., LaunchResult]:
     """The `run(lo, hi, capacity, bins=0, width=0)` of a check's Target on top of a
     backend's `launch`.
 
-    With `pre`, the first run builds the shadow (the whole address range, nothing
-    logged), then every run filters with it; a run that touches memory in a way the
-    build run did not see (`unseen`: a kernel whose accesses differ between runs) is
-    repeated unfiltered, so the result stays exact. A kernel without barriers (no
-    events) whose shadow has no word that may conflict would log nothing at all: the
-    filter runs are skipped and report an empty log (with the build run's count of
-    unattributed accesses). Without `pre`, every run logs unfiltered.
+    With `pre`, the first run builds the shadows (the whole address range; accesses
+    are not logged, events are when `pre.build_logs_events`), then every run filters
+    with them; a run that touches memory in a way the build run did not see (`unseen`:
+    a kernel whose accesses differ between runs) is repeated unfiltered, so the result
+    stays exact. When the built shadows have no word that may conflict, a filter run
+    would log only events: the build run stands for it (its events are those of the
+    addresses `[0, events_end)`, one per work-group), and a range without events logs
+    nothing. Without `pre`, every run logs unfiltered.
     """
-    quiet: list[LaunchResult | None] = []  # the build run, when nothing needs logging
+    quiet: list[LaunchResult | None] = []  # the build run, when it stands for every run
 
     def run(lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0) -> LaunchResult:
         if pre is None:
             return launch(lo, hi, capacity, bins, width)
         if pre.mode == SHADOW_BUILD:
-            built = launch(0, full_range, 0, 0, 0, pre)
+            events = pre.build_logs_events and has_barriers
+            built = launch(0, full_range, capacity if events else 0, 0, 0, pre)
             pre.mode = SHADOW_FILTER
-            quiet.append(None if has_barriers or shadow_may_conflict(pre) else built)
-        if quiet[0] is not None:
-            return LaunchResult({}, None, 0, capacity, unattributed=quiet[0].unattributed)
+            stands = (events or not has_barriers) and built.requested <= built.capacity
+            quiet.append(built if stands and not shadow_may_conflict(pre) else None)
+        built = quiet[0]
+        if built is not None and bins == 0:
+            if lo >= events_end or built.requested == 0:
+                return LaunchResult({}, None, 0, capacity, unattributed=built.unattributed)
+            if lo == 0 and hi >= events_end and capacity >= built.requested:
+                return built
         result = launch(lo, hi, capacity, bins, width, pre)
         return launch(lo, hi, capacity, bins, width) if result.unseen else result
 

@@ -152,8 +152,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     atomicStore(&found[0], 1u);  // the build run touched a word beyond the shadow
   }
   if (i >= atomicLoad(&shd[1])) { return; }
-  let who = atomicLoad(&shd[4u + 2u * i]);
-  let kinds = atomicLoad(&shd[5u + 2u * i]);
+  let who = atomicLoad(&shd[8u + 2u * i]);
+  let kinds = atomicLoad(&shd[9u + 2u * i]);
   if (who == 0xffffffffu && ((kinds & 2u) != 0u || (kinds & 5u) == 5u)) {
     atomicStore(&found[0], 1u);
   }
@@ -432,7 +432,7 @@ def launch(
         ctl_buf = device.create_buffer(size=max(16, ctl.nbytes), usage=_STORAGE)
         device.queue.write_buffer(ctl_buf, 0, ctl.tobytes())
         pre = prefilter or Prefilter(None, 0, 0, SHADOW_OFF)
-        shd_head = np.array([pre.mode, pre.words, pre.wgsize, 0], np.uint32)
+        shd_head = np.array(pre.header(), np.uint32)
         shd_buf = pre.buf or device.create_buffer(size=shd_head.nbytes, usage=_STORAGE)
         device.queue.write_buffer(shd_buf, 0, shd_head.tobytes())
         par = np.array(head + [pre.mode, pre.words, pre.wgsize], dtype=np.uint32)

@@ -122,7 +122,7 @@ int _gr_shadow({PS}s, uint flags, uint first, uint last) {{
       if (s->mode == 1u) shd[3] = 1u;
       continue;
     }}
-    uint w = 4u + 2u * i;
+    uint w = 8u + 2u * i;  // after the SHADOW_HEAD header (backends/prefilter.py)
     if (s->mode == 1u) {{
       if ((shd[w + 1u] & bit) == 0u) atomic_or(&shd[w + 1u], bit);
       uint cur = shd[w];

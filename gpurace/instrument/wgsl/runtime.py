@@ -175,7 +175,7 @@ fn _gr_shadow(flags: u32, first: u32, last: u32) -> bool {{
       }}
       continue;
     }}
-    let s = 4u + 2u * i;
+    let s = 8u + 2u * i;  // after the SHADOW_HEAD header (backends/prefilter.py)
     if _gr_mode == 1u {{
       if (atomicLoad(&_gr_shd[s + 1u]) & bit) == 0u {{
         atomicOr(&_gr_shd[s + 1u], bit);
