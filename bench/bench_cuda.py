@@ -29,7 +29,7 @@ from gpurace.instrument.ptx import compile_cuda, instrument  # noqa: E402
 from gpurace.instrument.ptx.launch import cuda_launch_from_dict  # noqa: E402
 
 KERNELS = Path(__file__).parent / "kernels"
-SANITIZER_TIMEOUT = 60  # seconds per kernel: hwtests/run.sh must finish in minutes
+SANITIZER_TIMEOUT = 60  # seconds per kernel (--sanitizer-timeout): hwtests/run.sh is minutes
 
 
 def cases(scale: float) -> list[tuple[str, dict]]:
@@ -68,7 +68,7 @@ def timed(fn, repeat: int) -> tuple[float, object]:
     return statistics.median(times), result
 
 
-def sanitizer_seconds(name: str, ptx_path: Path, launch: dict) -> str:
+def sanitizer_seconds(name: str, ptx_path: Path, launch: dict, timeout: float) -> str:
     """compute-sanitizer --tool racecheck on the plain kernel (a child python runs it)."""
     exe = shutil.which("compute-sanitizer")
     if not exe:
@@ -88,10 +88,10 @@ def sanitizer_seconds(name: str, ptx_path: Path, launch: dict) -> str:
     try:
         run = subprocess.run(
             [exe, "--tool", "racecheck", sys.executable, "-c", code],
-            capture_output=True, text=True, timeout=SANITIZER_TIMEOUT, check=False,
+            capture_output=True, text=True, timeout=timeout, check=False,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
-        return f"> {SANITIZER_TIMEOUT * 1e3:.0f}"
+        return f"> {timeout * 1e3:.0f}"
     secs = time.perf_counter() - t0
     if run.returncode:
         return f"failed ({run.stderr.strip().splitlines()[-1:] or run.stdout[-200:]})"
@@ -104,6 +104,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--device", default=None)
     ap.add_argument("--out", default=None, help="folder for the compiled PTX")
+    ap.add_argument("--kernels", default="saxpy,reduce,matmul,stencil,histogram")
+    ap.add_argument("--sanitizer-timeout", type=float, default=SANITIZER_TIMEOUT)
     args = ap.parse_args()
     dev, dev_name = cuda_backend.get_device(args.device)
     arch = cuda_backend.arch_of(dev)
@@ -114,6 +116,8 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     ratios = []
     for name, data in cases(args.scale):
+        if name not in args.kernels.split(","):
+            continue
         ptx = compile_cuda((KERNELS / f"{name}.cu").read_text(), f"{name}.cu", arch=arch).ptx
         ptx_path = out / f"{name}.ptx"
         ptx_path.write_text(ptx)
@@ -140,7 +144,7 @@ def main() -> None:
         verdict = ("complete" if s.complete else "INCOMPLETE") + (
             f", {len(report.races)} races" if report.races else ""
         )
-        san = sanitizer_seconds(name, ptx_path, data)
+        san = sanitizer_seconds(name, ptx_path, data, args.sanitizer_timeout)
         print(
             f"| {name} | {s.work_items:,} | {s.accesses_logged:,} | {t_plain * 1e3:.1f} | "
             f"{t_check * 1e3:.1f} | {ratio:.1f} | {san} | {verdict} |",

@@ -1,36 +1,83 @@
 #!/usr/bin/env bash
-# The GPU checks, in one script of a few minutes: the WGSL corpus (verdicts, sites,
-# bit-identical outputs, device analysis == NumPy reference) on the real GPU's Vulkan
-# adapter, then the overhead benchmark; on an NVIDIA GPU (nvidia-smi answers) the same
-# for the CUDA corpus through cupy, and bench/bench_cuda.py (compute-sanitizer's
-# racecheck timed beside it when present). Logs go to $OUT (default hwtests/out).
-#   GPURACE_ONLY=cuda bash hwtests/run.sh   # only the CUDA part
+# The GPU checks, in one script of a few minutes, each section time-boxed:
+#  - CUDA (when nvidia-smi answers): the CUDA corpus through cupy (verdicts, sites,
+#    bit-identical outputs, device analysis == NumPy reference), hwtests/nvidia;
+#  - WGSL: the corpus and the determinism checks on the GPU's Vulkan adapter;
+#  - OpenCL: the OpenCL corpus on the GPU's OpenCL driver, when the machine has one;
+#  - then the benchmarks: bench_cuda.py (compute-sanitizer's racecheck beside it when
+#    present), bench_wgsl.py, bench_repeat.py.
+# The test sections run side by side; the benchmarks after them, alone.
+# Logs go to $OUT (default hwtests/out), one file per section.
 #
-#   bash hwtests/run.sh            # picks the GPU adapter; GPURACE_DEVICE=name to choose
+#   bash hwtests/run.sh                      # picks the GPU adapter; GPURACE_DEVICE=name
+#   GPURACE_ONLY=cuda bash hwtests/run.sh    # one part: cuda, wgsl, opencl or bench
+#   GPURACE_NO_INSTALL=1 ...                 # gpurace and its dependencies are installed
+#   GPURACE_SECTION_TIMEOUT=240 GPURACE_BENCH_SCALE=0.0625 ...   # the defaults
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-hwtests/out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q -e '.[test]' 2>&1 | grep -v WARNING
-python3 -m gpurace devices 2>&1 | tee "$OUT/devices.txt"
-status=0
-if [ "${GPURACE_ONLY:-}" != cuda ]; then
-  python3 -m pytest -q hwtests --ignore=hwtests/nvidia --ignore=hwtests/test_opencl_gpu.py \
-    tests/test_corpus_wgsl.py tests/test_analysis_equivalence.py tests/test_determinism.py \
-    2>&1 | tee "$OUT/pytest.log" || status=1
-  # OpenCL on the GPU's OpenCL driver, when the machine has one (said either way)
-  if python3 -c "from gpurace.backends import opencl_backend as o; import sys; sys.exit(not any(d.is_gpu for d in o.list_devices()))"; then
-    python3 -m pytest -q hwtests/test_opencl_gpu.py 2>&1 | tee "$OUT/pytest_opencl.log" || status=1
-  else
-    echo "no OpenCL GPU device: the OpenCL GPU checks did not run" | tee "$OUT/pytest_opencl.log"
+LIMIT=${GPURACE_SECTION_TIMEOUT:-240}
+SCALE=${GPURACE_BENCH_SCALE:-0.0625}
+ONLY=${GPURACE_ONLY:-}
+if [ -z "${GPURACE_NO_INSTALL:-}" ]; then
+  python3 -m pip install -q -e '.[test]' 2>&1 | grep -v WARNING
+  if nvidia-smi >/dev/null 2>&1 && ! python3 -c "import cupy" 2>/dev/null; then
+    python3 -m pip install -q -e '.[cuda]' 2>&1 | grep -v WARNING
   fi
-  python3 bench/bench_wgsl.py --repeat 3 2>&1 | tee "$OUT/bench_wgsl.md" || status=1
-  python3 bench/bench_repeat.py 2>&1 | tee "$OUT/bench_repeat.md" || status=1
 fi
-if nvidia-smi >/dev/null 2>&1; then
-  python3 -c "import cupy" 2>/dev/null || python3 -m pip install -q -e '.[cuda]' 2>&1 | grep -v WARNING
-  python3 -m pytest -q hwtests/nvidia tests/test_ptx_rewriter.py 2>&1 | tee "$OUT/pytest_cuda.log" || status=1
-  python3 bench/bench_cuda.py --repeat 3 2>&1 | tee "$OUT/bench_cuda.md" || status=1
+PYTEST=(python3 -m pytest -q -rfE --tb=short -p no:cacheprovider)
+if python3 -c "import xdist" 2>/dev/null; then PYTEST+=(-n 4); fi
+if python3 -c "import pytest_timeout" 2>/dev/null; then PYTEST+=(--timeout 90); fi
+
+# section NAME COMMAND...: run with the time limit, log to $OUT/NAME.log, say how it ended
+section() {
+  local name=$1
+  shift
+  timeout -k 10 "$LIMIT" "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  [ $rc = 124 ] && echo "TIMED OUT after ${LIMIT}s" >>"$OUT/$name.log"
+  echo "== $name: exit $rc ($(tail -n 1 "$OUT/$name.log"))"
+  return $rc
+}
+wanted() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+  python3 -m gpurace devices 2>&1
+} | tee "$OUT/devices.txt"
+
+status=0
+pids=()
+if wanted cuda && nvidia-smi >/dev/null 2>&1; then
+  section cuda "${PYTEST[@]}" hwtests/nvidia &
+  pids+=($!)
+fi
+if wanted wgsl; then
+  section wgsl "${PYTEST[@]}" hwtests/test_gpu_device.py hwtests/test_determinism_gpu.py \
+    tests/test_corpus_wgsl.py tests/test_analysis_equivalence.py tests/test_determinism.py &
+  pids+=($!)
+fi
+if wanted opencl; then
+  if python3 -c "from gpurace.backends import opencl_backend as o; import sys; sys.exit(not any(d.is_gpu for d in o.list_devices()))"; then
+    section opencl "${PYTEST[@]}" hwtests/test_opencl_gpu.py &
+    pids+=($!)
+  else
+    echo "no OpenCL GPU device: the OpenCL GPU checks did not run" | tee "$OUT/opencl.log"
+  fi
+fi
+for p in "${pids[@]}"; do wait "$p" || status=1; done
+
+if wanted bench || wanted cuda; then
+  if nvidia-smi >/dev/null 2>&1; then
+    section bench_cuda python3 bench/bench_cuda.py --scale "$SCALE" --repeat 3 \
+      --sanitizer-timeout 20 || status=1
+  fi
+fi
+if wanted bench || wanted wgsl; then
+  section bench_wgsl python3 bench/bench_wgsl.py --scale "$SCALE" --repeat 3 || status=1
+  section bench_repeat python3 bench/bench_repeat.py --scale "$SCALE" || status=1
 fi
 exit $status
