@@ -10,7 +10,8 @@
 # Logs go to $OUT (default hwtests/out), one file per section.
 #
 #   bash hwtests/run.sh                      # picks the GPU adapter; GPURACE_DEVICE=name
-#   GPURACE_ONLY=cuda bash hwtests/run.sh    # one part: cuda, wgsl, opencl or bench
+#   GPURACE_ONLY=cuda,wgsl bash hwtests/run.sh   # some parts of: cuda, wgsl, opencl,
+#                                                # bench-cuda, bench-wgsl
 #   GPURACE_NO_INSTALL=1 ...                 # gpurace and its dependencies are installed
 #   GPURACE_SECTION_TIMEOUT=240 GPURACE_BENCH_SCALE=0.0625 ...   # the defaults
 set -uo pipefail
@@ -27,8 +28,8 @@ if [ -z "${GPURACE_NO_INSTALL:-}" ]; then
     python3 -m pip install -q -e '.[cuda]' 2>&1 | grep -v WARNING
   fi
 fi
-PYTEST=(python3 -m pytest -q -rfE --tb=short -p no:cacheprovider)
-if python3 -c "import xdist" 2>/dev/null; then PYTEST+=(-n 4); fi
+PYTEST=(python3 -m pytest -v -rfE --tb=short -p no:cacheprovider -W ignore::Warning)
+if python3 -c "import xdist" 2>/dev/null; then PYTEST+=(-n "${GPURACE_WORKERS:-6}"); fi
 if python3 -c "import pytest_timeout" 2>/dev/null; then PYTEST+=(--timeout 90); fi
 
 # section NAME COMMAND...: run with the time limit, log to $OUT/NAME.log, say how it ended
@@ -41,7 +42,7 @@ section() {
   echo "== $name: exit $rc ($(tail -n 1 "$OUT/$name.log"))"
   return $rc
 }
-wanted() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
+wanted() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }
 
 {
   date -u
@@ -70,13 +71,13 @@ if wanted opencl; then
 fi
 for p in "${pids[@]}"; do wait "$p" || status=1; done
 
-if wanted bench || wanted cuda; then
+if wanted bench-cuda; then
   if nvidia-smi >/dev/null 2>&1; then
     section bench_cuda python3 bench/bench_cuda.py --scale "$SCALE" --repeat 3 \
       --sanitizer-timeout 20 || status=1
   fi
 fi
-if wanted bench || wanted wgsl; then
+if wanted bench-wgsl; then
   section bench_wgsl python3 bench/bench_wgsl.py --scale "$SCALE" --repeat 3 || status=1
   section bench_repeat python3 bench/bench_repeat.py --scale "$SCALE" || status=1
 fi
