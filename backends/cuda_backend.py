@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -29,9 +30,10 @@ from gpurace.backends.analysis_driver import (
 from gpurace.backends.common import LaunchResult
 from gpurace.instrument.ptx.emit import SYNC_HEAD
 from gpurace.instrument.ptx.launch import CudaLaunch, scalar_bytes
-from gpurace.model import RECORD_WORDS, Binding, GpuraceError, Instrumented, Space
+from gpurace.model import RECORD_WORDS, Binding, DeviceHang, GpuraceError, Instrumented, Space
 
 ANALYSIS_BLOCK = 64
+KERNEL_TIMEOUT_S = 60.0  # a launch that runs longer is taken for a hang ($GPURACE_KERNEL_TIMEOUT)
 SYNC_CAPACITY = 1 << 14  # sync events kept for later analyses (more are counted)
 SYNC_NAMES = {
     1: "warp sync",
@@ -206,7 +208,7 @@ def launch(
         except cp.cuda.driver.CUDADriverError as exc:
             raise GpuraceError(f"launch of '{kernel}' failed: {exc}", path) from None
         stop.record()
-        stop.synchronize()
+        wait_for(stop, kernel, path)
         result = CudaLaunchResult({}, log, 0, log_capacity)
         result.seconds = cp.cuda.get_elapsed_time(start, stop) / 1e3
         for b in params:
@@ -220,6 +222,31 @@ def launch(
                 result.histogram = words[7 + 2 * nv :].astype(np.int64)
             result.sync_events = _sync_summary(cp, sync, sync_capacity)
     return result
+
+
+def wait_for(event, kernel: str, path: str, timeout: float | None = None) -> None:
+    """Wait until `event` (recorded after a launch of `kernel`) has happened, at most
+    `timeout` seconds ($GPURACE_KERNEL_TIMEOUT, else KERNEL_TIMEOUT_S).
+
+    A block whose threads wait at different barriers, or at a barrier that some never
+    reach, is undefined behaviour that hangs an NVIDIA GPU (seen on an H200 with
+    `if (t % 2) __syncthreads(); else __syncthreads();`): gpurace says so instead of
+    waiting for ever."""
+    if timeout is None:
+        timeout = float(os.environ.get("GPURACE_KERNEL_TIMEOUT", KERNEL_TIMEOUT_S))
+    deadline = time.monotonic() + timeout
+    pause = 2e-5
+    while not event.done:
+        if time.monotonic() > deadline:
+            raise DeviceHang(
+                f"error: kernel '{kernel}' did not finish within {timeout:g} s on the GPU: "
+                "threads of a block wait at barriers that others never reach (barrier "
+                "divergence), or a spin-wait never ends; the GPU context is unusable, so "
+                "nothing was checked (GPURACE_KERNEL_TIMEOUT=SECONDS sets the limit)",
+                path,
+            )
+        time.sleep(pause)
+        pause = min(2 * pause, 1e-3)
 
 
 _SCALAR_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}

@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 import click
 
-from gpurace.model import GpuraceError
+from gpurace.model import DeviceHang, GpuraceError
 from gpurace.report.common import relpath
 
 EXIT_ERROR = 2
@@ -45,6 +45,11 @@ def _guarded(fn: Callable[[], int]) -> NoReturn:
     """
     try:
         code = fn()
+    except DeviceHang as err:  # the GPU context is stuck: exiting normally would wait on it
+        click.echo(str(err), err=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_ERROR)
     except GpuraceError as err:
         if err.file:
             err.file = relpath(err.file)

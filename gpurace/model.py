@@ -288,3 +288,9 @@ class GpuraceError(Exception):
             if self.col:
                 where += f":{self.col}"
         return f"{where}: error: {self.message}" if where else f"error: {self.message}"
+
+
+class DeviceHang(GpuraceError):
+    """A kernel that did not finish in time: a barrier some threads never reach, or a
+    spin-wait that never ends. The device context is stuck with it, so the process can
+    only exit (the CLI leaves without tearing the context down)."""

@@ -6,6 +6,9 @@ address ranges through `_gr_rec`); cupy itself and the GPU are hwtests/nvidia's.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from math import prod
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,9 +19,11 @@ import pytest
 from gpurace import api
 from gpurace.api import linear_layout
 from gpurace.backends import cuda_backend
-from gpurace.model import RECORD_WORDS
+from gpurace.model import RECORD_WORDS, DeviceHang
 from tests.ptx_emulator import Emulator
 from tests.test_ptx_rewriter import CUDA_CASES, _emulate, _prepare
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class _Device:
@@ -53,6 +58,8 @@ class _Module:
 
 
 class _Event:
+    done = True
+
     def record(self):
         pass
 
@@ -228,3 +235,43 @@ def test_named_barrier_over_part_of_the_block(fake_cupy, pocl_analysis):
     assert kinds == [("LOCAL", 4, 7)]
     assert not report.scope.complete and report.exit_code == 1
     assert any("128 named-barrier waits" in n for n in report.scope.not_instrumented)
+
+
+class _NeverDone(_Event):
+    done = False  # a kernel that hangs (barrier divergence on an NVIDIA GPU)
+
+
+def test_a_launch_that_never_finishes_is_a_device_hang(fake_cupy, monkeypatch):
+    """The wait for a launch gives up after GPURACE_KERNEL_TIMEOUT seconds with an error
+    that names the kernel and the likely cause, instead of waiting for ever."""
+    monkeypatch.setattr(FAKE_CUPY.cuda, "Event", _NeverDone)
+    monkeypatch.setenv("GPURACE_KERNEL_TIMEOUT", "0.05")
+    with pytest.raises(DeviceHang) as err:
+        _launch(_case("divergence_two_barriers"), True)
+    assert "kernel 'two_barriers' did not finish within 0.05 s" in str(err.value)
+    assert "barrier divergence" in str(err.value)
+
+
+def test_the_cli_exits_2_on_a_hung_kernel(tmp_path):
+    """`gpurace check` on a launch that hangs prints one line and exits 2 at once (it
+    does not wait on the stuck GPU context while exiting)."""
+    case = _case("divergence_two_barriers")
+    code = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+        "import gpurace.backends\n"
+        "from tests import fake_cupy\n"
+        "sys.modules['cupy'] = fake_cupy\n"
+        "fake_cupy._Event.done = False\n"
+        "from gpurace.cli import main\n"
+        f"sys.argv = ['gpurace', 'check', {str(case.kernel)!r}, '--launch',\n"
+        f"            {str(case.launch_path)!r}]\n"
+        "main()\n"
+    )
+    env = {**os.environ, "GPURACE_KERNEL_TIMEOUT": "0.2"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "error: kernel 'two_barriers' did not finish within 0.2 s on the GPU" in lines[0]

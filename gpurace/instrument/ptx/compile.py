@@ -56,9 +56,12 @@ def cuda_include_dirs() -> list[str]:
             # libcu++ (cuda/std/...), which cooperative_groups.h includes
             if (d / sub / "cccl" / "cuda").is_dir() and str(d / sub / "cccl") not in found:
                 found.append(str(d / sub / "cccl"))
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
-    if (Path(home) / "include" / "cuda_fp16.h").exists():
-        found.append(str(Path(home) / "include"))
+    home = Path(os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda")
+    if (home / "include" / "cuda_fp16.h").exists():
+        found.append(str(home / "include"))
+        # CUDA 13 toolkits keep libcu++ in include/cccl (the pip wheel may be missing)
+        if (home / "include" / "cccl" / "cuda").is_dir():
+            found.append(str(home / "include" / "cccl"))
     return found
 
 
