@@ -315,7 +315,10 @@ def devices() -> None:
         for name, description, is_default in found:
             mark = "*" if is_default else " "
             suffix = "  (default)" if is_default else ""
-            click.echo(f"{mark} {name:<{width}}  {description}{suffix}".rstrip())
+            # a backend's description starts with the name (reports quote it whole);
+            # the name column already says it
+            detail = description.removeprefix(name).strip()
+            click.echo(f"{mark} {name:<{width}}  {detail}{suffix}".rstrip())
         return 0
 
     _guarded(run)
