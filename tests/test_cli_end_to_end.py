@@ -90,6 +90,16 @@ def test_missing_file(tmp_path, which):
     assert "nope" in line
 
 
+@pytest.mark.parametrize("command", ["check", "repeat"])
+def test_kernel_that_is_not_utf8(tmp_path, command):
+    """`check` and `repeat` read a kernel file the same way (api.read_kernel)."""
+    bad = tmp_path / "bad.wgsl"
+    bad.write_bytes(b"// caf\xe9\n")
+    launch = str(EXAMPLES / "reduce_racy.toml")
+    line = _one_line_error(gpurace(command, "bad.wgsl", "--launch", launch, cwd=tmp_path))
+    assert line == "bad.wgsl: error: kernel file is not UTF-8 text (byte 6); save it as UTF-8"
+
+
 def test_devices_lists_the_cpu_driver():
     p = gpurace("devices")
     assert p.returncode == 0
