@@ -351,6 +351,7 @@ def _build(data: Mapping[str, Any], path: str, base_dir: str | None, lines: KeyL
         "missing key 'workgroups': the number of work-groups to launch, "
         "e.g. workgroups = [4, 1, 1]",
     )
+    assert workgroups is not None  # required: sizes raised otherwise
 
     uniform_writes, expect = labels(data, err, lines)
 
