@@ -106,6 +106,25 @@ def check_file(
     The launch file is a TOML file or Oclgrind's `.sim` format; a `.sim` file names
     its kernel file, used when `kernel_path` is None.
     """
+    kernel_path, spec = read_launch(launch_path, kernel_path)
+    source = read_kernel(kernel_path)
+    return check(
+        source,
+        spec,
+        path=kernel_path,
+        device=device,
+        uniform_writes=uniform_writes,
+        entry=entry,
+        progress=progress,
+        all_instances=all_instances,
+    )
+
+
+def read_launch(launch_path: str, kernel_path: str | None = None) -> tuple[str, LaunchSpec]:
+    """(kernel file, launch) from a launch file in the form the kernel's language reads:
+    Oclgrind's ``.sim`` (it names the kernel file, used when ``kernel_path`` is None),
+    a CUDA launch file for a CUDA/PTX kernel, else a WGSL or OpenCL one. Shared by
+    `gpurace check` and `gpurace repeat` so both read a launch the same way."""
     if launch_path.lower().endswith(".sim"):
         sim_kernel, spec = load_sim(launch_path)
         kernel_path = kernel_path or sim_kernel
@@ -118,21 +137,20 @@ def check_file(
     if kernel_path is None:
         raise GpuraceError("no kernel file: pass KERNEL or a .sim file that names one")
     language_of(kernel_path)
+    return kernel_path, spec
+
+
+def read_kernel(kernel_path: str) -> str:
+    """A kernel file's text; an unreadable or non-UTF-8 file is one GpuraceError."""
     try:
         with open(kernel_path, encoding="utf-8") as f:
-            source = f.read()
+            return f.read()
+    except UnicodeDecodeError as err:
+        raise GpuraceError(
+            f"kernel file is not UTF-8 text (byte {err.start}); save it as UTF-8", kernel_path
+        ) from None
     except OSError as exc:
         raise GpuraceError(f"cannot read kernel: {exc.strerror}", kernel_path) from None
-    return check(
-        source,
-        spec,
-        path=kernel_path,
-        device=device,
-        uniform_writes=uniform_writes,
-        entry=entry,
-        progress=progress,
-        all_instances=all_instances,
-    )
 
 
 @dataclass

@@ -11,11 +11,12 @@ errors do not pay for starting a GPU API).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 import click
@@ -94,6 +95,39 @@ class _Progress:
             sys.stderr.write("\r\x1b[K")
             sys.stderr.flush()
             self.active = False
+
+
+@contextlib.contextmanager
+def _progress() -> Iterator[_Progress | None]:
+    """A progress line while the device works (None when stderr is not a terminal),
+    erased when the work ends or fails, before the report or the error line."""
+    progress = _Progress() if sys.stderr.isatty() else None
+    try:
+        yield progress
+    finally:
+        if progress is not None:
+            progress.clear()
+
+
+def _check_kernel_file(kernel: str) -> None:
+    """KERNEL must name a file; said before any launch-file or device work."""
+    if not os.path.isfile(kernel):
+        raise GpuraceError(
+            "kernel file not found" + (" (it is a directory)" if os.path.isdir(kernel) else ""),
+            file=kernel,
+        )
+
+
+def _read_suppressions(
+    json_path: str | None, sarif_path: str | None, suppress_path: str | None
+) -> Any:
+    """The --suppress file (None without one), read with the output options checked
+    before the device work or the program runs, so a bad file or option costs nothing."""
+    from gpurace.report.suppress import load as load_suppressions
+
+    if json_path == "-" and sarif_path == "-":
+        raise GpuraceError("--json and --sarif cannot both write to standard output")
+    return load_suppressions(suppress_path) if suppress_path else None
 
 
 def _find_launch(kernel: str | None, launch: str | None) -> str:
@@ -186,13 +220,9 @@ def check(
     def run() -> int:
         from gpurace.report.json_report import write_json
         from gpurace.report.sarif import write_sarif
-        from gpurace.report.suppress import load as load_suppressions
         from gpurace.report.text import print_text
 
-        if json_path == "-" and sarif_path == "-":
-            raise GpuraceError("--json and --sarif cannot both write to standard output")
-        # read before the device work, so a bad file costs nothing
-        suppressions = load_suppressions(suppress_path) if suppress_path else None
+        suppressions = _read_suppressions(json_path, sarif_path, suppress_path)
         if sim_path is not None:
             if launch_path is not None:
                 raise GpuraceError("give either --launch or --sim, not both")
@@ -201,11 +231,8 @@ def check(
             raise GpuraceError("missing KERNEL: gpurace check KERNEL [--launch L.toml | --sim S]")
         else:
             launch = _find_launch(kernel, launch_path)
-        if kernel is not None and not os.path.isfile(kernel):
-            raise GpuraceError(
-                "kernel file not found" + (" (it is a directory)" if os.path.isdir(kernel) else ""),
-                file=kernel,
-            )
+        if kernel is not None:
+            _check_kernel_file(kernel)
         kwargs: dict[str, Any] = {"device": device, "entry": entry}
         # Only passed when given, so check_file's defaults (the launch file's
         # uniform_writes, one instance per race) apply otherwise.
@@ -213,12 +240,8 @@ def check(
             kwargs["uniform_writes"] = uniform_writes
         if all_instances:
             kwargs["all_instances"] = True
-        progress = _Progress() if sys.stderr.isatty() else None
-        try:
+        with _progress() as progress:
             report = _api().check_file(kernel, launch, progress=progress, **kwargs)
-        finally:
-            if progress is not None:
-                progress.clear()
         notes: list[str] = []
         if suppressions is not None:
             suppressions.apply(report)
@@ -275,27 +298,13 @@ def repeat(
     def run() -> int:
         from gpurace.determinism import repeat_file, write_json
 
-        # Parsed here, not by click, so a bad value is one error line like every other.
-        try:
-            runs = int(runs_text)
-        except ValueError:
-            runs = 0
-        if runs < 1:
-            raise GpuraceError(f"--runs must be a positive integer, not '{runs_text}'")
-        if not os.path.isfile(kernel):
-            raise GpuraceError(
-                "kernel file not found" + (" (it is a directory)" if os.path.isdir(kernel) else ""),
-                file=kernel,
-            )
+        runs = _positive(runs_text, "--runs", 1)
+        _check_kernel_file(kernel)
         launch = _find_launch(kernel, launch_path)
-        progress = _Progress() if sys.stderr.isatty() else None
-        try:
+        with _progress() as progress:
             result = repeat_file(
                 kernel, launch, runs=runs, device=device, entry=entry, progress=progress
             )
-        finally:
-            if progress is not None:
-                progress.clear()
         out = sys.stderr if json_path == "-" else sys.stdout
         out.write(str(result) + "\n")
         if json_path:
@@ -320,7 +329,10 @@ def devices() -> None:
         for name, description, is_default in found:
             mark = "*" if is_default else " "
             suffix = "  (default)" if is_default else ""
-            click.echo(f"{mark} {name:<{width}}  {description}{suffix}".rstrip())
+            # a backend's description starts with the name (reports quote it whole);
+            # the name column already says it
+            detail = description.removeprefix(name).strip()
+            click.echo(f"{mark} {name:<{width}}  {detail}{suffix}".rstrip())
         return 0
 
     _guarded(run)
@@ -400,6 +412,8 @@ def run_command(
 
 
 def _positive(text: str, option: str, least: int) -> int:
+    """An integer option's value, parsed here rather than by click so that a bad value
+    is one error line like every other."""
     try:
         value = int(text)
     except ValueError:
@@ -425,14 +439,10 @@ def _run_program(
     """``gpurace run``: parse, run the program in-process, print the report, exit."""
 
     def run() -> int:
-        from gpurace.report.suppress import load as load_suppressions
         from gpurace.run import report
         from gpurace.run import session as run_session
 
-        if json_path == "-" and sarif_path == "-":
-            raise GpuraceError("--json and --sarif cannot both write to standard output")
-        # read before the program runs, so a bad file costs nothing
-        suppressions = load_suppressions(suppress_path) if suppress_path else None
+        suppressions = _read_suppressions(json_path, sarif_path, suppress_path)
 
         options = run_session.Options(
             tool=tool,

@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from gpurace.launch import DTYPES, LaunchSpec, load_launch, resolve_entry, validate_against
+from gpurace.launch import DTYPES, LaunchSpec, resolve_entry, validate_against
 from gpurace.model import Binding, GpuraceError
 
 #: Replays when the caller does not say.
@@ -994,19 +994,8 @@ def repeat_file(
             f"{shown} kernels are not supported yet",
             kernel_path,
         )
-    try:
-        with open(kernel_path, encoding="utf-8") as f:
-            source = f.read()
-    except UnicodeDecodeError:
-        raise GpuraceError("kernel file is not UTF-8 text", kernel_path) from None
-    except OSError as exc:
-        raise GpuraceError(f"cannot read kernel: {exc.strerror}", kernel_path) from None
-    if launch_path.lower().endswith(".sim"):
-        from gpurace.launch_sim import load_sim
-
-        spec = load_sim(launch_path)[1]
-    else:
-        spec = load_launch(launch_path)
+    source = api.read_kernel(kernel_path)
+    spec = api.read_launch(launch_path, kernel_path)[1]
     replay: Callable[..., RepeatResult] = repeat_kernel
     if language == "opencl":
         from gpurace.determinism_opencl import repeat_opencl

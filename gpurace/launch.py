@@ -10,7 +10,7 @@ parameters. Oclgrind's ``.sim`` files load through ``gpurace.launch_sim``.
 Every problem is reported as a ``GpuraceError`` naming the launch file and, where
 it can be found, the line of the offending key, because the user's next step is to
 open that file and fix that line. ``tomllib`` keeps no positions, so lines are
-recovered by scanning the raw text table by table (``_Lines``).
+recovered by scanning the raw text table by table (``KeyLines``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import os
 import re
 import shlex
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,8 +61,6 @@ _TOP_KEYS = ("entry", "workgroups", "binding", "uniform_writes", "expect")
 _BINDING_KEYS = ("group", "binding", "type", "count", "fill", "seed")
 _EXAMPLE_TABLE = '[[binding]] with group = 0, binding = 0, type = "f32", count = 256'
 _CL_TOP_KEYS = ("kernel", "global_size", "local_size", "options", "arg", "uniform_writes", "expect")
-_ARG_KEYS = ("name", "type", "count", "fill", "seed", "value", "local")
-_EXAMPLE_ARG = '[[arg]] with type = "float", count = 256 (a buffer), value = N, or local = BYTES'
 
 
 def element_type(name: str) -> tuple[np.dtype, int] | None:
@@ -168,12 +166,22 @@ class LaunchSpec:
         directory) resolves relative ``.npy`` fills. A fill may also be a NumPy array
         here, which is used as the buffer contents (dtype and count checked).
         """
-        return _build(data, path, base_dir, _Lines(""))
+        return _build(data, path, base_dir, KeyLines(""))
 
 
 def load_launch(path: str | os.PathLike[str]) -> LaunchSpec:
     """Read and check a launch file; every problem is a GpuraceError naming its line."""
     path = os.fspath(path)
+    data, text = read_toml(path)
+    return _build(data, path, None, KeyLines(text))
+
+
+def read_toml(path: str) -> tuple[dict[str, Any], str]:
+    """A launch file's table and its raw text (kept to find the lines of keys).
+
+    Shared by every launch-file form (WGSL, OpenCL, CUDA) so that a missing file,
+    bad UTF-8 or bad TOML reads the same whatever the kernel's language.
+    """
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -193,10 +201,9 @@ def load_launch(path: str | os.PathLike[str]) -> LaunchSpec:
             file=path,
         ) from None
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as err:
         raise toml_error(err, path) from None
-    return _build(data, path, None, _Lines(text))
 
 
 def toml_error(err: tomllib.TOMLDecodeError, path: str) -> GpuraceError:
@@ -222,12 +229,12 @@ def toml_error(err: tomllib.TOMLDecodeError, path: str) -> GpuraceError:
 _HEADER = re.compile(r"""^\s*(\[\[?)\s*([A-Za-z0-9_.\-\s"']+?)\s*(\]\]?)\s*(#.*)?$""")
 
 
-class _Lines:
+class KeyLines:
     """Finds the line of a key in the raw TOML text, per table.
 
     ``tomllib`` drops positions, so the text is cut into regions at table headers:
     the top-level region (before the first header) and one region per ``[[binding]]``
-    header, in order, matching the list tomllib returns. A key is found by a
+    or ``[[arg]]`` header, in order, matching the lists tomllib returns. A key is found by a
     ``key =`` at the start of a line inside its region. Returns 0 when not found
     (e.g. inline tables), and errors then name the file only.
     """
@@ -285,6 +292,14 @@ class _Lines:
             return 0
         return (self._find(key, self.args[index]) if key else 0) or self.args[index][0]
 
+    def key_lines(self, data: Mapping[str, Any], keys: Sequence[str]) -> dict[str, int]:
+        """Lines of the top-level ``keys`` that ``data`` has (those found), for errors
+        raised after loading; a ``kernel`` key's line is also the ``entry`` line."""
+        found = {k: self.top_key(k) for k in keys if k in data}
+        if "kernel" in found:
+            found["entry"] = found["kernel"]
+        return {k: v for k, v in found.items() if v}
+
 
 # ---------------------------------------------------------------------------
 # Building a LaunchSpec
@@ -306,7 +321,7 @@ def _suggest(name: str, choices: Iterable[str]) -> str:
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
-def _build(data: Mapping[str, Any], path: str, base_dir: str | None, lines: _Lines) -> LaunchSpec:
+def _build(data: Mapping[str, Any], path: str, base_dir: str | None, lines: KeyLines) -> LaunchSpec:
     def err(msg: str, line: int = 0) -> GpuraceError:
         return GpuraceError(msg, path, line)
 
@@ -328,20 +343,26 @@ def _build(data: Mapping[str, Any], path: str, base_dir: str | None, lines: _Lin
             lines.top_key("entry"),
         )
 
-    workgroups = _workgroups(data, err, lines.top_key("workgroups"))
+    workgroups = sizes(
+        data,
+        "workgroups",
+        err,
+        lines,
+        "missing key 'workgroups': the number of work-groups to launch, "
+        "e.g. workgroups = [4, 1, 1]",
+    )
+    assert workgroups is not None  # required: sizes raised otherwise
 
-    uniform_writes, expect = _labels(data, err, lines)
+    uniform_writes, expect = labels(data, err, lines)
 
-    tables = data.get("binding", [])
-    if isinstance(tables, Mapping):
-        tables = [tables]
-    if not isinstance(tables, list):
-        raise err(
-            f"binding must be a list of tables: write one {_EXAMPLE_TABLE} per buffer",
-            lines.top_key("binding"),
-        )
-    if base_dir is None:
-        base_dir = os.path.dirname(os.path.abspath(path)) if path else os.getcwd()
+    tables = table_list(
+        data,
+        "binding",
+        err,
+        lines,
+        f"binding must be a list of tables: write one {_EXAMPLE_TABLE} per buffer",
+    )
+    base_dir = fills_dir(path, base_dir)
 
     buffers: list[BufferSpec] = []
     seen: dict[tuple[int, int], int] = {}
@@ -357,7 +378,6 @@ def _build(data: Mapping[str, Any], path: str, base_dir: str | None, lines: _Lin
         seen[where] = i
         buffers.append(buf)
 
-    key_lines = {k: lines.top_key(k) for k in _TOP_KEYS if k in data}
     return LaunchSpec(
         entry=entry,
         workgroups=workgroups,
@@ -365,12 +385,17 @@ def _build(data: Mapping[str, Any], path: str, base_dir: str | None, lines: _Lin
         uniform_writes=uniform_writes,
         expect=expect,
         path=path,
-        key_lines={k: v for k, v in key_lines.items() if v},
+        key_lines=lines.key_lines(data, _TOP_KEYS),
     )
 
 
-def _labels(data: Mapping[str, Any], err: Any, lines: _Lines) -> tuple[str | None, dict | None]:
-    """``uniform_writes`` and the corpus ``[expect]`` table, shared by both forms."""
+# ---------------------------------------------------------------------------
+# Pieces every launch-file form shares (WGSL, OpenCL, CUDA in instrument/ptx/launch.py)
+# ---------------------------------------------------------------------------
+
+
+def labels(data: Mapping[str, Any], err: Any, lines: KeyLines) -> tuple[str | None, dict | None]:
+    """``uniform_writes`` and the corpus ``[expect]`` table."""
     uniform_writes = data.get("uniform_writes")
     if uniform_writes is not None and uniform_writes not in UNIFORM_WRITES:
         raise err(
@@ -384,29 +409,62 @@ def _labels(data: Mapping[str, Any], err: Any, lines: _Lines) -> tuple[str | Non
     return uniform_writes, dict(expect) if expect is not None else None
 
 
-def _workgroups(data: Mapping[str, Any], err: Any, line: int) -> tuple[int, int, int]:
-    """Parse ``workgroups``: 1 to 3 positive integers (or one bare integer)."""
-    if "workgroups" not in data:
-        raise err(
-            "missing key 'workgroups': the number of work-groups to launch, "
-            "e.g. workgroups = [4, 1, 1]",
-            0,
-        )
-    wg = data["workgroups"]
-    if _is_int(wg):
-        wg = [wg]
-    if not isinstance(wg, list | tuple) or not 1 <= len(wg) <= 3 or not all(_is_int(v) for v in wg):
-        raise err(
-            f"workgroups must be 1 to 3 integers, e.g. workgroups = [4, 1, 1], not {wg!r}",
-            line,
-        )
-    if any(v < 1 for v in wg):
-        raise err(f"workgroups must all be at least 1, not {list(wg)}", line)
-    full = list(wg) + [1] * (3 - len(wg))
+def sizes(
+    data: Mapping[str, Any], key: str, err: Any, lines: KeyLines, missing: str | None = None
+) -> tuple[int, int, int] | None:
+    """Parse a grid key (``workgroups``, ``global_size``, ``block`` ...): 1 to 3 positive
+    integers (or one bare integer), padded with 1. When the key is absent: None, or the
+    error ``missing`` if it is required."""
+    if key not in data:
+        if missing is not None:
+            raise err(missing, 0)
+        return None
+    line = lines.top_key(key)
+    v = data[key]
+    if _is_int(v):
+        v = [v]
+    if not isinstance(v, list | tuple) or not 1 <= len(v) <= 3 or not all(_is_int(x) for x in v):
+        raise err(f"{key} must be 1 to 3 integers, e.g. {key} = [4, 1, 1], not {v!r}", line)
+    if any(x < 1 for x in v):
+        raise err(f"{key} must all be at least 1, not {list(v)}", line)
+    full = list(v) + [1] * (3 - len(v))
     return (full[0], full[1], full[2])
 
 
-def _buffer(table: Any, index: int, path: str, base_dir: str, lines: _Lines) -> BufferSpec:
+def options(data: Mapping[str, Any], err: Any, lines: KeyLines, compiler: str) -> list[str]:
+    """``options``: the compiler's options as a list, or one string split as a shell does."""
+    opts = data.get("options", [])
+    if isinstance(opts, str):
+        opts = shlex.split(opts)
+    if not isinstance(opts, list) or not all(isinstance(o, str) for o in opts):
+        raise err(
+            f'options must be a list of {compiler} options, e.g. options = ["-DN=64"]',
+            lines.top_key("options"),
+        )
+    return list(opts)
+
+
+def table_list(
+    data: Mapping[str, Any], key: str, err: Any, lines: KeyLines, wrong: str
+) -> list[Any]:
+    """The tables of an array of tables (``[[binding]]``, ``[[arg]]``); one inline table
+    counts as a list of one, anything else is the error ``wrong``."""
+    tables = data.get(key, [])
+    if isinstance(tables, Mapping):
+        tables = [tables]
+    if not isinstance(tables, list):
+        raise err(wrong, lines.top_key(key))
+    return tables
+
+
+def fills_dir(path: str, base_dir: str | None) -> str:
+    """Where relative ``.npy`` fills are found: ``base_dir``, else the launch file's folder."""
+    if base_dir is not None:
+        return base_dir
+    return os.path.dirname(os.path.abspath(path)) if path else os.getcwd()
+
+
+def _buffer(table: Any, index: int, path: str, base_dir: str, lines: KeyLines) -> BufferSpec:
     """Parse and fill one ``[[binding]]`` table (``index`` counts from 0)."""
 
     def err(msg: str, key: str | None = None) -> GpuraceError:
@@ -443,20 +501,7 @@ def _buffer(table: Any, index: int, path: str, base_dir: str, lines: _Lines) -> 
             f"{what}: unknown type '{shown}' (element types: {', '.join(DTYPES)})",
             "type",
         )
-    dtype = DTYPES[typ]
-
-    fill = table.get("fill", "zeros")
-    count = table.get("count")
-    if count is None and not (_is_npy(fill) or isinstance(fill, np.ndarray)):
-        raise err(f"{what}: missing key 'count' (the number of {typ} elements)")
-    if count is not None and (not _is_int(count) or count < 1):
-        raise err(f"{what}: count must be a positive integer, not {count!r}", "count")
-
-    seed = table.get("seed", 0)
-    if not _is_int(seed) or seed < 0:
-        raise err(f"{what}: seed must be a non-negative integer, not {seed!r}", "seed")
-
-    data = _fill(fill, typ, dtype, count, seed, base_dir, lambda m: err(f"{what}: {m}", "fill"))
+    data = _filled(table, what, typ, DTYPES[typ], 1, base_dir, err)
     return BufferSpec(
         group=group,
         binding=binding,
@@ -467,28 +512,47 @@ def _buffer(table: Any, index: int, path: str, base_dir: str, lines: _Lines) -> 
     )
 
 
+def _filled(
+    table: Mapping[str, Any],
+    what: str,
+    typ: str,
+    dtype: np.dtype,
+    lanes: int,
+    base_dir: str,
+    err: Any,
+) -> np.ndarray:
+    """A buffer table's ``count``, ``seed`` and ``fill`` made into its flat contents
+    (``lanes`` values per element of ``typ``); ``err(msg, key)`` locates problems."""
+    fill = table.get("fill", "zeros")
+    count = table.get("count")
+    if count is None and not (_is_npy(fill) or isinstance(fill, np.ndarray)):
+        raise err(f"{what}: missing key 'count' (the number of {typ} elements)")
+    if count is not None and (not _is_int(count) or count < 1):
+        raise err(f"{what}: count must be a positive integer, not {count!r}", "count")
+    seed = table.get("seed", 0)
+    if not _is_int(seed) or seed < 0:
+        raise err(f"{what}: seed must be a non-negative integer, not {seed!r}", "seed")
+    flat = _fill(
+        fill,
+        typ,
+        dtype,
+        None if count is None else count * lanes,
+        seed,
+        base_dir,
+        lambda m: err(f"{what}: {m}", "fill"),
+    )
+    if flat.size % lanes:
+        raise err(f"{what}: {flat.size} values are not a whole number of {typ}", "fill")
+    return flat
+
+
 # ---------------------------------------------------------------------------
 # OpenCL launch files
 # ---------------------------------------------------------------------------
 
 
-def _sizes(data: Mapping[str, Any], key: str, err: Any, line: int) -> tuple[int, int, int] | None:
-    """Parse ``global_size``/``local_size``: 1 to 3 positive integers, padded with 1."""
-    if key not in data:
-        return None
-    v = data[key]
-    if _is_int(v):
-        v = [v]
-    if not isinstance(v, list | tuple) or not 1 <= len(v) <= 3 or not all(_is_int(x) for x in v):
-        raise err(f"{key} must be 1 to 3 integers, e.g. {key} = [64, 1, 1], not {v!r}", line)
-    if any(x < 1 for x in v):
-        raise err(f"{key} must all be at least 1, not {list(v)}", line)
-    full = list(v) + [1] * (3 - len(v))
-    return (full[0], full[1], full[2])
-
-
 def _build_opencl(
-    data: Mapping[str, Any], path: str, base_dir: str | None, lines: _Lines
+    data: Mapping[str, Any], path: str, base_dir: str | None, lines: KeyLines
 ) -> LaunchSpec:
     """The OpenCL form: kernel, NDRange, build options and one [[arg]] per parameter."""
 
@@ -510,36 +574,23 @@ def _build_opencl(
             'kernel must be the __kernel function\'s name as a string, e.g. kernel = "reduce"',
             lines.top_key("kernel"),
         )
-    if "global_size" not in data:
-        raise err("missing key 'global_size': the number of work-items, e.g. global_size = [256]")
-    gsize = _sizes(data, "global_size", err, lines.top_key("global_size"))
-    lsize = _sizes(data, "local_size", err, lines.top_key("local_size"))
+    gsize = sizes(
+        data,
+        "global_size",
+        err,
+        lines,
+        "missing key 'global_size': the number of work-items, e.g. global_size = [256]",
+    )
+    lsize = sizes(data, "local_size", err, lines)
     assert gsize is not None
     workgroups = (0, 0, 0)
     if lsize is not None:
         workgroups = _groups(gsize, lsize, lambda m: err(m, lines.top_key("local_size")))
 
-    options = data.get("options", [])
-    if isinstance(options, str):
-        options = shlex.split(options)
-    if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
-        raise err(
-            'options must be a list of build options, e.g. options = ["-DN=64"]',
-            lines.top_key("options"),
-        )
-
-    uniform_writes, expect = _labels(data, err, lines)
-    tables = data.get("arg", [])
-    if isinstance(tables, Mapping):
-        tables = [tables]
-    if not isinstance(tables, list):
-        raise err(f"arg must be a list of tables: write one {_EXAMPLE_ARG}", lines.top_key("arg"))
-    if base_dir is None:
-        base_dir = os.path.dirname(os.path.abspath(path)) if path else os.getcwd()
-    args = [_arg(t, i, path, base_dir, lines) for i, t in enumerate(tables)]
-
-    key_lines = {k: lines.top_key(k) for k in _CL_TOP_KEYS if k in data}
-    key_lines["entry"] = key_lines.get("kernel", 0)
+    opts = options(data, err, lines, "build")
+    uniform_writes, expect = labels(data, err, lines)
+    args = parse_args(data, OPENCL_ARGS, path, fills_dir(path, base_dir), lines)
+    key_lines = lines.key_lines(data, _CL_TOP_KEYS)
     return LaunchSpec(
         entry=kernel,
         workgroups=workgroups,
@@ -547,11 +598,11 @@ def _build_opencl(
         uniform_writes=uniform_writes,
         expect=expect,
         path=path,
-        key_lines={k: v for k, v in key_lines.items() if v},
+        key_lines=key_lines,
         language="opencl",
         global_size=gsize,
         local_size=lsize,
-        options=list(options),
+        options=opts,
         args=args,
     )
 
@@ -567,23 +618,85 @@ def _groups(gsize: tuple[int, int, int], lsize: tuple[int, int, int], err: Any) 
     return tuple(g // w for g, w in zip(gsize, lsize, strict=True))
 
 
-def _arg(table: Any, index: int, path: str, base_dir: str, lines: _Lines) -> ArgSpec:
+# ---------------------------------------------------------------------------
+# [[arg]] tables: one per kernel parameter (OpenCL, CUDA)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArgDialect:
+    """What one language's ``[[arg]]`` tables may say; the parsing is the same.
+
+    ``element_type`` maps a type name to (dtype the fill is made in, lanes per element);
+    ``type_names`` are listed when a type is unknown; ``local`` allows ``local = BYTES``
+    (an OpenCL ``__local`` pointer); ``vector_values`` allows a list as ``value`` (an
+    OpenCL vector parameter); ``encode`` turns the filled values into the stored ones
+    (CUDA bf16: filled in float32, stored as its upper 16 bits).
+    """
+
+    element_type: Callable[[str], tuple[np.dtype, int] | None]
+    type_names: Sequence[str]
+    local: bool = False
+    vector_values: bool = False
+    encode: Callable[[str, np.ndarray], np.ndarray] | None = None
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Keys an ``[[arg]]`` table may have."""
+        return ("name", "type", "count", "fill", "seed", "value") + (
+            ("local",) if self.local else ()
+        )
+
+    @property
+    def example(self) -> str:
+        """One line showing every form of table, for errors about the list itself."""
+        if self.local:
+            return (
+                '[[arg]] with type = "float", count = 256 (a buffer), value = N, or local = BYTES'
+            )
+        return '[[arg]] with type = "float", count = 256 (a buffer) or value = N'
+
+
+OPENCL_ARGS = ArgDialect(element_type, tuple(CL_SCALARS), local=True, vector_values=True)
+
+#: a parameter's name in ``name = ...``: a C identifier (PTX names may hold ``$`` too)
+_PARAM_NAME = re.compile(r"[A-Za-z_$][\w$]*", re.ASCII)
+
+
+def parse_args(
+    data: Mapping[str, Any], dialect: ArgDialect, path: str, base_dir: str, lines: KeyLines
+) -> list[ArgSpec]:
+    """The launch's ``[[arg]]`` tables, in parameter order; problems are GpuraceErrors at
+    the line of the key (``base_dir`` resolves relative ``.npy`` fills)."""
+    tables = table_list(
+        data,
+        "arg",
+        lambda m, line: GpuraceError(m, path, line),
+        lines,
+        f"arg must be a list of tables: write one {dialect.example}",
+    )
+    return [_arg(t, i, dialect, path, base_dir, lines) for i, t in enumerate(tables)]
+
+
+def _arg(
+    table: Any, index: int, dialect: ArgDialect, path: str, base_dir: str, lines: KeyLines
+) -> ArgSpec:
     """Parse one ``[[arg]]`` table (``index`` counts from 0, in parameter order)."""
 
     def err(msg: str, key: str | None = None) -> GpuraceError:
         return GpuraceError(msg, path, lines.arg_key(index, key))
 
     if not isinstance(table, Mapping):
-        raise err(f"arg entry {index + 1} must be a table: {_EXAMPLE_ARG}")
+        raise err(f"arg entry {index + 1} must be a table: {dialect.example}")
     for key in table:
-        if key not in _ARG_KEYS:
+        if key not in dialect.keys:
             raise err(
-                f"unknown key '{key}' in [[arg]]{_suggest(key, _ARG_KEYS)} "
-                f"(allowed: {', '.join(_ARG_KEYS)})",
+                f"unknown key '{key}' in [[arg]]{_suggest(key, dialect.keys)} "
+                f"(allowed: {', '.join(dialect.keys)})",
                 key,
             )
     name = table.get("name")
-    if name is not None and (not isinstance(name, str) or not name.isidentifier()):
+    if name is not None and not (isinstance(name, str) and _PARAM_NAME.fullmatch(name)):
         raise err(f"name must be the parameter's name as a string, not {name!r}", "name")
     what = f"argument {index}" + (f" '{name}'" if name else "")
     line = lines.arg_key(index)
@@ -595,18 +708,18 @@ def _arg(table: Any, index: int, path: str, base_dir: str, lines: _Lines) -> Arg
     }
     forms = [form for form, present in given.items() if present]
     if len(forms) != 1:
+        local = ", a scalar (value = ...) or a __local size (local = BYTES)"
         raise err(
-            f"{what}: give a buffer (type, count, fill), a scalar (value = ...) or a __local "
-            f"size (local = BYTES), exactly one of them"
+            f"{what}: give a buffer (type, count, fill)"
+            f"{local if dialect.local else ' or a scalar (value = ...)'}, exactly one of them"
             + (f", not {' and '.join(forms)}" if forms else "")
         )
     if forms[0] == "value":
         value = table["value"]
-        vals = value if isinstance(value, list) else [value]
+        vals = value if isinstance(value, list) and dialect.vector_values else [value]
         if not vals or not all(_is_number(v) for v in vals):
-            raise err(
-                f"{what}: value must be a number or a list of numbers, not {value!r}", "value"
-            )
+            listed = " or a list of numbers" if dialect.vector_values else ""
+            raise err(f"{what}: value must be a number{listed}, not {value!r}", "value")
         return ArgSpec(index, name, "scalar", value=value, line=line)
     if forms[0] == "local":
         size = table["local"]
@@ -617,35 +730,18 @@ def _arg(table: Any, index: int, path: str, base_dir: str, lines: _Lines) -> Arg
     if "type" not in table:
         raise err(f"{what}: missing key 'type' (e.g. type = \"float\")")
     typ = table["type"]
-    found = element_type(typ) if isinstance(typ, str) else None
+    found = dialect.element_type(typ) if isinstance(typ, str) else None
     if found is None:
         shown = typ if isinstance(typ, str) else repr(typ)
         raise err(
-            f"{what}: unknown type '{shown}' (element types: {', '.join(CL_SCALARS)}, "
+            f"{what}: unknown type '{shown}' (element types: {', '.join(dialect.type_names)}, "
             "or a vector such as float4)",
             "type",
         )
     dtype, lanes = found
-    fill = table.get("fill", "zeros")
-    count = table.get("count")
-    if count is None and not (_is_npy(fill) or isinstance(fill, np.ndarray)):
-        raise err(f"{what}: missing key 'count' (the number of {typ} elements)")
-    if count is not None and (not _is_int(count) or count < 1):
-        raise err(f"{what}: count must be a positive integer, not {count!r}", "count")
-    seed = table.get("seed", 0)
-    if not _is_int(seed) or seed < 0:
-        raise err(f"{what}: seed must be a non-negative integer, not {seed!r}", "seed")
-    flat = _fill(
-        fill,
-        typ,
-        dtype,
-        None if count is None else count * lanes,
-        seed,
-        base_dir,
-        lambda m: err(f"{what}: {m}", "fill"),
-    )
-    if flat.size % lanes:
-        raise err(f"{what}: {flat.size} values are not a whole number of {typ}", "fill")
+    flat = _filled(table, what, typ, dtype, lanes, base_dir, err)
+    if dialect.encode is not None:
+        flat = dialect.encode(typ, flat)
     buf = BufferSpec(0, index, typ, int(flat.size // lanes), flat, line=line)
     return ArgSpec(index, name, "buffer", buffer=buf, line=line)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -89,10 +90,47 @@ def test_missing_file(tmp_path, which):
     assert "nope" in line
 
 
+@pytest.mark.parametrize("command", ["check", "repeat"])
+def test_kernel_that_is_not_utf8(tmp_path, command):
+    """`check` and `repeat` read a kernel file the same way (api.read_kernel)."""
+    bad = tmp_path / "bad.wgsl"
+    bad.write_bytes(b"// caf\xe9\n")
+    launch = str(EXAMPLES / "reduce_racy.toml")
+    line = _one_line_error(gpurace(command, "bad.wgsl", "--launch", launch, cwd=tmp_path))
+    assert line == "bad.wgsl: error: kernel file is not UTF-8 text (byte 6); save it as UTF-8"
+
+
 def test_devices_lists_the_cpu_driver():
     p = gpurace("devices")
     assert p.returncode == 0
     assert "llvmpipe" in p.stdout or "lavapipe" in p.stdout
+
+
+def test_devices_names_each_device_once():
+    """One line per device: mark, the name padded to one column, what the backend says
+    beyond the name, and each API's default marked; the name is not repeated."""
+    from gpurace.backends import opencl_backend, wgpu_backend
+
+    p = gpurace("devices")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    names = [a.name for a in wgpu_backend.list_adapters()]
+    names += [d.name for d in opencl_backend.list_devices()]
+    assert len(lines) == len(names) and len(set(names)) == len(names)
+    width = max(map(len, names))
+    for line, name in zip(lines, names, strict=True):
+        assert line.count(name) == 1, line
+        assert line[2 : 2 + width] == name.ljust(width) and line[2 + width : 4 + width] == "  "
+        assert line[0] in "* " and line.endswith("  (default)") == (line[0] == "*")
+    vulkan = next(line for line in lines if "llvmpipe" in line)
+    assert re.fullmatch(
+        r"[* ] llvmpipe \(LLVM [\d.]+, \d+ bits\) +\(Vulkan, CPU\)(  \(default\))?", vulkan
+    ), vulkan
+    pocl = next(line for line in lines if "Portable Computing Language" in line)
+    assert re.fullmatch(
+        r"[* ] (cpu|pthread)-\S.*? +\(Portable Computing Language, OpenCL\)(  \(default\))?",
+        pocl,
+    ), pocl
 
 
 def test_python_api_returns_the_same_report_as_the_cli():

@@ -3,7 +3,7 @@ the original, and logs exactly the expected records (docs/internals.md §1, §5)
 
 from __future__ import annotations
 
-import textwrap
+import functools
 
 import numpy as np
 import pytest
@@ -12,7 +12,20 @@ from gpurace.analysis import reference
 from gpurace.backends import opencl_backend
 from gpurace.instrument.opencl import instrument
 from gpurace.model import Event, GpuraceError, Instrumented, Kind, RaceClass, Space, unpack_flags
-from tests.test_wgsl_rewriter import R, f16_bits, f32_bits, fnv, pos
+from tests.test_wgsl_rewriter import (
+    R,
+    at,
+    bar,
+    ex,
+    f16_bits,
+    f32_bits,
+    fnv,
+    kernel,
+    last_brace,
+    ld,
+    pos,
+    st,
+)
 
 # ----------------------------------------------------------------------------- harness
 
@@ -69,6 +82,8 @@ def run(
 
 
 def decode(inst: Instrumented, recs: np.ndarray) -> list[R]:
+    """Records as R (the WGSL harness's decode, less its check that a site names its
+    variable: an OpenCL site names the pointer as spelled, e.g. a helper's parameter)."""
     out = []
     for r in recs:
         site = inst.sites[int(r[0])]
@@ -81,20 +96,10 @@ def decode(inst: Instrumented, recs: np.ndarray) -> list[R]:
             name = v.name
         else:
             assert Event(event) == site.event
-        vals = (int(r[6]) if known else None, int(r[7]))
+        off, lid, grp, epoch = (int(w) for w in r[2:6])
+        value = int(r[6]) if known else None
         out.append(
-            R(
-                site.line,
-                site.col,
-                Kind(kind),
-                name,
-                int(r[2]),
-                size,
-                int(r[3]),
-                int(r[4]),
-                int(r[5]),
-                *vals,
-            )
+            R(site.line, site.col, Kind(kind), name, off, size, lid, grp, epoch, value, int(r[7]))
         )
     return out
 
@@ -116,33 +121,17 @@ def same(got: list[R], want: list[R]) -> None:
     assert sorted(got, key=key) == sorted(want, key=key)
 
 
-def kernel(text: str) -> str:
-    return textwrap.dedent(text).lstrip("\n")
+class Sites(dict):
+    """(line, col) of each operand text in one kernel source, found on first use:
+    ``p = Sites(SRC); p["tile[lid]"]`` (the first occurrence, as ``pos``)."""
 
+    def __init__(self, src: str) -> None:
+        super().__init__()
+        self.src = src
 
-def ld(p, var, off, size, lid, grp=0, epoch=0) -> R:
-    return R(p[0], p[1], Kind.LOAD, var, off, size, lid, grp, epoch)
-
-
-def st(p, var, off, size, lid, value, grp=0, epoch=0) -> R:
-    return R(p[0], p[1], Kind.STORE, var, off, size, lid, grp, epoch, value)
-
-
-def at(p, var, off, lid, op, grp=0, epoch=0, size=4) -> R:
-    return R(p[0], p[1], Kind.ATOMIC, var, off, size, lid, grp, epoch, None, op)
-
-
-def bar(p, lid, ordinal, extra, grp=0) -> R:
-    return R(p[0], p[1], Kind.EVENT, "", 0, 0, lid, grp, ordinal, None, extra)
-
-
-def ex(p, lid, ordinal, grp=0) -> R:
-    return R(p[0], p[1], Kind.EVENT, "", 0, 0, lid, grp, ordinal)
-
-
-def last_brace(src: str) -> tuple[int, int]:
-    i = src.rindex("}")
-    return src.count("\n", 0, i) + 1, i - (src.rfind("\n", 0, i) + 1) + 1
+    def __missing__(self, text: str) -> tuple[int, int]:
+        self[text] = pos(self.src, text)
+        return self[text]
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -165,27 +154,21 @@ def test_basic_local_tile_barrier_compound(queue):
     x = np.arange(8, dtype=np.float32) * 1.5
     data = {"src": x, "dst": np.zeros(8, np.float32)}
     inst, out, recs, _ = check(queue, BASIC, data, (8,), (4,))
-    p_src, p_tile, p_bar = pos(BASIC, "src[gid]"), pos(BASIC, "tile[lid]"), pos(BASIC, "barrier")
-    p_right, p_dst, p_inc = (
-        pos(BASIC, "tile[(lid"),
-        pos(BASIC, "dst[gid] ="),
-        pos(BASIC, "dst[gid] +="),
-    )
-    p_end = last_brace(BASIC)
+    p = Sites(BASIC)
     want = []
     for g in range(2):
         for i in range(4):
             gid = g * 4 + i
             right = x[g * 4 + (i + 1) % 4]
             want += [
-                ld(p_src, "src", gid * 4, 4, i, g),
-                st(p_tile, "tile", i * 4, 4, i, f32_bits(x[gid]), g),
-                bar(p_bar, i, 0, 1, g),
-                ld(p_right, "tile", ((i + 1) % 4) * 4, 4, i, g, epoch=1),
-                st(p_dst, "dst", gid * 4, 4, i, f32_bits(right), g),
-                ld(p_inc, "dst", gid * 4, 4, i, g),
-                st(p_inc, "dst", gid * 4, 4, i, f32_bits(right + 1), g),
-                ex(p_end, i, 1, g),
+                ld(p["src[gid]"], "src", gid * 4, 4, i, g),
+                st(p["tile[lid]"], "tile", i * 4, 4, i, f32_bits(x[gid]), g),
+                bar(p["barrier"], i, 0, 1, g),
+                ld(p["tile[(lid"], "tile", ((i + 1) % 4) * 4, 4, i, g, epoch=1),
+                st(p["dst[gid] ="], "dst", gid * 4, 4, i, f32_bits(right), g),
+                ld(p["dst[gid] +="], "dst", gid * 4, 4, i, g),
+                st(p["dst[gid] +="], "dst", gid * 4, 4, i, f32_bits(right + 1), g),
+                ex(last_brace(BASIC), i, 1, g),
             ]
     same(recs, want)
     assert out["dst"].tolist() == [x[g * 4 + (i + 1) % 4] + 1 for g in range(2) for i in range(4)]
@@ -236,20 +219,7 @@ def test_helpers_pointer_arithmetic_structs_small_types(queue):
         "scratch": 8,
     }
     inst, out, recs, _ = check(queue, HELPERS, data, (2,), (2,))
-    p = {
-        k: pos(HELPERS, k)
-        for k in (
-            "p[i] = v",
-            "*p;",
-            "scratch[i]",
-            "items[i].b",
-            "items[i];",
-            "items[i + 2]",
-            "bytes[i]",
-            "halves[i]",
-            "it->c[1]",
-        )
-    }
+    p = Sites(HELPERS)
     want = []
     for i in range(2):
         old = items[i * 12 : i * 12 + 12].copy()
@@ -310,21 +280,7 @@ def test_vector_components_vload_vstore_half(queue):
     h = np.array([1.5, -2.0, 0, 0], np.float16)
     data = {"v": v, "flat": flat, "h": h, "res": np.zeros(2, np.float32)}
     inst, out, recs, _ = check(queue, VECTORS, data, (2,), (2,))
-    p = {
-        k: pos(VECTORS, k)
-        for k in (
-            "v[i].y",
-            "v[i].xz",
-            "v[i].s10",
-            "v[i].hi",
-            "v[i + 2]",
-            "vload4",
-            "vstore4",
-            "vload_half",
-            "vstore_half",
-            "res[i]",
-        )
-    }
+    p = Sites(VECTORS)
     want = []
     for i in range(2):
         vv = v[i * 4 : i * 4 + 4].copy()
@@ -378,22 +334,7 @@ def test_atomics_opencl_1x(queue):
         "res": np.zeros(4, np.int32),
     }
     inst, out, recs, _ = check(queue, ATOMICS, data, (4,), (4,))
-    p = {
-        k: pos(ATOMICS, k)
-        for k in (
-            "wsum = 0",
-            "barrier(CLK_L",
-            "atomic_add",
-            "atom_inc",
-            "atomic_dec",
-            "atomic_max",
-            "atomic_xchg",
-            "atomic_cmpxchg",
-            "barrier(CLK_LOCAL_MEM_FENCE |",
-            "res[i]",
-            "atomic_or",
-        )
-    }
+    p = Sites(ATOMICS)
     end = last_brace(ATOMICS)
     want = [st(p["wsum = 0"], "wsum", 0, 4, 0, 0)]
     for i in range(4):
@@ -430,17 +371,7 @@ ATOMICS20 = kernel("""
 def test_atomics_opencl_20(queue):
     data = {"cnt": np.zeros(4, np.int32), "res": np.zeros(2, np.int32)}
     inst, out, recs, _ = check(queue, ATOMICS20, data, (2,), (2,), options=["-cl-std=CL3.0"])
-    p = {
-        k: pos(ATOMICS20, k)
-        for k in (
-            "atomic_fetch_add",
-            "atomic_fetch_sub",
-            "atomic_store",
-            "atomic_compare",
-            "atomic_load",
-            "atomic_exchange",
-        )
-    }
+    p = Sites(ATOMICS20)
     want = []
     for i in range(2):
         want += [
@@ -482,9 +413,7 @@ def test_async_work_group_copies(queue):
     inst, out, recs, _ = check(queue, ASYNC, data, (8,), (4,))
     p_c, p_s = pos(ASYNC, "async_work_group_copy"), pos(ASYNC, "async_work_group_strided")
     p_t, p_bar, p_d = pos(ASYNC, "tile[3 - i]"), pos(ASYNC, "barrier"), pos(ASYNC, "dst[g * 8")
-    p_w1 = pos(ASYNC, "wait_group_events")
-    p_w2 = pos(ASYNC[ASYNC.index("strided") :], "wait_group_events")
-    p_w2 = (p_w2[0] + ASYNC.count("\n", 0, ASYNC.index("strided")), p_w2[1])
+    p_w1, p_w2 = pos(ASYNC, "wait_group_events"), pos(ASYNC, "wait_group_events", 1)
     end = last_brace(ASYNC)
     want = []
     for g in range(2):
@@ -531,21 +460,7 @@ def test_barrier_flags_epochs_and_exits(queue):
     inst = instrument(FENCES, "k.cl")
     _, raw, _ = run(queue, inst.source, inst, data, (2,), (2,), log=True)
     recs = decode(inst, raw)
-    p = {
-        k: pos(FENCES, k)
-        for k in (
-            "loc[i] =",
-            "buf[i] = i",
-            "barrier(CLK_LOCAL_MEM_FENCE)",
-            "loc[1 - i]",
-            "barrier(CLK_GLOBAL",
-            "buf[1 - i]",
-            "return",
-            "barrier(CLK_LOCAL_MEM_FENCE |",
-            "buf[i] = loc",
-            "loc[i];",
-        )
-    }
+    p = Sites(FENCES)
     end = last_brace(FENCES)
     want = []
     for i in range(2):
@@ -645,13 +560,20 @@ def _races(queue, src, data, gsize, lsize):
     return inst, reference.analyse(raw, {v.id: v.space for v in inst.variables})
 
 
+def race_sites(inst: Instrumented, race) -> set[tuple[int, int, Kind]]:
+    """(line, col, kind) of the race's two sites."""
+    return {
+        (inst.sites[s].line, inst.sites[s].col, inst.sites[s].kind)
+        for s in (race.site_a, race.site_b)
+    }
+
+
 def test_missing_barrier_is_a_local_race(queue):
     inst, races = _races(queue, LOCAL_RACE, {"out": np.zeros(16, np.float32)}, (16,), (8,))
     assert len(races) == 1
     r = races[0]
-    sa, sb = inst.sites[r.site_a], inst.sites[r.site_b]
     assert r.cls == RaceClass.LOCAL and inst.variables[r.var].name == "tile"
-    assert {(sa.line, sa.col, sa.kind), (sb.line, sb.col, sb.kind)} == {
+    assert race_sites(inst, r) == {
         (*pos(LOCAL_RACE, "tile[i]"), Kind.STORE),
         (*pos(LOCAL_RACE, "tile[(i"), Kind.LOAD),
     }
@@ -664,10 +586,9 @@ def test_local_fence_leaves_global_exchange_racy(queue):
     assert [r.cls for r in races] == [RaceClass.GLOBAL_INTRA]
     r = races[0]
     assert inst.variables[r.var].name == "buf"
-    got = {(inst.sites[s].line, inst.sites[s].col) for s in (r.site_a, r.site_b)}
-    assert got == {
-        pos(EXCHANGE, "buf[get_group_id(0) * 4 + i]"),
-        pos(EXCHANGE, "buf[get_group_id(0) * 4 + (3"),
+    assert race_sites(inst, r) == {
+        (*pos(EXCHANGE, "buf[get_group_id(0) * 4 + i]"), Kind.STORE),
+        (*pos(EXCHANGE, "buf[get_group_id(0) * 4 + (3"), Kind.LOAD),
     }
 
 
@@ -713,17 +634,7 @@ def test_work_group_barrier_opencl_20(queue):
     data = {"x": np.zeros(2, np.int32)}
     inst, out, recs, _ = check(queue, WG_BARRIER, data, (2,), (2,), options=["-cl-std=CL3.0"])
     assert inst.entry_points == {"k12": (2, 1, 1)}
-    p = {
-        k: pos(WG_BARRIER, k)
-        for k in (
-            "t[i]",
-            "work_group_barrier(CLK_L",
-            "t[1 - i]",
-            "x[i]",
-            "work_group_barrier(CLK_G",
-            "x[1 - i]",
-        )
-    }
+    p = Sites(WG_BARRIER)
     end = last_brace(WG_BARRIER)
     want = []
     for i in range(2):
@@ -771,21 +682,21 @@ def test_address_range_histogram_and_unattributed(queue):
     by_name = {v.name: b for v, b in zip(inst.variables, bases, strict=True)}
     params = inst.params["k1"]
     args = {b.binding: data[b.name] for b in params}
+    launch = functools.partial(
+        opencl_backend.launch,
+        queue,
+        inst.source,
+        "k.cl",
+        "k1",
+        params,
+        args,
+        (8,),
+        (4,),
+        var_bases=bases,
+        log_capacity=1024,
+    )
     for lo, hi in [(0, by_name["src"] + 8), (by_name["dst"] + 16, 0xFFFFFFFF)]:
-        res = opencl_backend.launch(
-            queue,
-            inst.source,
-            "k.cl",
-            "k1",
-            params,
-            args,
-            (8,),
-            (4,),
-            var_bases=bases,
-            var_sizes=extents,
-            log_capacity=1024,
-            log_range=(lo, hi),
-        )
+        res = launch(var_sizes=extents, log_range=(lo, hi))
         want = [
             r
             for r in full
@@ -793,37 +704,11 @@ def test_address_range_histogram_and_unattributed(queue):
             or (r.kind != Kind.EVENT and lo <= by_name[r.var] + (r.off & ~3) < hi)
         ]
         same(decode(inst, opencl_backend.read_log(queue, res)), want)
-    res = opencl_backend.launch(
-        queue,
-        inst.source,
-        "k.cl",
-        "k1",
-        params,
-        args,
-        (8,),
-        (4,),
-        var_bases=bases,
-        var_sizes=extents,
-        log_capacity=1024,
-        histogram_bins=4,
-        histogram_width=16,
-    )
+    res = launch(var_sizes=extents, histogram_bins=4, histogram_width=16)
     assert res.requested == 0 and int(res.histogram.sum()) == len(full)
     assert res.histogram[0] == 16  # barrier + exit per work-item at its group (0 or 1)
     extents[1] = 0  # dst: an extent of 0 attributes nothing to it
-    res = opencl_backend.launch(
-        queue,
-        inst.source,
-        "k.cl",
-        "k1",
-        params,
-        args,
-        (8,),
-        (4,),
-        var_bases=bases,
-        var_sizes=extents,
-        log_capacity=1024,
-    )
+    res = launch(var_sizes=extents)
     assert res.unattributed == 24 and res.requested == len(full) - 24
     src = "__global int hidden[4];\n__kernel void k14(__global int *x) { x[0] = hidden[1]; }\n"
     inst = instrument(src, "k.cl", ["-cl-std=CL3.0"])
@@ -879,7 +764,7 @@ HELPER_BARRIER = kernel("""
 def test_barrier_inside_a_helper_function(queue):
     data = {"x": np.array([5, 6], np.int32)}
     inst, out, recs, _ = check(queue, HELPER_BARRIER, data, (2,), (2,))
-    p = {k: pos(HELPER_BARRIER, k) for k in ("t[i]", "x[i];", "barrier", "x[i] =", "t[1 - i]")}
+    p = Sites(HELPER_BARRIER)
     end = last_brace(HELPER_BARRIER)
     want = []
     for i in range(2):
@@ -982,36 +867,49 @@ REAL = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(REAL))
-def test_correct_kernels_are_clean(queue, name):
-    """Ordinary correct kernels: identical outputs and no race in the reference."""
-    rng = np.random.default_rng(7)
-    n = 8
-    data = {
-        "matmul": {
-            "A": rng.random(n * n).astype(np.float32),
-            "B": rng.random(n * n).astype(np.float32),
-            "C": np.zeros(n * n, np.float32),
-            "n": n,
+#: name: (global size, local size, the arguments drawn from a seeded generator)
+REAL_LAUNCHES = {
+    "matmul": (
+        (8, 8),
+        (4, 4),
+        lambda rng: {
+            "A": rng.random(64).astype(np.float32),
+            "B": rng.random(64).astype(np.float32),
+            "C": np.zeros(64, np.float32),
+            "n": 8,
         },
-        "reduce": {
+    ),
+    "reduce": (
+        (32,),
+        (8,),
+        lambda rng: {
             "in": rng.random(32).astype(np.float32),
             "out": np.zeros(4, np.float32),
             "scratch": 32,
         },
-        "histogram": {
+    ),
+    "histogram": (
+        (32,),
+        (16,),
+        lambda rng: {
             "data": rng.integers(0, 255, 32).astype(np.uint8),
             "bins": np.zeros(8, np.uint32),
         },
-        "scan": {"x": rng.integers(0, 9, 16).astype(np.int32), "parts": np.zeros(4, np.int32)},
-    }[name]
-    sizes = {
-        "matmul": ((8, 8), (4, 4)),
-        "reduce": ((32,), (8,)),
-        "histogram": ((32,), (16,)),
-        "scan": ((16,), (8,)),
-    }[name]
-    inst, out, recs, raw = check(queue, REAL[name], data, *sizes)
+    ),
+    "scan": (
+        (16,),
+        (8,),
+        lambda rng: {"x": rng.integers(0, 9, 16).astype(np.int32), "parts": np.zeros(4, np.int32)},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL))
+def test_correct_kernels_are_clean(queue, name):
+    """Ordinary correct kernels: identical outputs and no race in the reference."""
+    gsize, lsize, make = REAL_LAUNCHES[name]
+    data = make(np.random.default_rng(7))
+    inst, out, recs, raw = check(queue, REAL[name], data, gsize, lsize)
     assert reference.analyse(raw, {v.id: v.space for v in inst.variables}) == []
     if name == "histogram":
         assert out["bins"].tolist() == np.bincount(data["data"] & 7, minlength=8).tolist()

@@ -8,6 +8,7 @@ import functools
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gpurace.instrument.ptx import (
@@ -423,3 +424,42 @@ def test_analysis_kernels_build_for_cuda():
     entries = {f.name for f in parse_module(ptx).functions if f.is_entry}
     assert entries == set(KERNELS)
     assemble(ptx, "sm_90")
+
+
+CUDA_LAUNCH_ERRORS = [
+    ("grid = 1\n", 0, ["missing key 'block'"]),
+    ("grid = [1, 2, 3, 4]\nblock = 1\n", 1, ["grid must be 1 to 3 integers"]),
+    ("grid = 1\nblock = 1\noptions = [1]\n", 3, ["list of NVRTC options"]),
+    ("grid = 1\nblock = 1\n[[arg]]\nlocal = 4\n", 4, ["unknown key 'local'", "value"]),
+    ("grid = 1\nblock = 1\n[[arg]]\nvalue = [1, 2]\n", 4, ["value must be a number, not"]),
+    ("grid = 1\nblock = 1\n[[arg]]\nvalue = 1\ncount = 2\n", 3, ["not buffer and value"]),
+    ("grid = 1\nblock = 1\n[[arg]]\ntype = 'int'\ncount = 2\nseed = -1\n", 6, ["seed must"]),
+    ("grid = 1\nblock = 1\n[[arg]]\ntype = 'float5'\ncount = 2\n", 4, ["unknown type 'float5'"]),
+    ("grid = 1\nblock = 1\n[[arg]]\nname = 'p'\ntype = 'char'\ncount = 2\nfill = 300\n", 7,
+     ["argument 0 'p': fill = 300 does not fit in char"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "text,line,words", CUDA_LAUNCH_ERRORS, ids=[str(i) for i in range(len(CUDA_LAUNCH_ERRORS))]
+)
+def test_cuda_launch_errors(tmp_path, text: str, line: int, words: list[str]):
+    """CUDA [[arg]] tables are read by the same parser as OpenCL's: each problem is one
+    error at the line of its key."""
+    with pytest.raises(GpuraceError) as info:
+        _launch(tmp_path, text)
+    assert (info.value.file, info.value.line) == (str(tmp_path / "l.toml"), line), str(info.value)
+    for w in words:
+        assert w in info.value.message, info.value.message
+
+
+def test_cuda_launch_npy_fill_of_vectors(tmp_path):
+    """A .npy fill sets the count of a vector buffer; a size that is not whole vectors is
+    an error at the fill."""
+    np.save(tmp_path / "v.npy", np.arange(8, dtype=np.float32))
+    launch = _launch(tmp_path, 'grid = 1\nblock = 1\n[[arg]]\ntype = "float4"\nfill = "v.npy"\n')
+    buf = launch.args[0].buffer
+    assert (buf.count, buf.nbytes, buf.data.tolist()) == (2, 32, list(range(8)))
+    with pytest.raises(GpuraceError, match="8 values are not a whole number of float3") as info:
+        _launch(tmp_path, 'grid = 1\nblock = 1\n[[arg]]\ntype = "float3"\nfill = "v.npy"\n')
+    assert info.value.line == 5

@@ -216,6 +216,20 @@ def _site(sites: dict[int, Site], report: Report, site_id: int, kind: Kind) -> S
     return site
 
 
+def _side(
+    report: Report,
+    sites: dict[int, Site],
+    site_id: int,
+    kind: Kind,
+    group: int,
+    lid: int,
+    epoch: int,
+) -> Side:
+    """One side of a race as presented: its site, kind word and example work-item."""
+    site = _site(sites, report, site_id, kind)
+    return Side(site, kind_name(kind, site), group, lid, epoch, work_item(report, group, lid))
+
+
 def view(
     report: Report,
     race: Race,
@@ -223,25 +237,9 @@ def view(
 ) -> RaceView:
     """Decide everything about how ``race`` is presented (``tables``: from _lookup)."""
     sites, variables = tables if tables is not None else _lookup(report)
-    a_site = _site(sites, report, race.site_a, race.kind_a)
-    b_site = _site(sites, report, race.site_b, race.kind_b)
-    a = Side(
-        a_site,
-        kind_name(race.kind_a, a_site),
-        race.group_a,
-        race.lid_a,
-        race.epoch_a,
-        work_item(report, race.group_a, race.lid_a),
-    )
-    b = Side(
-        b_site,
-        kind_name(race.kind_b, b_site),
-        race.group_b,
-        race.lid_b,
-        race.epoch_b,
-        work_item(report, race.group_b, race.lid_b),
-    )
-    first, second = (a, b) if (a_site.line, a_site.col) <= (b_site.line, b_site.col) else (b, a)
+    a = _side(report, sites, race.site_a, race.kind_a, race.group_a, race.lid_a, race.epoch_a)
+    b = _side(report, sites, race.site_b, race.kind_b, race.group_b, race.lid_b, race.epoch_b)
+    first, second = (a, b) if (a.site.line, a.site.col) <= (b.site.line, b.site.col) else (b, a)
     cls = RaceClass(race.cls)
     words = dialect(report.language)
     if cls == RaceClass.DIVERGENCE:

@@ -16,6 +16,7 @@ from typing import Any
 from gpurace.model import Race, Report, Site, Suppressed
 
 from .common import (
+    RaceView,
     Side,
     explanation,
     hint,
@@ -69,6 +70,22 @@ def side_json(side: Side, cwd: str | None) -> dict[str, Any]:
     }
 
 
+def race_fields(v: RaceView, cwd: str | None) -> dict[str, Any]:
+    """Where a race is and its example pair: the same fields in JSON and in SARIF's
+    result properties (a barrier divergence has no variable or address)."""
+    divergence = v.cls == "divergence"
+    return {
+        "memory": v.memory or None,
+        "var": None if divergence else v.var_name,
+        "index": v.index,
+        "address": None if divergence else v.race.address,
+        "instances": v.race.instances,
+        "pairs": v.race.pairs,
+        "a": side_json(v.first, cwd),
+        "b": side_json(v.second, cwd),
+    }
+
+
 def instance_json(report: Report, race: Race, cwd: str | None) -> dict[str, Any]:
     """One instance of a race (``--all``)."""
     v = view(report, race)
@@ -92,7 +109,6 @@ def to_json(
     races = []
     for v in views(report):
         race = v.race
-        divergence = v.cls == "divergence"
         races.append(
             {
                 "class": v.cls,
@@ -107,14 +123,7 @@ def to_json(
                     "line": v.at.line,
                     "col": v.at.col,
                 },
-                "memory": v.memory or None,
-                "var": None if divergence else v.var_name,
-                "index": v.index,
-                "address": None if divergence else race.address,
-                "instances": race.instances,
-                "pairs": race.pairs,
-                "a": side_json(v.first, cwd),
-                "b": side_json(v.second, cwd),
+                **race_fields(v, cwd),
                 "suppressed": _suppressed(report.suppressed.get(race.key), cwd),
             }
         )

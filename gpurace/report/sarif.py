@@ -35,7 +35,7 @@ from .common import (
     views,
     who,
 )
-from .json_report import instance_json, scope_json, side_json, tool_version, write_text
+from .json_report import instance_json, race_fields, scope_json, tool_version, write_text
 from .suppress import Suppressions
 
 SARIF_VERSION = "2.1.0"
@@ -168,21 +168,13 @@ def _result(report: Report, v: RaceView, cwd: str | None, seen: dict[str, int]) 
     seen[fingerprint] = seen.get(fingerprint, 0) + 1
     if seen[fingerprint] > 1:  # two races with identical code: keep them apart
         fingerprint += f":{seen[fingerprint]}"
-    divergence = v.cls == "divergence"
     props: dict[str, Any] = {
         "kernel": report.kernel,
         "class": v.cls,
         "type": v.type,
         "launch": getattr(race, "launch", 0),
         "explanation": explanation(v, report.language),
-        "memory": v.memory or None,
-        "var": None if divergence else v.var_name,
-        "index": v.index,
-        "address": None if divergence else race.address,
-        "instances": race.instances,
-        "pairs": race.pairs,
-        "a": side_json(v.first, cwd),
-        "b": side_json(v.second, cwd),
+        **race_fields(v, cwd),
     }
     fix = hint(v, report.language)
     if fix:

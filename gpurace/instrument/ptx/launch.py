@@ -10,15 +10,26 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from gpurace.launch import UNIFORM_WRITES, BufferSpec, _fill, _is_int, _is_npy, _suggest, toml_error
+from gpurace.launch import (
+    ArgDialect,
+    ArgSpec,
+    BufferSpec,
+    KeyLines,
+    _is_int,
+    _suggest,
+    fills_dir,
+    labels,
+    options,
+    parse_args,
+    read_toml,
+    sizes,
+)
 from gpurace.model import Binding, GpuraceError
 
 #: element types of a CUDA launch file: (stored dtype, lanes). bf16 is stored as its
@@ -36,7 +47,6 @@ CUDA_SCALARS: dict[str, np.dtype] = {
 _BF16 = ("bf16", "__nv_bfloat16")
 _TOP = ("kernel", "grid", "block", "shared_bytes", "options", "name_expressions", "arg",
         "uniform_writes", "expect")  # fmt: skip
-_ARG_KEYS = ("name", "type", "count", "fill", "seed", "value")
 # PTX parameter types -> NumPy dtype of a scalar argument
 PTX_SCALARS = {
     "u8": "<u1", "s8": "<i1", "b8": "<u1", "u16": "<u2", "s16": "<i2", "b16": "<u2",
@@ -55,14 +65,24 @@ def element_type(name: str) -> tuple[np.dtype, int] | None:
     return None
 
 
-@dataclass
-class CudaArg:
-    index: int
-    name: str | None
-    kind: str  # "buffer" or "scalar"
-    buffer: BufferSpec | None = None
-    value: int | float | None = None
-    line: int = 0
+def _encode_bf16(typ: str, flat: np.ndarray) -> np.ndarray:
+    """float32 fill values as bfloat16 bits (round to nearest even); other types as is."""
+    if typ.rstrip("234") not in _BF16:
+        return flat
+    bits = flat.astype("<f4").view("<u4").astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2")
+
+
+def _fill_type(name: str) -> tuple[np.dtype, int] | None:
+    """(dtype a fill is made in, lanes): bf16 is filled in float32, then encoded."""
+    found = element_type(name)
+    if found is not None and name.rstrip("234") in _BF16:
+        return np.dtype("<f4"), found[1]
+    return found
+
+
+#: the [[arg]] tables of a CUDA launch file: buffers and scalar values, no __local form
+CUDA_ARGS = ArgDialect(_fill_type, tuple(CUDA_SCALARS), encode=_encode_bf16)
 
 
 @dataclass
@@ -73,7 +93,7 @@ class CudaLaunch:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_bytes: int
-    args: list[CudaArg]
+    args: list[ArgSpec]
     options: list[str] = field(default_factory=list)
     name_expressions: list[str] = field(default_factory=list)
     uniform_writes: str | None = None
@@ -93,191 +113,71 @@ class CudaLaunch:
         return next((b for b in self.buffers if (b.group, b.binding) == (group, binding)), None)
 
 
-class _ArgLines:
-    """Lines of top-level keys and of [[arg]] tables in the raw TOML (tomllib keeps none)."""
-
-    def __init__(self, text: str) -> None:
-        self.lines = text.splitlines()
-        heads = [
-            i
-            for i, ln in enumerate(self.lines, 1)
-            if re.match(r"\s*\[", ln) and not ln.lstrip().startswith("#")
-        ]
-        self.top_end = heads[0] - 1 if heads else len(self.lines)
-        self.args = []
-        for k, h in enumerate(heads):
-            if re.match(r"\s*\[\[\s*arg\s*\]\]", self.lines[h - 1]):
-                end = heads[k + 1] - 1 if k + 1 < len(heads) else len(self.lines)
-                self.args.append((h, end))
-
-    def _find(self, key: str, lo: int, hi: int) -> int:
-        for no in range(lo, min(hi, len(self.lines)) + 1):
-            if re.match(rf"\s*{re.escape(key)}\s*=", self.lines[no - 1]):
-                return no
-        return 0
-
-    def top(self, key: str) -> int:
-        return self._find(key, 1, self.top_end)
-
-    def arg(self, index: int, key: str | None = None) -> int:
-        if index >= len(self.args):
-            return 0
-        lo, hi = self.args[index]
-        return (self._find(key, lo, hi) if key else 0) or lo
-
-
 def load_cuda_launch(path: str | os.PathLike[str]) -> CudaLaunch:
     """Read and check a CUDA launch file; problems are GpuraceErrors at their line."""
     path = os.fspath(path)
-    try:
-        text = open(path, encoding="utf-8").read()
-    except OSError as err:
-        raise GpuraceError(f"cannot read launch file: {err.strerror or err}", path) from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise toml_error(err, path) from None
-    return cuda_launch_from_dict(data, path, None, _ArgLines(text))
+    data, text = read_toml(path)
+    return cuda_launch_from_dict(data, path, None, KeyLines(text))
 
 
 def cuda_launch_from_dict(
-    data: Mapping[str, Any], path: str = "", base_dir: str | None = None, lines: Any = None
+    data: Mapping[str, Any],
+    path: str = "",
+    base_dir: str | None = None,
+    lines: KeyLines | None = None,
 ) -> CudaLaunch:
-    lines = lines or _ArgLines("")
+    """Build a launch from a CUDA launch file's keys (a fill may be a NumPy array);
+    ``path`` names the file in errors, ``base_dir`` resolves relative ``.npy`` fills."""
+    lines = lines or KeyLines("")
 
     def err(msg: str, line: int = 0) -> GpuraceError:
         return GpuraceError(msg, path, line)
 
+    if not isinstance(data, Mapping):
+        raise err("a launch description must be a table of keys (docs/launch-files.md)")
     for key in data:
         if key not in _TOP:
             raise err(
                 f"unknown key '{key}'{_suggest(key, _TOP)} (a CUDA launch file has "
                 f"{', '.join(_TOP)})",
-                lines.top(key),
+                lines.top_key(key),
             )
     kernel = data.get("kernel")
     if kernel is not None and (not isinstance(kernel, str) or not kernel):
-        raise err('kernel must be the kernel\'s name, e.g. kernel = "saxpy"', lines.top("kernel"))
-    grid = _dims(data, "grid", err, lines.top("grid"), required=True)
-    block = _dims(data, "block", err, lines.top("block"), required=True)
+        raise err(
+            'kernel must be the kernel\'s name, e.g. kernel = "saxpy"', lines.top_key("kernel")
+        )
+    grid = sizes(data, "grid", err, lines, "missing key 'grid', e.g. grid = [4, 1, 1]")
+    block = sizes(data, "block", err, lines, "missing key 'block', e.g. block = [64, 1, 1]")
+    assert grid is not None and block is not None
     shared = data.get("shared_bytes", 0)
     if not _is_int(shared) or shared < 0:
         raise err(
-            f"shared_bytes must be a byte count >= 0, not {shared!r}", lines.top("shared_bytes")
+            f"shared_bytes must be a byte count >= 0, not {shared!r}",
+            lines.top_key("shared_bytes"),
         )
-    options = data.get("options", [])
-    if isinstance(options, str):
-        options = shlex.split(options)
-    if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
-        raise err('options must be a list of NVRTC options, e.g. ["-DN=4"]', lines.top("options"))
+    opts = options(data, err, lines, "NVRTC")
     exprs = data.get("name_expressions", [])
     if not isinstance(exprs, list) or not all(isinstance(e, str) for e in exprs):
         raise err(
             'name_expressions must be a list such as ["saxpy<float>"]',
-            lines.top("name_expressions"),
+            lines.top_key("name_expressions"),
         )
-    uw = data.get("uniform_writes")
-    if uw is not None and uw not in UNIFORM_WRITES:
-        raise err(
-            f'uniform_writes must be "race" or "tolerate", not {uw!r}', lines.top("uniform_writes")
-        )
-    expect = data.get("expect")
-    if expect is not None and not isinstance(expect, Mapping):
-        raise err("expect must be a table ([expect])", lines.top("expect"))
-    tables = data.get("arg", [])
-    if isinstance(tables, Mapping):
-        tables = [tables]
-    if not isinstance(tables, list):
-        raise err("arg must be a list of [[arg]] tables", lines.top("arg"))
-    if base_dir is None:
-        base_dir = os.path.dirname(os.path.abspath(path)) if path else os.getcwd()
-    args = [_arg(t, i, path, base_dir, lines) for i, t in enumerate(tables)]
-    key_lines = {k: lines.top(k) for k in _TOP if k in data}
-    key_lines["entry"] = key_lines.get("kernel", 0)
+    uniform_writes, expect = labels(data, err, lines)
+    args = parse_args(data, CUDA_ARGS, path, fills_dir(path, base_dir), lines)
     return CudaLaunch(
         kernel,
         grid,
         block,
         shared,
         args,
-        list(options),
+        opts,
         list(exprs),
-        uw,
-        dict(expect) if expect is not None else None,
+        uniform_writes,
+        expect,
         path,
-        {k: v for k, v in key_lines.items() if v},
+        lines.key_lines(data, _TOP),
     )
-
-
-def _dims(data: Mapping, key: str, err: Any, line: int, required: bool) -> tuple[int, int, int]:
-    if key not in data:
-        raise err(f"missing key '{key}', e.g. {key} = [4, 1, 1]")
-    v = data[key]
-    if _is_int(v):
-        v = [v]
-    if not isinstance(v, list) or not 1 <= len(v) <= 3 or not all(_is_int(x) and x >= 1 for x in v):
-        raise err(
-            f"{key} must be 1 to 3 positive integers, e.g. {key} = [4, 1, 1], not {v!r}", line
-        )
-    full = list(v) + [1] * (3 - len(v))
-    return (full[0], full[1], full[2])
-
-
-def _arg(table: Any, index: int, path: str, base_dir: str, lines: _ArgLines) -> CudaArg:
-    def err(msg: str, key: str | None = None) -> GpuraceError:
-        return GpuraceError(msg, path, lines.arg(index, key))
-
-    if not isinstance(table, Mapping):
-        raise err(f"arg {index + 1} must be a table")
-    for key in table:
-        if key not in _ARG_KEYS:
-            raise err(
-                f"unknown key '{key}' in [[arg]]{_suggest(key, _ARG_KEYS)} "
-                f"(allowed: {', '.join(_ARG_KEYS)})",
-                key,
-            )
-    name = table.get("name")
-    what = f"argument {index}" + (f" '{name}'" if name else "")
-    if "value" in table:
-        if any(k in table for k in ("type", "count", "fill", "seed")):
-            raise err(f"{what}: a scalar (value = ...) takes no type/count/fill")
-        value = table["value"]
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise err(f"{what}: value must be a number, not {value!r}", "value")
-        return CudaArg(index, name, "scalar", value=value, line=lines.arg(index))
-    typ = table.get("type")
-    found = element_type(typ) if isinstance(typ, str) else None
-    if found is None:
-        raise err(
-            f"{what}: give a buffer (type, count, fill) or a scalar (value = N); "
-            f"type must be one of {', '.join(CUDA_SCALARS)} or a vector such as float4, "
-            f"not {typ!r}",
-            "type",
-        )
-    dtype, lanes = found
-    count = table.get("count")
-    fill = table.get("fill", "zeros")
-    if count is None and not _is_npy(fill):
-        raise err(f"{what}: missing key 'count' (the number of {typ} elements)")
-    if count is not None and (not _is_int(count) or count < 1):
-        raise err(f"{what}: count must be a positive integer, not {count!r}", "count")
-    seed = table.get("seed", 0)
-    bf16 = typ.rstrip("234") in _BF16
-    fill_dtype = np.dtype("<f4") if bf16 else dtype
-    flat = _fill(
-        fill,
-        "f32" if bf16 else typ,
-        fill_dtype,
-        None if count is None else count * lanes,
-        seed,
-        base_dir,
-        lambda m: err(f"{what}: {m}", "fill"),
-    )
-    if bf16:
-        bits = flat.astype("<f4").view("<u4").astype(np.uint64)
-        flat = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2")
-    buf = BufferSpec(0, index, typ, int(flat.size // lanes), flat, line=lines.arg(index))
-    return CudaArg(index, name, "buffer", buffer=buf, line=lines.arg(index))
 
 
 def validate_cuda(launch: CudaLaunch, params: Sequence[Binding], kernel: str) -> None:
