@@ -74,6 +74,11 @@ def hash_ptx(arch: str) -> str:
     return compile_cuda(hash_source(), "hash.cl", ("-std=c++17",), (), arch).ptx
 
 
+def _name(a: CudaArg) -> str:
+    """An argument's name in reports (repeat_cuda gives each the parameter's name)."""
+    return a.name or f"arg{a.index}"
+
+
 def _where(a: CudaArg) -> str:
     return f"arg {a.index}"
 
@@ -120,7 +125,7 @@ class _CudaReplayer:
         self.launch = launch
         self.compare = list(compare)
         self.fn = cuda_backend.load_module(device, ptx).get_function(name)
-        hash_fn = cuda_backend.load_module(device, hash_ptx(cuda_backend.arch_of(device)))
+        hash_module = cuda_backend.load_module(device, hash_ptx(cuda_backend.arch_of(device)))
         self.working: dict[int, Any] = {}
         self.restore: list[tuple[Any, Any]] = []  # (snapshot, working)
         kargs: list[Any] = []
@@ -138,7 +143,7 @@ class _CudaReplayer:
                     kargs.append(cuda_backend.scalar_arg(b, a.value))
             self.kargs = tuple(kargs)
             self.acc = cp.zeros(_padded(8 * len(self.compare)) // 4, cp.uint32)
-        self.hash = hash_fn.get_function("hash")
+        self.hash = hash_module.get_function("hash")
         self.hash_jobs: list[tuple[int, tuple[Any, ...]]] = []
         for slot, a in enumerate(self.compare):
             assert a.buffer is not None
@@ -185,11 +190,6 @@ class _CudaReplayer:
                 raw = self.cp.asnumpy(buf).view(np.uint8)[: spec.nbytes]
                 out[_name(a)] = raw.view(spec.data.dtype).reshape(_shape(a))
         return out
-
-
-def _name(a: CudaArg) -> str:
-    """An argument's name in reports (repeat_cuda gives each the parameter's name)."""
-    return a.name or f"arg{a.index}"
 
 
 def repeat_cuda(
