@@ -187,8 +187,7 @@ def launch(
                 dev_arrays[b.binding] = arr
                 kargs.append(arr)
             else:
-                raw = scalar_bytes(b, a)
-                kargs.append(np.frombuffer(raw, _SCALAR_DTYPES[len(raw)])[0])
+                kargs.append(scalar_arg(b, a))
         log = ctl = sync = None
         nv = 0
         if var_bases is not None:
@@ -250,6 +249,13 @@ def wait_for(event, kernel: str, path: str, timeout: float | None = None) -> Non
 
 
 _SCALAR_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def scalar_arg(binding: Binding, value: int | float) -> np.generic:
+    """A scalar kernel argument as cupy passes it: the parameter type's bytes
+    (``scalar_bytes``) as an unsigned NumPy scalar of that size."""
+    raw = scalar_bytes(binding, value)
+    return np.frombuffer(raw, _SCALAR_DTYPES[len(raw)])[0]
 
 
 def _sync_summary(cp, sync, capacity: int) -> dict[str, int]:

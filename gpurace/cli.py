@@ -288,9 +288,11 @@ def repeat(
 ) -> None:
     """Replay the plain KERNEL N times from the same inputs and compare the outputs' bits.
 
-    Every buffer the kernel can write is restored from an on-device snapshot before
-    each replay and hashed on the device after it; where replays differ, one output
-    per distinct result is read back and compared element by element.
+    KERNEL is a .wgsl (wgpu), .cl (OpenCL) or .cu/.ptx (CUDA, cupy) file. Every
+    buffer the kernel can write (CUDA: every pointer argument) is restored from an
+    on-device snapshot before each replay and hashed on the device after it; where
+    replays differ, one output per distinct result is read back and compared element
+    by element.
 
     Exit status: 0 all replays bit-identical, 1 they differ, 2 bad input or error.
     """

@@ -15,8 +15,10 @@ Two entry points:
   kernel of ``shaders/hash.wgsl``, so only 8 bytes per buffer come back per replay.
   One representative output per distinct hash is kept on the device and read back
   only when the replays differ, to compute the statistics. OpenCL C launches take
-  the same path (``gpurace.determinism_opencl.repeat_opencl``, ``shaders/hash.cl``);
-  both share ``replay_and_compare``, the loop and the comparison.
+  the same path (``gpurace.determinism_opencl.repeat_opencl``, ``shaders/hash.cl``),
+  and so do CUDA ones (``gpurace.determinism_cuda.repeat_cuda``, the same
+  ``hash.cl`` built by NVRTC); all share ``replay_and_compare``, the loop and the
+  comparison.
 * ``repeat`` (``gpurace.repeat``) calls any Python function N times and compares the
   arrays it returns, for whole multi-kernel solves in a test suite.
 
@@ -987,13 +989,6 @@ def repeat_file(
     from gpurace import api
 
     language = api.language_of(kernel_path)
-    if language not in ("wgsl", "opencl"):
-        shown = "CUDA" if language == "cuda" else language
-        raise GpuraceError(
-            "gpurace repeat replays .wgsl kernels on wgpu and .cl kernels on OpenCL; "
-            f"{shown} kernels are not supported yet",
-            kernel_path,
-        )
     source = api.read_kernel(kernel_path)
     spec = api.read_launch(launch_path, kernel_path)[1]
     replay: Callable[..., RepeatResult] = repeat_kernel
@@ -1001,6 +996,10 @@ def repeat_file(
         from gpurace.determinism_opencl import repeat_opencl
 
         replay = repeat_opencl
+    elif language == "cuda":
+        from gpurace.determinism_cuda import repeat_cuda
+
+        replay = repeat_cuda
     return replay(
         source,
         spec,

@@ -1,18 +1,46 @@
-// Content hash of one buffer, computed on the device (gpurace repeat, OpenCL).
+// Content hash of one buffer, computed on the device (gpurace repeat: OpenCL and CUDA).
 //
-// The OpenCL C twin of hash.wgsl - same lanes, constants and sums, so a buffer has
-// the same 64-bit hash whether a WGSL or an OpenCL replay computed it, and the
-// host's NumPy version (gpurace.determinism.hash_words) checks both. Read hash.wgsl
-// for the why; keep the three in step.
+// The C twin of hash.wgsl - same lanes, constants and sums, so a buffer has the same
+// 64-bit hash whether a WGSL, an OpenCL or a CUDA replay computed it, and the host's
+// NumPy version (gpurace.determinism.hash_words) checks all three. Read hash.wgsl for
+// the why; keep them in step.
 //
-// Self-contained (no prelude): built as is by gpurace.determinism for each context.
+// Self-contained: OpenCL builds it as is (gpurace.determinism_opencl); NVRTC builds
+// the same text as CUDA C++ (gpurace.determinism_cuda), where the few names below
+// stand for CUDA's. The OpenCL side of the #if is OpenCL C's own spelling, so the
+// OpenCL kernel is token for token what it was before CUDA shared this file.
 
 #define GOLDEN 0x9e3779b1u
 #define LANE_B 0x7f4a7c15u
 #define WG 256
 
+#ifdef __CUDACC__
+typedef unsigned int uint;
+#define HASH_KERNEL extern "C" __global__ void __launch_bounds__(WG)
+#define HASH_FN __device__
+#define HASH_GLOBAL
+#define HASH_LOCAL __shared__
+#define HASH_LOCAL_ID() ((uint)threadIdx.x)
+#define HASH_GROUP_ID() ((uint)blockIdx.x)
+#define HASH_NUM_GROUPS() ((uint)gridDim.x)
+#define HASH_BARRIER() __syncthreads()
+#define HASH_ROTATE16(w) (((w) << 16) | ((w) >> 16))
+#define HASH_ATOMIC_ADD(p, v) atomicAdd((p), (v))
+#else
+#define HASH_KERNEL __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+#define HASH_FN
+#define HASH_GLOBAL __global
+#define HASH_LOCAL __local
+#define HASH_LOCAL_ID() (uint)get_local_id(0)
+#define HASH_GROUP_ID() (uint)get_group_id(0)
+#define HASH_NUM_GROUPS() (uint)get_num_groups(0)
+#define HASH_BARRIER() barrier(CLK_LOCAL_MEM_FENCE)
+#define HASH_ROTATE16(w) rotate(w, 16u)
+#define HASH_ATOMIC_ADD(p, v) atomic_add(p, v)
+#endif
+
 // MurmurHash3's 32-bit finaliser: a bijection with good avalanche.
-uint fmix32(uint h) {
+HASH_FN uint fmix32(uint h) {
     h ^= h >> 16;
     h *= 0x85ebca6bu;
     h ^= h >> 13;
@@ -22,32 +50,31 @@ uint fmix32(uint h) {
 }
 
 // data: the buffer as words; acc[2 * slot], acc[2 * slot + 1]: lanes a and b.
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void hash(
-    __global const uint* data, uint n_words, uint slot, __global uint* acc) {
-    __local uint part_a[WG];
-    __local uint part_b[WG];
-    uint lid = (uint)get_local_id(0);
-    uint stride = (uint)get_num_groups(0) * WG;
+HASH_KERNEL hash(HASH_GLOBAL const uint* data, uint n_words, uint slot, HASH_GLOBAL uint* acc) {
+    HASH_LOCAL uint part_a[WG];
+    HASH_LOCAL uint part_b[WG];
+    uint lid = HASH_LOCAL_ID();
+    uint stride = HASH_NUM_GROUPS() * WG;
     uint a = 0u;
     uint b = 0u;
-    for (uint i = (uint)get_group_id(0) * WG + lid; i < n_words; i += stride) {
+    for (uint i = HASH_GROUP_ID() * WG + lid; i < n_words; i += stride) {
         uint w = data[i];
         uint p = i * GOLDEN;
         a += fmix32(w ^ p);
-        b += fmix32(rotate(w, 16u) ^ (p + LANE_B));
+        b += fmix32(HASH_ROTATE16(w) ^ (p + LANE_B));
     }
     part_a[lid] = a;
     part_b[lid] = b;
-    barrier(CLK_LOCAL_MEM_FENCE);
+    HASH_BARRIER();
     for (uint s = WG / 2; s > 0u; s >>= 1) {
         if (lid < s) {
             part_a[lid] += part_a[lid + s];
             part_b[lid] += part_b[lid + s];
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
+        HASH_BARRIER();
     }
     if (lid == 0u) {
-        atomic_add(&acc[2u * slot], part_a[0]);
-        atomic_add(&acc[2u * slot + 1u], part_b[0]);
+        HASH_ATOMIC_ADD(&acc[2u * slot], part_a[0]);
+        HASH_ATOMIC_ADD(&acc[2u * slot + 1u], part_b[0]);
     }
 }

@@ -109,6 +109,8 @@ class RawKernel:
         self._ptx: str | None = None
         self._entry = name
         self._path: str | None = None  # a module file, loaded at the first launch
+        self._module: RawModule | None = None  # the RawModule it came from, if any
+        self._emu: Emulator | None = None
 
     def _load(self) -> tuple[str, str]:
         if self._ptx is None and self._path is not None:
@@ -118,9 +120,17 @@ class RawKernel:
             self._ptx, _ = _compile(self.code, self.options, ())
         return self._ptx, self._entry
 
+    def _emulator(self, ptx: str) -> Emulator:
+        """The module's one interpreter: its ``__device__`` variables keep their values
+        from launch to launch, as a loaded CUDA module's do."""
+        owner = self._module if self._module is not None else self
+        if owner._emu is None:
+            owner._emu = Emulator(ptx)
+        return owner._emu
+
     def __call__(self, grid: Any, block: Any, args: tuple, *, shared_mem: int = 0) -> None:
         ptx, entry = self._load()
-        emu = Emulator(ptx)
+        emu = self._emulator(ptx)
         bits = [_bits(a, emu) for a in args]
         emu.launch(entry, _dims(grid), _dims(block), bits, int(shared_mem))
 
@@ -142,13 +152,14 @@ class RawModule:
         self.name_expressions = tuple(name_expressions or ())
         self._ptx: str | None = None
         self._lowered: dict[str, str] = {}
+        self._emu: Emulator | None = None  # shared by its kernels (RawKernel._emulator)
         if code is not None:
             self._ptx, self._lowered = _compile(code, self.options, self.name_expressions)
 
     def get_function(self, name: str) -> RawKernel:
         kernel = _RawKernel(None, name, self.options)  # the class itself, as cupy's Cython does
         kernel._ptx, kernel._entry = self._ptx, self._lowered.get(name, name)
-        kernel._path = self.path
+        kernel._path, kernel._module = self.path, self
         return kernel
 
 

@@ -455,6 +455,13 @@ class Emulator:
             n = min(n, _bits(t))
             r = a << n if op == "shl" else a >> n
             return self._set(frame, ops[0], from_value(r, t))
+        if op == "shf":  # funnel shift of b:a (b the high word): NVRTC's 32-bit rotate
+            a, b = val(1, "b32"), val(2, "b32")
+            n = val(3, "u32")
+            n = n & 31 if ins.has("wrap") else min(n, 32)
+            both = (b << 32) | a
+            r = (both << n) >> 32 if ins.has("l") else both >> n
+            return self._set(frame, ops[0], r & 0xFFFFFFFF)
         if op == "mul" and ins.has("wide"):
             wt = {"s32": "s64", "u32": "u64", "s16": "s32", "u16": "u32"}[t]
             return self._set(frame, ops[0], from_value(num(1) * num(2), wt))

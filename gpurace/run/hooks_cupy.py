@@ -16,7 +16,8 @@ What is wrapped (undone by the returned callable):
   contents it holds right before the launch) with its dtype, numbers are kept as
   values. Then the program's launch runs unchanged, and once cupy accepted it the
   snapshot goes to the session (``Session.launch_cuda``), which checks it on
-  gpurace's own device; a launch cupy rejects is listed as not checked, with its
+  gpurace's own device (``--tool race``: ``api.check``; ``determinism``:
+  ``determinism_cuda.repeat_cuda``); a launch cupy rejects is listed as not checked, with its
   error, which reaches the program as usual.
 
 A launch is listed as not checked, with the reason, when gpurace cannot reproduce

@@ -14,7 +14,8 @@ The session is independent of the GPU API: a hook module (``hooks_wgpu``) calls
 is selected, and ``launch`` with a host snapshot of the bound buffers; the session
 builds a ``LaunchSpec`` from it and reuses ``gpurace.api.check`` (races) and
 ``gpurace.determinism.repeat_kernel`` (determinism; ``determinism_opencl.repeat_opencl``
-for OpenCL) on gpurace's own device, so the program's buffers are never touched.
+for OpenCL, ``determinism_cuda.repeat_cuda`` for cupy) on gpurace's own device, so the
+program's buffers are never touched.
 """
 
 from __future__ import annotations
@@ -242,9 +243,9 @@ class Session:
         assert kernel.source is not None
         opts = self.options
         replay = opts.tool in ("determinism", "all")
-        replayable = kernel.language in ("wgsl", "opencl")
+        replayable = kernel.language in ("wgsl", "opencl", "cuda")
         if replay and not replayable and opts.tool == "determinism":
-            raise GpuraceError("determinism replay runs WGSL and OpenCL kernels only")
+            raise GpuraceError("determinism replay runs WGSL, OpenCL and CUDA kernels only")
         if opts.tool in ("race", "all"):
             report = api.check(
                 kernel.source,
@@ -260,7 +261,7 @@ class Session:
             kernel.reports.append((index, report))
         if replay and not replayable:
             kernel.checked.append(index)
-            why = "determinism replay runs WGSL and OpenCL kernels only (races checked)"
+            why = "determinism replay runs WGSL, OpenCL and CUDA kernels only (races checked)"
             self.skip(kernel, index, why)
             return
         if replay:
@@ -269,6 +270,10 @@ class Session:
                 from gpurace.determinism_opencl import repeat_opencl
 
                 repeat_kernel = repeat_opencl
+            elif kernel.language == "cuda":
+                from gpurace.determinism_cuda import repeat_cuda
+
+                repeat_kernel = repeat_cuda
             result = repeat_kernel(
                 kernel.source,
                 spec,

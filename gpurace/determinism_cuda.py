@@ -1,0 +1,257 @@
+"""Determinism replay of one CUDA launch (``gpurace repeat KERNEL.cu``, ``gpurace run
+--tool determinism`` on cupy programs).
+
+The CUDA twin of ``determinism_opencl.repeat_opencl``; only what is API-specific lives
+here, the replay loop and every statistic are ``determinism.replay_and_compare``:
+
+* The kernel is compiled as ``gpurace check`` compiles it (NVRTC for the device's
+  architecture, the launch's options and name expressions) and the **plain** PTX
+  (``Instrumented.original_ptx``; a ``.ptx`` input as given) is launched, never the
+  instrumented one.
+* Every buffer argument is uploaded once into a working array and once into a
+  snapshot on the device, both padded to whole 16-byte blocks of 32-bit words. Each
+  replay restores the working arrays from their snapshots with a device-to-device
+  copy, launches the kernel and hashes the compared arrays **on the device** with
+  ``shaders/hash.cl`` built by NVRTC (the file is C that OpenCL and CUDA both build),
+  so only 8 bytes per buffer come back per replay; ``hash.cl`` computes exactly what
+  ``hash.wgsl`` and the host's ``hash_words`` compute (the tests check it).
+* The first replay with a new hash copies the compared arrays aside on the device;
+  those copies are read back (one per distinct result) only when the replays differ.
+
+Which arguments are compared: **every pointer (buffer) argument** except those in
+``keep_state``. The PTX rewriter marks every pointer parameter ``read_write`` (PTX
+has no ``const``, and which parameter an address came from is known only at run time,
+from the address ranges), so "the kernel may write it" cannot be told statically. A
+buffer the kernel only reads costs one restore copy and one hash per replay and is
+reported as bit-identical; in exchange no written buffer is ever left out, whatever
+the kernel does with its pointers (``const_cast``, pointer arithmetic across
+arguments, PTX from another compiler). Scalars are set once: the kernel cannot
+change them.
+
+All work goes to cupy's current stream of the chosen device, in order, so restore,
+launch and hash need no events; one event after the hashes bounds the wait
+(``cuda_backend.wait_for``: a replay that hangs is a ``DeviceHang``, not a wait for
+ever).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from gpurace.determinism import (
+    DEFAULT_RUNS,
+    HASH_GROUPS,
+    HASH_WORDS,
+    HASH_WORKGROUP,
+    MAX_KEPT,
+    Progress,
+    RepeatResult,
+    ReplayOutput,
+    _padded,
+    replay_and_compare,
+)
+from gpurace.instrument.ptx.launch import CudaArg, CudaLaunch, element_type
+from gpurace.model import Binding, GpuraceError
+
+
+def hash_source() -> str:
+    """``shaders/hash.cl`` as NVRTC compiles it (the same text OpenCL builds)."""
+    return resources.files("gpurace.shaders").joinpath("hash.cl").read_text()
+
+
+@functools.cache
+def hash_ptx(arch: str) -> str:
+    """The hash kernel (entry ``hash``) as PTX for ``arch`` (``compute_90``), once per arch."""
+    from gpurace.instrument.ptx.compile import compile_cuda
+
+    return compile_cuda(hash_source(), "hash.cl", ("-std=c++17",), (), arch).ptx
+
+
+def _name(a: CudaArg) -> str:
+    """An argument's name in reports (repeat_cuda gives each the parameter's name)."""
+    return a.name or f"arg{a.index}"
+
+
+def _where(a: CudaArg) -> str:
+    return f"arg {a.index}"
+
+
+def _shape(a: CudaArg) -> tuple[int, ...]:
+    """(count,) for scalar elements, (count, lanes) for vector ones (float4: 4 lanes)."""
+    assert a.buffer is not None
+    found = element_type(a.buffer.type)
+    lanes = found[1] if found is not None else 1
+    return (a.buffer.count, lanes) if lanes > 1 else (a.buffer.count,)
+
+
+def _words(a: CudaArg) -> np.ndarray:
+    """A buffer argument's bytes as u32 words, zero-padded as the device buffers are."""
+    assert a.buffer is not None
+    raw = np.ascontiguousarray(a.buffer.data).reshape(-1).view(np.uint8)
+    words = np.zeros(_padded(raw.size) // 4, np.uint32)
+    words.view(np.uint8)[: raw.size] = raw
+    return words
+
+
+class _CudaReplayer:
+    """Arrays, kernel and hash jobs of one CUDA launch, set up once, replayed N times."""
+
+    def __init__(
+        self,
+        device: Any,
+        ptx: str,
+        path: str,
+        name: str,
+        params: Sequence[Binding],
+        launch: CudaLaunch,
+        compare: Sequence[CudaArg],
+        keep_state: set[int],
+    ) -> None:
+        from gpurace.backends import cuda_backend
+
+        cp = cuda_backend._cupy()
+        self.cp = cp
+        self.backend = cuda_backend
+        self.device = device
+        self.path = path
+        self.name = name
+        self.launch = launch
+        self.compare = list(compare)
+        self.fn = cuda_backend.load_module(device, ptx).get_function(name)
+        hash_module = cuda_backend.load_module(device, hash_ptx(cuda_backend.arch_of(device)))
+        self.working: dict[int, Any] = {}
+        self.restore: list[tuple[Any, Any]] = []  # (snapshot, working)
+        kargs: list[Any] = []
+        with device:
+            for a, b in zip(launch.args, params, strict=True):
+                if a.buffer is not None:
+                    words = _words(a)
+                    buf = cp.asarray(words)
+                    if a.index not in keep_state:
+                        self.restore.append((cp.asarray(words), buf))
+                    self.working[a.index] = buf
+                    kargs.append(buf)
+                else:
+                    assert a.value is not None  # validate_cuda: a value for each scalar
+                    kargs.append(cuda_backend.scalar_arg(b, a.value))
+            self.kargs = tuple(kargs)
+            self.acc = cp.zeros(_padded(8 * len(self.compare)) // 4, cp.uint32)
+        self.hash = hash_module.get_function("hash")
+        self.hash_jobs: list[tuple[int, tuple[Any, ...]]] = []
+        for slot, a in enumerate(self.compare):
+            assert a.buffer is not None
+            n_words = -(-a.buffer.nbytes // 4)
+            groups = min(HASH_GROUPS, max(1, -(-n_words // (HASH_WORKGROUP * HASH_WORDS))))
+            args = (self.working[a.index], np.uint32(n_words), np.uint32(slot), self.acc)
+            self.hash_jobs.append((groups, args))
+
+    def replay(self) -> tuple[int, ...]:
+        """Restore, launch, hash; wait and return the per-buffer 64-bit hashes."""
+        cp = self.cp
+        launch = self.launch
+        with self.device:
+            for snap, buf in self.restore:
+                buf[...] = snap  # a device-to-device copy
+            self.acc.fill(0)
+            try:
+                self.fn(
+                    tuple(launch.grid), tuple(launch.block), self.kargs,
+                    shared_mem=int(launch.shared_bytes),
+                )  # fmt: skip
+            except cp.cuda.driver.CUDADriverError as exc:
+                raise GpuraceError(f"launch of '{self.name}' failed: {exc}", self.path) from None
+            for groups, args in self.hash_jobs:
+                self.hash((groups,), (HASH_WORKGROUP,), args)
+            done = cp.cuda.Event()
+            done.record()
+            self.backend.wait_for(done, self.name, self.path)
+            w = cp.asnumpy(self.acc)
+        return tuple(int(w[2 * i]) | (int(w[2 * i + 1]) << 32) for i in range(len(self.compare)))
+
+    def keep(self) -> list[Any]:
+        """Device copies of the compared arrays as they are now (one distinct result)."""
+        with self.device:
+            return [self.working[a.index].copy() for a in self.compare]
+
+    def read(self, copies: list[Any]) -> dict[str, np.ndarray]:
+        """One kept result on the host: typed arrays named as the report names them."""
+        out = {}
+        with self.device:
+            for a, buf in zip(self.compare, copies, strict=True):
+                spec = a.buffer
+                assert spec is not None
+                raw = self.cp.asnumpy(buf).view(np.uint8)[: spec.nbytes]
+                out[_name(a)] = raw.view(spec.data.dtype).reshape(_shape(a))
+        return out
+
+
+def repeat_cuda(
+    source: str,
+    launch: CudaLaunch,
+    *,
+    runs: int = DEFAULT_RUNS,
+    path: str = "kernel.cu",
+    device: str | None = None,
+    entry: str | None = None,
+    keep_state: Iterable[int] = (),
+    keep_outputs: bool = False,
+    max_kept: int = MAX_KEPT,
+    progress: Progress | None = None,
+) -> RepeatResult:
+    """Replay the plain CUDA kernel ``runs`` times from the launch's initial buffers.
+
+    The arguments mean what they mean for ``determinism.repeat_kernel``, except that
+    ``keep_state`` lists argument indices (buffers neither restored nor compared)
+    and ``launch`` is a CUDA launch (``grid``, ``block`` and ``[[arg]]`` tables;
+    ``instrument.ptx.launch.load_cuda_launch``). ``source`` is CUDA C++ or PTX (a
+    ``.ptx`` path, or text that starts like PTX). Kernel parameters come from the PTX
+    rewriter, so the launch is validated exactly as ``gpurace check`` validates it.
+    """
+    from gpurace.backends import cuda_backend
+    from gpurace.instrument.ptx import instrument, resolve_kernel
+    from gpurace.instrument.ptx.launch import validate_cuda
+
+    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
+        raise GpuraceError(f"--runs must be a positive integer, not {runs!r}")
+    if not isinstance(launch, CudaLaunch):
+        raise GpuraceError(
+            "this launch file does not describe a CUDA launch; a CUDA kernel needs grid, "
+            "block and [[arg]] tables (docs/launch-files.md)",
+            getattr(launch, "path", "") or None,
+        )
+    t0 = time.perf_counter()
+    dev, dev_name = cuda_backend.get_device(device)
+    if entry is not None:
+        launch = dataclasses.replace(launch, entry=entry)
+    arch = cuda_backend.arch_of(dev)
+    inst = instrument(source, path, launch.options, launch.name_expressions, arch)
+    name = resolve_kernel(inst, launch)
+    params = inst.params[name]
+    validate_cuda(launch, params, name)
+    plain = getattr(inst, "original_ptx", None) or source  # PTX input: the text itself
+    keep = {int(i) for i in keep_state}
+    # the launch file's names first: a PTX input's parameters are named "_Z4k_param_0"
+    args = [
+        dataclasses.replace(a, name=a.name or b.name)
+        for a, b in zip(launch.args, params, strict=True)
+    ]
+    launch = dataclasses.replace(launch, args=args)
+    compare = [a for a in args if a.buffer is not None and a.index not in keep]
+    say = progress or (lambda _msg: None)
+    say(f"setting up '{name}' on {dev_name}")
+    replayer = _CudaReplayer(dev, plain, path, name, params, launch, compare, keep)
+    outputs = []
+    for a in compare:
+        assert a.buffer is not None
+        outputs.append(ReplayOutput(_name(a), _where(a), a.buffer.type, _shape(a)))
+    shown = launch.entry or name  # "scale<float>" rather than its mangled name
+    return replay_and_compare(
+        replayer, outputs, shown, runs, path, dev_name, t0, max_kept, keep_outputs, say
+    )
