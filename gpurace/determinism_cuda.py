@@ -57,7 +57,8 @@ from gpurace.determinism import (
     _padded,
     replay_and_compare,
 )
-from gpurace.instrument.ptx.launch import CudaArg, CudaLaunch, element_type
+from gpurace.instrument.ptx.launch import CudaLaunch, element_type
+from gpurace.launch import ArgSpec
 from gpurace.model import Binding, GpuraceError
 
 
@@ -74,16 +75,16 @@ def hash_ptx(arch: str) -> str:
     return compile_cuda(hash_source(), "hash.cl", ("-std=c++17",), (), arch).ptx
 
 
-def _name(a: CudaArg) -> str:
+def _name(a: ArgSpec) -> str:
     """An argument's name in reports (repeat_cuda gives each the parameter's name)."""
     return a.name or f"arg{a.index}"
 
 
-def _where(a: CudaArg) -> str:
+def _where(a: ArgSpec) -> str:
     return f"arg {a.index}"
 
 
-def _shape(a: CudaArg) -> tuple[int, ...]:
+def _shape(a: ArgSpec) -> tuple[int, ...]:
     """(count,) for scalar elements, (count, lanes) for vector ones (float4: 4 lanes)."""
     assert a.buffer is not None
     found = element_type(a.buffer.type)
@@ -91,7 +92,7 @@ def _shape(a: CudaArg) -> tuple[int, ...]:
     return (a.buffer.count, lanes) if lanes > 1 else (a.buffer.count,)
 
 
-def _words(a: CudaArg) -> np.ndarray:
+def _words(a: ArgSpec) -> np.ndarray:
     """A buffer argument's bytes as u32 words, zero-padded as the device buffers are."""
     assert a.buffer is not None
     raw = np.ascontiguousarray(a.buffer.data).reshape(-1).view(np.uint8)
@@ -111,7 +112,7 @@ class _CudaReplayer:
         name: str,
         params: Sequence[Binding],
         launch: CudaLaunch,
-        compare: Sequence[CudaArg],
+        compare: Sequence[ArgSpec],
         keep_state: set[int],
     ) -> None:
         from gpurace.backends import cuda_backend
