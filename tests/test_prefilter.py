@@ -13,7 +13,7 @@ from gpurace.backends.prefilter import SHADOW_BUILD, SHADOW_FILTER
 from gpurace.instrument import opencl
 from gpurace.instrument.wgsl import instrument
 from gpurace.launch import LaunchSpec
-from gpurace.model import RECORD_WORDS, Kind
+from gpurace.model import RECORD_WORDS, Kind, Space
 from tests.corpus import cases
 
 CASES = cases("wgsl", ".wgsl")
@@ -32,7 +32,19 @@ def test_prefiltered_report_equals_unfiltered(case, monkeypatch):
     source, spec = case.load()
     path = str(case.kernel)
     full = _unfiltered(monkeypatch, source, spec, path, all_instances=True)
+    made = []
+    if case.language == "opencl":  # the per-group local area is made for every group
+        real = opencl_backend.prefilter
+        monkeypatch.setattr(
+            opencl_backend, "prefilter", lambda *a: made.append(real(*a)) or made[-1]
+        )
     filtered = api.check(source, spec, path=path, all_instances=True)
+    if made:
+        local = any(
+            v.space == Space.LOCAL and v.kernel == filtered.kernel for v in filtered.variables
+        )
+        assert (made[0].local_words > 0) == local
+        assert made[0].groups == (filtered.scope.work_groups if local else 0)
     assert filtered.races == full.races
     assert filtered.instances == full.instances
     assert filtered.scope.complete == full.scope.complete
