@@ -129,18 +129,31 @@ SCALAR_DTYPES = {
 _BUILD_ERROR = re.compile(r":(\d+):(\d+):\s*(?:error:\s*)?(.*)")
 
 
+# programs built in this process, by (context, source, options): a check launches
+# the same instrumented program for its build, filter and range runs
+_built: dict[tuple, object] = {}
+_BUILT_KEEP = 16
+
+
 def build(queue, source: str, path: str, options: Sequence[str] = ()):
-    """Build `source` for the queue's device; a build failure becomes a one-line
-    GpuraceError at the first error (instrumented programs keep the user's line
-    numbers through #line directives)."""
+    """Build `source` for the queue's device (once per process and context); a build
+    failure becomes a one-line GpuraceError at the first error (instrumented programs
+    keep the user's line numbers through #line directives)."""
     cl = _cl()
     where = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(where):  # quoted #includes resolve next to the user's file
         options = [*options, "-I", where]
+    key = (queue.context.int_ptr, source, tuple(options))
+    if key in _built:
+        return _built[key]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return cl.Program(queue.context, source).build(options=list(options))
+            program = cl.Program(queue.context, source).build(options=list(options))
+            if len(_built) >= _BUILT_KEEP:
+                del _built[next(iter(_built))]
+            _built[key] = program
+            return program
     except cl.Error as exc:
         text = str(exc)
         errors = [ln for ln in text.splitlines() if "error" in ln and _BUILD_ERROR.search(ln)]
