@@ -351,3 +351,18 @@ def test_filter_runs_log_marked_epochs_and_count_new_ones(driver):
     logged, _, mask, unseen = _drive(driver, SHADOW_FILTER, ops, built)
     assert logged == [1, 1, 0, 0, 1, 0, 1]
     assert mask == built | (1 << 3) and unseen == 1
+
+
+def test_a_check_split_into_address_ranges_is_the_same(monkeypatch):
+    """Logs of at most 96 records (the check logs 128): the racy reduction's filter
+    runs are split into address ranges (a counting run, then one filter run per range,
+    each from empty local states); the races are those of one unfiltered pass. (Fewer
+    would drop records: the racy tile words' accesses of all 8 groups share one
+    address of the linear order, and one address cannot be split.)"""
+    full = _unfiltered(monkeypatch, REDUCE_RACY, _spec(), "reduce.cl")
+    monkeypatch.setattr(opencl_backend, "max_records_per_pass", lambda _q: 96)
+    modes = _counted_launches(monkeypatch)
+    split = api.check(REDUCE_RACY, _spec(), path="reduce.cl", all_instances=True)
+    assert split.scope.passes > 1 and split.scope.complete
+    assert modes[0] == SHADOW_BUILD and set(modes[1:]) == {SHADOW_FILTER}
+    assert split.races == full.races and split.instances == full.instances
