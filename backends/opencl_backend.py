@@ -29,12 +29,13 @@ from gpurace.backends.common import LaunchResult
 from gpurace.backends.prefilter import (
     SHADOW_BUILD,
     SHADOW_FILTER,
-    SHADOW_HEAD,
     SHADOW_OFF,
     Prefilter,
+    local_groups,
     shadow_words,
 )
-from gpurace.model import RECORD_WORDS, Binding, GpuraceError
+from gpurace.instrument.opencl.runtime import EVENT_SLOTS
+from gpurace.model import RECORD_WORDS, Binding, GpuraceError, Space
 
 
 @dataclass(frozen=True)
@@ -128,18 +129,31 @@ SCALAR_DTYPES = {
 _BUILD_ERROR = re.compile(r":(\d+):(\d+):\s*(?:error:\s*)?(.*)")
 
 
+# programs built in this process, by (context, source, options): a check launches
+# the same instrumented program for its build, filter and range runs
+_built: dict[tuple, object] = {}
+_BUILT_KEEP = 16
+
+
 def build(queue, source: str, path: str, options: Sequence[str] = ()):
-    """Build `source` for the queue's device; a build failure becomes a one-line
-    GpuraceError at the first error (instrumented programs keep the user's line
-    numbers through #line directives)."""
+    """Build `source` for the queue's device (once per process and context); a build
+    failure becomes a one-line GpuraceError at the first error (instrumented programs
+    keep the user's line numbers through #line directives)."""
     cl = _cl()
     where = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(where):  # quoted #includes resolve next to the user's file
         options = [*options, "-I", where]
+    key = (queue.context.int_ptr, source, tuple(options))
+    if key in _built:
+        return _built[key]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return cl.Program(queue.context, source).build(options=list(options))
+            program = cl.Program(queue.context, source).build(options=list(options))
+            if len(_built) >= _BUILT_KEEP:
+                del _built[next(iter(_built))]
+            _built[key] = program
+            return program
     except cl.Error as exc:
         text = str(exc)
         errors = [ln for ln in text.splitlines() if "error" in ln and _BUILD_ERROR.search(ln)]
@@ -217,15 +231,29 @@ def launch(
         nv = len(var_bases)
         sizes = list(var_sizes or [0] * nv)
         head = [0, log_capacity, *log_range, histogram_bins, histogram_width]
-        ctl = np.array(head + list(var_bases) + sizes + [0] * (1 + histogram_bins), np.uint32)
+        slotted = event_slot_groups(global_size, local_size)
+        ctl = np.array(
+            head + list(var_bases) + sizes + [0] * (1 + histogram_bins) + [slotted], np.uint32
+        )
         log_buf = cl.Buffer(ctx, mf.READ_WRITE, max(32, log_capacity * RECORD_WORDS * 4))
-        ctl_buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=ctl)
+        # the event slots after the words above start at zero (docs/internals.md §5)
+        ctl_buf = cl.Buffer(ctx, mf.READ_WRITE, ctl.nbytes + slotted * EVENT_SLOTS * 4)
+        cl.enqueue_copy(queue, ctl_buf, ctl)
+        if slotted:
+            cl.enqueue_fill_buffer(
+                queue, ctl_buf, np.uint32(0), ctl.nbytes, slotted * EVENT_SLOTS * 4
+            )
         shd_head = np.array(pre.header(), np.uint32)
         if pre.buf is None:
             shd_buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=shd_head)
         else:
             shd_buf = pre.buf
             cl.enqueue_copy(queue, shd_buf, shd_head)
+            states = pre.local_words * pre.groups
+            if states:  # every run starts from empty local states; masks are kept
+                cl.enqueue_fill_buffer(
+                    queue, shd_buf, np.uint32(0), pre.local_offset * 4, states * 4
+                )
         kargs += [log_buf, ctl_buf, shd_buf]
     k.set_args(*kargs)
     gsize = tuple(int(x) for x in global_size)
@@ -256,20 +284,52 @@ def launch(
     return result
 
 
+# at most this many work-groups get event slots (16 MiB of control words); events of
+# later groups are all logged
+MAX_EVENT_SLOT_GROUPS = 1 << 18
+
+
+def event_slot_groups(global_size: Sequence[int], local_size: Sequence[int] | None) -> int:
+    """Work-groups whose barrier and exit events are deduplicated through slots in the
+    control buffer (docs/internals.md §5): all of a launch with a known local size, up
+    to MAX_EVENT_SLOT_GROUPS; none when the driver chooses the local size."""
+    if not local_size:
+        return 0
+    groups = 1
+    for g, n in zip(global_size, local_size, strict=False):
+        groups *= max(1, int(g) // max(1, int(n)))
+    return min(groups, MAX_EVENT_SLOT_GROUPS)
+
+
 # ---------------------------------------------------------------------------
 # The prefilter's shadow (backends/prefilter.py runs it; this is its OpenCL side).
 # ---------------------------------------------------------------------------
 
 
-def prefilter(queue, address_end: int, wgsize: int) -> Prefilter:
+def prefilter(
+    queue, address_end: int, wgsize: int, local_words: int = 0, num_groups: int = 0
+) -> Prefilter:
     """A cleared shadow for a launch whose linear address order ends at `address_end`
-    (one per check, freed with it)."""
+    (one per check, freed with it), with a local area of `local_words` words (the
+    kernel's __local variables and pointer parameters, `local_order_words`) for as
+    many of its `num_groups` work-groups as the device's buffer limit allows. Its
+    build run logs the launch's events (so it may stand for the filter runs)."""
     cl = _cl()
-    words = shadow_words(address_end, analysis_limit(queue))
-    nbytes = (SHADOW_HEAD + 2 * words) * 4
-    buf = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, nbytes)
-    cl.enqueue_fill_buffer(queue, buf, np.uint32(0), 0, nbytes)
-    return Prefilter(buf, words, wgsize, SHADOW_BUILD)
+    limit = analysis_limit(queue)
+    words = shadow_words(address_end, limit)
+    groups = local_groups(words, local_words, num_groups, limit)
+    pre = Prefilter(None, words, wgsize, SHADOW_BUILD, local_words, groups, True)
+    pre.buf = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, pre.nbytes)
+    cl.enqueue_fill_buffer(queue, pre.buf, np.uint32(0), 0, pre.nbytes)
+    return pre
+
+
+def local_order_words(variables, extents: Sequence[int]) -> int:
+    """Words of a group's local order (docs/internals.md §5): every tracked __local
+    variable and pointer parameter with a non-zero extent in this launch (the launched
+    kernel's), ceil(bytes / 4) each."""
+    pairs = zip(variables, extents, strict=True)
+    return sum(-(-e // 4) for v, e in pairs if v.space == Space.LOCAL)
 
 
 def _shadow_word(queue, pre: Prefilter, index: int) -> int:
@@ -284,6 +344,8 @@ __kernel void shadow_any(__global const uint *shd, __global uint *found) {
   if (i < shd[1] && shd[8u + 2u * i] == 0xffffffffu
       && ((shd[9u + 2u * i] & 2u) != 0u || (shd[9u + 2u * i] & 5u) == 5u))
     found[0] = 1u;
+  uint states = shd[4] * shd[5];  /* the local area's masks follow its states */
+  if (i < states && shd[shd[6] + states + i] != 0u) found[0] = 1u;
 }
 """
 _shadow_programs: dict[int, object] = {}
@@ -291,9 +353,9 @@ _shadow_programs: dict[int, object] = {}
 
 def shadow_may_conflict(queue, pre: Prefilter) -> bool:
     """Whether a built shadow has a word where a conflict is possible (several
-    actors, and a store or atomics beside plain accesses), or its build run touched a
-    word beyond the shadow ([3]). When neither and the kernel has no barriers, a
-    filter run would log nothing at all."""
+    actors, and a store or atomics beside plain accesses; or a local word's mask
+    bit), or its build run touched a word beyond the shadow ([3]). When neither, a
+    filter run would log nothing but the events the build run logged."""
     if _shadow_word(queue, pre, 3):
         return True
     cl = _cl()
@@ -305,7 +367,7 @@ def shadow_may_conflict(queue, pre: Prefilter) -> bool:
     found_buf = cl.Buffer(queue.context, flags, hostbuf=found)
     k = cl.Kernel(_shadow_programs[key], "shadow_any")
     k.set_args(pre.buf, found_buf)
-    groups = -(-pre.words // ANALYSIS_WORKGROUP)
+    groups = -(-max(pre.words, pre.local_words * pre.groups) // ANALYSIS_WORKGROUP)
     cl.enqueue_nd_range_kernel(queue, k, (groups * ANALYSIS_WORKGROUP,), (ANALYSIS_WORKGROUP,))
     cl.enqueue_copy(queue, found, found_buf, is_blocking=True)
     return bool(found[0])

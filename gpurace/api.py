@@ -428,7 +428,10 @@ def _opencl_target(
     args = opencl_args(launch, params)
     extents = opencl_extents(inst, name, launch)
     bases, total = linear_layout(extents, prod(groups))
-    pre = opencl_backend.prefilter(queue, total, prod(local)) if PREFILTER else None
+    pre = None
+    if PREFILTER:
+        local_words = opencl_backend.local_order_words(inst.variables, extents)
+        pre = opencl_backend.prefilter(queue, total, prod(local), local_words, prod(groups))
     barriers = any(s.event == Event.BARRIER for s in inst.sites)
 
     def launch_cl(lo: int, hi: int, capacity: int, bins: int, width: int, prefilter=None):
@@ -452,7 +455,12 @@ def _opencl_target(
         )
 
     run = filtered_run(
-        launch_cl, pre, barriers, lambda p: opencl_backend.shadow_may_conflict(queue, p), FULL_RANGE
+        launch_cl,
+        pre,
+        barriers,
+        lambda p: opencl_backend.shadow_may_conflict(queue, p),
+        FULL_RANGE,
+        events_end=prod(groups),
     )
 
     analyse = analyser(

@@ -13,7 +13,7 @@ from gpurace.backends.prefilter import SHADOW_BUILD, SHADOW_FILTER
 from gpurace.instrument import opencl
 from gpurace.instrument.wgsl import instrument
 from gpurace.launch import LaunchSpec
-from gpurace.model import RECORD_WORDS, Kind
+from gpurace.model import RECORD_WORDS, Kind, Space
 from tests.corpus import cases
 
 CASES = cases("wgsl", ".wgsl")
@@ -32,7 +32,19 @@ def test_prefiltered_report_equals_unfiltered(case, monkeypatch):
     source, spec = case.load()
     path = str(case.kernel)
     full = _unfiltered(monkeypatch, source, spec, path, all_instances=True)
+    made = []
+    if case.language == "opencl":  # the per-group local area is made for every group
+        real = opencl_backend.prefilter
+        monkeypatch.setattr(
+            opencl_backend, "prefilter", lambda *a: made.append(real(*a)) or made[-1]
+        )
     filtered = api.check(source, spec, path=path, all_instances=True)
+    if made:
+        local = any(
+            v.space == Space.LOCAL and v.kernel == filtered.kernel for v in filtered.variables
+        )
+        assert (made[0].local_words > 0) == local
+        assert made[0].groups == (filtered.scope.work_groups if local else 0)
     assert filtered.races == full.races
     assert filtered.instances == full.instances
     assert filtered.scope.complete == full.scope.complete
@@ -266,6 +278,60 @@ def _cl_launch(queue, inst, spec, pre=None):
     )
 
 
+def _events(recs: np.ndarray) -> dict[tuple[int, ...], int]:
+    """(group, event flags, ordinal, site) -> the lowest local index that logged it:
+    all the analysis reads of the events (docs/internals.md §1)."""
+    out: dict[tuple[int, ...], int] = {}
+    for r in recs:
+        if int(r[1]) & 3 == Kind.EVENT:
+            key = (int(r[4]), int(r[1]), int(r[5]), int(r[0]))
+            out[key] = min(out.get(key, 1 << 32), int(r[3]))
+    return out
+
+
+def _local_may_conflict(recs: np.ndarray) -> set[tuple[int, int, int, int]]:
+    """The (group, variable, word, local epoch) buckets of local memory that may hold a
+    conflict, from a log: several work-items, and a store or atomics beside plain
+    accesses (the per-group local area's test, backends/prefilter.py)."""
+    actors: dict[tuple[int, int, int, int], set[int]] = {}
+    kinds: dict[tuple[int, int, int, int], int] = {}
+    for r in recs:
+        kind, local = int(r[1]) & 3, (int(r[1]) >> 2) & 1
+        if kind == Kind.EVENT or not local:
+            continue
+        size, var = (int(r[1]) >> 8) & 0xFF, (int(r[1]) >> 16) & 0xFF
+        for w in range(int(r[2]) // 4, (int(r[2]) + size - 1) // 4 + 1):
+            b = (int(r[4]), var, w, int(r[5]))
+            actors.setdefault(b, set()).add(int(r[3]))
+            kinds[b] = kinds.get(b, 0) | (1 << kind)
+    return {b for b, who in actors.items() if len(who) > 1 and (kinds[b] & 2 or kinds[b] & 5 == 5)}
+
+
+def _cl_wanted(full: np.ndarray, bases: list[int], wgsize: int) -> list[np.ndarray]:
+    """The accesses of an unfiltered log that a filter run logs: global ones touching a
+    word that may conflict, local ones in a (group, word, epoch) that may conflict."""
+    words = _may_conflict_words(
+        np.array([r for r in full if not (int(r[1]) >> 2) & 1]), bases, wgsize
+    )
+    buckets = _local_may_conflict(full)
+    out = []
+    for r in full:
+        if int(r[1]) & 3 == Kind.EVENT:
+            continue
+        if (int(r[1]) >> 2) & 1:
+            size, var = (int(r[1]) >> 8) & 0xFF, (int(r[1]) >> 16) & 0xFF
+            ws = range(int(r[2]) // 4, (int(r[2]) + size - 1) // 4 + 1)
+            if any((int(r[4]), var, w, int(r[5])) in buckets for w in ws):
+                out.append(r)
+        elif _touches(r, bases, words):
+            out.append(r)
+    return out
+
+
+def _accesses(recs) -> list[tuple[int, ...]]:
+    return sorted(tuple(int(x) for x in r) for r in recs if int(r[1]) & 3 != Kind.EVENT)
+
+
 def test_opencl_filtered_log_is_the_unfiltered_log_on_words_that_may_conflict():
     queue, _ = opencl_backend.get_queue()
     inst = opencl.instrument(CL_SHIFT, "shift.cl")
@@ -274,27 +340,38 @@ def test_opencl_filtered_log_is_the_unfiltered_log_on_words_that_may_conflict():
     extents = api.opencl_extents(inst, "shift", spec)
     bases, total = api.linear_layout(extents, 1)
     full = opencl_backend.read_log(queue, _cl_launch(queue, inst, spec))
-    pre = opencl_backend.prefilter(queue, total, 16)
+    local_words = opencl_backend.local_order_words(inst.variables, extents)
+    assert local_words == 16  # tile
+    pre = opencl_backend.prefilter(queue, total, 16, local_words, 1)
+    assert (pre.groups, pre.build_logs_events) == (1, True)
     built = _cl_launch(queue, inst, spec, pre)
-    assert built.requested == 0  # a build run logs nothing, not even events
+    # a build run logs the events (one per distinct barrier/exit: every work-item
+    # passes the same ones), no access
+    built_log = opencl_backend.read_log(queue, built)
+    assert len(built_log) == 2 and _events(built_log) == _events(full)
+    assert _accesses(built_log) == []
     pre.mode = SHADOW_FILTER
     result = _cl_launch(queue, inst, spec, pre)
     assert result.unseen == 0
     got = opencl_backend.read_log(queue, result)
-    words = _may_conflict_words(full, bases, 16)
-    assert words  # buf's stored words and tile's words
-    want = [r for r in full if (int(r[1]) & 3) == Kind.EVENT or _touches(r, bases, words)]
-    key = lambda r: tuple(int(x) for x in r)  # noqa: E731
-    assert sorted(map(key, got)) == sorted(map(key, want))
+    want = _cl_wanted(full, bases, 16)
+    assert want  # buf's stored words; tile's words are written and read in two epochs
+    assert _accesses(got) == _accesses(want)
+    assert _events(got) == _events(full)
+    assert not any((int(r[1]) >> 2) & 1 for r in got)  # no tile access is logged
     assert len(got) < len(full)  # idx's loads (one reader per word) are gone
 
 
 def test_opencl_run_that_strays_from_the_shadow_run_is_counted_and_repeated(monkeypatch):
-    """As on WGSL: the shadow is built with each work-item writing its own word, the
-    checked runs write word 0 from every work-item."""
+    """As on WGSL: the shadow is built with each work-item writing its own word but
+    two sharing word 14 (a build run without any possible conflict would stand for
+    the filter runs: its log is complete for what it ran), the checked runs write
+    word 0 from every work-item."""
     queue, _ = opencl_backend.get_queue()
     inst = opencl.instrument(CL_SHIFT, "shift.cl")
-    own, hot = _cl_spec(np.arange(16, dtype=np.uint32)), _cl_spec(np.zeros(16, np.uint32))
+    mostly_own = np.arange(16, dtype=np.uint32)
+    mostly_own[15] = 14
+    own, hot = _cl_spec(mostly_own), _cl_spec(np.zeros(16, np.uint32))
     _, total = api.linear_layout(api.opencl_extents(inst, "shift", own), 1)
     pre = opencl_backend.prefilter(queue, total, 16)
     _cl_launch(queue, inst, own, pre)

@@ -302,7 +302,7 @@ class Rewriter(BuiltinCalls):
                     )
                     track.append(
                         f"_gr_track(_gr_s, (ulong){p.spelling}, {int(space)}u, {var}u, "
-                        f"_gr_ctl[6u + _GR_NV + {var}u]);"
+                        f"_gr_ctl[6u + _GR_NV + {var}u], {self.local_first_word(var)});"
                     )
                 access = "read" if pointee.is_const_qualified() else "read_write"
                 bindings.append(Binding(0, i, p.spelling, kind, access, None, stride, etype, var))
@@ -402,6 +402,18 @@ class Rewriter(BuiltinCalls):
             else:
                 self.visit(ch, RV, kernel)
 
+    def local_first_word(self, var: int) -> str:
+        """The first word of `__local` variable `var` in its group's local order (the
+        kernel's __local variables and pointer parameters in id order, a whole number
+        of words each, sizes from the control words): an expression for the prologue."""
+        v = self.variables[var]
+        if v.space != Space.LOCAL:
+            return "0u"
+        before = [
+            u.id for u in self.variables[:var] if u.space == Space.LOCAL and u.kernel == v.kernel
+        ]
+        return " + ".join(f"_gr_lw(_gr_ctl, {u}u)" for u in before) or "0u"
+
     def local_var(self, d, after: int) -> None:
         var = len(self.variables)
         size = d.type.get_size()
@@ -422,7 +434,8 @@ class Rewriter(BuiltinCalls):
         )
         self.insert(
             after,
-            f" _gr_track(_gr_s, (ulong)&{d.spelling}, 1u, {var}u, (uint)sizeof({d.spelling}));",
+            f" _gr_track(_gr_s, (ulong)&{d.spelling}, 1u, {var}u, (uint)sizeof({d.spelling}), "
+            f"{self.local_first_word(var)});",
         )
         self.kernel_track += 1
         self.max_slots = max(self.max_slots, self.kernel_track)

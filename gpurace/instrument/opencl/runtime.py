@@ -11,6 +11,9 @@ from __future__ import annotations
 
 STATE = "_gr_state_t"
 PS = f"__private {STATE} *"  # the trailing state parameter's type
+# control words per work-group for deduplicating events: 4 ordinals for each of the
+# event codes 0 (barrier), 1 (exit), 2 and 3 (docs/internals.md §5)
+EVENT_SLOTS = 16
 # what every kernel gains: the log, the control words and the prefilter's shadow
 KERNEL_PARAMS = (
     "__global uint *_gr_log, volatile __global uint *_gr_ctl, volatile __global uint *_gr_shd"
@@ -64,13 +67,16 @@ def prelude(nvars: int, slots: int) -> str:
     return f"""\
 /* gpurace instrumentation runtime (docs/internals.md §5) */
 #define _GR_NV {nvars}u
+#define _GR_EV_SLOTS {EVENT_SLOTS}u
 typedef struct {{
   __global uint *log;
   volatile __global uint *ctl;
   volatile __global uint *shd;
-  uint lid, grp, ep_l, ep_g, nbar, cap, lo, hi, nbins, binw, n, mode, swords, wgs;
+  volatile __global uint *evs;
+  uint lid, grp, ep_l, ep_g, nbar, cap, lo, hi, nbins, binw, n, mode, swords, wgs, evg;
+  uint lwords, lgroups, larea;
   ulong addr[{slots}];
-  uint size[{slots}], id[{slots}], space[{slots}], lbase[{slots}];
+  uint size[{slots}], id[{slots}], space[{slots}], lbase[{slots}], lw0[{slots}];
 }} {STATE};
 
 void _gr_init({PS}s, __global uint *log, volatile __global uint *ctl,
@@ -87,6 +93,9 @@ void _gr_init({PS}s, __global uint *log, volatile __global uint *ctl,
   s->hi = ctl[3];
   s->nbins = ctl[4];
   s->binw = max(1u, ctl[5]);
+  /* after the bins: the groups with event slots, then their slots */
+  s->evg = ctl[7u + 2u * _GR_NV + s->nbins];
+  s->evs = ctl + 8u + 2u * _GR_NV + s->nbins;
   s->ep_l = 0u;
   s->ep_g = 0u;
   s->nbar = 0u;
@@ -94,15 +103,48 @@ void _gr_init({PS}s, __global uint *log, volatile __global uint *ctl,
   s->mode = shd[0];
   s->swords = shd[1];
   s->wgs = shd[2];
+  /* the per-group local area (backends/prefilter.py), used when this group has one */
+  s->lwords = shd[4];
+  s->lgroups = shd[5];
+  s->larea = shd[6];
+  if (s->mode == 0u || s->grp >= s->lgroups) s->lwords = 0u;
 }}
 
-void _gr_track({PS}s, ulong addr, uint space, uint id, uint size) {{
+/* Words of tracked variable `id` in a group's local order (its launch extent). */
+uint _gr_lw(volatile __global uint *ctl, uint id) {{
+  return (ctl[6u + _GR_NV + id] + 3u) / 4u;
+}}
+
+void _gr_track({PS}s, ulong addr, uint space, uint id, uint size, uint lw0) {{
   uint k = s->n++;
   s->addr[k] = addr;
   s->space[k] = space;
   s->id[k] = id;
   s->size[k] = size;
   s->lbase[k] = s->ctl[6u + id];
+  s->lw0[k] = lw0;
+}}
+
+/* Whether this work-item logs its event of kind `code` (0 barrier, 1 exit, ...) at
+   `ordinal` and `site`: not when a work-item of its group with a lower local index
+   logged the same (code, ordinal, site), since the analysis keeps only the lowest
+   local index of each (docs/internals.md §1, §5). Slot `code * 4 + ordinal % 4` of
+   the group's _GR_EV_SLOTS control words holds the latest (ordinal + 1, site, local
+   index) claimed there; codes from 4, ordinals from 255, sites or local indices from
+   4096 and groups without slots always log. */
+int _gr_ev_new({PS}s, uint code, uint ordinal, uint site) {{
+  if (code >= _GR_EV_SLOTS / 4u || ordinal >= 255u || site >= 4096u || s->lid >= 4096u
+      || s->grp >= s->evg)
+    return 1;
+  volatile __global uint *p = s->evs + s->grp * _GR_EV_SLOTS + code * 4u + ordinal % 4u;
+  uint mine = ((ordinal + 1u) << 24) | (site << 12) | s->lid;
+  uint cur = *p;
+  for (;;) {{
+    if ((cur >> 12) == (mine >> 12) && (cur & 0xfffu) < s->lid) return 0;
+    uint old = atomic_cmpxchg(p, cur, mine);
+    if (old == cur) return 1;
+    cur = old;
+  }}
 }}
 
 /* The launch-wide shadow (docs/internals.md §5), a word pair (actor, kinds) per 4
@@ -144,24 +186,57 @@ int _gr_shadow({PS}s, uint flags, uint first, uint last) {{
   return needed;
 }}
 
-void _gr_rec({PS}s, uint site, uint flags, uint off, uint epoch, uint value, uint extra,
-             uint lbase) {{
-  int keep;
-  uint at;
-  if ((flags & 3u) == 3u) {{
-    if (s->mode == 1u) return;  /* building the shadow: events are not needed */
-    keep = s->grp >= s->lo && s->grp < s->hi;
-    at = s->grp;
-  }} else {{
-    uint size = (flags >> 8) & 0xffu;
-    uint first = lbase + (off & ~3u);
-    uint last = lbase + ((off + size - 1u) & ~3u);
-    keep = first < s->hi && last >= s->lo;
-    at = max(first, s->lo);
-    if (s->mode != 0u && (keep || s->mode == 1u))
-      keep = _gr_shadow(s, flags, first, last) && s->mode == 2u;
+/* The per-group, per-local-epoch state machine of the local area (backends/
+   prefilter.py), over local words [first, last] of this group's local order, in
+   build (1) and filter (2) runs. Each word's state summarises its current local
+   epoch (actor, kinds, epoch); when the access leaves it "may conflict" (several
+   actors and a store, or an atomic beside plain accesses; or an epoch older than the
+   state's: barrier divergence), bit epoch % 32 of the word's mask is set. A filter
+   run counts in [3] the bits it sets that the build run did not, and the access is
+   logged iff one of its words has its bit set. */
+int _gr_local({PS}s, uint flags, uint first, uint last) {{
+  volatile __global uint *shd = s->shd;
+  uint a = min(s->lid + 1u, 0x1fffu);
+  uint k = 1u << (13u + (flags & 3u));
+  uint e = s->ep_l & 0xffffu;
+  uint bit = 1u << (s->ep_l & 31u);
+  int logged = 0, unseen = 0;
+  for (uint lw = first; lw <= last; lw++) {{
+    volatile __global uint *st = shd + s->larea + s->grp * s->lwords + lw;
+    volatile __global uint *mask = st + s->lgroups * s->lwords;
+    uint cur = *st, nw = 0u;
+    int may = 0;
+    for (;;) {{
+      uint ep = cur >> 16;
+      if (cur == 0u || (ep != e && ((e - ep) & 0xffffu) < 0x8000u)) {{
+        nw = (e << 16) | k | a;  /* the first access of the word in this epoch */
+      }} else if (ep == e) {{
+        nw = cur | k | ((cur & 0x1fffu) == a ? 0u : 0x1fffu);
+      }} else {{
+        may = 1;  /* the state is at a later epoch: conservative */
+        break;
+      }}
+      if (nw == cur) break;
+      uint old = atomic_cmpxchg(st, cur, nw);
+      if (old == cur) break;
+      cur = old;
+    }}
+    uint kinds = (nw >> 13) & 7u;
+    may = may || ((nw & 0x1fffu) == 0x1fffu && ((kinds & 2u) != 0u || (kinds & 5u) == 5u));
+    if (may) {{
+      if ((*mask & bit) == 0u && (atomic_or(mask, bit) & bit) == 0u && s->mode == 2u)
+        unseen = 1;
+      logged = 1;
+    }} else if (s->mode == 2u && (*mask & bit) != 0u) {{
+      logged = 1;
+    }}
   }}
-  if (!keep) return;
+  if (unseen) atomic_inc(&shd[3]);
+  return logged && s->mode == 2u;
+}}
+
+void _gr_put({PS}s, uint site, uint flags, uint off, uint epoch, uint value, uint extra,
+             uint at) {{
   if (s->nbins > 0u) {{
     uint bin = min((at - s->lo) / s->binw, s->nbins - 1u);
     atomic_inc(&s->ctl[7u + 2u * _GR_NV + bin]);
@@ -179,6 +254,41 @@ void _gr_rec({PS}s, uint site, uint flags, uint off, uint epoch, uint value, uin
     r[6] = value;
     r[7] = extra;
   }}
+}}
+
+/* One record: an event (logged in every mode, once per distinct (kind, ordinal,
+   site) and group where the slots allow), or an access at byte `off` of a variable
+   whose linear base is `lbase` (filtered by the shadow in modes 1 and 2). */
+void _gr_rec({PS}s, uint site, uint flags, uint off, uint epoch, uint value, uint extra,
+             uint lbase) {{
+  if ((flags & 3u) == 3u) {{
+    if (s->grp >= s->lo && s->grp < s->hi && _gr_ev_new(s, (flags >> 24) & 15u, epoch, site))
+      _gr_put(s, site, flags, off, epoch, value, extra, s->grp);
+    return;
+  }}
+  uint size = (flags >> 8) & 0xffu;
+  uint first = lbase + (off & ~3u);
+  uint last = lbase + ((off + size - 1u) & ~3u);
+  int keep = first < s->hi && last >= s->lo;
+  if (s->mode != 0u && (keep || s->mode == 1u))
+    keep = _gr_shadow(s, flags, first, last) && s->mode == 2u;
+  if (keep) _gr_put(s, site, flags, off, epoch, value, extra, max(first, s->lo));
+}}
+
+/* A local access at byte `off` of the variable in slot `v`, through the group's local
+   area (when it has one and the word lies in it), else as any access. */
+void _gr_rec_local({PS}s, uint site, uint flags, uint off, uint epoch, uint value,
+                   uint extra, uint v) {{
+  uint size = (flags >> 8) & 0xffu;
+  uint first = s->lw0[v] + off / 4u, last = s->lw0[v] + (off + size - 1u) / 4u;
+  if (last >= s->lwords) {{
+    _gr_rec(s, site, flags, off, epoch, value, extra, s->lbase[v]);
+    return;
+  }}
+  uint lfirst = s->lbase[v] + (off & ~3u);
+  uint llast = s->lbase[v] + ((off + size - 1u) & ~3u);
+  if (_gr_local(s, flags, first, last) && lfirst < s->hi && llast >= s->lo)
+    _gr_put(s, site, flags, off, epoch, value, extra, max(lfirst, s->lo));
 }}
 
 /* The stored bits (<= 4 bytes, little-endian) or FNV-1a over the bytes. */
@@ -204,7 +314,10 @@ void _gr_acc({PS}s, ulong a, uint space, uint size, uint site, uint kind,
         uint n = min(16u, size - c);
         uint val = known ? _gr_value(bytes + c, n) : 0u;
         uint flags = kind | (space << 2) | (known << 3) | (n << 8) | (s->id[k] << 16);
-        _gr_rec(s, site, flags, off + c, ep, val, extra, s->lbase[k]);
+        if (space && s->lwords)
+          _gr_rec_local(s, site, flags, off + c, ep, val, extra, k);
+        else
+          _gr_rec(s, site, flags, off + c, ep, val, extra, s->lbase[k]);
       }}
       return;
     }}
