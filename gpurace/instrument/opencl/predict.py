@@ -22,6 +22,9 @@ from dataclasses import dataclass
 
 from gpurace.model import Event
 
+from . import frontend
+from .types import tracked_space
+
 BARRIERS = ("barrier", "work_group_barrier", "wait_group_events")
 
 
@@ -228,3 +231,36 @@ def waiting_functions(rewriter, functions: list) -> set[str]:
                 waits.add(name)
                 changed = True
     return waits
+
+
+def describe(source: str, path: str, options: tuple[str, ...] = ()) -> list[tuple]:
+    """Each predicted branch of a program as (condition's 'line:col', taken, skipped),
+    an event written 'barrier line:col' or 'exit line:col' and None where the walk
+    gives up: what the rewriter wraps, in words (for tests and debugging)."""
+    from .rewriter import Rewriter  # the rewriter imports this module
+
+    tu = frontend.parse(source, path, options)
+    text, smap = frontend.expand_access_macros(tu, path, source, tracked_space)
+    if text != source:
+        tu = frontend.parse(text, path, options)
+    r = Rewriter(text, smap, tu, path)
+    fns = [
+        c
+        for c in tu.cursor.get_children()
+        if c.kind == r.K.FUNCTION_DECL and r.in_file(c) and c.is_definition()
+    ]
+    predictor = Predictor(r, waiting_functions(r, fns))
+
+    def where(offset: int) -> str:
+        return "{}:{}".format(*smap.line_col(offset))
+
+    def name(n: Next | None) -> str | None:
+        return None if n is None else f"{n.event.name.lower()} {where(n.offset)}"
+
+    out = []
+    for fn in fns:
+        body = next(c for c in r.children(fn) if c.kind == r.K.COMPOUND_STMT)
+        kernel = r.is_kernel(fn)
+        for b in predictor.function(body, kernel):
+            out.append((where(b.start), name(b.taken), name(b.skipped)))
+    return out

@@ -245,11 +245,7 @@ class Rewriter(BuiltinCalls):
     def function(self, fn) -> None:
         K = self.K
         name_off = fn.location.offset
-        # clang gives kernels a calling convention libclang does not name ("unexposed",
-        # 200): this also finds kernels declared through a macro
-        kernel = self.ci.conf.lib.clang_getFunctionTypeCallingConv(fn.type) == 200 or bool(
-            re.search(r"\b(__kernel|kernel)\b", self.text[fn.extent.start.offset : name_off])
-        )
+        kernel = self.is_kernel(fn)
         params = [c for c in self.children(fn) if c.kind == K.PARM_DECL]
         body = next((c for c in self.children(fn) if c.kind == K.COMPOUND_STMT), None)
         # the parameter list's closing parenthesis
@@ -288,6 +284,15 @@ class Rewriter(BuiltinCalls):
             return f"_gr_pred(({cond}) ? 1 : 0, _gr_s, {args[0]}, {args[1]})"
 
         self.edits.append(Edit(b.start, b.end, build))
+
+    def is_kernel(self, fn) -> bool:
+        # clang gives kernels a calling convention libclang does not name ("unexposed",
+        # 200): this also finds kernels declared through a macro
+        return self.ci.conf.lib.clang_getFunctionTypeCallingConv(fn.type) == 200 or bool(
+            re.search(
+                r"\b(__kernel|kernel)\b", self.text[fn.extent.start.offset : fn.location.offset]
+            )
+        )
 
     def skip_to(self, pos: int, ch: str) -> int:
         while self.text[pos] != ch:
