@@ -177,6 +177,23 @@ def test_a_helper_that_waits_and_a_goto_stop_the_walk():
     )
 
 
+def test_a_condition_inside_a_macro_is_left_alone():
+    """A loop written by a macro has no condition in the text to wrap; a condition
+    that is a macro use is wrapped as written."""
+    helpers = "#define LOOP(n) for (int i = 0; i < (n); i++)\n#define LOW(l) ((l) < 4)\n"
+    got = walk(
+        """\
+        LOOP(n) {
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        if (LOW(get_local_id(0)))
+            barrier(CLK_LOCAL_MEM_FENCE);
+        """,
+        helpers,
+    )
+    assert got == [("8:9", "barrier 9:9", "exit 10:1")]
+
+
 def test_no_prediction_is_emitted_without_a_barrier():
     src = "__kernel void k(__global int *d, int n)\n{\n  if (n > 3) return;\n  d[0] = n;\n}\n"
     assert predict.describe(src, "k.cl") == [("3:7", "exit 3:14", "exit 5:1")]

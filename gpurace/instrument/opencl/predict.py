@@ -209,8 +209,15 @@ class Predictor:
         return inside[0] if inside else None
 
     def add(self, cond, taken: Next | None, skipped: Next | None) -> None:
+        """Record a branch, if it predicts something and its condition is written in
+        the text between its delimiters (not inside a macro left unexpanded)."""
+        start, end = cond.extent.start.offset, self.r.end(cond)
+        text = self.r.text
+        before, after = text[:start].rstrip()[-1:], text[end:].lstrip()[:1]
+        if before not in ("(", ";") or after not in (")", ";"):
+            return
         if taken is not None or skipped is not None:
-            self.found.append(Branch(cond.extent.start.offset, self.r.end(cond), taken, skipped))
+            self.found.append(Branch(start, end, taken, skipped))
 
 
 def waiting_functions(rewriter, functions: list) -> set[str]:
