@@ -69,13 +69,18 @@ class Predictor:
         self.waits = waits
         self.kernel = False
         self.found: list[Branch] = []
+        self.memo: dict[tuple, bool] = {}  # (query, cursor) -> answer
 
     # ------------------------------------------------------------------ queries
     def waits_in(self, c) -> bool:
-        """Whether `c` contains a barrier or a call to a function that reaches one."""
-        if c.kind == self.K.CALL_EXPR and (c.spelling in BARRIERS or c.spelling in self.waits):
-            return True
-        return any(self.waits_in(ch) for ch in self.r.children(c))
+        """Whether `c` contains a barrier or a call to a function that reaches one
+        (remembered: the walks of nested branches ask again about the same statements)."""
+        key = ("waits", c)
+        if key not in self.memo:
+            self.memo[key] = (
+                c.kind == self.K.CALL_EXPR and (c.spelling in BARRIERS or c.spelling in self.waits)
+            ) or any(self.waits_in(ch) for ch in self.r.children(c))
+        return self.memo[key]
 
     def has(self, c, kinds) -> bool:
         return c.kind in kinds or any(self.has(ch, kinds) for ch in self.r.children(c))
