@@ -92,7 +92,7 @@ def test_loops_predict_the_body_and_what_follows():
         } while (--j > 0);
         """) == [
         ("4:21", "barrier 5:9", None),  # not taken: meets the while, another loop
-        ("8:12", "barrier 10:9", None),  # not taken: meets the do loop
+        ("8:12", "barrier 10:9", "barrier 13:9"),  # a do loop's body runs first
         ("14:14", "barrier 13:9", "exit 15:1"),  # taken: back to the top of the body
     ]
 
@@ -317,3 +317,59 @@ def test_uniform_branches_around_barriers_report_nothing(tmp_path, name, source,
     _, inst = _run(case, instrumented=True)
     for key, out in plain.outputs.items():
         assert np.array_equal(out.view(np.uint8), inst.outputs[key].view(np.uint8)), key
+
+
+NESTED = """\
+__kernel void nested(__global const int *trips, __global int *out)
+{
+    uint lid = get_local_id(0);
+    int i = 0;
+    if (get_group_id(0) == 1) {
+        if (lid < 8)
+            barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    do {
+        out[get_global_id(0)] = i;
+        barrier(CLK_GLOBAL_MEM_FENCE);
+    } while (++i < trips[get_global_id(0)]);
+}
+"""
+NESTED_LAUNCH = """\
+kernel = "nested"
+global_size = [96]
+local_size = [32]
+[[arg]]
+name = "trips"
+type = "int"
+count = 96
+fill = 1
+[[arg]]
+name = "out"
+type = "int"
+count = 96
+[expect]
+verdict = "race"
+[[expect.race]]
+class = "divergence"
+a = "7:13"
+b = "11:9"
+kinds = ["barrier", "barrier"]
+"""
+
+
+def test_divergence_inside_a_uniform_branch_is_reported_for_its_group(tmp_path):
+    """Group 1's `lid < 8` branch diverges inside a group-uniform one: its work-items
+    predict either the inner barrier or, falling out of both ifs and into the do
+    loop, the loop's barrier, at the same ordinal; PoCL runs one direction for all.
+    Exactly that pair, in group 1 only; the do loop's uniform trips add nothing."""
+    case = write_case(tmp_path, "nested", NESTED, NESTED_LAUNCH)
+    assert predict.describe(NESTED, str(case.kernel)) == [
+        ("5:9", None, "barrier 11:9"),  # taken: the inner branch predicts itself
+        ("6:13", "barrier 7:13", "barrier 11:9"),
+        ("12:14", "barrier 11:9", "exit 13:1"),
+    ]
+    src, spec = case.load()
+    report = api.check(src, spec, path=str(case.kernel))
+    assert_matches_labels(report, spec.expect)
+    (race,) = report.races
+    assert (race.instances, race.group_a, race.group_b) == (1, 1, 1)

@@ -140,6 +140,9 @@ class Predictor:
         for i, st in enumerate(stmts):
             if st.kind == K.COMPOUND_STMT:
                 return self.walk(self.r.children(st) + list(stmts[i + 1 :]), cont)
+            if st.kind == K.DO_STMT and self.waits_in(st):
+                # the body runs first, whatever the condition; its end is the condition
+                return self.walk([self.r.children(st)[0]], _nothing)
             call = self.barrier_call(st)
             if call is not None:
                 return self.barrier_next(call)
