@@ -65,7 +65,8 @@
 #define B_HEAD 1u
 #define B_X0 2u
 #define B_X1 3u
-#define B_X2 4u
+#define B_X2 4u  // events: barrier: lowest exit (site<<16|lid) at its ordinal, inverted;
+                 // exit: lowest exit ordinal that also has a barrier event, inverted
 #define B_X3 5u
 
 // race slot fields
