@@ -1,6 +1,7 @@
 """The OpenCL corpus on a GPU's OpenCL device: every label, barrier divergence included
-(PoCL cannot show divergence; see tests/test_corpus_opencl.py), and the on-device
-analysis equal to the NumPy reference on each kernel's real log.
+(on a GPU the divergent branches really diverge; PoCL sees them through predicted
+events, docs/internals.md §5), and the on-device analysis equal to the NumPy reference
+on each kernel's real log.
 
 hwtests/run.sh runs this file only when `gpurace devices` lists an OpenCL GPU.
 """

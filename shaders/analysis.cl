@@ -65,7 +65,8 @@
 #define B_HEAD 1u
 #define B_X0 2u
 #define B_X1 3u
-#define B_X2 4u
+#define B_X2 4u  // events: barrier: lowest exit (site<<16|lid) at its ordinal, inverted;
+                 // exit: lowest exit ordinal that also has a barrier event, inverted
 #define B_X3 5u
 
 // race slot fields
@@ -396,10 +397,11 @@ KERNEL void refine(KERNEL_ARGS) {
     bool is_exit = is_exit_event(c, r);
     if (!is_exit || grp < P[P_LO] || grp >= P[P_HI]) { return; }
     uint b = event_slot(c, grp, 0u, true, 0u);
-    if (b == NONE) { return; }
-    if (rec(c, r, 5u) == ~ATOMIC_LOAD(&B[b * BS + B_X0])) {
-      ATOMIC_MAX(&B[b * BS + B_X2], ~((rec(c, r, 0u) << 16u) | lid));
-    }
+    uint ordinal = rec(c, r, 5u);
+    uint wb = event_slot(c, grp, ordinal, false, 0u);
+    if (b == NONE || wb == NONE || ATOMIC_LOAD(&B[wb * BS + B_X0]) == 0u) { return; }
+    ATOMIC_MAX(&B[wb * BS + B_X2], ~((rec(c, r, 0u) << 16u) | lid));
+    ATOMIC_MAX(&B[b * BS + B_X2], ~ordinal);
     return;
   }
   if (is_local(c, r) || size_of(c, r) == 0u) { return; }
@@ -744,16 +746,15 @@ DEVICE_FN bool walk_event_bucket(Ctx* c, uint b, Key k) {
     return div_inst(c, grp, k.b[0], lo >> 16u, lo & 0xffffu, hi >> 16u,
                     0xffffu - (hi & 0xffffu));
   }
-  uint omin = ~ATOMIC_LOAD(&B[s + B_X0]);
-  uint omax = ATOMIC_LOAD(&B[s + B_X1]);
-  if (omin == omax) { return false; }
-  uint wb = event_slot(c, grp, omin, false, 0u);
-  if (wb == NONE || ATOMIC_LOAD(&B[wb * BS + B_X0]) == 0u) { return false; }
+  if (ATOMIC_LOAD(&B[s + B_X2]) == 0u) { return false; }  // no exit beside a barrier
+  uint low = ~ATOMIC_LOAD(&B[s + B_X2]);
+  uint wb = event_slot(c, grp, low, false, 0u);
+  if (wb == NONE) { return false; }
   uint waiting = ~ATOMIC_LOAD(&B[wb * BS + B_X0]);
-  uint exiting = ~ATOMIC_LOAD(&B[s + B_X2]);
+  uint exiting = ~ATOMIC_LOAD(&B[wb * BS + B_X2]);
   uint first = umin(waiting, exiting);
   uint second = umax(waiting, exiting);
-  return div_inst(c, grp, omin, first >> 16u, first & 0xffffu, second >> 16u, second & 0xffffu);
+  return div_inst(c, grp, low, first >> 16u, first & 0xffffu, second >> 16u, second & 0xffffu);
 }
 
 KERNEL void walk(KERNEL_ARGS) {

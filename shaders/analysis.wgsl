@@ -89,7 +89,9 @@ const B_OWNER = 0u;
 const B_HEAD = 1u;
 const B_X0 = 2u;   // events: barrier (site<<16|lid) min inverted; exit ordinal min inverted
 const B_X1 = 3u;   // events: barrier (site<<16|~lid) max; exit ordinal max
-const B_X2 = 4u;   // events: exit (site<<16|lid) min inverted among the lowest ordinal
+// events: barrier: exit (site<<16|lid) min inverted among exits at this ordinal;
+// exit: lowest exit ordinal inverted at which the group also has a barrier event
+const B_X2 = 4u;
 const B_X3 = 5u;
 
 // race slot fields
@@ -414,10 +416,11 @@ fn refine(@builtin(global_invocation_id) gid: vec3<u32>) {
     let is_exit = is_exit_event(r);
     if (!is_exit || grp < P.lo || grp >= P.hi) { return; }
     let b = event_slot(grp, 0u, true, 0u);
-    if (b == NONE) { return; }
-    if (rec(r, 5u) == ~atomicLoad(&B[b * BS + B_X0])) {
-      atomicMax(&B[b * BS + B_X2], ~((rec(r, 0u) << 16u) | lid));
-    }
+    let ordinal = rec(r, 5u);
+    let wb = event_slot(grp, ordinal, false, 0u);
+    if (b == NONE || wb == NONE || atomicLoad(&B[wb * BS + B_X0]) == 0u) { return; }
+    atomicMax(&B[wb * BS + B_X2], ~((rec(r, 0u) << 16u) | lid));
+    atomicMax(&B[b * BS + B_X2], ~ordinal);
     return;
   }
   if (is_local(r) || size_of(r) == 0u) { return; }
@@ -761,16 +764,15 @@ fn walk_event_bucket(b: u32, k: Key) -> bool {
     if ((lo >> 16u) == (hi >> 16u)) { return false; }
     return div_inst(grp, k.b.x, lo >> 16u, lo & 0xffffu, hi >> 16u, 0xffffu - (hi & 0xffffu));
   }
-  let omin = ~atomicLoad(&B[s + B_X0]);
-  let omax = atomicLoad(&B[s + B_X1]);
-  if (omin == omax) { return false; }
-  let wb = event_slot(grp, omin, false, 0u);
-  if (wb == NONE || atomicLoad(&B[wb * BS + B_X0]) == 0u) { return false; }
+  if (atomicLoad(&B[s + B_X2]) == 0u) { return false; }  // no exit beside a barrier
+  let low = ~atomicLoad(&B[s + B_X2]);
+  let wb = event_slot(grp, low, false, 0u);
+  if (wb == NONE) { return false; }
   let waiting = ~atomicLoad(&B[wb * BS + B_X0]);
-  let exiting = ~atomicLoad(&B[s + B_X2]);
+  let exiting = ~atomicLoad(&B[wb * BS + B_X2]);
   let first = min(waiting, exiting);
   let second = max(waiting, exiting);
-  return div_inst(grp, omin, first >> 16u, first & 0xffffu, second >> 16u, second & 0xffffu);
+  return div_inst(grp, low, first >> 16u, first & 0xffffu, second >> 16u, second & 0xffffu);
 }
 
 @compute @workgroup_size(64)

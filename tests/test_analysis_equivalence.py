@@ -10,7 +10,7 @@ import pytest
 from gpurace.analysis import analyse
 from gpurace.analysis.merge import merge_ranges
 from gpurace.api import group_instances, subranges
-from gpurace.model import Kind, RaceClass, Space, pack_flags
+from gpurace.model import Event, Kind, RaceClass, Space, pack_flags
 from tests.analysis_backends import wgpu
 from tests.logs import VAR_SPACES, random_log
 
@@ -62,6 +62,34 @@ def test_events_beyond_the_direct_mapped_ordinals(backend):
         assert got.saturated == []
         assert got.races == expected
     assert divergent > 0
+
+
+def _event(site: int, event: Event, lid: int, grp: int, ordinal: int) -> list[int]:
+    flags = pack_flags(Kind.EVENT, 0, 0, 0, event=event)
+    return [site, flags, 0, lid, grp, ordinal, 0, 1 if event == Event.BARRIER else 0]
+
+
+@pytest.mark.parametrize("ordinal", [1, 20])
+def test_exit_beside_a_predicted_barrier_is_divergence(backend, ordinal):
+    """Every work-item exits at the same ordinal, but one logged (predicted) a barrier
+    event at that ordinal: divergence between the lowest exit site and that barrier,
+    an exit at an ordinal with no barrier event is not (group 5).
+    Ordinal 20 and group 5 (of 3 direct-mapped) go through the hashed slots."""
+    rows = []
+    for grp in (0, 5):
+        rows.append(_event(7, Event.BARRIER, 0, grp, ordinal - 1))  # a uniform barrier
+        rows += [_event(9, Event.EXIT, lid, grp, ordinal) for lid in range(4)]
+        rows.append(_event(3, Event.EXIT, 2, grp, ordinal))  # a lower exit site
+    rows.append(_event(8, Event.BARRIER, 1, 0, ordinal))  # predicted by lid 1
+    rows.append(_event(6, Event.BARRIER, 3, 0, ordinal + 1))  # no exit at ordinal + 1
+    log = np.array(rows, dtype=np.uint32)
+    expected = analyse(log, VAR_SPACES)
+    assert [(r.cls, r.site_a, r.site_b, r.lid_a, r.lid_b, r.epoch_a) for r in expected] == [
+        (RaceClass.DIVERGENCE, 3, 8, 2, 1, ordinal)
+    ]
+    got = backend.analyse_records(log)
+    assert got.saturated == []
+    assert got.races == expected
 
 
 def test_bucket_larger_than_the_walk_cache_is_streamed(backend):

@@ -32,6 +32,9 @@ test_all_instances_are_listed_the_first_being_the_example = (
     shared.test_all_instances_are_listed_the_first_being_the_example
 )
 test_tables_too_small_split_the_range = shared.test_tables_too_small_split_the_range
+test_exit_beside_a_predicted_barrier_is_divergence = (
+    shared.test_exit_beside_a_predicted_barrier_is_divergence
+)
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -19,7 +19,6 @@ from gpurace import api
 from gpurace.report.common import CLASS_NAMES
 from tests.corpus import Case, cases
 from tests.oclgrind import OclgrindResult, run_cases
-from tests.test_corpus_opencl import DIVERGENT
 
 CASES = cases("opencl", ".cl")
 BUILD_FAILS = "build fails"
@@ -193,10 +192,7 @@ def test_builds_and_runs_on_pocl(case, pocl) -> None:
     assert pocl[case.id].error is None, pocl[case.id].error
 
 
-# The barrier-divergence cases are left out: divergence is undefined behaviour that
-# PoCL does not execute as written (see POCL_RUNS_UNIFORM / POCL_CRASHES in
-# tests/test_corpus_opencl.py, which holds what PoCL does do); GPUs run them.
-@pytest.mark.parametrize("case", [c for c in CASES if c.id not in DIVERGENT], ids=lambda c: c.id)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_gpurace_agrees_with_oclgrind(case, oclgrind) -> None:
     """gpurace on PoCL and Oclgrind give the same verdict and the same source lines;
     where Oclgrind differs by design (DIFFERENCES), gpurace gives the labels."""

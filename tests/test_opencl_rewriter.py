@@ -469,7 +469,8 @@ FENCES = kernel("""
 
 def test_barrier_flags_epochs_and_exits(queue):
     """Local-only, global-only and both-fence barriers advance their own epochs; an
-    early return logs an exit."""
+    early return logs an exit. The `if` around the return first logs each
+    work-item's next event (docs/internals.md §5): here the same exits."""
     data = {"buf": np.zeros(2, np.int32)}
     inst = instrument(FENCES, "k.cl")
     _, raw, _ = run(queue, inst.source, inst, data, (2,), (2,), log=True)
@@ -491,6 +492,8 @@ def test_barrier_flags_epochs_and_exits(queue):
         ]
     want += [
         ex(p["return"], 0, 3),
+        ex(p["return"], 0, 3),  # predicted
+        ex(end, 1, 3),  # predicted
         ld(p["loc[i];"], "loc", 4, 4, 1, epoch=2),
         st(p["buf[i] = loc"], "buf", 4, 4, 1, 2, epoch=2),
         ex(end, 1, 3),

@@ -231,7 +231,11 @@ def _divergence(
     barriers: dict[tuple[int, int], dict[int, int]],
     exits: dict[int, list[tuple[int, int, int]]],
 ) -> None:
-    """Barrier divergence: different barrier sites at one ordinal, or uneven exits."""
+    """Barrier divergence: different barrier sites at one ordinal, or an exit and a
+    barrier event at the same ordinal of one group. In a real run the second is "exit
+    ordinals differ" (a work-item that exits later passed the barrier where the first
+    exited); stated on events it also holds when a barrier event was predicted by a
+    work-item that the driver ran down another path (docs/internals.md §3, §5)."""
     ev = int(Kind.EVENT)
     found: list[tuple[int, int, int, int, int, int]] = []  # (grp, ordinal, sa, la, sb, lb)
     for (grp, ordinal), sites in barriers.items():
@@ -239,13 +243,12 @@ def _divergence(
             sa, sb = min(sites), max(sites)
             found.append((grp, ordinal, sa, sites[sa], sb, sites[sb]))
     for grp, events in exits.items():
-        low = min(o for o, _, _ in events)
-        if low == max(o for o, _, _ in events):
+        both = [o for o, _, _ in events if barriers.get((grp, o))]
+        if not both:
             continue
+        low = min(both)
         exit_site, exit_lid = min((s, lid) for o, s, lid in events if o == low)
-        waiting = barriers.get((grp, low), {})
-        if not waiting:
-            continue
+        waiting = barriers[(grp, low)]
         bar_site = min(waiting)
         a, b = sorted([(exit_site, exit_lid), (bar_site, waiting[bar_site])])
         found.append((grp, low, a[0], a[1], b[0], b[1]))

@@ -23,6 +23,7 @@ class BuiltinCalls:
     def barrier(self, c, callee, args, name) -> None:
         self.has_barrier = True
         sid = self.site(Kind.EVENT, c.extent.start.offset, self.end(c), "", Event.BARRIER)
+        self.event_sites[c.extent.start.offset] = sid
         if name == "barrier":
             h = "_gr_barrier"
         elif name == "wait_group_events":

@@ -25,6 +25,7 @@ from gpurace.model import (
 from . import frontend
 from .builtins import VLOAD, BuiltinCalls
 from .edits import Edit, apply
+from .predict import Branch, Predictor, waiting_functions
 from .runtime import KERNEL_PARAMS, PS, WG_BARRIER, atomic_op, prelude
 from .types import (
     access_size,
@@ -105,6 +106,8 @@ class Rewriter(BuiltinCalls):
         self.uses_wg_barrier = False
         # (offset, end of the return statement or None for the closing brace, site)
         self.kernel_exits: list[tuple[int, int | None, int]] = []
+        self.event_sites: dict[int, int] = {}  # where a barrier/exit site starts -> its id
+        self.waits: set[str] = set()  # user functions that reach a barrier
         self.max_slots = 1
 
     # ------------------------------------------------------------------ utilities
@@ -191,6 +194,14 @@ class Rewriter(BuiltinCalls):
             for c in self.tu.cursor.get_children()
             if c.kind == K.FUNCTION_DECL and self.in_file(c)
         }
+        self.waits = waiting_functions(
+            self,
+            [
+                c
+                for c in self.tu.cursor.get_children()
+                if c.kind == K.FUNCTION_DECL and self.in_file(c)
+            ],
+        )
         for c in self.tu.cursor.get_children():
             if c.kind == K.FUNCTION_DECL and self.in_file(c):
                 self.function(c)
@@ -234,11 +245,7 @@ class Rewriter(BuiltinCalls):
     def function(self, fn) -> None:
         K = self.K
         name_off = fn.location.offset
-        # clang gives kernels a calling convention libclang does not name ("unexposed",
-        # 200): this also finds kernels declared through a macro
-        kernel = self.ci.conf.lib.clang_getFunctionTypeCallingConv(fn.type) == 200 or bool(
-            re.search(r"\b(__kernel|kernel)\b", self.text[fn.extent.start.offset : name_off])
-        )
+        kernel = self.is_kernel(fn)
         params = [c for c in self.children(fn) if c.kind == K.PARM_DECL]
         body = next((c for c in self.children(fn) if c.kind == K.COMPOUND_STMT), None)
         # the parameter list's closing parenthesis
@@ -258,7 +265,34 @@ class Rewriter(BuiltinCalls):
         self.fn_start = fn.extent.start.offset
         if kernel:
             self.kernel(fn, params, body)
+        for branch in Predictor(self, self.waits).function(body, kernel):
+            self.predict(branch)
         self.visit(body, RV, kernel)
+
+    def predict(self, b: Branch) -> None:
+        """Wrap a branch's condition in `_gr_pred` (docs/internals.md §5), once the
+        sites are known and only in programs with a barrier (else exits are not logged)."""
+
+        def build(sub, b=b):
+            cond = sub(b.start, b.end)
+            args = []
+            for nxt in (b.taken, b.skipped):
+                sid = None if nxt is None else self.event_sites.get(nxt.offset)
+                args.append("0u, 0u" if sid is None else f"{sid}u, {nxt.code}")
+            if not self.has_barrier or args == ["0u, 0u", "0u, 0u"]:
+                return cond
+            return f"_gr_pred(({cond}) ? 1 : 0, _gr_s, {args[0]}, {args[1]})"
+
+        self.edits.append(Edit(b.start, b.end, build))
+
+    def is_kernel(self, fn) -> bool:
+        # clang gives kernels a calling convention libclang does not name ("unexposed",
+        # 200): this also finds kernels declared through a macro
+        return self.ci.conf.lib.clang_getFunctionTypeCallingConv(fn.type) == 200 or bool(
+            re.search(
+                r"\b(__kernel|kernel)\b", self.text[fn.extent.start.offset : fn.location.offset]
+            )
+        )
 
     def skip_to(self, pos: int, ch: str) -> int:
         while self.text[pos] != ch:
@@ -330,6 +364,7 @@ class Rewriter(BuiltinCalls):
         close = self.end(body) - 1
         sid = self.site(Kind.EVENT, close, close + 1, "", Event.EXIT)
         self.kernel_exits.append((close, None, sid))
+        self.event_sites[close] = sid
         self.kernel_name = name
         self.max_slots = max(self.max_slots, len(track))
 
@@ -343,6 +378,7 @@ class Rewriter(BuiltinCalls):
             sid = self.site(Kind.EVENT, c.extent.start.offset, self.end(c), "", Event.EXIT)
             semi = self.skip_to(self.end(c), ";")
             self.kernel_exits.append((c.extent.start.offset, semi + 1, sid))
+            self.event_sites[c.extent.start.offset] = sid
         if k == K.DECL_STMT and kernel:
             for d in self.children(c):
                 if d.kind == K.VAR_DECL and tracked_space(d.type) == Space.LOCAL:

@@ -333,6 +333,20 @@ void _gr_event({PS}s, uint site, uint extra) {{
   _gr_rec(s, site, 3u, 0u, s->nbar, 0u, extra, 0u);
 }}
 
+/* A branch's condition, once the event its direction reaches next is logged
+   (docs/internals.md §5): code 0 nothing, 1 an exit, 4 | spaces a barrier. PoCL
+   takes a branch around a barrier to be uniform and computes what it depends on
+   for one work-item only; the branch therefore reads the condition back from a
+   volatile copy, so that the logging here uses each work-item's own value. */
+int _gr_pred(int c, {PS}s, uint ts, uint tc, uint fs, uint fc) {{
+  volatile int v = c;
+  int d = v;
+  uint site = d ? ts : fs, code = d ? tc : fc;
+  if (code == 1u) _gr_exit(s, site);
+  else if (code >= 4u) _gr_event(s, site, code & 3u);
+  return v;
+}}
+
 uint _gr_fence_bits(cl_mem_fence_flags f) {{
   return ((f & CLK_LOCAL_MEM_FENCE) ? 1u : 0u) | ((f & CLK_GLOBAL_MEM_FENCE) ? 2u : 0u);
 }}
