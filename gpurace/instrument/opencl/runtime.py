@@ -127,7 +127,8 @@ void _gr_track({PS}s, ulong addr, uint space, uint id, uint size, uint lw0) {{
 
 /* Whether this work-item logs its event of kind `code` (0 barrier, 1 exit, ...) at
    `ordinal` and `site`: not when a work-item of its group with a lower local index
-   logged the same (code, ordinal, site), since the analysis keeps only the lowest
+   (or this one: a prediction, then the barrier it predicted) logged the same
+   (code, ordinal, site), since the analysis keeps only the lowest
    local index of each (docs/internals.md §1, §5). Slot `code * 4 + ordinal % 4` of
    the group's _GR_EV_SLOTS control words holds the latest (ordinal + 1, site, local
    index) claimed there; codes from 4, ordinals from 255, sites or local indices from
@@ -140,7 +141,7 @@ int _gr_ev_new({PS}s, uint code, uint ordinal, uint site) {{
   uint mine = ((ordinal + 1u) << 24) | (site << 12) | s->lid;
   uint cur = *p;
   for (;;) {{
-    if ((cur >> 12) == (mine >> 12) && (cur & 0xfffu) < s->lid) return 0;
+    if ((cur >> 12) == (mine >> 12) && (cur & 0xfffu) <= s->lid) return 0;  // logged by it or me
     uint old = atomic_cmpxchg(p, cur, mine);
     if (old == cur) return 1;
     cur = old;
