@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import functools
 import os
-from math import prod
 import tempfile
 from dataclasses import dataclass
 from importlib import resources
+from math import prod
 
 import numpy as np
 

@@ -288,7 +288,8 @@ fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32) -> bool {{
   if _gr_mode == 2u && _gr_loob != 0u {{
     return true;
   }}
-  let mine = ((epoch & 0xffffu) << 16u) | (0x2000u << (flags & 3u)) | min(_gr_lid + 1u, 0x1fffu);
+  let actor = min(_gr_lid + 1u, 0x1fffu);
+  let mine = ((epoch & 0xffffu) << 16u) | (0x2000u << (flags & 3u)) | actor;
   let bit = 1u << (epoch & 31u);
   let row = _gr_loff + _gr_grp * _gr_lwords + lw0;
   let masks = _gr_lgroups * _gr_lwords;
@@ -311,7 +312,9 @@ fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32) -> bool {{
   return needed;
 }}
 
-fn _gr_rec(site: u32, flags: u32, off: u32, epoch: u32, value: u32, extra: u32, lw0: u32, lwn: u32) {{
+fn _gr_rec(
+  site: u32, flags: u32, off: u32, epoch: u32, value: u32, extra: u32, lw0: u32, lwn: u32
+) {{
   var keep = _gr_grp >= _gr_lo && _gr_grp < _gr_hi;
   var at = _gr_grp;
   if (flags & 3u) != 3u {{
