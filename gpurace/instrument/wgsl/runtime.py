@@ -261,8 +261,9 @@ fn _gr_lstate(i: u32, mine: u32) -> bool {{
     if res.exchanged {{ break; }}
     cur = res.old_value;
   }}
-  let k = next & 0xe000u;
-  return (next & 0x1fffu) == 0x1fffu && ((k & 0x4000u) != 0u || ((k & 0x8000u) != 0u && k != 0x8000u));
+  let k = next & 0xe000u;  // a store, or an atomic beside a load or a store
+  let mixed = (k & 0x4000u) != 0u || ((k & 0x8000u) != 0u && k != 0x8000u);
+  return (next & 0x1fffu) == 0x1fffu && mixed;
 }}
 
 // A workgroup-memory access of a group the local area covers, at byte `off` of a
