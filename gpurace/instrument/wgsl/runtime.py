@@ -239,27 +239,41 @@ fn _gr_shadow(flags: u32, first: u32, last: u32) -> bool {{
 // bucket (group, word, local epoch) may hold a conflict (several actors, and a
 // store or atomics beside plain accesses: the analysis' own `mark` test). A state
 // of a newer epoch (out of order: barrier divergence) is left alone: "may conflict".
+//
+// One atomicMax does the common cases in one atomic (lavapipe runs every atomic
+// lane by lane): an empty state or one of an older epoch becomes `mine`; one of a
+// newer epoch stays. In the same epoch it may have replaced the state by `mine`, so
+// a compare-exchange loop writes the merge of both (actor: equal, else several;
+// kinds: or) and of whatever other work-items merged meanwhile; whoever writes a
+// state has computed it, so the state that stays is one its writer tested. Epochs
+// compare as 16-bit numbers: past 65535 barriers every state looks newer
+// (conservative, like out of order).
+fn _gr_lmerge(cur: u32, mine: u32) -> u32 {{
+  var actor = cur & 0x1fffu;
+  if actor != (mine & 0x1fffu) {{
+    actor = 0x1fffu;
+  }}
+  return (cur & 0xffffe000u) | (mine & 0xe000u) | actor;
+}}
+
 fn _gr_lstate(i: u32, mine: u32) -> bool {{
-  var cur = atomicLoad(&_gr_shd[i]);
+  let old = atomicMax(&_gr_shd[i], mine);
   var next = mine;
-  loop {{
-    next = mine;
-    if cur != 0u {{
-      let ep = cur >> 16u;
-      if ep == (mine >> 16u) {{
-        var actor = cur & 0x1fffu;
-        if actor != (mine & 0x1fffu) {{
-          actor = 0x1fffu;
-        }}
-        next = (cur & 0xffffe000u) | (mine & 0xe000u) | actor;
-      }} else if (((mine >> 16u) - ep) & 0xffffu) >= 0x8000u {{
-        return true;
+  if old != 0u && (old >> 16u) == (mine >> 16u) {{
+    next = _gr_lmerge(old, mine);
+    var cur = max(old, mine);
+    loop {{
+      if next == cur {{ break; }}
+      let res = atomicCompareExchangeWeak(&_gr_shd[i], cur, next);
+      if res.exchanged {{ break; }}
+      cur = res.old_value;
+      if (cur >> 16u) != (mine >> 16u) {{
+        return true;  // a newer epoch meanwhile (out of order)
       }}
+      next = _gr_lmerge(cur, next);
     }}
-    if next == cur {{ break; }}
-    let res = atomicCompareExchangeWeak(&_gr_shd[i], cur, next);
-    if res.exchanged {{ break; }}
-    cur = res.old_value;
+  }} else if old > mine {{
+    return true;
   }}
   let k = next & 0xe000u;  // a store, or an atomic beside a load or a store
   let mixed = (k & 0x4000u) != 0u || ((k & 0x8000u) != 0u && k != 0x8000u);
