@@ -144,25 +144,32 @@ def max_records_per_pass(device) -> int:
 _SHADOW_ANY = """
 @group(0) @binding(0) var<storage, read_write> shd: array<atomic<u32>>;
 @group(0) @binding(1) var<storage, read_write> found: array<atomic<u32>>;
+// the launch-wide words W, the local area's masks G * L and their first word
+@group(0) @binding(2) var<uniform> span: vec4<u32>;
 
 // found[0] = 1 if some word of the shadow may hold a conflict: a launch-wide pair
 // with several actors, and a store or atomics beside plain accesses (the filter's
-// and the analysis' test), or a mask word of the local area with a bit set
+// and the analysis' test), or a mask word of the local area with a bit set. Two
+// entry points: lavapipe runs a branch's body under a lane mask even when no lane
+// takes it, so a launch without a local area does not pay for its scan.
 @compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
+fn pairs(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
   let i = gid.x + gid.y * n.x * 64u;
   if (i == 0u && (atomicLoad(&shd[0]) == 0xffffffffu || atomicLoad(&shd[7]) != 0u)) {
     atomicStore(&found[0], 1u);  // a word beyond the shadow, a local access out of bounds
   }
-  if (i < atomicLoad(&shd[1])) {
-    let who = atomicLoad(&shd[8u + 2u * i]);
-    let kinds = atomicLoad(&shd[9u + 2u * i]);
-    if (who == 0xffffffffu && ((kinds & 2u) != 0u || (kinds & 5u) == 5u)) {
-      atomicStore(&found[0], 1u);
-    }
+  if (i >= span.x) { return; }
+  let who = atomicLoad(&shd[8u + 2u * i]);
+  let kinds = atomicLoad(&shd[9u + 2u * i]);
+  if (who == 0xffffffffu && ((kinds & 2u) != 0u || (kinds & 5u) == 5u)) {
+    atomicStore(&found[0], 1u);
   }
-  let local = atomicLoad(&shd[4]) * atomicLoad(&shd[5]);
-  if (i < local && atomicLoad(&shd[atomicLoad(&shd[6]) + local + i]) != 0u) {
+}
+
+@compute @workgroup_size(64)
+fn masks(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
+  let i = gid.x + gid.y * n.x * 64u;
+  if (i < span.y && atomicLoad(&shd[span.z + i]) != 0u) {
     atomicStore(&found[0], 1u);
   }
 }
@@ -174,29 +181,32 @@ def shadow_may_conflict(device, pre: Prefilter) -> bool:
     pair, or a local mask with a bit set), or its run touched a word beyond the
     shadow or a workgroup variable out of bounds. When none, a filter run would log
     only events: the build run (which logged them) stands for it."""
-    pipeline, layouts = _pipeline(
-        device,
-        _SHADOW_ANY,
-        "<shadow_any>",
-        "main",
-        ((0, ((0, wgpu.BufferBindingType.storage), (1, wgpu.BufferBindingType.storage))),),
-    )
+    storage = wgpu.BufferBindingType.storage
+    layout = ((0, ((0, storage), (1, storage), (2, wgpu.BufferBindingType.uniform))),)
     found = device.create_buffer(size=16, usage=_STORAGE)
-    bind = device.create_bind_group(
-        layout=layouts[0],
-        entries=[
-            {"binding": 0, "resource": {"buffer": pre.buf, "offset": 0, "size": pre.nbytes}},
-            {"binding": 1, "resource": {"buffer": found}},
-        ],
-    )
-    groups = -(-max(pre.words, pre.local_words * pre.groups) // WORKGROUP)
-    gx = min(groups, ROW_GROUPS)
+    masks = pre.local_words * pre.groups
+    span = np.array([pre.words, masks, pre.local_offset + masks, 0], np.uint32)
+    span_buf = device.create_buffer_with_data(data=span.tobytes(), usage=wgpu.BufferUsage.UNIFORM)
     enc = device.create_command_encoder()
-    cp = enc.begin_compute_pass()
-    cp.set_pipeline(pipeline)
-    cp.set_bind_group(0, bind)
-    cp.dispatch_workgroups(gx, -(-groups // gx), 1)
-    cp.end()
+    for entry, threads in (("pairs", pre.words), ("masks", masks)):
+        if entry == "masks" and not masks:
+            continue
+        pipeline, layouts = _pipeline(device, _SHADOW_ANY, "<shadow_any>", entry, layout)
+        bind = device.create_bind_group(
+            layout=layouts[0],
+            entries=[
+                {"binding": 0, "resource": {"buffer": pre.buf, "offset": 0, "size": pre.nbytes}},
+                {"binding": 1, "resource": {"buffer": found}},
+                {"binding": 2, "resource": {"buffer": span_buf}},
+            ],
+        )
+        groups = max(1, -(-threads // WORKGROUP))
+        gx = min(groups, ROW_GROUPS)
+        cp = enc.begin_compute_pass()
+        cp.set_pipeline(pipeline)
+        cp.set_bind_group(0, bind)
+        cp.dispatch_workgroups(gx, -(-groups // gx), 1)
+        cp.end()
     device.queue.submit([enc.finish()])
     return bool(np.frombuffer(device.queue.read_buffer(found, 0, 4), np.uint32)[0])
 
