@@ -13,6 +13,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from importlib import resources
+from math import prod
 
 import numpy as np
 
@@ -48,6 +49,7 @@ from gpurace.backends.prefilter import (  # noqa: F401 - re-exported for callers
     SHADOW_HEAD,
     SHADOW_OFF,
     Prefilter,
+    local_groups,
     shadow_words,
 )
 from gpurace.model import RECORD_WORDS, Binding, GpuraceError
@@ -142,19 +144,32 @@ def max_records_per_pass(device) -> int:
 _SHADOW_ANY = """
 @group(0) @binding(0) var<storage, read_write> shd: array<atomic<u32>>;
 @group(0) @binding(1) var<storage, read_write> found: array<atomic<u32>>;
+// the launch-wide words W, the local area's masks G * L and their first word
+@group(0) @binding(2) var<uniform> span: vec4<u32>;
 
-// found[0] = 1 if some word of the shadow may hold a conflict (several actors, and a
-// store or atomics beside plain accesses: the filter's and the analysis' test)
+// found[0] = 1 if some word of the shadow may hold a conflict: a launch-wide pair
+// with several actors, and a store or atomics beside plain accesses (the filter's
+// and the analysis' test), or a mask word of the local area with a bit set. Two
+// entry points: lavapipe runs a branch's body under a lane mask even when no lane
+// takes it, so a launch without a local area does not pay for its scan.
 @compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
+fn pairs(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
   let i = gid.x + gid.y * n.x * 64u;
-  if (i == 0u && atomicLoad(&shd[0]) == 0xffffffffu) {
-    atomicStore(&found[0], 1u);  // the build run touched a word beyond the shadow
+  if (i == 0u && (atomicLoad(&shd[0]) == 0xffffffffu || atomicLoad(&shd[7]) != 0u)) {
+    atomicStore(&found[0], 1u);  // a word beyond the shadow, a local access out of bounds
   }
-  if (i >= atomicLoad(&shd[1])) { return; }
+  if (i >= span.x) { return; }
   let who = atomicLoad(&shd[8u + 2u * i]);
   let kinds = atomicLoad(&shd[9u + 2u * i]);
   if (who == 0xffffffffu && ((kinds & 2u) != 0u || (kinds & 5u) == 5u)) {
+    atomicStore(&found[0], 1u);
+  }
+}
+
+@compute @workgroup_size(64)
+fn masks(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
+  let i = gid.x + gid.y * n.x * 64u;
+  if (i < span.y && atomicLoad(&shd[span.z + i]) != 0u) {
     atomicStore(&found[0], 1u);
   }
 }
@@ -162,46 +177,58 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 
 
 def shadow_may_conflict(device, pre: Prefilter) -> bool:
-    """Whether a built shadow has a word where a conflict is possible, or its run
-    touched a word beyond the shadow. When neither and the kernel has no barriers, a
-    filter run would log nothing at all."""
-    pipeline, layouts = _pipeline(
-        device,
-        _SHADOW_ANY,
-        "<shadow_any>",
-        "main",
-        ((0, ((0, wgpu.BufferBindingType.storage), (1, wgpu.BufferBindingType.storage))),),
-    )
+    """Whether a built shadow has a word where a conflict is possible (a launch-wide
+    pair, or a local mask with a bit set), or its run touched a word beyond the
+    shadow or a workgroup variable out of bounds. When none, a filter run would log
+    only events: the build run (which logged them) stands for it."""
+    storage = wgpu.BufferBindingType.storage
+    layout = ((0, ((0, storage), (1, storage), (2, wgpu.BufferBindingType.uniform))),)
     found = device.create_buffer(size=16, usage=_STORAGE)
-    bind = device.create_bind_group(
-        layout=layouts[0],
-        entries=[
-            {"binding": 0, "resource": {"buffer": pre.buf, "offset": 0, "size": pre.nbytes}},
-            {"binding": 1, "resource": {"buffer": found}},
-        ],
-    )
-    groups = -(-pre.words // WORKGROUP)
-    gx = min(groups, ROW_GROUPS)
+    masks = pre.local_words * pre.groups
+    span = np.array([pre.words, masks, pre.local_offset + masks, 0], np.uint32)
+    span_buf = device.create_buffer_with_data(data=span.tobytes(), usage=wgpu.BufferUsage.UNIFORM)
     enc = device.create_command_encoder()
-    cp = enc.begin_compute_pass()
-    cp.set_pipeline(pipeline)
-    cp.set_bind_group(0, bind)
-    cp.dispatch_workgroups(gx, -(-groups // gx), 1)
-    cp.end()
+    for entry, threads in (("pairs", pre.words), ("masks", masks)):
+        if entry == "masks" and not masks:
+            continue
+        pipeline, layouts = _pipeline(device, _SHADOW_ANY, "<shadow_any>", entry, layout)
+        bind = device.create_bind_group(
+            layout=layouts[0],
+            entries=[
+                {"binding": 0, "resource": {"buffer": pre.buf, "offset": 0, "size": pre.nbytes}},
+                {"binding": 1, "resource": {"buffer": found}},
+                {"binding": 2, "resource": {"buffer": span_buf}},
+            ],
+        )
+        groups = max(1, -(-threads // WORKGROUP))
+        gx = min(groups, ROW_GROUPS)
+        cp = enc.begin_compute_pass()
+        cp.set_pipeline(pipeline)
+        cp.set_bind_group(0, bind)
+        cp.dispatch_workgroups(gx, -(-groups // gx), 1)
+        cp.end()
     device.queue.submit([enc.finish()])
     return bool(np.frombuffer(device.queue.read_buffer(found, 0, 4), np.uint32)[0])
 
 
-def prefilter(device, address_end: int, wgsize: int) -> Prefilter:
+def prefilter(
+    device, address_end: int, wgsize: int, local_words: int = 0, num_groups: int = 0
+) -> Prefilter:
     """A cleared shadow for a launch whose linear address order ends at `address_end`
-    (the device's one scratch shadow: valid until the next check)."""
-    words = shadow_words(address_end, binding_limit(device))
-    nbytes = (SHADOW_HEAD + 2 * words) * 4
-    buf = _pool(device).shadow_buffer(nbytes)
+    (the device's one scratch shadow: valid until the next check). With the
+    `local_words` of the module's local order (`instrument.wgsl.local_order`) and the
+    launch's `num_groups`, it has a per-group local area for as many groups as the
+    binding limit allows (docs/internals.md §2). Its build run logs the events."""
+    limit = binding_limit(device)
+    words = shadow_words(address_end, limit)
+    groups = local_groups(words, local_words, num_groups, limit)
+    pre = Prefilter(None, words, wgsize, local_words=local_words, groups=groups)
+    pre.buf = _pool(device).shadow_buffer(pre.nbytes)
+    pre.build_logs_events = True
     enc = device.create_command_encoder()
-    enc.clear_buffer(buf, 0, nbytes)
+    enc.clear_buffer(pre.buf, 0, pre.nbytes)
     device.queue.submit([enc.finish()])
-    return Prefilter(buf, words, wgsize)
+    return pre
 
 
 def compile_module(device, source: str, path: str):
@@ -434,9 +461,21 @@ def launch(
         pre = prefilter or Prefilter(None, 0, 0, SHADOW_OFF)
         shd_head = np.array(pre.header(), np.uint32)
         shd_buf = pre.buf or device.create_buffer(size=shd_head.nbytes, usage=_STORAGE)
-        device.queue.write_buffer(shd_buf, 0, shd_head.tobytes())
-        par = np.array(head + [pre.mode, pre.words, pre.wgsize], dtype=np.uint32)
-        constants = (("_gr_count", int(histogram_bins > 0)), ("_gr_mode", pre.mode))
+        # a filter run keeps [7], which its build run sets on a local access out of bounds
+        keep = 1 if pre.mode == SHADOW_FILTER else 0
+        device.queue.write_buffer(shd_buf, 0, shd_head[: SHADOW_HEAD - keep].tobytes())
+        local = shd_head[4] * shd_head[5]
+        if local:  # every run starts from empty states; the masks are the build run's
+            clear = device.create_command_encoder()
+            clear.clear_buffer(shd_buf, pre.local_offset * 4, int(local) * 4)
+            device.queue.submit([clear.finish()])
+        par = np.array(head + [pre.mode, pre.words, pre.wgsize, *shd_head[4:7]], np.uint32)
+        lmode = 0 if not local else 1 if pre.groups >= prod(workgroups) else 2
+        constants = (
+            ("_gr_count", int(histogram_bins > 0)),
+            ("_gr_mode", pre.mode),
+            ("_gr_lmode", lmode),
+        )
         par_buf = device.create_buffer_with_data(data=par.tobytes(), usage=wgpu.BufferUsage.STORAGE)
         storage = wgpu.BufferBindingType.storage
         groups[log_group] = [

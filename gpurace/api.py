@@ -292,6 +292,7 @@ def _wgsl_target(
     """A WGSL launch on wgpu."""
     from gpurace.backends import wgpu_backend
     from gpurace.backends.prefilter import filtered_run
+    from gpurace.instrument.wgsl.runtime import local_order
 
     if launch.language != "wgsl":
         raise GpuraceError(
@@ -308,7 +309,13 @@ def _wgsl_target(
     bases, total = address_layout(inst, launch)
     groups = tuple(launch.workgroups)
 
-    pre = wgpu_backend.prefilter(dev, total, prod(entries[name])) if PREFILTER else None
+    local_sizes = [v.size or 0 for v in inst.variables if v.space == Space.LOCAL]
+    local_words = local_order(local_sizes)[1]
+    pre = (
+        wgpu_backend.prefilter(dev, total, prod(entries[name]), local_words, prod(groups))
+        if PREFILTER
+        else None
+    )
     barriers = any(s.event == Event.BARRIER for s in inst.sites)
 
     def launch(lo: int, hi: int, capacity: int, bins: int, width: int, prefilter=None):
@@ -332,7 +339,12 @@ def _wgsl_target(
         )
 
     run = filtered_run(
-        launch, pre, barriers, lambda p: wgpu_backend.shadow_may_conflict(dev, p), FULL_RANGE
+        launch,
+        pre,
+        barriers,
+        lambda p: wgpu_backend.shadow_may_conflict(dev, p),
+        FULL_RANGE,
+        events_end=prod(groups),
     )
 
     analyse = analyser(

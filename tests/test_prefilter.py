@@ -145,14 +145,18 @@ def test_filtered_log_is_the_unfiltered_log_on_words_that_may_conflict():
 
 
 def test_a_run_that_strays_from_the_shadow_run_is_counted_and_repeated(monkeypatch):
-    """The shadow is built with each work-item writing its own word; the checked
-    runs write word 0 from every work-item. The strays are counted, the run is
-    repeated unfiltered, and the write-write race is found as without the filter."""
+    """The shadow is built with each work-item writing its own word but two sharing
+    word 14 (a build run without any possible conflict would stand for the filter
+    runs: its log is complete for what it ran); the checked runs write word 0 from
+    every work-item. The strays are counted, the run is repeated unfiltered, and the
+    write-write race is found as without the filter."""
     dev, _ = wgpu_backend.get_device(None)
     inst = instrument(SHIFT, "shift.wgsl")
     spec = _spec()
     _, total = api.address_layout(inst, spec)
-    own = {(0, 0): np.arange(16, dtype=np.uint32), (0, 1): np.zeros(16, np.uint32)}
+    mostly_own = np.arange(16, dtype=np.uint32)
+    mostly_own[15] = 14
+    own = {(0, 0): mostly_own, (0, 1): np.zeros(16, np.uint32)}
     hot = {(0, 0): np.zeros(16, np.uint32), (0, 1): np.zeros(16, np.uint32)}
     pre = wgpu_backend.prefilter(dev, total, 16)
     _launch(dev, inst, spec, own, pre)

@@ -12,7 +12,7 @@ from . import ast as A
 from .lexer import _Scanner
 from .parser import Parser
 from .rewriter import FunctionRewriter, ModuleRewriter, SiteTable
-from .runtime import FNV_HELPER, TrackedInfo, log_bindings, prelude
+from .runtime import FNV_HELPER, TrackedInfo, local_order, log_bindings, prelude
 from .semantics import ModuleScope, Sym
 from .types import (
     Array,
@@ -115,6 +115,11 @@ class _Module:
                     g = self.scope.const_value(a.args[0])
                     if isinstance(g, int):
                         self.max_group = max(self.max_group, g)
+        # each workgroup variable's words in the group's local order (the prefilter's)
+        local = [info for info in self.tracked if info.space == Space.LOCAL]
+        firsts, _ = local_order([size_of(info.type) for info in local])
+        for info, first in zip(local, firsts, strict=True):
+            info.lw0, info.lwn = first, -(-size_of(info.type) // 4)
 
     def _resolve(self, d: A.Node) -> None:
         syms = self.scope.syms

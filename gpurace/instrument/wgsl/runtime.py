@@ -42,6 +42,8 @@ class TrackedInfo:
     space: Space
     type: Type
     access: str
+    lw0: int = 0  # workgroup variables: first word in the group's local order
+    lwn: int = 0  # workgroup variables: words in the local order (ceil(size / 4))
 
 
 @dataclass
@@ -76,6 +78,18 @@ class Path:
         )
 
 
+def local_order(sizes: list[int]) -> tuple[list[int], int]:
+    """The local order of a module's workgroup variables of `sizes` bytes (in id
+    order): each one's first word `lw0`, and the words `L` of the order. Each
+    variable starts at a whole word (backends/prefilter.py); the rewriter emits the
+    `lw0` constants and the backend sizes the shadow's local area with `L`."""
+    firsts, total = [], 0
+    for size in sizes:
+        firsts.append(total)
+        total += -(-size // 4)
+    return firsts, total
+
+
 def prelude(nvars: int, log_exits: bool = True) -> str:
     """Private state, the prologue ``_gr_init`` and the record appender ``_gr_rec``.
 
@@ -107,8 +121,15 @@ var<workgroup> _gr_evs: array<atomic<u32>, 5>;
 // shadow, 2 log what the shadow lets through; _gr_count: a counting run.
 override _gr_mode: u32 = 0u;
 override _gr_count: bool = false;
+// The shadow's per-group local area: 0 none (local accesses use the launch-wide
+// pairs), 1 it covers every group, 2 only groups below _gr_lgroups (a run-time test).
+override _gr_lmode: u32 = 0u;
 var<private> _gr_swords: u32;
 var<private> _gr_wgs: u32;
+var<private> _gr_lwords: u32;
+var<private> _gr_lgroups: u32;
+var<private> _gr_loff: u32;
+var<private> _gr_loob: u32;
 
 fn _gr_init(l: u32, w: vec3<u32>, n: vec3<u32>) {{
   _gr_lid = l;
@@ -126,6 +147,12 @@ fn _gr_init(l: u32, w: vec3<u32>, n: vec3<u32>) {{
   _gr_nbar = 0u;
   _gr_swords = _gr_par[{7 + nvars}];
   _gr_wgs = _gr_par[{8 + nvars}];
+  _gr_lwords = _gr_par[{9 + nvars}];
+  _gr_lgroups = _gr_par[{10 + nvars}];
+  _gr_loff = _gr_par[{11 + nvars}];
+  if _gr_mode == 2u && _gr_lmode != 0u {{
+    _gr_loob = atomicLoad(&_gr_shd[7]);  // the build run saw a local access out of bounds
+  }}
 }}
 
 // Whether this work-item logs its event (barrier ordinal or exit, at `site`): not
@@ -207,7 +234,102 @@ fn _gr_shadow(flags: u32, first: u32, last: u32) -> bool {{
   return needed;
 }}
 
-fn _gr_rec(site: u32, flags: u32, off: u32, epoch: u32, value: u32, extra: u32) {{
+// The local area's state machine (docs/internals.md §2) for state word `i` and an
+// access `mine` (epoch & 0xffff << 16 | kind bit << 13 | actor): whether the word's
+// bucket (group, word, local epoch) may hold a conflict (several actors, and a
+// store or atomics beside plain accesses: the analysis' own `mark` test). A state
+// of a newer epoch (out of order: barrier divergence) is left alone: "may conflict".
+//
+// One atomicMax does the common cases in one atomic (lavapipe runs every atomic
+// lane by lane): an empty state or one of an older epoch becomes `mine`; one of a
+// newer epoch stays. In the same epoch it may have replaced the state by `mine`, so
+// a compare-exchange loop writes the merge of both (actor: equal, else several;
+// kinds: or) and of whatever other work-items merged meanwhile; whoever writes a
+// state has computed it, so the state that stays is one its writer tested. Epochs
+// compare as 16-bit numbers: past 65535 barriers every state looks newer
+// (conservative, like out of order).
+fn _gr_lmerge(cur: u32, mine: u32) -> u32 {{
+  var actor = cur & 0x1fffu;
+  if actor != (mine & 0x1fffu) {{
+    actor = 0x1fffu;
+  }}
+  return (cur & 0xffffe000u) | (mine & 0xe000u) | actor;
+}}
+
+fn _gr_lstate(i: u32, mine: u32) -> bool {{
+  let old = atomicMax(&_gr_shd[i], mine);
+  var next = mine;
+  if old != 0u && (old >> 16u) == (mine >> 16u) {{
+    next = _gr_lmerge(old, mine);
+    var cur = max(old, mine);
+    loop {{
+      if next == cur {{ break; }}
+      let res = atomicCompareExchangeWeak(&_gr_shd[i], cur, next);
+      if res.exchanged {{ break; }}
+      cur = res.old_value;
+      if (cur >> 16u) != (mine >> 16u) {{
+        return true;  // a newer epoch meanwhile (out of order)
+      }}
+      next = _gr_lmerge(cur, next);
+    }}
+  }} else if old > mine {{
+    return true;
+  }}
+  let k = next & 0xe000u;  // a store, or an atomic beside a load or a store
+  let mixed = (k & 0x4000u) != 0u || ((k & 0x8000u) != 0u && k != 0x8000u);
+  return (next & 0x1fffu) == 0x1fffu && mixed;
+}}
+
+// A workgroup-memory access of a group the local area covers, at byte `off` of a
+// variable whose words are [lw0, lw0 + lwn) of the local order. Mode 1 updates the
+// states and sets bit (epoch % 32) of the mask of each word whose bucket may hold a
+// conflict; mode 2 updates the states the same way, counts in [3] a bucket that may
+// conflict whose bit the build run did not set, and says whether a word's bit is
+// set (the access is logged). An access beyond its variable is always logged (the
+// analysis may see it alias another variable's word): a build run says so in [7],
+// and then filter runs log every local access; a filter run that meets one the
+// build run did not counts it in [3].
+fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32) -> bool {{
+  let w0 = off / 4u;
+  let w1 = (off + ((flags >> 8u) & 0xffu) - 1u) / 4u;
+  if w0 >= lwn || w1 >= lwn {{
+    if _gr_mode == 1u {{
+      atomicStore(&_gr_shd[7], 1u);
+    }} else if _gr_loob == 0u {{
+      atomicAdd(&_gr_shd[3], 1u);
+    }}
+    return true;
+  }}
+  if _gr_mode == 2u && _gr_loob != 0u {{
+    return true;
+  }}
+  let actor = min(_gr_lid + 1u, 0x1fffu);
+  let mine = ((epoch & 0xffffu) << 16u) | (0x2000u << (flags & 3u)) | actor;
+  let bit = 1u << (epoch & 31u);
+  let row = _gr_loff + _gr_grp * _gr_lwords + lw0;
+  let masks = _gr_lgroups * _gr_lwords;
+  var needed = false;
+  for (var w = w0; w <= w1; w++) {{
+    let s = row + w;
+    if _gr_lstate(s, mine) {{
+      needed = true;
+      if _gr_mode == 1u {{
+        if (atomicLoad(&_gr_shd[s + masks]) & bit) == 0u {{
+          atomicOr(&_gr_shd[s + masks], bit);
+        }}
+      }} else if (atomicOr(&_gr_shd[s + masks], bit) & bit) == 0u {{
+        atomicAdd(&_gr_shd[3], 1u);
+      }}
+    }} else if _gr_mode == 2u && (atomicLoad(&_gr_shd[s + masks]) & bit) != 0u {{
+      needed = true;
+    }}
+  }}
+  return needed;
+}}
+
+fn _gr_rec(
+  site: u32, flags: u32, off: u32, epoch: u32, value: u32, extra: u32, lw0: u32, lwn: u32
+) {{
   var keep = _gr_grp >= _gr_lo && _gr_grp < _gr_hi;
   var at = _gr_grp;
   if (flags & 3u) != 3u {{
@@ -216,11 +338,14 @@ fn _gr_rec(site: u32, flags: u32, off: u32, epoch: u32, value: u32, extra: u32) 
     let last = base + ((off + ((flags >> 8u) & 0xffu) - 1u) & ~3u);
     keep = first < _gr_hi && last >= _gr_lo;
     at = max(first, _gr_lo);
-    if _gr_mode != 0u && (keep || _gr_mode == 1u) {{
+    if _gr_mode != 0u && _gr_lmode != 0u && ((flags >> 2u) & 1u) != 0u
+        && (_gr_lmode == 1u || _gr_grp < _gr_lgroups) {{
+      // every run updates the states of every access (whatever the range), so that
+      // each run's states are the build run's
+      keep = _gr_local(flags, off, epoch, lw0, lwn) && keep && _gr_mode == 2u;
+    }} else if _gr_mode != 0u && (keep || _gr_mode == 1u) {{
       keep = _gr_shadow(flags, first, last) && _gr_mode == 2u;
     }}
-  }} else if _gr_mode == 1u {{
-    return;  // building the shadow: events are not needed
   }}
   if keep && _gr_count {{
     // a counting run: how many records each address bin of the range would log
@@ -396,7 +521,11 @@ class Runtime:
         root = path.root
         flags = pack_flags(int(kind), int(root.space), size, root.id, value is not None)
         epoch = "_gr_ep_l" if root.space == Space.LOCAL else "_gr_ep_g"
-        return f"_gr_rec({site}u, {flags}u, {off.text()}, {epoch}, {value or '0u'}, {extra}u);"
+        local = f"{root.lw0}u, {root.lwn}u"
+        return (
+            f"_gr_rec({site}u, {flags}u, {off.text()}, {epoch}, {value or '0u'}, {extra}u, "
+            f"{local});"
+        )
 
     def _leaves(
         self,
@@ -525,7 +654,7 @@ class Runtime:
         flags = pack_flags(int(Kind.EVENT), 0, 0, 0, False, int(Event.BARRIER))
         return (
             f"if _gr_ev_new(_gr_nbar & 3u, _gr_nbar, {site}u) "
-            f"{{ _gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, {extra}u); }}"
+            f"{{ _gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, {extra}u, 0u, 0u); }}"
         )
 
     def barrier(self, site: int, fn: str) -> str:
@@ -553,6 +682,6 @@ class Runtime:
         flags = pack_flags(int(Kind.EVENT), 0, 0, 0, False, int(Event.EXIT))
         body = [
             f"if _GR_LOG_EXITS && _gr_ev_new(4u, _gr_nbar, {site}u) "
-            f"{{ _gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, 0u); }}"
+            f"{{ _gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, 0u, 0u, 0u); }}"
         ]
         return self._add("_gr_exit", [], None, body)
