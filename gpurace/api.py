@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import prod
+from typing import Any
 
 from gpurace.analysis.merge import merge_ranges
 from gpurace.launch import (
@@ -291,7 +292,6 @@ def _wgsl_target(
 ) -> Target:
     """A WGSL launch on wgpu."""
     from gpurace.backends import wgpu_backend
-    from gpurace.backends.prefilter import filtered_run
     from gpurace.instrument.wgsl.runtime import local_order
 
     if launch.language != "wgsl":
@@ -316,7 +316,6 @@ def _wgsl_target(
         if PREFILTER
         else None
     )
-    barriers = any(s.event == Event.BARRIER for s in inst.sites)
 
     def launch(lo: int, hi: int, capacity: int, bins: int, width: int, prefilter=None):
         return wgpu_backend.launch(
@@ -338,30 +337,54 @@ def _wgsl_target(
             read_outputs=False,
         )
 
+    return _filtered_target(
+        wgpu_backend, dev, dev_name, inst, name, entries[name], groups, bases, total, pre,
+        launch, uniform_writes_race,
+    )  # fmt: skip
+
+
+def _filtered_target(
+    backend: Any,
+    device: object,
+    dev_name: str,
+    inst: Instrumented,
+    name: str,
+    workgroup_size: tuple[int, int, int],
+    groups: tuple[int, int, int],
+    bases: list[int],
+    total: int,
+    pre: Any,
+    launch: Callable[..., Any],
+    uniform_writes_race: bool,
+) -> Target:
+    """The Target of a backend with the shadow prefilter (wgpu_backend, opencl_backend:
+    both name their functions alike): runs go through `prefilter.filtered_run` on top of
+    the backend's `launch`, analyses through `analyser`."""
+    from gpurace.backends.prefilter import filtered_run
+
+    barriers = any(s.event == Event.BARRIER for s in inst.sites)
     run = filtered_run(
         launch,
         pre,
         barriers,
-        lambda p: wgpu_backend.shadow_may_conflict(dev, p),
+        lambda p: backend.shadow_may_conflict(device, p),
         FULL_RANGE,
         events_end=prod(groups),
     )
-
     analyse = analyser(
-        wgpu_backend.analyse_on_device, dev, bases, total, entries[name], groups,
+        backend.analyse_on_device, device, bases, total, workgroup_size, groups,
         uniform_writes_race,
     )  # fmt: skip
-
     return Target(
         inst,
         name,
         dev_name,
-        entries[name],
+        workgroup_size,
         groups,
         bases,
         total,
-        wgpu_backend.max_records_per_pass(dev),
-        wgpu_backend.max_shadow_words(dev),
+        backend.max_records_per_pass(device),
+        backend.max_shadow_words(device),
         run,
         analyse,
         pre.nbytes if pre else 0,
@@ -421,7 +444,6 @@ def _opencl_target(
 ) -> Target:
     """An OpenCL C launch on pyopencl (PoCL on the CPU)."""
     from gpurace.backends import opencl_backend
-    from gpurace.backends.prefilter import filtered_run
 
     if launch.language != "opencl":
         raise GpuraceError(
@@ -444,7 +466,6 @@ def _opencl_target(
     if PREFILTER:
         local_words = opencl_backend.local_order_words(inst.variables, extents)
         pre = opencl_backend.prefilter(queue, total, prod(local), local_words, prod(groups))
-    barriers = any(s.event == Event.BARRIER for s in inst.sites)
 
     def launch_cl(lo: int, hi: int, capacity: int, bins: int, width: int, prefilter=None):
         return opencl_backend.launch(
@@ -466,33 +487,10 @@ def _opencl_target(
             prefilter=prefilter,
         )
 
-    run = filtered_run(
-        launch_cl,
-        pre,
-        barriers,
-        lambda p: opencl_backend.shadow_may_conflict(queue, p),
-        FULL_RANGE,
-        events_end=prod(groups),
-    )
-
-    analyse = analyser(
-        opencl_backend.analyse_on_device, queue, bases, total, local, groups, uniform_writes_race
-    )
-
-    return Target(
-        inst,
-        name,
-        dev_name,
-        local,
-        groups,
-        bases,
-        total,
-        opencl_backend.max_records_per_pass(queue),
-        opencl_backend.max_shadow_words(queue),
-        run,
-        analyse,
-        pre.nbytes if pre else 0,
-    )
+    return _filtered_target(
+        opencl_backend, queue, dev_name, inst, name, local, groups, bases, total, pre,
+        launch_cl, uniform_writes_race,
+    )  # fmt: skip
 
 
 def opencl_args(launch: LaunchSpec, params: Sequence[Binding]) -> dict[int, object]:
