@@ -28,7 +28,8 @@ from gpurace.backends.analysis_driver import (
     log_words,
 )
 from gpurace.backends.common import LaunchResult
-from gpurace.instrument.ptx.emit import SYNC_HEAD
+from gpurace.backends.opencl_backend import MAX_EVENT_SLOT_GROUPS
+from gpurace.instrument.ptx.emit import EVENT_SLOTS, SYNC_HEAD
 from gpurace.instrument.ptx.launch import CudaLaunch, scalar_bytes
 from gpurace.model import RECORD_WORDS, Binding, DeviceHang, GpuraceError, Instrumented, Space
 
@@ -194,8 +195,11 @@ def launch(
             nv = len(var_bases)
             sizes = list(var_sizes or [0] * nv)
             head = [0, log_capacity, *log_range, histogram_bins, histogram_width]
-            words = head + list(var_bases) + sizes + [0] * (1 + histogram_bins)
-            ctl = cp.asarray(np.array(words, np.uint32))
+            slotted = event_slot_groups(grid)
+            words = head + list(var_bases) + sizes + [0] * (1 + histogram_bins) + [slotted]
+            # the event slots after these words start at zero (docs/internals.md §7)
+            ctl = cp.zeros(len(words) + slotted * EVENT_SLOTS, cp.uint32)
+            ctl[: len(words)] = cp.asarray(np.array(words, np.uint32))
             log = cp.zeros(max(RECORD_WORDS, log_capacity * RECORD_WORDS), cp.uint32)
             sync = cp.zeros(SYNC_HEAD + sync_capacity * RECORD_WORDS, cp.uint32)
             sync[1] = sync_capacity
@@ -214,13 +218,23 @@ def launch(
             if b.binding in dev_arrays:
                 result.outputs[(0, b.binding)] = cp.asnumpy(dev_arrays[b.binding])
         if ctl is not None:
-            words = cp.asnumpy(ctl)
+            words = cp.asnumpy(ctl[: 7 + 2 * nv + histogram_bins])  # not the slots
             result.requested = int(words[0])
             result.unattributed = int(words[6 + 2 * nv])
             if histogram_bins:
                 result.histogram = words[7 + 2 * nv :].astype(np.int64)
             result.sync_events = _sync_summary(cp, sync, sync_capacity)
     return result
+
+
+def event_slot_groups(grid: Sequence[int]) -> int:
+    """Blocks whose barrier and exit events are deduplicated through slots in the
+    control buffer (docs/internals.md §7, OpenCL's scheme of §5): every block of the
+    grid up to MAX_EVENT_SLOT_GROUPS; the events of later blocks are all logged."""
+    groups = 1
+    for n in grid:
+        groups *= max(1, int(n))
+    return min(groups, MAX_EVENT_SLOT_GROUPS)
 
 
 def wait_for(event, kernel: str, path: str, timeout: float | None = None) -> None:

@@ -20,7 +20,7 @@ from gpurace.instrument.ptx import (
     resolve_kernel,
     strip_inserted,
 )
-from gpurace.instrument.ptx.emit import CLOSE, OPEN
+from gpurace.instrument.ptx.emit import CLOSE, EVENT_SLOTS, OPEN
 from gpurace.instrument.ptx.launch import load_cuda_launch, validate_cuda
 from gpurace.instrument.ptx.parse import parse_instr, parse_module
 from gpurace.model import Event, GpuraceError, Kind, RaceClass
@@ -299,7 +299,11 @@ def _emulate(case, instrumented: bool, capacity: int = 1 << 16):
     return _emulate_launch(launch, inst, instrumented, capacity)
 
 
-def _emulate_launch(launch, inst, instrumented: bool, capacity: int = 1 << 16):
+def _emulate_launch(
+    launch, inst, instrumented: bool, capacity: int = 1 << 16, slotted: int | None = None
+):
+    """As `_emulate`; `slotted` blocks get event slots (default: every block, as
+    `cuda_backend.launch`; 0 logs every event)."""
     from math import prod
 
     import numpy as np
@@ -326,7 +330,10 @@ def _emulate_launch(launch, inst, instrumented: bool, capacity: int = 1 << 16):
             inst, kernel, params, cuda_backend.launch_args(launch), launch.shared_bytes
         )
         bases, _ = linear_layout(sizes, prod(launch.grid))
-        ctl = np.array([0, capacity, 0, 0xFFFFFFFF, 0, 0, *bases, *sizes, 0], np.uint32)
+        if slotted is None:
+            slotted = cuda_backend.event_slot_groups(launch.grid)
+        head = [0, capacity, 0, 0xFFFFFFFF, 0, 0, *bases, *sizes, 0, slotted]
+        ctl = np.array(head + [0] * (EVENT_SLOTS * slotted), np.uint32)
         log = emu.mem.alloc(bytes(capacity * 32))
         ctl_at = emu.mem.alloc(ctl.tobytes())
         sync = emu.mem.alloc(np.array([0, 1024] + [0] * (8 + 1024 * 8), np.uint32).tobytes())

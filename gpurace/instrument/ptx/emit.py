@@ -6,6 +6,9 @@ marked spans gives back the original PTX byte for byte (the tests check this).
 
 from __future__ import annotations
 
+# event slots per group in the control buffer: the OpenCL runtime's scheme (internals §5)
+from gpurace.instrument.opencl.runtime import EVENT_SLOTS
+
 OPEN, CLOSE = "/*<gr*/", "/*gr>*/"
 FNV_OFFSET, FNV_PRIME = 2166136261, 16777619
 # sync-event log (third parameter `_gr_sync`): [0] records requested, [1] capacity,
@@ -24,18 +27,22 @@ def rec_function(nvars: int) -> str:
     The control buffer is docs/internals.md §5's: [0] requested, [1] capacity, [2]/[3]
     the linear address range [lo, hi), [4]/[5] histogram bins and width (a counting
     run when bins > 0), [6 + v] each variable's linear base, [6 + NV + v] its size,
-    [6 + 2 NV] unattributed accesses, [7 + 2 NV + bin] the bins. An access is kept if a
-    4-byte word it touches lies in [lo, hi); an event if its group does.
+    [6 + 2 NV] unattributed accesses, [7 + 2 NV + bin] the bins, then E (groups with
+    event slots) and EVENT_SLOTS words per group. An access is kept if a 4-byte word it
+    touches lies in [lo, hi); an event if its group does and no work-item of the group
+    with a lower-or-equal `lid` claimed its slot with the same (ordinal, site) (the
+    OpenCL runtime's `_gr_ev_new`: the analysis needs only the lowest of each).
     """
     bins = 4 * (7 + 2 * nvars)
+    evg, evs = bins, bins + 4  # E and the first slot, after the `nbins` bins
     return f"""\
 .func _gr_rec(.param .b64 _gr_log, .param .b64 _gr_ctl, .param .b32 _gr_site,
   .param .b32 _gr_flags, .param .b32 _gr_off, .param .b32 _gr_lid, .param .b32 _gr_grp,
   .param .b32 _gr_epoch, .param .b32 _gr_value, .param .b32 _gr_extra)
 {{
   .reg .pred %p<4>;
-  .reg .b32 %r<24>;
-  .reg .b64 %rd<6>;
+  .reg .b32 %r<32>;
+  .reg .b64 %rd<8>;
   ld.param.u64 %rd1, [_gr_log];
   ld.param.u64 %rd2, [_gr_ctl];
   ld.param.u32 %r1, [_gr_site];
@@ -72,6 +79,42 @@ def rec_function(nvars: int) -> str:
 $_gr_event:
   setp.ge.u32 %p2, %r5, %r9;
   setp.lt.and.u32 %p2, %r5, %r10, %p2;
+  @!%p2 bra.uni $_gr_done;
+  shr.u32 %r24, %r2, 24;
+  and.b32 %r24, %r24, 15;
+  setp.ge.u32 %p3, %r24, {EVENT_SLOTS // 4};
+  setp.ge.or.u32 %p3, %r6, 255, %p3;
+  setp.ge.or.u32 %p3, %r1, 4096, %p3;
+  setp.ge.or.u32 %p3, %r4, 4096, %p3;
+  @%p3 bra.uni $_gr_keep;
+  ld.global.u32 %r25, [%rd2+16];
+  mul.wide.u32 %rd6, %r25, 4;
+  add.s64 %rd6, %rd2, %rd6;
+  ld.global.u32 %r26, [%rd6+{evg}];
+  setp.ge.u32 %p3, %r5, %r26;
+  @%p3 bra.uni $_gr_keep;
+  mad.lo.u32 %r27, %r5, {EVENT_SLOTS // 4}, %r24;
+  and.b32 %r28, %r6, 3;
+  mad.lo.u32 %r27, %r27, 4, %r28;
+  mul.wide.u32 %rd7, %r27, 4;
+  add.s64 %rd6, %rd6, %rd7;
+  add.s32 %r28, %r6, 1;
+  shl.b32 %r28, %r28, 24;
+  shl.b32 %r29, %r1, 12;
+  or.b32 %r28, %r28, %r29;
+  or.b32 %r28, %r28, %r4;
+  shr.u32 %r29, %r28, 12;
+  ld.volatile.global.u32 %r30, [%rd6+{evs}];
+$_gr_claim:
+  shr.u32 %r31, %r30, 12;
+  setp.eq.u32 %p3, %r31, %r29;
+  and.b32 %r31, %r30, 4095;
+  setp.le.and.u32 %p3, %r31, %r4, %p3;
+  @%p3 bra $_gr_done;
+  atom.global.cas.b32 %r31, [%rd6+{evs}], %r30, %r28;
+  setp.eq.u32 %p3, %r31, %r30;
+  mov.u32 %r30, %r31;
+  @!%p3 bra $_gr_claim;
 $_gr_keep:
   @!%p2 bra.uni $_gr_done;
   ld.global.u32 %r18, [%rd2+16];
