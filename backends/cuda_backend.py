@@ -29,6 +29,13 @@ from gpurace.backends.analysis_driver import (
 )
 from gpurace.backends.common import LaunchResult
 from gpurace.backends.opencl_backend import MAX_EVENT_SLOT_GROUPS
+from gpurace.backends.prefilter import (
+    SHADOW_FILTER,
+    SHADOW_HEAD,
+    SHADOW_OFF,
+    Prefilter,
+    shadow_words,
+)
 from gpurace.instrument.ptx.emit import EVENT_SLOTS, SYNC_HEAD
 from gpurace.instrument.ptx.launch import CudaLaunch, scalar_bytes
 from gpurace.model import RECORD_WORDS, Binding, DeviceHang, GpuraceError, Instrumented, Space
@@ -171,11 +178,14 @@ def launch(
     histogram_bins: int = 0,
     histogram_width: int = 0,
     sync_capacity: int = SYNC_CAPACITY,
+    prefilter: Prefilter | None = None,
 ) -> CudaLaunchResult:
     """Run `kernel` of `ptx` once, as `opencl_backend.launch` does: `args[i]` is a
     NumPy array for a pointer parameter (copied back in `outputs[(0, i)]`) or a
     number for a scalar. With `var_bases` the PTX is an instrumented one and gets the
-    `_gr_log`, `_gr_ctl` and `_gr_sync` buffers (docs/internals.md §7)."""
+    `_gr_log`, `_gr_ctl`, `_gr_sync` and `_gr_shd` buffers (docs/internals.md §7); with
+    `prefilter` the run builds or filters with its shadow (its mode), without it every
+    access in the range is logged."""
     cp = _cupy()
     fn = load_module(device, ptx).get_function(kernel)
     dev_arrays: dict[int, object] = {}
@@ -203,7 +213,14 @@ def launch(
             log = cp.zeros(max(RECORD_WORDS, log_capacity * RECORD_WORDS), cp.uint32)
             sync = cp.zeros(SYNC_HEAD + sync_capacity * RECORD_WORDS, cp.uint32)
             sync[1] = sync_capacity
-            kargs += [log, ctl, sync]
+            pre = prefilter or Prefilter(None, 0, 0, SHADOW_OFF)
+            head_words = cp.asarray(np.array(pre.header(), np.uint32))
+            if pre.buf is None:
+                shd = head_words
+            else:
+                shd = pre.buf
+                shd[: len(head_words)] = head_words
+            kargs += [log, ctl, sync, shd]
         start, stop = cp.cuda.Event(), cp.cuda.Event()
         start.record()
         try:
@@ -224,7 +241,37 @@ def launch(
             if histogram_bins:
                 result.histogram = words[7 + 2 * nv :].astype(np.int64)
             result.sync_events = _sync_summary(cp, sync, sync_capacity)
+            if pre.mode == SHADOW_FILTER:
+                result.unseen = int(cp.asnumpy(pre.buf[3:4])[0])
     return result
+
+
+def prefilter(device, address_end: int, wgsize: int) -> Prefilter:
+    """A cleared launch-wide shadow (backends/prefilter.py) for a launch whose linear
+    address order ends at `address_end`, as large as the analysis limit allows (one
+    per check). Its build run logs the launch's events, so that it may stand for the
+    filter runs when nothing can conflict. No local area yet (`L = G = 0`)."""
+    cp = _cupy()
+    words = shadow_words(address_end, analysis_limit(device))
+    with device:
+        buf = cp.zeros(SHADOW_HEAD + 2 * words, cp.uint32)
+    return Prefilter(buf, words, wgsize, build_logs_events=True)
+
+
+def shadow_may_conflict(device, pre: Prefilter) -> bool:
+    """Whether a built shadow has a word where a conflict is possible (several actors,
+    and a store or atomics beside plain accesses), or its build run touched a word
+    beyond the shadow ([3]); when neither, a filter run would log only the events the
+    build run logged. Array operations on the device; one flag comes back."""
+    cp = _cupy()
+    with device:
+        buf = pre.buf
+        if int(cp.asnumpy(buf[3:4])[0]):
+            return True
+        who = buf[SHADOW_HEAD : SHADOW_HEAD + 2 * pre.words : 2]
+        kinds = buf[SHADOW_HEAD + 1 : SHADOW_HEAD + 2 * pre.words : 2]
+        risky = ((kinds & 2) != 0) | ((kinds & 5) == 5)
+        return bool(cp.asnumpy(((who == 0xFFFFFFFF) & risky).any()))
 
 
 def event_slot_groups(grid: Sequence[int]) -> int:
@@ -436,15 +483,24 @@ def make_target(
     device: str | None,
     entry: str | None,
     uniform_writes_race: bool,
+    use_prefilter: bool | None = None,
 ):
     """A `gpurace.api.Target` for a CUDA (.cu) or PTX kernel: what `api.check` needs
-    to run the pass loop (`prepare = {"wgsl": _wgsl_target, "cuda": make_target}`)."""
+    to run the pass loop (`prepare = {"wgsl": _wgsl_target, "cuda": make_target}`).
+    Runs go through `prefilter.filtered_run` with a launch-wide shadow (internals §7)
+    unless `use_prefilter` is False (default: `gpurace.api.PREFILTER`, as the other
+    backends)."""
     from math import prod
 
-    from gpurace.api import Target, analyser, linear_layout
+    from gpurace import api
+    from gpurace.api import FULL_RANGE, Target, analyser, linear_layout
+    from gpurace.backends.prefilter import filtered_run
     from gpurace.instrument.ptx import instrument, resolve_kernel
     from gpurace.instrument.ptx.launch import validate_cuda
+    from gpurace.model import Event
 
+    if use_prefilter is None:
+        use_prefilter = api.PREFILTER
     dev, dev_name = get_device(device)
     if entry is not None:
         launch.entry = entry
@@ -459,7 +515,7 @@ def make_target(
     block, grid = launch.block, launch.grid
     sync_seen: dict[str, int] = {}
 
-    def run(lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0):
+    def launch_run(lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0, pre_=None):
         result = launch_fn(
             dev,
             inst.source,
@@ -476,6 +532,7 @@ def make_target(
             log_range=(lo, hi),
             histogram_bins=bins,
             histogram_width=width,
+            prefilter=pre_,
         )
         sync_seen.update(result.sync_events)
         partial = sync_seen.get(SYNC_NAMES[4], 0)
@@ -486,6 +543,17 @@ def make_target(
         if partial and not any("named-barrier" in n for n in inst.not_instrumented):
             inst.not_instrumented.append(note)
         return result
+
+    pre = prefilter(dev, total, prod(block)) if use_prefilter else None
+    barriers = any(s.event == Event.BARRIER for s in inst.sites)
+    run = filtered_run(
+        launch_run,
+        pre,
+        barriers,
+        lambda p: shadow_may_conflict(dev, p),
+        FULL_RANGE,
+        events_end=prod(grid),
+    )
 
     def cuda_analysis(*args, **options):  # looked up per call: tests substitute it
         return cuda_races(analyse_on_device(*args, **options))
@@ -504,6 +572,7 @@ def make_target(
         analysis_limit(dev) // 8,
         run,
         analyse,
+        pre.nbytes if pre else 0,
     )
 
 

@@ -163,10 +163,13 @@ def test_ptx_input_elements_are_named_from_the_launch(fake_cupy):
 
     ptx = (CORPUS / "ptx" / "triton_add.ptx").read_text()
     launch = cuda_launch_from_dict(TRITON["triton_add"], "add.toml")
-    target = cuda_backend.make_target(ptx, launch, "triton_add.ptx", None, None, False)
+    target = cuda_backend.make_target(ptx, launch, "triton_add.ptx", None, None, False, False)
     x = target.inst.variables[0]
     assert (x.name, x.elem_stride, x.elem_type) == ("add_param_0", 4, "float")
     assert target.run(0, 0xFFFFFFF0, 1 << 14).requested == 3 * 1000
+    # with the prefilter, no word has two threads: nothing is logged
+    target = cuda_backend.make_target(ptx, launch, "triton_add.ptx", None, None, False, True)
+    assert target.run(0, 0xFFFFFFF0, 1 << 14).requested == 0
 
 
 @pytest.fixture
@@ -178,8 +181,10 @@ def pocl_analysis(monkeypatch):
     queue = opencl_backend.get_queue("Portable Computing Language")[0]
 
     def analyse(device, log, n, bases, uniform, **kw):
-        records = np.asarray(log[: max(1, n) * RECORD_WORDS]).reshape(-1, RECORD_WORDS)
-        buf = opencl_backend.upload_log(queue, records)
+        buf = None  # a prefiltered launch that logged nothing has no log
+        if log is not None:
+            records = np.asarray(log[: max(1, n) * RECORD_WORDS]).reshape(-1, RECORD_WORDS)
+            buf = opencl_backend.upload_log(queue, records)
         return opencl_backend.analyse_on_device(queue, buf, n, bases, uniform, **kw)
 
     monkeypatch.setattr(cuda_backend, "analyse_on_device", analyse)

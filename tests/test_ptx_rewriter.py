@@ -198,13 +198,13 @@ def test_hand_written_ptx():
     before = _inserted_before(inst.source)
     store_at = HAND_PTX.index("\t@%p1 st.global") + 1
     assert "@!%p1 bra" in before[store_at] and "mov.u32 %_gr_t13, 3;" in before[store_at]
-    # extra word: op | scope << 8 | order << 12 (add=3, cta=1, acquire=2)
+    # extra word (argument 10): op | scope << 8 | order << 12 (add=3, cta=1, acquire=2)
     atom_at = HAND_PTX.index("atom.acquire")
-    assert f"st.param.b32 [_gr_a9], {3 | 1 << 8 | 2 << 12};" in before[atom_at]
+    assert f"st.param.b32 [_gr_a10], {3 | 1 << 8 | 2 << 12};" in before[atom_at]
     red_at = HAND_PTX.index("red.release")
-    assert f"st.param.b32 [_gr_a9], {5 | 4 << 8 | 3 << 12};" in before[red_at]
+    assert f"st.param.b32 [_gr_a10], {5 | 4 << 8 | 3 << 12};" in before[red_at]
     vol_at = HAND_PTX.index("ld.volatile")
-    assert f"st.param.b32 [_gr_a9], {1 | 4 << 8 | 5 << 12};" in before[vol_at]
+    assert f"st.param.b32 [_gr_a10], {1 | 4 << 8 | 5 << 12};" in before[vol_at]
     bar_at = HAND_PTX.index("bar.sync 1")
     assert "setp.eq.u32 %_gr_q2, 64, %_gr_nthr;" in before[bar_at]
     assert "call _gr_srec" in before[HAND_PTX.index("bar.warp.sync")]
@@ -337,7 +337,8 @@ def _emulate_launch(
         log = emu.mem.alloc(bytes(capacity * 32))
         ctl_at = emu.mem.alloc(ctl.tobytes())
         sync = emu.mem.alloc(np.array([0, 1024] + [0] * (8 + 1024 * 8), np.uint32).tobytes())
-        args += [log, ctl_at, sync]
+        shd = emu.mem.alloc(bytes(32))  # the prefilter's header: mode 0, log everything
+        args += [log, ctl_at, sync, shd]
     emu.launch(kernel, launch.grid, launch.block, args, launch.shared_bytes)
     outputs = {i: emu.mem.read(addr, n) for i, (addr, n) in bufs.items()}
     if not instrumented:

@@ -33,8 +33,10 @@ def _pocl_analysis() -> None:
     queue = opencl_backend.get_queue("Portable Computing Language")[0]
 
     def analyse(device, log, n, bases, uniform, **kw):
-        records = np.asarray(log[: max(1, n) * RECORD_WORDS]).reshape(-1, RECORD_WORDS)
-        buf = opencl_backend.upload_log(queue, records)
+        buf = None  # a prefiltered launch that logged nothing has no log
+        if log is not None:
+            records = np.asarray(log[: max(1, n) * RECORD_WORDS]).reshape(-1, RECORD_WORDS)
+            buf = opencl_backend.upload_log(queue, records)
         return opencl_backend.analyse_on_device(queue, buf, n, bases, uniform, **kw)
 
     cuda_backend.analyse_on_device = analyse

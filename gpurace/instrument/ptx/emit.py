@@ -7,6 +7,7 @@ marked spans gives back the original PTX byte for byte (the tests check this).
 from __future__ import annotations
 
 # event slots per group in the control buffer: the OpenCL runtime's scheme (internals §5)
+from gpurace.backends.prefilter import SHADOW_HEAD
 from gpurace.instrument.opencl.runtime import EVENT_SLOTS
 
 OPEN, CLOSE = "/*<gr*/", "/*gr>*/"
@@ -35,16 +36,17 @@ def rec_function(nvars: int) -> str:
     """
     bins = 4 * (7 + 2 * nvars)
     evg, evs = bins, bins + 4  # E and the first slot, after the `nbins` bins
-    return f"""\
-.func _gr_rec(.param .b64 _gr_log, .param .b64 _gr_ctl, .param .b32 _gr_site,
+    text = f"""\
+.func _gr_rec(.param .b64 _gr_log, .param .b64 _gr_ctl, .param .b64 _gr_shd, .param .b32 _gr_site,
   .param .b32 _gr_flags, .param .b32 _gr_off, .param .b32 _gr_lid, .param .b32 _gr_grp,
   .param .b32 _gr_epoch, .param .b32 _gr_value, .param .b32 _gr_extra)
 {{
-  .reg .pred %p<4>;
-  .reg .b32 %r<32>;
-  .reg .b64 %rd<8>;
+  .reg .pred %p<8>;
+  .reg .b32 %r<48>;
+  .reg .b64 %rd<10>;
   ld.param.u64 %rd1, [_gr_log];
   ld.param.u64 %rd2, [_gr_ctl];
+  ld.param.u64 %rd8, [_gr_shd];
   ld.param.u32 %r1, [_gr_site];
   ld.param.u32 %r2, [_gr_flags];
   ld.param.u32 %r3, [_gr_off];
@@ -75,24 +77,31 @@ def rec_function(nvars: int) -> str:
   setp.lt.u32 %p2, %r15, %r10;
   setp.ge.and.u32 %p2, %r17, %r9, %p2;
   max.u32 %r12, %r15, %r9;
+  ld.global.u32 %r32, [%rd8];
+  setp.eq.u32 %p3, %r32, 0;
+  @%p3 bra $_gr_keep;
+  setp.eq.u32 %p3, %r32, 1;
+  or.pred %p1, %p2, %p3;
+  @!%p1 bra $_gr_keep;
+{{SHADOW}}
   bra.uni $_gr_keep;
 $_gr_event:
   setp.ge.u32 %p2, %r5, %r9;
   setp.lt.and.u32 %p2, %r5, %r10, %p2;
-  @!%p2 bra.uni $_gr_done;
+  @!%p2 bra $_gr_done;
   shr.u32 %r24, %r2, 24;
   and.b32 %r24, %r24, 15;
   setp.ge.u32 %p3, %r24, {EVENT_SLOTS // 4};
   setp.ge.or.u32 %p3, %r6, 255, %p3;
   setp.ge.or.u32 %p3, %r1, 4096, %p3;
   setp.ge.or.u32 %p3, %r4, 4096, %p3;
-  @%p3 bra.uni $_gr_keep;
+  @%p3 bra $_gr_keep;
   ld.global.u32 %r25, [%rd2+16];
   mul.wide.u32 %rd6, %r25, 4;
   add.s64 %rd6, %rd2, %rd6;
   ld.global.u32 %r26, [%rd6+{evg}];
   setp.ge.u32 %p3, %r5, %r26;
-  @%p3 bra.uni $_gr_keep;
+  @%p3 bra $_gr_keep;
   mad.lo.u32 %r27, %r5, {EVENT_SLOTS // 4}, %r24;
   and.b32 %r28, %r6, 3;
   mad.lo.u32 %r27, %r27, 4, %r28;
@@ -116,10 +125,10 @@ $_gr_claim:
   mov.u32 %r30, %r31;
   @!%p3 bra $_gr_claim;
 $_gr_keep:
-  @!%p2 bra.uni $_gr_done;
+  @!%p2 bra $_gr_done;
   ld.global.u32 %r18, [%rd2+16];
   setp.eq.u32 %p3, %r18, 0;
-  @%p3 bra.uni $_gr_append;
+  @%p3 bra $_gr_append;
   ld.global.u32 %r19, [%rd2+20];
   max.u32 %r19, %r19, 1;
   sub.s32 %r20, %r12, %r9;
@@ -134,7 +143,7 @@ $_gr_append:
   atom.global.add.u32 %r22, [%rd2], 1;
   ld.global.u32 %r23, [%rd2+4];
   setp.ge.u32 %p3, %r22, %r23;
-  @%p3 bra.uni $_gr_done;
+  @%p3 bra $_gr_done;
   mul.wide.u32 %rd5, %r22, 32;
   add.s64 %rd5, %rd1, %rd5;
   st.global.v4.u32 [%rd5], {{%r1, %r2, %r3, %r4}};
@@ -143,6 +152,82 @@ $_gr_done:
   ret;
 }}
 """
+    return text.replace("{SHADOW}", SHADOW_PTX)
+
+
+# The launch-wide shadow of backends/prefilter.py (docs/internals.md §7), for an
+# access whose word addresses are [%r15, %r17] (lid %r4, group %r5, flags %r2) in a
+# build (%p3, mode 1) or filter (mode 2) run; leaves in %p2 whether it is logged.
+# The OpenCL runtime's `_gr_shadow` in PTX: a build run marks each word's (actor,
+# kinds) and sets [3] for a word beyond the shadow; a filter run keeps an access with
+# a word that may conflict (several actors and a store, or an atomic beside plain
+# accesses) or lies beyond the shadow, and counts in [3] the accesses whose actor or
+# kind a word's pair lacks (`unseen`: the host then repeats the run unfiltered).
+SHADOW_PTX = f"""\
+  ld.global.u32 %r33, [%rd8+4];
+  ld.global.u32 %r34, [%rd8+8];
+  and.b32 %r35, %r2, 3;
+  mov.u32 %r45, 1;
+  shl.b32 %r35, %r45, %r35;
+  mad.lo.u32 %r36, %r5, %r34, %r4;
+  and.b32 %r37, %r2, 4;
+  setp.ne.u32 %p4, %r37, 0;
+  @%p4 mov.u32 %r36, %r4;
+  add.u32 %r36, %r36, 1;
+  mov.u32 %r38, 0;
+  mov.u32 %r39, 0;
+  shr.u32 %r40, %r15, 2;
+  shr.u32 %r41, %r17, 2;
+$_gr_sloop:
+  setp.gt.u32 %p4, %r40, %r41;
+  @%p4 bra $_gr_sdone;
+  setp.lt.u32 %p4, %r40, %r33;
+  @%p4 bra $_gr_sin;
+  mov.u32 %r38, 1;
+  @%p3 st.global.u32 [%rd8+12], 1;
+  bra $_gr_snext;
+$_gr_sin:
+  mul.wide.u32 %rd9, %r40, 8;
+  add.s64 %rd9, %rd8, %rd9;
+  @!%p3 bra $_gr_sfilter;
+  ld.volatile.global.u32 %r42, [%rd9+{4 * SHADOW_HEAD + 4}];
+  and.b32 %r42, %r42, %r35;
+  setp.eq.u32 %p4, %r42, 0;
+  @%p4 red.global.or.b32 [%rd9+{4 * SHADOW_HEAD + 4}], %r35;
+  ld.volatile.global.u32 %r43, [%rd9+{4 * SHADOW_HEAD}];
+$_gr_sclaim:
+  setp.eq.u32 %p4, %r43, %r36;
+  setp.eq.or.u32 %p4, %r43, -1, %p4;
+  @%p4 bra $_gr_snext;
+  setp.ne.u32 %p4, %r43, 0;
+  @%p4 atom.global.exch.b32 %r44, [%rd9+{4 * SHADOW_HEAD}], -1;
+  @%p4 bra $_gr_snext;
+  atom.global.cas.b32 %r43, [%rd9+{4 * SHADOW_HEAD}], 0, %r36;
+  setp.eq.u32 %p4, %r43, 0;
+  @%p4 bra $_gr_snext;
+  bra $_gr_sclaim;
+$_gr_sfilter:
+  ld.global.u32 %r43, [%rd9+{4 * SHADOW_HEAD}];
+  ld.global.u32 %r42, [%rd9+{4 * SHADOW_HEAD + 4}];
+  setp.eq.u32 %p5, %r43, -1;
+  and.b32 %r44, %r42, 2;
+  setp.ne.u32 %p6, %r44, 0;
+  and.b32 %r44, %r42, 5;
+  setp.eq.or.u32 %p6, %r44, 5, %p6;
+  and.pred %p6, %p6, %p5;
+  @%p6 mov.u32 %r38, 1;
+  @%p6 bra $_gr_snext;
+  setp.ne.and.u32 %p6, %r43, %r36, !%p5;
+  and.b32 %r44, %r42, %r35;
+  setp.eq.or.u32 %p6, %r44, 0, %p6;
+  @%p6 mov.u32 %r39, 1;
+$_gr_snext:
+  add.u32 %r40, %r40, 1;
+  bra $_gr_sloop;
+$_gr_sdone:
+  setp.ne.u32 %p4, %r39, 0;
+  @%p4 red.global.add.u32 [%rd8+12], 1;
+  setp.ne.and.u32 %p2, %r38, 0, !%p3;"""
 
 
 def srec_function() -> str:
@@ -165,7 +250,7 @@ def srec_function() -> str:
   atom.global.add.u32 %r9, [%rd1], 1;
   ld.global.u32 %r7, [%rd1+4];
   setp.ge.u32 %p1, %r9, %r7;
-  @%p1 bra.uni $_gr_sdone;
+  @%p1 bra $_gr_sdone;
   mul.wide.u32 %rd2, %r9, 32;
   add.s64 %rd2, %rd1, %rd2;
   mov.u32 %r2, {3 | (2 << 24)};
@@ -184,6 +269,7 @@ def call_rec(site: int, flags: str, off: str, epoch: str, value: str, extra: int
     args = [
         ("b64", "%_gr_log"),
         ("b64", "%_gr_ctl"),
+        ("b64", "%_gr_shd"),
         ("b32", str(site)),
         ("b32", flags),
         ("b32", off),

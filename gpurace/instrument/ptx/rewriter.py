@@ -415,7 +415,9 @@ class _Entry:
     # -- the pass ------------------------------------------------------------
     def rewrite(self) -> None:
         fn = self.fn
-        extra = ", .param .u64 _gr_log, .param .u64 _gr_ctl, .param .u64 _gr_sync"
+        extra = (
+            ", .param .u64 _gr_log, .param .u64 _gr_ctl, .param .u64 _gr_sync, .param .u64 _gr_shd"
+        )
         if not fn.params:
             extra = extra[2:]
         if fn.params_end < 0:
@@ -445,7 +447,7 @@ class _Entry:
         vids = [v.id for v in self.vars]
         regs = [
             ".reg .b32 %_gr_lid, %_gr_grp, %_gr_epl, %_gr_epg, %_gr_nbar, %_gr_nthr, %_gr_val;",
-            ".reg .b64 %_gr_log, %_gr_ctl, %_gr_sync, %_gr_unat;",
+            ".reg .b64 %_gr_log, %_gr_ctl, %_gr_sync, %_gr_unat, %_gr_shd;",
             f".reg .b32 %_gr_t<{emit.SCRATCH32}>;",
             f".reg .b64 %_gr_d<{emit.SCRATCH64}>;",
             f".reg .pred %_gr_q<{emit.SCRATCH_PRED}>;",
@@ -463,6 +465,8 @@ class _Entry:
             "cvta.to.global.u64 %_gr_log, %_gr_log;",
             "cvta.to.global.u64 %_gr_ctl, %_gr_ctl;",
             "cvta.to.global.u64 %_gr_sync, %_gr_sync;",
+            "ld.param.u64 %_gr_shd, [_gr_shd];",
+            "cvta.to.global.u64 %_gr_shd, %_gr_shd;",
             f"add.s64 %_gr_unat, %_gr_ctl, {4 * (6 + 2 * nv)};",
         ]
         for reg, special in (("%_gr_lid", "tid"), ("%_gr_grp", "ctaid")):
