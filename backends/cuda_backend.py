@@ -34,6 +34,7 @@ from gpurace.backends.prefilter import (
     SHADOW_HEAD,
     SHADOW_OFF,
     Prefilter,
+    local_groups,
     shadow_words,
 )
 from gpurace.instrument.ptx.emit import EVENT_SLOTS, SYNC_HEAD
@@ -220,6 +221,9 @@ def launch(
             else:
                 shd = pre.buf
                 shd[: len(head_words)] = head_words
+                states = pre.local_words * pre.groups
+                if states:  # every run starts from empty local states; masks are kept
+                    shd[pre.local_offset : pre.local_offset + states] = 0
             kargs += [log, ctl, sync, shd]
         start, stop = cp.cuda.Event(), cp.cuda.Event()
         start.record()
@@ -246,16 +250,24 @@ def launch(
     return result
 
 
-def prefilter(device, address_end: int, wgsize: int) -> Prefilter:
-    """A cleared launch-wide shadow (backends/prefilter.py) for a launch whose linear
-    address order ends at `address_end`, as large as the analysis limit allows (one
-    per check). Its build run logs the launch's events, so that it may stand for the
-    filter runs when nothing can conflict. No local area yet (`L = G = 0`)."""
+def prefilter(
+    device, address_end: int, wgsize: int, local_words: int = 0, num_groups: int = 0
+) -> Prefilter:
+    """A cleared shadow (backends/prefilter.py) for a launch whose linear address order
+    ends at `address_end`, as large as the analysis limit allows (one per check), with
+    a local area of `local_words` words (the kernel's shared variables,
+    `opencl_backend.local_order_words`) for as many of its `num_groups` blocks as fit.
+    Its build run logs the launch's events, so that it may stand for the filter runs
+    when nothing can conflict."""
     cp = _cupy()
-    words = shadow_words(address_end, analysis_limit(device))
+    limit = analysis_limit(device)
+    words = shadow_words(address_end, limit)
+    groups = local_groups(words, local_words, num_groups, limit)
+    pre = Prefilter(None, words, wgsize, local_words=local_words, groups=groups)
+    pre.build_logs_events = True
     with device:
-        buf = cp.zeros(SHADOW_HEAD + 2 * words, cp.uint32)
-    return Prefilter(buf, words, wgsize, build_logs_events=True)
+        pre.buf = cp.zeros(pre.nbytes // 4, cp.uint32)
+    return pre
 
 
 def shadow_may_conflict(device, pre: Prefilter) -> bool:
@@ -271,7 +283,11 @@ def shadow_may_conflict(device, pre: Prefilter) -> bool:
         who = buf[SHADOW_HEAD : SHADOW_HEAD + 2 * pre.words : 2]
         kinds = buf[SHADOW_HEAD + 1 : SHADOW_HEAD + 2 * pre.words : 2]
         risky = ((kinds & 2) != 0) | ((kinds & 5) == 5)
-        return bool(cp.asnumpy(((who == 0xFFFFFFFF) & risky).any()))
+        if bool(cp.asnumpy(((who == 0xFFFFFFFF) & risky).any())):
+            return True
+        states = pre.local_words * pre.groups
+        masks = buf[pre.local_offset + states : pre.local_offset + 2 * states]
+        return bool(states and cp.asnumpy((masks != 0).any()))
 
 
 def event_slot_groups(grid: Sequence[int]) -> int:
@@ -544,7 +560,12 @@ def make_target(
             inst.not_instrumented.append(note)
         return result
 
-    pre = prefilter(dev, total, prod(block)) if use_prefilter else None
+    pre = None
+    if use_prefilter:
+        from gpurace.backends.opencl_backend import local_order_words
+
+        local_words = local_order_words(inst.variables, sizes)
+        pre = prefilter(dev, total, prod(block), local_words, prod(grid))
     barriers = any(s.event == Event.BARRIER for s in inst.sites)
     run = filtered_run(
         launch_run,

@@ -13,6 +13,7 @@ from gpurace import api
 from gpurace.backends import cuda_backend
 from gpurace.backends.prefilter import SHADOW_BUILD, SHADOW_FILTER
 from gpurace.instrument.ptx.launch import cuda_launch_from_dict, load_cuda_launch
+from gpurace.model import Space
 from tests.test_cuda_backend_host import fake_cupy, pocl_analysis  # noqa: F401 (fixtures)
 from tests.test_ptx_rewriter import CUDA_CASES
 
@@ -48,7 +49,13 @@ def test_prefiltered_report_equals_unfiltered(fake_cupy, pocl_analysis, monkeypa
     source = case.kernel.read_text()
     path = f"tests/corpus/cuda/{case.kernel.name}"
     full = _check(source, load_cuda_launch(case.launch_path), path, False, monkeypatch)
+    made = []
+    real = cuda_backend.prefilter
+    monkeypatch.setattr(cuda_backend, "prefilter", lambda *a: made.append(real(*a)) or made[-1])
     filtered = _check(source, load_cuda_launch(case.launch_path), path, True, monkeypatch)
+    shared = any(v.space == Space.LOCAL and v.kernel == filtered.kernel for v in filtered.variables)
+    assert (made[0].local_words > 0) == shared  # the local area is made for every block
+    assert made[0].groups == (filtered.scope.work_groups if shared else 0)
     assert filtered.races == full.races
     assert filtered.instances == full.instances
     assert filtered.exit_code == full.exit_code
@@ -121,3 +128,81 @@ def test_a_run_that_strays_from_the_build_run_is_repeated_unfiltered(
     assert report.races == full.races and report.races
     assert report.instances == full.instances
     assert report.exit_code == full.exit_code == 1
+
+
+def _corpus(name: str):
+    case = next(c for c in CUDA_CASES if c.id == name)
+    return case.kernel.read_text(), case.launch_path, f"tests/corpus/cuda/{case.kernel.name}"
+
+
+def test_reduce_logs_only_its_events_in_one_launch(fake_cupy, pocl_analysis, monkeypatch):  # noqa: F811
+    """reduce_clean: every tile word has one writer per barrier interval, so the local
+    area marks nothing; the build run (which logs the events: 9 per block) stands
+    for every run: one instrumented launch, no access logged, no race."""
+    source, launch_path, path = _corpus("reduce_clean")
+    runs = _runs(monkeypatch)
+    report = _check(source, load_cuda_launch(launch_path), path, True, monkeypatch)
+    assert runs == [(SHADOW_BUILD, 0, 2 * 9)]
+    assert report.races == [] and report.scope.complete and report.exit_code == 0
+
+
+LOCAL_SHIFT = """\
+extern "C" __global__ void lshift(int *out, int n) {
+  __shared__ int s[65];
+  int t = threadIdx.x;
+  s[t] = t;
+  if (t < n) s[t + 1] = -t;
+  __syncthreads();
+  out[blockIdx.x * blockDim.x + t] = s[t];
+}
+"""
+
+
+def test_local_accesses_that_stray_from_the_build_run_repeat_unfiltered(
+    fake_cupy,  # noqa: F811
+    pocl_analysis,  # noqa: F811
+    monkeypatch,
+):
+    """Shared memory: the build run (n = 1) sees one conflicting word, s[1]; the filter
+    run (n = 64) conflicts on words whose mask bit the build run did not set, so it
+    counts them as unseen and the run is repeated unfiltered: the report is that of
+    a check without the prefilter."""
+    spec = {"grid": [2], "block": [64], "arg": [{"type": "int", "count": 128}, {"value": 64}]}
+    full = _check(LOCAL_SHIFT, cuda_launch_from_dict(spec, "l.toml"), "l.cu", False, monkeypatch)
+    runs = _runs(monkeypatch)
+    real = cuda_backend.launch_fn
+
+    def fewer_in_the_build_run(dev, ptx, path, kernel, params, args, *rest, **kw):
+        pre = kw.get("prefilter")
+        if pre is not None and pre.mode == SHADOW_BUILD:
+            args = {**args, 1: 1}
+        return real(dev, ptx, path, kernel, params, args, *rest, **kw)
+
+    monkeypatch.setattr(cuda_backend, "launch_fn", fewer_in_the_build_run)
+    report = _check(LOCAL_SHIFT, cuda_launch_from_dict(spec, "l.toml"), "l.cu", True, monkeypatch)
+    assert [(m, u > 0) for m, u, _ in runs] == [
+        (SHADOW_BUILD, False),
+        (SHADOW_FILTER, True),
+        (0, False),
+    ]
+    assert report.races == full.races and report.races
+    assert report.instances == full.instances
+
+
+def test_blocks_beyond_the_local_area_use_the_launch_wide_pairs(
+    fake_cupy,  # noqa: F811
+    pocl_analysis,  # noqa: F811
+    monkeypatch,
+):
+    """A shadow with room for one block's local area (of 2): the other block's shared
+    accesses go through the launch-wide pairs; the report is still exact."""
+    source, launch_path, path = _corpus("reduce_missing_sync")
+    full = _check(source, load_cuda_launch(launch_path), path, False, monkeypatch)
+    made = []
+    real = cuda_backend.prefilter
+    monkeypatch.setattr(cuda_backend, "local_groups", lambda *a: 1)
+    monkeypatch.setattr(cuda_backend, "prefilter", lambda *a: made.append(real(*a)) or made[-1])
+    report = _check(source, load_cuda_launch(launch_path), path, True, monkeypatch)
+    assert made[0].groups == 1 < report.scope.work_groups
+    assert report.races == full.races and report.races
+    assert report.instances == full.instances

@@ -32,18 +32,21 @@ def rec_function(nvars: int) -> str:
     event slots) and EVENT_SLOTS words per group. An access is kept if a 4-byte word it
     touches lies in [lo, hi); an event if its group does and no work-item of the group
     with a lower-or-equal `lid` claimed its slot with the same (ordinal, site) (the
-    OpenCL runtime's `_gr_ev_new`: the analysis needs only the lowest of each).
+    OpenCL runtime's `_gr_ev_new`: the analysis needs only the lowest of each). The
+    prefilter's shadow `_gr_shd` (its header's mode: 0 off, 1 build, 2 filter) decides
+    which accesses are logged: LOCAL_PTX for shared words of the block's local area
+    (`_gr_lw0`: the variable's first word there), else SHADOW_PTX.
     """
     bins = 4 * (7 + 2 * nvars)
     evg, evs = bins, bins + 4  # E and the first slot, after the `nbins` bins
     text = f"""\
 .func _gr_rec(.param .b64 _gr_log, .param .b64 _gr_ctl, .param .b64 _gr_shd, .param .b32 _gr_site,
   .param .b32 _gr_flags, .param .b32 _gr_off, .param .b32 _gr_lid, .param .b32 _gr_grp,
-  .param .b32 _gr_epoch, .param .b32 _gr_value, .param .b32 _gr_extra)
+  .param .b32 _gr_epoch, .param .b32 _gr_value, .param .b32 _gr_extra, .param .b32 _gr_lw0)
 {{
   .reg .pred %p<8>;
-  .reg .b32 %r<48>;
-  .reg .b64 %rd<10>;
+  .reg .b32 %r<64>;
+  .reg .b64 %rd<12>;
   ld.param.u64 %rd1, [_gr_log];
   ld.param.u64 %rd2, [_gr_ctl];
   ld.param.u64 %rd8, [_gr_shd];
@@ -55,6 +58,7 @@ def rec_function(nvars: int) -> str:
   ld.param.u32 %r6, [_gr_epoch];
   ld.param.u32 %r7, [_gr_value];
   ld.param.u32 %r8, [_gr_extra];
+  ld.param.u32 %r46, [_gr_lw0];
   ld.global.u32 %r9, [%rd2+8];
   ld.global.u32 %r10, [%rd2+12];
   mov.u32 %r12, %r5;
@@ -81,6 +85,7 @@ def rec_function(nvars: int) -> str:
   setp.eq.u32 %p3, %r32, 0;
   @%p3 bra $_gr_keep;
   setp.eq.u32 %p3, %r32, 1;
+{{LOCAL}}
   or.pred %p1, %p2, %p3;
   @!%p1 bra $_gr_keep;
 {{SHADOW}}
@@ -152,7 +157,7 @@ $_gr_done:
   ret;
 }}
 """
-    return text.replace("{SHADOW}", SHADOW_PTX)
+    return text.replace("{SHADOW}", SHADOW_PTX).replace("{LOCAL}", LOCAL_PTX)
 
 
 # The launch-wide shadow of backends/prefilter.py (docs/internals.md §7), for an
@@ -230,6 +235,126 @@ $_gr_sdone:
   setp.ne.and.u32 %p2, %r38, 0, !%p3;"""
 
 
+# The per-block local area of backends/prefilter.py (docs/internals.md §7), for a
+# shared access of a block < G whose words [lw0 + off / 4, lw0 + (off + size - 1) / 4]
+# of the block's local order lie below L: the OpenCL runtime's `_gr_local` in PTX. Each
+# word's state (actor, kinds, local epoch) is updated by compare-exchange in build
+# and filter runs; where it may conflict (or is at a later epoch: divergence), mask
+# bit `epoch % 32` is set; a filter run logs the access iff one of its words has its
+# bit set and counts in [3] the bits it sets that the build run did not. Other
+# accesses go on to the launch-wide pairs ($_gr_lskip).
+LOCAL_PTX = """\
+  and.b32 %r47, %r2, 4;
+  setp.eq.u32 %p5, %r47, 0;
+  @%p5 bra $_gr_lskip;
+  ld.global.u32 %r48, [%rd8+16];
+  ld.global.u32 %r49, [%rd8+20];
+  setp.eq.u32 %p5, %r48, 0;
+  setp.ge.or.u32 %p5, %r5, %r49, %p5;
+  @%p5 bra $_gr_lskip;
+  shr.u32 %r50, %r3, 2;
+  add.u32 %r50, %r50, %r46;
+  shr.u32 %r51, %r2, 8;
+  and.b32 %r51, %r51, 255;
+  add.u32 %r51, %r3, %r51;
+  add.u32 %r51, %r51, -1;
+  shr.u32 %r51, %r51, 2;
+  add.u32 %r51, %r51, %r46;
+  setp.ge.u32 %p5, %r51, %r48;
+  @%p5 bra $_gr_lskip;
+  ld.global.u32 %r52, [%rd8+24];
+  mad.lo.u32 %r53, %r5, %r48, %r52;
+  mul.wide.u32 %rd10, %r53, 4;
+  add.s64 %rd10, %rd8, %rd10;
+  mul.wide.u32 %rd11, %r49, %r48;
+  shl.b64 %rd11, %rd11, 2;
+  add.u32 %r54, %r4, 1;
+  min.u32 %r54, %r54, 8191;
+  mov.u32 %r45, 1;
+  and.b32 %r55, %r2, 3;
+  add.u32 %r55, %r55, 13;
+  shl.b32 %r55, %r45, %r55;
+  and.b32 %r56, %r6, 65535;
+  and.b32 %r57, %r6, 31;
+  shl.b32 %r57, %r45, %r57;
+  mov.u32 %r38, 0;
+  mov.u32 %r39, 0;
+  mov.u32 %r40, %r50;
+$_gr_lloop:
+  setp.gt.u32 %p5, %r40, %r51;
+  @%p5 bra $_gr_ldone;
+  mul.wide.u32 %rd9, %r40, 4;
+  add.s64 %rd9, %rd10, %rd9;
+  mov.u32 %r58, 0;
+  mov.u32 %r59, 0;
+  ld.volatile.global.u32 %r43, [%rd9];
+$_gr_lcas:
+  shr.u32 %r60, %r43, 16;
+  setp.eq.u32 %p5, %r43, 0;
+  sub.u32 %r61, %r56, %r60;
+  and.b32 %r61, %r61, 65535;
+  setp.ne.u32 %p6, %r60, %r56;
+  setp.lt.and.u32 %p6, %r61, 32768, %p6;
+  or.pred %p5, %p5, %p6;
+  @!%p5 bra $_gr_lsame;
+  shl.b32 %r59, %r56, 16;
+  or.b32 %r59, %r59, %r55;
+  or.b32 %r59, %r59, %r54;
+  bra $_gr_lput;
+$_gr_lsame:
+  setp.ne.u32 %p6, %r60, %r56;
+  @%p6 mov.u32 %r58, 1;
+  @%p6 bra $_gr_lmay;
+  or.b32 %r59, %r43, %r55;
+  and.b32 %r61, %r43, 8191;
+  setp.ne.u32 %p6, %r61, %r54;
+  @%p6 or.b32 %r59, %r59, 8191;
+$_gr_lput:
+  setp.eq.u32 %p6, %r59, %r43;
+  @%p6 bra $_gr_lmay;
+  atom.global.cas.b32 %r61, [%rd9], %r43, %r59;
+  setp.eq.u32 %p6, %r61, %r43;
+  mov.u32 %r43, %r61;
+  @!%p6 bra $_gr_lcas;
+$_gr_lmay:
+  shr.u32 %r61, %r59, 13;
+  and.b32 %r61, %r61, 7;
+  and.b32 %r62, %r59, 8191;
+  setp.eq.u32 %p6, %r62, 8191;
+  and.b32 %r62, %r61, 2;
+  setp.ne.u32 %p7, %r62, 0;
+  and.b32 %r62, %r61, 5;
+  setp.eq.or.u32 %p7, %r62, 5, %p7;
+  and.pred %p6, %p6, %p7;
+  setp.ne.or.u32 %p6, %r58, 0, %p6;
+  add.s64 %rd9, %rd9, %rd11;
+  ld.volatile.global.u32 %r62, [%rd9];
+  @!%p6 bra $_gr_lnot;
+  mov.u32 %r38, 1;
+  and.b32 %r63, %r62, %r57;
+  setp.ne.u32 %p7, %r63, 0;
+  @%p7 bra $_gr_lnext;
+  atom.global.or.b32 %r63, [%rd9], %r57;
+  and.b32 %r63, %r63, %r57;
+  setp.eq.and.u32 %p7, %r63, 0, !%p3;
+  @%p7 mov.u32 %r39, 1;
+  bra $_gr_lnext;
+$_gr_lnot:
+  and.b32 %r63, %r62, %r57;
+  setp.ne.and.u32 %p7, %r63, 0, !%p3;
+  @%p7 mov.u32 %r38, 1;
+$_gr_lnext:
+  add.u32 %r40, %r40, 1;
+  bra $_gr_lloop;
+$_gr_ldone:
+  setp.ne.u32 %p5, %r39, 0;
+  @%p5 red.global.add.u32 [%rd8+12], 1;
+  setp.ne.and.u32 %p5, %r38, 0, !%p3;
+  and.pred %p2, %p2, %p5;
+  bra $_gr_keep;
+$_gr_lskip:"""
+
+
 def srec_function() -> str:
     """``_gr_srec``: append one sync event (warp sync, fence, mbarrier, a named
     barrier over part of the block, ...) to the sync log; never analysed as a
@@ -264,8 +389,11 @@ $_gr_sdone:
 """
 
 
-def call_rec(site: int, flags: str, off: str, epoch: str, value: str, extra: int) -> str:
-    """A call of ``_gr_rec`` (operands: registers or immediates)."""
+def call_rec(
+    site: int, flags: str, off: str, epoch: str, value: str, extra: int, lw0: str = "0"
+) -> str:
+    """A call of ``_gr_rec`` (operands: registers or immediates); `lw0` is a shared
+    variable's first word in the block's local order (the prefilter's local area)."""
     args = [
         ("b64", "%_gr_log"),
         ("b64", "%_gr_ctl"),
@@ -278,6 +406,7 @@ def call_rec(site: int, flags: str, off: str, epoch: str, value: str, extra: int
         ("b32", epoch),
         ("b32", value),
         ("b32", str(extra)),
+        ("b32", lw0),
     ]
     return _call("_gr_rec", args)
 

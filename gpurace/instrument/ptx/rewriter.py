@@ -454,6 +454,9 @@ class _Entry:
         ]
         if vids:
             regs.append(".reg .b64 " + ", ".join(f"%_gr_b{v}, %_gr_e{v}" for v in vids) + ";")
+        lids = [v.id for v in self.vars if v.space == Space.LOCAL]
+        if lids:
+            regs.append(".reg .b32 " + ", ".join(f"%_gr_lw{v}" for v in lids) + ";")
         return "\n".join(regs)
 
     def _prologue(self) -> str:
@@ -497,6 +500,18 @@ class _Entry:
                 "cvt.u64.u32 %_gr_d0, %_gr_t0;",
                 f"add.s64 %_gr_e{v.id}, %_gr_b{v.id}, %_gr_d0;",
             ]
+        # each shared variable's first word in the block's local order (the prefilter's
+        # local area, internals §7): the words of the preceding ones, ceil(extent / 4)
+        code.append("mov.u32 %_gr_t1, 0;")
+        for v in self.vars:
+            if v.space == Space.LOCAL:
+                code += [
+                    f"mov.u32 %_gr_lw{v.id}, %_gr_t1;",
+                    f"ld.global.u32 %_gr_t0, [%_gr_ctl+{4 * (6 + nv + v.id)}];",
+                    "add.u32 %_gr_t0, %_gr_t0, 3;",
+                    "shr.u32 %_gr_t0, %_gr_t0, 2;",
+                    "add.u32 %_gr_t1, %_gr_t1, %_gr_t0;",
+                ]
         return "\n".join(code)
 
     # -- instructions --------------------------------------------------------
@@ -683,7 +698,7 @@ class _Entry:
         epoch = "%_gr_epl" if space == Space.LOCAL else "%_gr_epg"
         if not cands:
             return ["red.global.add.u32 [%_gr_unat], 1;"]
-        code = ["mov.u32 %_gr_t2, 255;"]
+        code = ["mov.u32 %_gr_t2, 255;", "mov.u32 %_gr_t22, 0;"]
         for v in reversed(cands):
             code += [
                 f"setp.ge.u64 %_gr_q0, %_gr_d0, %_gr_b{v.id};",
@@ -691,6 +706,8 @@ class _Entry:
                 f"@%_gr_q0 mov.u32 %_gr_t2, {v.id};",
                 f"@%_gr_q0 sub.s64 %_gr_d1, %_gr_d0, %_gr_b{v.id};",
             ]
+            if space == Space.LOCAL:
+                code.append(f"@%_gr_q0 mov.u32 %_gr_t22, %_gr_lw{v.id};")
         code += [
             "setp.eq.u32 %_gr_q0, %_gr_t2, 255;",
             "@%_gr_q0 red.global.add.u32 [%_gr_unat], 1;",
@@ -698,7 +715,7 @@ class _Entry:
             "cvt.u32.u64 %_gr_t3, %_gr_d1;",
             "shl.b32 %_gr_t4, %_gr_t2, 16;",
             f"or.b32 %_gr_t4, %_gr_t4, {flags};",
-            emit.call_rec(sid, "%_gr_t4", "%_gr_t3", epoch, value, extra),
+            emit.call_rec(sid, "%_gr_t4", "%_gr_t3", epoch, value, extra, "%_gr_t22"),
         ]
         return code
 
