@@ -28,13 +28,14 @@ from gpurace.backends.analysis_driver import (
     log_words,
 )
 from gpurace.backends.common import LaunchResult
-from gpurace.backends.opencl_backend import MAX_EVENT_SLOT_GROUPS
 from gpurace.backends.prefilter import (
+    MAX_EVENT_SLOT_GROUPS,
     SHADOW_FILTER,
     SHADOW_HEAD,
     SHADOW_OFF,
     Prefilter,
     local_groups,
+    local_order_words,
     shadow_words,
 )
 from gpurace.instrument.ptx.emit import EVENT_SLOTS, SYNC_HEAD
@@ -256,7 +257,7 @@ def prefilter(
     """A cleared shadow (backends/prefilter.py) for a launch whose linear address order
     ends at `address_end`, as large as the analysis limit allows (one per check), with
     a local area of `local_words` words (the kernel's shared variables,
-    `opencl_backend.local_order_words`) for as many of its `num_groups` blocks as fit.
+    `prefilter.local_order_words`) for as many of its `num_groups` blocks as fit.
     Its build run logs the launch's events, so that it may stand for the filter runs
     when nothing can conflict."""
     cp = _cupy()
@@ -562,8 +563,6 @@ def make_target(
 
     pre = None
     if use_prefilter:
-        from gpurace.backends.opencl_backend import local_order_words
-
         local_words = local_order_words(inst.variables, sizes)
         pre = prefilter(dev, total, prod(block), local_words, prod(grid))
     barriers = any(s.event == Event.BARRIER for s in inst.sites)

@@ -27,6 +27,7 @@ from gpurace.backends.analysis_driver import (
 )
 from gpurace.backends.common import LaunchResult
 from gpurace.backends.prefilter import (
+    MAX_EVENT_SLOT_GROUPS,
     SHADOW_BUILD,
     SHADOW_FILTER,
     SHADOW_OFF,
@@ -35,7 +36,7 @@ from gpurace.backends.prefilter import (
     shadow_words,
 )
 from gpurace.instrument.opencl.runtime import EVENT_SLOTS
-from gpurace.model import RECORD_WORDS, Binding, GpuraceError, Space
+from gpurace.model import RECORD_WORDS, Binding, GpuraceError
 
 
 @dataclass(frozen=True)
@@ -284,11 +285,6 @@ def launch(
     return result
 
 
-# at most this many work-groups get event slots (16 MiB of control words); events of
-# later groups are all logged
-MAX_EVENT_SLOT_GROUPS = 1 << 18
-
-
 def event_slot_groups(global_size: Sequence[int], local_size: Sequence[int] | None) -> int:
     """Work-groups whose barrier and exit events are deduplicated through slots in the
     control buffer (docs/internals.md §5): all of a launch with a known local size, up
@@ -311,7 +307,7 @@ def prefilter(
 ) -> Prefilter:
     """A cleared shadow for a launch whose linear address order ends at `address_end`
     (one per check, freed with it), with a local area of `local_words` words (the
-    kernel's __local variables and pointer parameters, `local_order_words`) for as
+    kernel's __local variables and pointer parameters, `prefilter.local_order_words`) for as
     many of its `num_groups` work-groups as the device's buffer limit allows. Its
     build run logs the launch's events (so it may stand for the filter runs)."""
     cl = _cl()
@@ -322,14 +318,6 @@ def prefilter(
     pre.buf = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, pre.nbytes)
     cl.enqueue_fill_buffer(queue, pre.buf, np.uint32(0), 0, pre.nbytes)
     return pre
-
-
-def local_order_words(variables, extents: Sequence[int]) -> int:
-    """Words of a group's local order (docs/internals.md §5): every tracked __local
-    variable and pointer parameter with a non-zero extent in this launch (the launched
-    kernel's), ceil(bytes / 4) each."""
-    pairs = zip(variables, extents, strict=True)
-    return sum(-(-e // 4) for v, e in pairs if v.space == Space.LOCAL)
 
 
 def _shadow_word(queue, pre: Prefilter, index: int) -> int:

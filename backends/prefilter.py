@@ -29,10 +29,11 @@ searched for a word that may conflict; the run logic is here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gpurace.backends.common import LaunchResult
+from gpurace.model import Space
 
 SHADOW_HEAD = 8  # the shadow's header (see above)
 SHADOW_OFF, SHADOW_BUILD, SHADOW_FILTER = 0, 1, 2
@@ -88,6 +89,19 @@ def local_groups(words: int, local_words: int, num_groups: int, limit_bytes: int
         return 0
     room = limit_bytes // 4 - SHADOW_HEAD - 2 * words
     return max(0, min(num_groups, room // (2 * local_words)))
+
+
+def local_order_words(variables: Sequence, extents: Sequence[int]) -> int:
+    """Words of a group's local order: every tracked local/shared variable with a
+    non-zero extent in this launch (the launched kernel's), ceil(bytes / 4) each
+    (OpenCL and CUDA; WGSL's variables have static sizes, see `wgsl.runtime.local_order`)."""
+    pairs = zip(variables, extents, strict=True)
+    return sum(-(-e // 4) for v, e in pairs if v.space == Space.LOCAL)
+
+
+# at most this many work-groups get event slots in the control buffer (16 MiB of
+# control words; OpenCL and CUDA): the events of later groups are all logged
+MAX_EVENT_SLOT_GROUPS = 1 << 18
 
 
 # launch(lo, hi, capacity, bins, width, prefilter=None) -> LaunchResult

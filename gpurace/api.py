@@ -444,6 +444,7 @@ def _opencl_target(
 ) -> Target:
     """An OpenCL C launch on pyopencl (PoCL on the CPU)."""
     from gpurace.backends import opencl_backend
+    from gpurace.backends.prefilter import local_order_words
 
     if launch.language != "opencl":
         raise GpuraceError(
@@ -464,7 +465,7 @@ def _opencl_target(
     bases, total = linear_layout(extents, prod(groups))
     pre = None
     if PREFILTER:
-        local_words = opencl_backend.local_order_words(inst.variables, extents)
+        local_words = local_order_words(inst.variables, extents)
         pre = opencl_backend.prefilter(queue, total, prod(local), local_words, prod(groups))
 
     def launch_cl(lo: int, hi: int, capacity: int, bins: int, width: int, prefilter=None):

@@ -9,7 +9,7 @@ import pytest
 
 from gpurace import api
 from gpurace.backends import opencl_backend
-from gpurace.backends.prefilter import SHADOW_BUILD, SHADOW_FILTER, SHADOW_HEAD
+from gpurace.backends.prefilter import SHADOW_BUILD, SHADOW_FILTER, SHADOW_HEAD, local_order_words
 from gpurace.instrument import opencl
 from gpurace.instrument.opencl.runtime import prelude
 from gpurace.launch import LaunchSpec
@@ -165,7 +165,7 @@ def test_reduce_logs_only_events_in_one_instrumented_launch(monkeypatch):
     inst = opencl.instrument(REDUCE, "reduce.cl")
     extents = api.opencl_extents(inst, "reduce", _spec())
     _, total = api.linear_layout(extents, GROUPS)
-    words = opencl_backend.local_order_words(inst.variables, extents)
+    words = local_order_words(inst.variables, extents)
     pre = opencl_backend.prefilter(queue, total, WG, words, GROUPS)
     assert (words, pre.groups) == (64, GROUPS)
     recs = _decoded(queue, inst, _launch(queue, inst, _spec(), pre))

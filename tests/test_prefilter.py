@@ -9,7 +9,7 @@ import pytest
 
 from gpurace import api
 from gpurace.backends import opencl_backend, wgpu_backend
-from gpurace.backends.prefilter import SHADOW_BUILD, SHADOW_FILTER
+from gpurace.backends.prefilter import SHADOW_BUILD, SHADOW_FILTER, local_order_words
 from gpurace.instrument import opencl
 from gpurace.instrument.wgsl import instrument
 from gpurace.launch import LaunchSpec
@@ -344,7 +344,7 @@ def test_opencl_filtered_log_is_the_unfiltered_log_on_words_that_may_conflict():
     extents = api.opencl_extents(inst, "shift", spec)
     bases, total = api.linear_layout(extents, 1)
     full = opencl_backend.read_log(queue, _cl_launch(queue, inst, spec))
-    local_words = opencl_backend.local_order_words(inst.variables, extents)
+    local_words = local_order_words(inst.variables, extents)
     assert local_words == 16  # tile
     pre = opencl_backend.prefilter(queue, total, 16, local_words, 1)
     assert (pre.groups, pre.build_logs_events) == (1, True)
