@@ -265,7 +265,6 @@ def prefilter(
     words = shadow_words(address_end, limit)
     groups = local_groups(words, local_words, num_groups, limit)
     pre = Prefilter(None, words, wgsize, local_words=local_words, groups=groups)
-    pre.build_logs_events = True
     with device:
         pre.buf = cp.zeros(pre.nbytes // 4, cp.uint32)
     return pre
@@ -364,6 +363,11 @@ def max_records_per_pass(device) -> int:
     with device:
         free, _ = cp.cuda.runtime.memGetInfo()
     return max(1 << 16, min(free // 4, (1 << 31) - 1) // (RECORD_WORDS * 4))
+
+
+def max_shadow_words(device) -> int:
+    """Words of the linear address order one pass's shadow covers (2 u32 each)."""
+    return analysis_limit(device) // 8
 
 
 def analysis_limit(device) -> int:
@@ -510,11 +514,10 @@ def make_target(
     from math import prod
 
     from gpurace import api
-    from gpurace.api import FULL_RANGE, Target, analyser, linear_layout
-    from gpurace.backends.prefilter import filtered_run
+    from gpurace.api import filtered_target, linear_layout
+    from gpurace.backends import cuda_backend  # this module, as filtered_target takes it
     from gpurace.instrument.ptx import instrument, resolve_kernel
     from gpurace.instrument.ptx.launch import validate_cuda
-    from gpurace.model import Event
 
     if use_prefilter is None:
         use_prefilter = api.PREFILTER
@@ -565,35 +568,14 @@ def make_target(
     if use_prefilter:
         local_words = local_order_words(inst.variables, sizes)
         pre = prefilter(dev, total, prod(block), local_words, prod(grid))
-    barriers = any(s.event == Event.BARRIER for s in inst.sites)
-    run = filtered_run(
-        launch_run,
-        pre,
-        barriers,
-        lambda p: shadow_may_conflict(dev, p),
-        FULL_RANGE,
-        events_end=prod(grid),
-    )
 
     def cuda_analysis(*args, **options):  # looked up per call: tests substitute it
         return cuda_races(analyse_on_device(*args, **options))
 
-    analyse = analyser(cuda_analysis, dev, bases, total, block, grid, uniform_writes_race)
-
-    return Target(
-        inst,
-        kernel,
-        dev_name,
-        tuple(block),
-        tuple(grid),
-        bases,
-        total,
-        max_records_per_pass(dev),
-        analysis_limit(dev) // 8,
-        run,
-        analyse,
-        pre.nbytes if pre else 0,
-    )
+    return filtered_target(
+        cuda_backend, dev, dev_name, inst, kernel, tuple(block), tuple(grid),
+        bases, total, pre, launch_run, uniform_writes_race, cuda_analysis,
+    )  # fmt: skip
 
 
 launch_fn = launch  # make_target's `run` calls this (a name tests may wrap)

@@ -314,7 +314,7 @@ def prefilter(
     limit = analysis_limit(queue)
     words = shadow_words(address_end, limit)
     groups = local_groups(words, local_words, num_groups, limit)
-    pre = Prefilter(None, words, wgsize, SHADOW_BUILD, local_words, groups, True)
+    pre = Prefilter(None, words, wgsize, SHADOW_BUILD, local_words, groups)
     pre.buf = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, pre.nbytes)
     cl.enqueue_fill_buffer(queue, pre.buf, np.uint32(0), 0, pre.nbytes)
     return pre

@@ -55,10 +55,6 @@ class Prefilter:
     mode: int = SHADOW_BUILD
     local_words: int = 0
     groups: int = 0
-    # a build run logs the launch's barrier and exit events (so that a launch whose
-    # shadows show no possible conflict needs no second run); False while a backend
-    # does not do it yet
-    build_logs_events: bool = False
 
     @property
     def local_offset(self) -> int:
@@ -120,7 +116,7 @@ def filtered_run(
     backend's `launch`.
 
     With `pre`, the first run builds the shadows (the whole address range; accesses
-    are not logged, events are when `pre.build_logs_events`), then every run filters
+    are not logged, barrier and exit events are), then every run filters
     with them; a run that touches memory in a way the build run did not see (`unseen`:
     a kernel whose accesses differ between runs) is repeated unfiltered, so the result
     stays exact. When the built shadows have no word that may conflict, a filter run
@@ -134,10 +130,9 @@ def filtered_run(
         if pre is None:
             return launch(lo, hi, capacity, bins, width)
         if pre.mode == SHADOW_BUILD:
-            events = pre.build_logs_events and has_barriers
-            built = launch(0, full_range, capacity if events else 0, 0, 0, pre)
+            built = launch(0, full_range, capacity if has_barriers else 0, 0, 0, pre)
             pre.mode = SHADOW_FILTER
-            stands = (events or not has_barriers) and built.requested <= built.capacity
+            stands = built.requested <= built.capacity  # its events all fit
             quiet.append(built if stands and not shadow_may_conflict(pre) else None)
         built = quiet[0]
         if built is not None and bins == 0:

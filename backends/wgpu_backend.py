@@ -224,7 +224,6 @@ def prefilter(
     groups = local_groups(words, local_words, num_groups, limit)
     pre = Prefilter(None, words, wgsize, local_words=local_words, groups=groups)
     pre.buf = _pool(device).shadow_buffer(pre.nbytes)
-    pre.build_logs_events = True
     enc = device.create_command_encoder()
     enc.clear_buffer(pre.buf, 0, pre.nbytes)
     device.queue.submit([enc.finish()])

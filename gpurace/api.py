@@ -337,13 +337,13 @@ def _wgsl_target(
             read_outputs=False,
         )
 
-    return _filtered_target(
+    return filtered_target(
         wgpu_backend, dev, dev_name, inst, name, entries[name], groups, bases, total, pre,
         launch, uniform_writes_race,
     )  # fmt: skip
 
 
-def _filtered_target(
+def filtered_target(
     backend: Any,
     device: object,
     dev_name: str,
@@ -356,10 +356,12 @@ def _filtered_target(
     pre: Any,
     launch: Callable[..., Any],
     uniform_writes_race: bool,
+    analyse_on_device: Callable[..., object] | None = None,
 ) -> Target:
-    """The Target of a backend with the shadow prefilter (wgpu_backend, opencl_backend:
-    both name their functions alike): runs go through `prefilter.filtered_run` on top of
-    the backend's `launch`, analyses through `analyser`."""
+    """The Target of a backend with the shadow prefilter (wgpu_backend, opencl_backend,
+    cuda_backend name their functions alike): runs go through `prefilter.filtered_run`
+    on top of the backend's `launch`, analyses through `analyser` (with the backend's
+    `analyse_on_device` unless one is given)."""
     from gpurace.backends.prefilter import filtered_run
 
     barriers = any(s.event == Event.BARRIER for s in inst.sites)
@@ -372,8 +374,8 @@ def _filtered_target(
         events_end=prod(groups),
     )
     analyse = analyser(
-        backend.analyse_on_device, device, bases, total, workgroup_size, groups,
-        uniform_writes_race,
+        analyse_on_device or backend.analyse_on_device, device, bases, total,
+        workgroup_size, groups, uniform_writes_race,
     )  # fmt: skip
     return Target(
         inst,
@@ -488,7 +490,7 @@ def _opencl_target(
             prefilter=prefilter,
         )
 
-    return _filtered_target(
+    return filtered_target(
         opencl_backend, queue, dev_name, inst, name, local, groups, bases, total, pre,
         launch_cl, uniform_writes_race,
     )  # fmt: skip
