@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from importlib import resources
@@ -117,7 +118,8 @@ def get_device(name: str | None = None) -> tuple[object, str]:
         "max-compute-invocations-per-workgroup": lim["max-compute-invocations-per-workgroup"],
         "max-bind-groups": min(lim["max-bind-groups"], 8),
     }
-    features = [f for f in ("shader-f16",) if f in adapter.adapter.features]
+    # optional types the module may use: f16, and naga's i64/u64 (shader-int64)
+    features = [f for f in ("shader-f16", "shader-int64") if f in adapter.adapter.features]
     device = adapter.adapter.request_device_sync(required_limits=wanted, required_features=features)
     return device, adapter.description
 
@@ -235,13 +237,66 @@ def compile_module(device, source: str, path: str):
     try:
         return device.create_shader_module(code=source)
     except Exception as exc:  # wgpu raises GPUValidationError with naga's text
-        raise GpuraceError(one_line(exc), path) from None
+        raise naga_error(exc, path) from None
+
+
+def validate_source(device, source: str, path: str) -> None:
+    """Validate the user's own module with naga before it is rewritten.
+
+    naga's reason then points at the user's file (line and column in characters, as
+    naga counts them); a module that fails only after rewriting is a gpurace bug,
+    reported as such by `compile_module`'s caller."""
+    compile_module(device, source, path)
+
+
+# naga's diagnostics: "Shader '' parsing error: REASON" or "Shader validation error:
+# REASON", then a codespan box whose first line is "┌─ wgsl:LINE:COL", then notes
+# ("= ...") and labels ("^^^ label").
+_NAGA_HEAD = re.compile(r"^Shader (?:'[^']*' )?(?:parsing|validation) error: (.*)$")
+_NAGA_AT = re.compile(r"┌─ [^:]*:(\d+):(\d+)")
+_NAGA_NOTE = re.compile(r"^= (.*)$")
+_NAGA_LABEL = re.compile(r"^\d*\s*│\s*\^+\s*(.*)$")
+
+
+# naga's words for a type the device does not offer -> what the user can do
+_MISSING_FEATURE = {
+    "SHADER_INT64_ATOMIC": "64-bit atomics (atomic<u64>, atomic<i64>) are not supported by "
+    "gpurace yet; use atomic<u32>",
+    "Capabilities::SHADER_INT64`": "this device does not offer 64-bit integers (feature "
+    "'shader-int64'); use u32 pairs, or pick a device that has it (gpurace devices)",
+    "`f16` extension is not supported": "this device does not offer f16 (feature "
+    "'shader-f16'); use f32, or pick a device that has it (gpurace devices)",
+}
+
+
+def naga_error(exc: Exception, path: str) -> GpuraceError:
+    """naga's multi-line message as one located GpuraceError: the reason, the label
+    under the position and the first note, at the position naga gives."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    reason, line, col, extra = "", 0, 0, []
+    for ln in lines:
+        head, at = _NAGA_HEAD.match(ln), _NAGA_AT.search(ln)
+        note, label = _NAGA_NOTE.match(ln), _NAGA_LABEL.match(ln)
+        if head and not reason:
+            reason = head.group(1).strip()
+        elif at and not line:
+            line, col = int(at.group(1)), int(at.group(2))
+        elif label and label.group(1) and len(extra) < 2:
+            extra.append(label.group(1).strip())
+        elif note and len(extra) < 2:
+            extra.append(note.group(1).strip())
+    for words, advice in _MISSING_FEATURE.items():
+        if any(words in ln for ln in lines):
+            return GpuraceError(advice, path, line, col)
+    if not reason:  # not a naga diagnostic: the first lines as they are
+        return GpuraceError(" ".join(lines[:3]) if lines else type(exc).__name__, path)
+    message = reason + "".join(f" ({e})" for e in dict.fromkeys(extra) if e != reason)
+    return GpuraceError(message, path, line, col)
 
 
 def one_line(exc: Exception) -> str:
     """naga's/wgpu's multi-line validation message as one line for the user."""
-    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-    return " ".join(lines[:3]) if lines else type(exc).__name__
+    return naga_error(exc, "").message
 
 
 def binding_type(b: Binding) -> str:
@@ -302,7 +357,14 @@ def _pipeline(
     ...). Compiled once: naga's validation and the driver's compile (LLVM on
     lavapipe) cost more than a small launch, and a check launches the same module
     once per address range."""
-    module = compile_module(device, source, path)
+    try:
+        module = device.create_shader_module(code=source)
+    except Exception as exc:  # the user's module validated (validate_source): our bug
+        raise GpuraceError(
+            "the instrumented module does not validate (a gpurace bug; please report it "
+            f"with the kernel): {naga_error(exc, path).message}",
+            path,
+        ) from None
     layouts = [
         device.create_bind_group_layout(
             entries=[

@@ -292,6 +292,7 @@ def _wgsl_target(
 ) -> Target:
     """A WGSL launch on wgpu."""
     from gpurace.backends import wgpu_backend
+    from gpurace.instrument.wgsl.overrides import set_overrides
     from gpurace.instrument.wgsl.runtime import local_order
 
     if launch.language != "wgsl":
@@ -300,11 +301,15 @@ def _wgsl_target(
             "and [[binding]] tables (docs/launch-files.md)",
             launch.path,
         )
+    dev, dev_name = wgpu_backend.get_device(device)
+    if launch.overrides:
+        line = launch.key_lines.get("overrides", 0)
+        source = set_overrides(source, launch.overrides, launch.path, line)
+    wgpu_backend.validate_source(dev, source, path)  # naga's reason, in the user's file
     inst = instrument(source, path)
     entries = inst.entry_points or {inst.entry: inst.workgroup_size}
     name = resolve_entry(launch, list(entries), entry)
     validate_against(launch, inst.bindings)
-    dev, dev_name = wgpu_backend.get_device(device)
     data = {(b.group, b.binding): b.data for b in launch.buffers}
     bases, total = address_layout(inst, launch)
     groups = tuple(launch.workgroups)

@@ -34,6 +34,8 @@ DTYPES: dict[str, np.dtype] = {
     "i32": np.dtype("<i4"),
     "u32": np.dtype("<u4"),
     "f16": np.dtype("<f2"),
+    "i64": np.dtype("<i8"),  # WGSL through naga's shader-int64 feature
+    "u64": np.dtype("<u8"),
 }
 
 #: OpenCL C scalar element types of a launch file (docs/launch-files.md, OpenCL), plus
@@ -57,7 +59,7 @@ CL_VECTOR_WIDTHS = (2, 3, 4, 8, 16)
 FILL_KINDS = ("zeros", "arange", "random")
 UNIFORM_WRITES = ("race", "tolerate")
 
-_TOP_KEYS = ("entry", "workgroups", "binding", "uniform_writes", "expect")
+_TOP_KEYS = ("entry", "workgroups", "binding", "overrides", "uniform_writes", "expect")
 _BINDING_KEYS = ("group", "binding", "type", "count", "fill", "seed")
 _EXAMPLE_TABLE = '[[binding]] with group = 0, binding = 0, type = "f32", count = 256'
 _CL_TOP_KEYS = ("kernel", "global_size", "local_size", "options", "arg", "uniform_writes", "expect")
@@ -147,6 +149,8 @@ class LaunchSpec:
     local_size: tuple[int, int, int] | None = None  # None: reqd_work_group_size decides
     options: list[str] = field(default_factory=list)
     args: list[ArgSpec] = field(default_factory=list)
+    # WGSL: values for `override` constants, by name or @id (docs/launch-files.md)
+    overrides: dict[str, float | bool] = field(default_factory=dict)
 
     def buffer(self, group: int, binding: int) -> BufferSpec | None:
         """The buffer bound at (group, binding), or None."""
@@ -244,6 +248,7 @@ class KeyLines:
         self.top: tuple[int, int] = (1, len(self.lines))
         self.bindings: list[tuple[int, int]] = []
         self.args: list[tuple[int, int]] = []  # the same for OpenCL [[arg]] tables
+        self.tables: dict[str, tuple[int, int]] = {}  # single [name] tables
         headers: list[tuple[int, str]] = []
         for no, line in enumerate(self.lines, 1):
             m = _HEADER.match(line)
@@ -258,6 +263,8 @@ class KeyLines:
                 self.bindings.append((no, end))
             elif name in ("[arg]", "arg"):
                 self.args.append((no, end))
+            elif not name.startswith("["):
+                self.tables.setdefault(name, (no, end))
 
     def _find(self, key: str, region: tuple[int, int]) -> int:
         pat = re.compile(rf"""^\s*(?:{re.escape(key)}|"{re.escape(key)}"|'{re.escape(key)}')\s*=""")
@@ -274,7 +281,16 @@ class KeyLines:
             return self.bindings[0][0]
         if key == "arg" and self.args:
             return self.args[0][0]
+        if key in self.tables:
+            return self.tables[key][0]
         return self._find(key, self.top)
+
+    def table_key(self, table: str, key: str) -> int:
+        """Line of ``key`` in the single table ``[table]``, else its header (0 if none)."""
+        region = self.tables.get(table)
+        if region is None:
+            return self.top_key(table)
+        return self._find(key, region) or region[0]
 
     def table(self, index: int) -> int:
         """Line of the ``[[binding]]`` header of table ``index`` (0 if not found)."""
@@ -354,6 +370,7 @@ def _build(data: Mapping[str, Any], path: str, base_dir: str | None, lines: KeyL
     assert workgroups is not None  # required: sizes raised otherwise
 
     uniform_writes, expect = labels(data, err, lines)
+    overrides = _overrides(data, err, lines)
 
     tables = table_list(
         data,
@@ -386,7 +403,26 @@ def _build(data: Mapping[str, Any], path: str, base_dir: str | None, lines: KeyL
         expect=expect,
         path=path,
         key_lines=lines.key_lines(data, _TOP_KEYS),
+        overrides=overrides,
     )
+
+
+def _overrides(data: Mapping[str, Any], err: Any, lines: KeyLines) -> dict[str, float | bool]:
+    """The ``[overrides]`` table: a value for each pipeline-overridable constant, by name
+    or by its ``@id`` number (written into the module before it is checked)."""
+    table = data.get("overrides", {})
+    if not isinstance(table, Mapping):
+        raise err(
+            "overrides must be a table of constants, e.g. [overrides] with n = 64",
+            lines.top_key("overrides"),
+        )
+    for key, value in table.items():
+        if not (_is_number(value) or isinstance(value, bool)):
+            raise err(
+                f"[overrides] {key} must be a number or true/false, not {value!r}",
+                lines.table_key("overrides", key),
+            )
+    return dict(table)
 
 
 # ---------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import pytest
 from gpurace import api
 from gpurace.analysis import analyse
 from gpurace.backends import wgpu_backend
+from gpurace.instrument.wgsl.overrides import set_overrides
 from tests.corpus import assert_matches_labels, cases, expected, reported
 
 CASES = cases("wgsl", ".wgsl")
@@ -24,6 +25,7 @@ def test_verdict_and_sites(case):
 
 def _run(case, instrumented: bool):
     source, spec = case.load()
+    source = set_overrides(source, spec.overrides, spec.path)
     inst = api.instrument(source, str(case.kernel))
     dev = wgpu_backend.get_device()[0]
     entries = inst.entry_points or {inst.entry: inst.workgroup_size}

@@ -340,7 +340,7 @@ def test_bad_command_lines_are_one_error_line() -> None:
 
 
 def test_override_constants_are_written_on_their_own_lines() -> None:
-    from gpurace.run.hooks_wgpu import with_constants
+    from gpurace.instrument.wgsl.overrides import with_constants
 
     src = "override a: u32 = 1u;\n@id(7) override b = 0.5;\noverride c: bool;\nfn f() {}\n"
     got = with_constants(src, {"a": 3, "7": 0.25, "c": 1})

@@ -32,13 +32,12 @@ checked (with that reason), never silently checked on the wrong contents.
 from __future__ import annotations
 
 import functools
-import math
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpurace.instrument.wgsl.overrides import with_constants
 from gpurace.run.session import Kernel, Session
 
 #: Encoder commands that may write buffers but are not replayed on the shadows.
@@ -92,59 +91,6 @@ class Dispatch:
     groups: dict[int, tuple[Any, tuple[int, ...]]]  # index -> (bind group, dynamic offsets)
     workgroups: tuple[int, int, int] | None
     indirect: tuple[Any, int] | None = None
-
-
-_OVERRIDE = re.compile(
-    r"(?P<attr>@id\(\s*(?P<id>\d+)\s*\)\s*)?override\s+(?P<name>\w+)\s*"
-    r"(?::\s*(?P<type>\w+)\s*)?(?:=\s*(?P<init>[^;]*))?;"
-)
-
-
-def _literal(value: Any, typ: str) -> str | None:
-    """A WGSL literal of ``typ`` for a pipeline constant's value (None: not expressible)."""
-    v = float(value)
-    if typ == "bool":
-        return "true" if v else "false"
-    if typ in ("u32", "i32"):
-        return f"{int(v)}{typ[0]}" if v.is_integer() else None
-    if typ in ("f32", "f16") and math.isfinite(v):
-        return f"{v!r}{'f' if typ == 'f32' else 'h'}"
-    return None
-
-
-def with_constants(source: str, constants: dict) -> str | None:
-    """``source`` with each overridden constant's default replaced by the pipeline's value.
-
-    gpurace's own launches create their pipelines without constants, so the values
-    go into the text instead (on the same lines: reported sites do not move).
-    None when a constant cannot be placed (not declared, or a type without literal).
-    """
-    wanted = {str(k): v for k, v in constants.items()}
-    done: set[str] = set()
-    failed = False
-
-    def replace(m: re.Match) -> str:
-        nonlocal failed
-        key = m["name"] if m["name"] in wanted else m["id"]
-        if key not in wanted:
-            return m[0]
-        init = (m["init"] or "").strip()
-        typ = m["type"] or (
-            "bool" if init in ("true", "false") else
-            "u32" if init.endswith("u") else
-            "f32" if init.endswith("f") or "." in init else
-            "f16" if init.endswith("h") else "i32"
-        )  # fmt: skip
-        lit = _literal(wanted[key], typ)
-        if lit is None:
-            failed = True
-            return m[0]
-        done.add(key)
-        text = f"{m['attr'] or ''}override {m['name']}: {typ} = {lit};"
-        return text + "\n" * m[0].count("\n")
-
-    out = _OVERRIDE.sub(replace, source)
-    return None if failed or done != set(wanted) else out
 
 
 def _usage_error(buf: Any, needed: int) -> str:

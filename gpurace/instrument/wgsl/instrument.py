@@ -216,8 +216,8 @@ class _Module:
                 v = int(v)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise self.error(
-                    "workgroup size must be a positive constant (an override needs a default "
-                    "or a value passed in overrides=)",
+                    "workgroup size must be a positive constant (an override without a "
+                    "default needs a value: the launch file's [overrides] table)",
                     e,
                 )
             dims.append(v)

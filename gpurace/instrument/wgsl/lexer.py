@@ -91,7 +91,8 @@ _FLOAT_RE = re.compile(
     r"|[0-9]+[eE][+-]?[0-9]+[fh]?"
     r"|(?:0|[1-9][0-9]*)[fh]"
 )
-_INT_RE = re.compile(r"0[xX][0-9a-fA-F]+[iu]?|(?:0|[1-9][0-9]*)[iu]?")
+# 'li'/'lu': naga's 64-bit literals (with the shader-int64 feature)
+_INT_RE = re.compile(r"0[xX][0-9a-fA-F]+(?:l?[iu])?|(?:0|[1-9][0-9]*)(?:l?[iu])?")
 _IDENT_RE = re.compile(r"[_\w][\w]*", re.UNICODE)
 _BLANK = " \t\n\r\v\f\u0085\u200e\u200f\u2028\u2029"
 

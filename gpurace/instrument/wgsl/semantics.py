@@ -21,8 +21,10 @@ from .types import (
     F16,
     F32,
     I32,
+    I64,
     SCALARS,
     U32,
+    U64,
     Array,
     Atomic,
     Matrix,
@@ -108,7 +110,9 @@ class ModuleScope:
             n = self.const_value(targs[1], lookup)
             if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
                 raise self.error(
-                    "array size must be a positive constant or override with a value", targs[1]
+                    "array size must be a positive constant (an override without a default "
+                    "needs a value: the launch file's [overrides] table)",
+                    targs[1],
                 )
             return Array(elem, n)
         if name == "ptr":
@@ -193,7 +197,7 @@ def literal_value(lit: A.Literal) -> object:
     if lit.kind == "bool":
         return text == "true"
     if lit.kind == "int":
-        body = text.rstrip("iu")
+        body = text.rstrip("iul")
         return int(body, 16) if body.lower().startswith("0x") else int(body)
     body = text.rstrip("fh")
     if body.lower().startswith("0x"):
@@ -208,6 +212,8 @@ def literal_type(lit: A.Literal) -> Scalar:
     if lit.kind == "bool":
         return BOOL
     if lit.kind == "int":
+        if t.endswith(("li", "lu")):
+            return I64 if t.endswith("li") else U64
         return U32 if t.endswith("u") else I32 if t.endswith("i") else AINT
     if (
         t.endswith("h")
@@ -263,7 +269,7 @@ def _eval(e: A.Expr, lookup, overrides: dict[str, float]) -> object:
         if any(a is None for a in args):
             return None
         n = e.callee.name
-        if n in ("u32", "i32") and len(args) == 1:
+        if n in ("u32", "i32", "u64", "i64") and len(args) == 1:
             return int(args[0])  # type: ignore[arg-type]
         if n in ("f32", "f16") and len(args) == 1:
             return float(args[0])  # type: ignore[arg-type]

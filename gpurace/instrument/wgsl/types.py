@@ -22,7 +22,7 @@ class Scalar:
 
     @property
     def is_int(self) -> bool:
-        return self.name in ("i32", "u32", ABSTRACT_INT)
+        return self.name in ("i32", "u32", "i64", "u64", ABSTRACT_INT)
 
     @property
     def is_float(self) -> bool:
@@ -104,9 +104,12 @@ I32 = Scalar("i32")
 U32 = Scalar("u32")
 F32 = Scalar("f32")
 F16 = Scalar("f16")
+I64 = Scalar("i64")  # naga, with the shader-int64 feature (not core WGSL)
+U64 = Scalar("u64")
 AINT = Scalar(ABSTRACT_INT)
 AFLOAT = Scalar(ABSTRACT_FLOAT)
-SCALARS = {s.name: s for s in (BOOL, I32, U32, F32, F16)}
+SCALARS = {s.name: s for s in (BOOL, I32, U32, F32, F16, I64, U64)}
+SCALAR_BYTES = {"f16": 2, "i64": 8, "u64": 8}  # the others: 4
 
 
 def round_up(k: int, n: int) -> int:
@@ -115,7 +118,7 @@ def round_up(k: int, n: int) -> int:
 
 def align_of(t: Type) -> int:
     if isinstance(t, Scalar):
-        return 2 if t.name == "f16" else 4
+        return SCALAR_BYTES.get(t.name, 4)
     if isinstance(t, Atomic):
         return 4
     if isinstance(t, Vector):
@@ -133,7 +136,7 @@ def align_of(t: Type) -> int:
 def size_of(t: Type) -> int:
     """Size in bytes; for a runtime-sized array, the size of one element's stride."""
     if isinstance(t, Scalar):
-        return 2 if t.name == "f16" else 4
+        return SCALAR_BYTES.get(t.name, 4)
     if isinstance(t, Atomic):
         return 4
     if isinstance(t, Vector):
