@@ -4,6 +4,8 @@ Oclgrind, and each rejected token one error at the .sim file's line:col."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -119,6 +121,22 @@ def test_build_options_from_the_command_line_and_the_environment(monkeypatch) ->
     monkeypatch.setenv("OCLGRIND_BUILD_OPTIONS", "-cl-std=CL2.0")
     assert load_sim(sim)[1].options == ["-cl-std=CL2.0"]
     assert reported(api.check_file(None, sim)) == race
+
+
+def test_cli_build_options_and_one_line_errors(tmp_path: Path) -> None:
+    def gpurace(*args: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "gpurace", "check", *args]
+        return subprocess.run(cmd, cwd=SIM, capture_output=True, text=True)
+
+    p = gpurace("--sim", "std.sim", "--build-options", "-cl-std=CL2.0")
+    assert p.returncode == 1, p.stderr
+    assert p.stdout.startswith("std.cl:4:5: error: write-write race on global memory 'out[0]'")
+    assert gpurace("--sim", "std.sim").returncode == 0
+    bad = tmp_path / "bad.sim"
+    bad.write_text((SIM / "std.sim").read_text().replace("fill=0", "fill=0 local"))
+    p = gpurace("std.cl", "--sim", str(bad))
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert p.stderr.startswith(f"{bad}:5:17: error: argument 0 'out': unrecognised header token")
 
 
 def test_non_uniform_work_groups() -> None:
