@@ -227,8 +227,8 @@ def bind_sim_args(launch: LaunchSpec, params: Sequence[Binding]) -> LaunchSpec:
     if any(g % n for g, n in zip(gsize, lsize, strict=True)):
         raise GpuraceError(
             f"non-uniform work-groups (NDRange {' '.join(map(str, gsize))}, work-group size "
-            f"{' '.join(map(str, lsize))}) cannot be checked: PoCL does not run them; round "
-            "the NDRange up to a multiple and bounds-check the kernel",
+            f"{' '.join(map(str, lsize))}) cannot be checked yet (PoCL does not run them); "
+            "round the NDRange up to a multiple and bounds-check the kernel",
             launch.path,
             launch.key_lines.get("local_size", 0),
         )
