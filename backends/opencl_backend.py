@@ -168,13 +168,13 @@ def build(queue, source: str, path: str, options: Sequence[str] = ()):
 def _scalar(b: Binding, value) -> np.ndarray:
     """A by-value kernel argument in the parameter's C type (vectors: N elements)."""
     m = re.match(r"^([a-z_]+?)(\d*)$", b.elem_type)
-    if m and m.group(1) in SCALAR_DTYPES:
+    if m and m.group(1) in SCALAR_DTYPES and not isinstance(value, bytes):
         arr = np.asarray(value, dtype=SCALAR_DTYPES[m.group(1)]).reshape(-1)
         n = int(m.group(2) or 1)
         if n == 3:  # a 3-vector argument occupies 4 elements
             arr = np.concatenate([arr, np.zeros(1, arr.dtype)])
         return arr if m.group(2) else arr[0]
-    return np.frombuffer(bytes(value), np.uint8)  # a struct: the caller's bytes
+    return np.frombuffer(bytes(value), np.uint8)  # a struct (or raw bytes): as given
 
 
 def launch(
@@ -213,7 +213,9 @@ def launch(
     kargs: list[object] = []
     for b in params:
         a = args[b.binding]
-        if b.kind in ("global", "constant"):
+        if b.kind in ("global", "constant") and a is None:
+            kargs.append(None)  # a NULL pointer
+        elif b.kind in ("global", "constant"):
             arr = np.ascontiguousarray(a)
             if arr.nbytes:
                 buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=arr)
@@ -265,7 +267,7 @@ def launch(
         raise GpuraceError(f"launch of '{kernel}' failed: {exc}", path) from None
     outputs = {}
     for b in params:
-        if b.kind == "global" and read_outputs:
+        if b.kind == "global" and read_outputs and b.binding in buffers:
             buf, arr = buffers[b.binding]
             out = np.empty_like(arr)
             if arr.nbytes:

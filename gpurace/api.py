@@ -7,6 +7,7 @@ analyse on the device, and describe the scope of what was checked.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import prod
@@ -101,13 +102,19 @@ def check_file(
     entry: str | None = None,
     progress: Progress | None = None,
     all_instances: bool = False,
+    build_options: str | None = None,
 ) -> Report:
     """Check the kernel file with the launch file (the `gpurace check` command).
 
     The launch file is a TOML file or Oclgrind's `.sim` format; a `.sim` file names
-    its kernel file, used when `kernel_path` is None.
+    its kernel file, used when `kernel_path` is None. `build_options` (a shell-quoted
+    string, as `oclgrind-kernel --build-options` takes) go after the launch's options.
     """
     kernel_path, spec = read_launch(launch_path, kernel_path)
+    if build_options:
+        if spec.language == "wgsl":
+            raise GpuraceError("--build-options are for OpenCL and CUDA kernels, not WGSL")
+        spec.options = [*spec.options, *shlex.split(build_options)]
     source = read_kernel(kernel_path)
     return check(
         source,
@@ -506,8 +513,8 @@ def opencl_args(launch: LaunchSpec, params: Sequence[Binding]) -> dict[int, obje
     scalar's value (checked to fit the parameter's C type), or the __local byte count."""
     args: dict[int, object] = {}
     for arg, param in zip(launch.args, params, strict=True):
-        if arg.kind == "buffer":
-            args[arg.index] = arg.buffer.data
+        if arg.kind == "buffer":  # no buffer: a NULL pointer (a .sim's `null`)
+            args[arg.index] = arg.buffer.data if arg.buffer is not None else None
         elif arg.kind == "scalar":
             scalar_bytes(arg, param, launch.path)  # one located error if it does not fit
             args[arg.index] = arg.value
@@ -529,7 +536,7 @@ def opencl_extents(inst: Instrumented, kernel: str, launch: LaunchSpec) -> list[
         elif arg is None:
             extents.append(v.size or 0)
         elif arg.kind == "buffer":
-            extents.append(arg.buffer.nbytes)
+            extents.append(arg.buffer.nbytes if arg.buffer is not None else 0)
         else:
             extents.append(arg.local_bytes or 0)
     return extents

@@ -196,6 +196,11 @@ def main() -> None:
 @click.option("--device", metavar="NAME", help="Device to run on (see `gpurace devices`).")
 @click.option("--entry", metavar="NAME", help="Entry point (overrides the launch file).")
 @click.option(
+    "--build-options",
+    metavar="OPTIONS",
+    help="More OpenCL/CUDA compiler options, after the launch file's (oclgrind-kernel's flag).",
+)
+@click.option(
     "--color/--no-color", default=None, help="Colour the report (default: only on a terminal)."
 )
 def check(
@@ -209,6 +214,7 @@ def check(
     all_instances: bool,
     device: str | None,
     entry: str | None,
+    build_options: str | None,
     color: bool | None,
 ) -> None:
     """Run KERNEL (.wgsl or OpenCL .cl) once as the launch file describes and report
@@ -240,6 +246,8 @@ def check(
             kwargs["uniform_writes"] = uniform_writes
         if all_instances:
             kwargs["all_instances"] = True
+        if build_options:
+            kwargs["build_options"] = build_options
         with _progress() as progress:
             report = _api().check_file(kernel, launch, progress=progress, **kwargs)
         notes: list[str] = []

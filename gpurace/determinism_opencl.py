@@ -112,7 +112,9 @@ class _ClReplayer:
         kargs: list[Any] = []
         for b in params:
             value = values[b.binding]
-            if b.kind in ("global", "constant"):
+            if b.kind in ("global", "constant") and value is None:
+                kargs.append(None)  # a NULL pointer (a .sim's `null`): nothing to compare
+            elif b.kind in ("global", "constant"):
                 arr = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
                 size = _padded(arr.size)
                 data = np.zeros(size, np.uint8)
@@ -228,7 +230,12 @@ def repeat_opencl(
     local = validate_opencl(launch, params, inst.entry_points[name])
     keep = {int(i) for i in keep_state}
     compare = [
-        b for b in params if b.kind == "global" and b.access != "read" and b.binding not in keep
+        b
+        for b in params
+        if b.kind == "global"
+        and b.access != "read"
+        and b.binding not in keep
+        and launch.args[b.binding].buffer is not None
     ]
     queue, dev_name = opencl_backend.get_queue(device)
     say = progress or (lambda _msg: None)

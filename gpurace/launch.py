@@ -125,7 +125,7 @@ class ArgSpec:
     name: str | None
     kind: str
     buffer: BufferSpec | None = None
-    value: int | float | list | None = None
+    value: int | float | list | bytes | None = None
     local_bytes: int | None = None
     line: int = 0
 
@@ -797,8 +797,11 @@ def cl_type_name(elem_type: str) -> str:
 def scalar_bytes(arg: ArgSpec, param: Binding, path: str = "") -> bytes:
     """The bytes a scalar argument passes for a parameter of C type ``param.elem_type``.
 
-    A single number is repeated into every component of a vector parameter.
+    A single number is repeated into every component of a vector parameter; bytes
+    (a .sim file's struct passed by value) are passed as they are.
     """
+    if isinstance(arg.value, bytes):
+        return arg.value
     typ = cl_type_name(param.elem_type)
     found = element_type(typ)
     where = f"argument {arg.index} '{param.name}'"

@@ -1,318 +1,469 @@
-"""Oclgrind's simulator files (``.sim``, as read by ``oclgrind-kernel``) as launches.
+"""Oclgrind's simulator files (``.sim``, as ``oclgrind-kernel`` 19.10 reads them).
 
-A ``.sim`` file names the kernel source, the kernel, the NDRange and one argument
-per parameter::
+A ``.sim`` file is a stream of whitespace-separated values; ``#`` starts a comment
+that runs to the end of its line::
 
-    # comments run from '#' to the end of the line
-    vecadd.cl               kernel source, relative to the .sim file
-    vecadd                  kernel name
-    256 1 1                 global size
-    64 1 1                  local size
-    <size=1024 float range=0:1:255>
-    <size=1024 float fill=0 dump>
-    <local size=256>        a __local allocation of 256 bytes
-    <int> 256               a scalar: typed values inline, after the header ...
-    <size=8 hex>            ... or on the following lines
-      ff 00 ff 00 ff 00 ff 00
+    vecadd.cl             # kernel source (relative to the .sim file, else the cwd)
+    vecadd                # kernel name
+    256 1 1               # NDRange: exactly three numbers
+    64 1 1                # work-group size: exactly three numbers
+    <size=1024 range=0:1:255>      # then one <...> header per kernel parameter
+    <size=1024 fill=0 dump>
+    <size=4096>                    # a __local parameter: its bytes
+    <size=4> 256                   # a scalar: values after the header (any lines)
 
-Header tokens: ``size=N`` (bytes), a type (``char uchar short ushort int uint long
-ulong float double``, also written ``type=T``; bytes when absent), ``fill=V``,
-``range=START:STEP:END`` (START, START+STEP, ... END), ``file=NAME`` (binary data,
-relative to the .sim), ``hex`` (inline values in hexadecimal), ``noinit`` (zeros
-here), ``dump`` (accepted, ignored: gpurace reports races, not memory), ``local``.
+The format is Oclgrind's (src/kernel/Simulation.cpp): a header runs from ``<`` to the
+last ``>`` on its line; its tokens are a type (``char uchar short ushort int uint
+long ulong float double``), ``size=N`` (bytes; required unless ``null``),
+``fill=V``, ``range=START:INC:END``, ``hex``, ``noinit``, ``null``, ``ro``, ``wo`` and
+``dump`` (any token starting with ``dump``). What an argument is comes from the
+kernel's parameter, not from the header: its address space (``__global`` and
+``__constant``: a buffer, ``__local``: ``size`` bytes of local memory, private: the
+value's bytes, a struct's too) and, when the header gives no type, its element type
+(by the prefix of the parameter's type name, ``void*`` as ``uchar``). So the
+arguments are read in ``bind_sim_args``, once the kernel's parameters are known; the
+values are parsed as C++ streams parse them (decimal, or hexadecimal after ``hex``;
+unsigned types wrap ``-1``; char types are read as ``int`` and range-checked).
 
-Whether an argument is a buffer or a scalar is decided by the kernel's parameter,
-which the .sim does not say: every data argument loads as a buffer and
-``bind_sim_args`` turns those that meet a scalar parameter into scalar values.
-Every problem is a GpuraceError naming the .sim file's line.
+Every problem is one GpuraceError at the ``.sim`` file's line:col saying what
+Oclgrind accepts there. See docs/compatibility.md for where gpurace differs.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from gpurace.launch import CL_SCALARS, ArgSpec, BufferSpec, LaunchSpec, cl_type_name, element_type
 from gpurace.model import Binding, GpuraceError
 
+# Oclgrind's header types, in the order it matches a parameter's type name by prefix
 SIM_TYPES = ("char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "float", "double")
-_FLAGS = ("hex", "noinit", "dump", "local")
-_KEYS = ("size", "type", "fill", "range", "file")
-_HEADER = re.compile(r"<([^<>]*)>")
+_WS = " \t\v\f\r"  # C++ isspace, less the newline that ends a line
+_WORD = re.compile(rf"[^{_WS}]+")
+_INT = {False: re.compile(r"[+-]?\d+"), True: re.compile(r"[+-]?(?:0[xX])?[0-9a-fA-F]+")}
+_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+BUILD_OPTIONS_ENV = "OCLGRIND_BUILD_OPTIONS"  # oclgrind-kernel --build-options sets it
 
 
 @dataclass
-class _Line:
-    no: int
-    text: str
+class SimLaunch(LaunchSpec):
+    """A ``.sim`` launch before its arguments are read (``bind_sim_args`` reads them).
+
+    ``sim_lines`` are the file's lines without comments and ``sim_at`` the (line
+    index, column) where the first argument header starts to be looked for.
+    """
+
+    sim_lines: list[str] = field(default_factory=list, repr=False)
+    sim_at: tuple[int, int] = (0, 0)
 
 
-def load_sim(path: str | os.PathLike[str]) -> tuple[str, LaunchSpec]:
-    """Read an Oclgrind ``.sim`` file: (kernel source path, the launch it describes)."""
+class _Cursor:
+    """A read position in the comment-stripped lines, moving as Oclgrind's stream does."""
+
+    def __init__(self, path: str, lines: list[str], at: tuple[int, int] = (0, 0)):
+        self.path = path
+        self.lines = lines
+        self.row, self.col = at
+
+    def err(self, msg: str, row: int | None = None, col: int | None = None) -> GpuraceError:
+        row = self.row if row is None else row
+        col = self.col if col is None else col
+        if row >= len(self.lines):  # at the end: point just after the last value
+            filled = [i for i, line in enumerate(self.lines) if line.strip(_WS)]
+            row = filled[-1] if filled else 0
+            col = len(self.lines[row].rstrip(_WS)) if filled else 0
+        return GpuraceError(msg, self.path, row + 1, col + 1)
+
+    def skip(self) -> bool:
+        """Skip whitespace and line ends; False at the end of the file."""
+        while self.row < len(self.lines):
+            line = self.lines[self.row]
+            while self.col < len(line) and line[self.col] in _WS:
+                self.col += 1
+            if self.col < len(line):
+                return True
+            self.row, self.col = self.row + 1, 0
+        return False
+
+    def word(self, what: str) -> tuple[str, int, int]:
+        """The next whitespace-separated word and its (row, col)."""
+        if not self.skip():
+            raise self.err(f"the file ends before {what}")
+        m = _WORD.match(self.lines[self.row], self.col)
+        assert m is not None
+        row, col = self.row, self.col
+        self.col = m.end()
+        return m.group(), row, col
+
+    def match(self, pattern: re.Pattern[str], what: str) -> tuple[str, int, int]:
+        """The longest prefix of the next word that `pattern` matches (as ``>>`` reads)."""
+        if not self.skip():
+            raise self.err(f"the file ends before {what}")
+        row, col = self.row, self.col
+        m = pattern.match(self.lines[row], col)
+        if m is None or not m.group():
+            bad = _WORD.match(self.lines[row], col)
+            raise self.err(f"'{bad.group() if bad else ''}' is not {what}")
+        self.col = m.end()
+        return m.group(), row, col
+
+
+def load_sim(path: str | os.PathLike[str]) -> tuple[str, SimLaunch]:
+    """Read an Oclgrind ``.sim`` file's kernel, NDRange and work-group size.
+
+    Returns the kernel source's path and the launch; its arguments are read against
+    the kernel's parameters by ``bind_sim_args``. Build options come from the
+    ``OCLGRIND_BUILD_OPTIONS`` environment variable, as for ``oclgrind-kernel``.
+    """
     path = os.fspath(path)
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8", newline="") as f:
             raw = f.read()
     except FileNotFoundError:
         raise GpuraceError("simulator file not found", file=path) from None
     except (OSError, UnicodeDecodeError) as err:
         raise GpuraceError(f"cannot read the simulator file: {err}", file=path) from None
-    base = os.path.dirname(os.path.abspath(path))
-    lines = [
-        _Line(no, text.split("#", 1)[0].strip())
-        for no, text in enumerate(raw.splitlines(), 1)
-        if text.split("#", 1)[0].strip()
-    ]
-    what = ("the kernel source file", "the kernel name", "the global size", "the local size")
-    if len(lines) < 4:
-        raise GpuraceError(
-            f"the simulator file ends before {what[len(lines)]}; it starts with four lines: "
-            "kernel file, kernel name, global size (X Y Z), local size (X Y Z)",
-            path,
-            lines[-1].no if lines else 0,
+    lines = [line.split("#", 1)[0] for line in raw.split("\n")]
+    cur = _Cursor(path, lines)
+    kfile, krow, kcol = cur.word("the kernel source file (the first value)")
+    kernel_path = _kernel_path(path, kfile)
+    if kernel_path is None:
+        raise cur.err(
+            f"kernel file '{kfile}' not found (looked next to the simulator file and in "
+            "the current directory)",
+            krow,
+            kcol,
         )
-    kfile, kname, gline, lline = lines[:4]
-    kernel_path = os.path.join(base, kfile.text)
-    if kfile.text.endswith(".bc"):
-        raise GpuraceError("SPIR (.bc) kernels are not supported; give the .cl source", path, 1)
-    if not os.path.exists(kernel_path):
-        raise GpuraceError(
-            f"kernel file '{kfile.text}' not found (looked for {kernel_path}; the path is "
-            "relative to the simulator file)",
-            path,
-            kfile.no,
-        )
-    if not re.fullmatch(r"[A-Za-z_]\w*", kname.text):
-        raise GpuraceError(f"'{kname.text}' is not a kernel name", path, kname.no)
-    gsize = _size3(gline, "global size", path)
-    lsize = _size3(lline, "local size", path)
-    for d in range(3):
-        if gsize[d] % lsize[d]:
-            raise GpuraceError(
-                f"global size {list(gsize)} is not a multiple of local size {list(lsize)} "
-                f"in dimension {'xyz'[d]}",
-                path,
-                lline.no,
-            )
-
-    args = [
-        _arg(i, header, data, path, base)
-        for i, (header, data) in enumerate(_split(lines[4:], path))
-    ]
-    key_lines = {"entry": kname.no, "kernel": kname.no, "global_size": gline.no}
-    key_lines["local_size"] = lline.no
-    if args:
-        key_lines["arg"] = args[0].line
-    spec = LaunchSpec(
-        entry=kname.text,
-        workgroups=(gsize[0] // lsize[0], gsize[1] // lsize[1], gsize[2] // lsize[2]),
-        buffers=[a.buffer for a in args if a.buffer is not None],
+    with open(kernel_path, "rb") as f:
+        if f.read(2) == b"BC":
+            raise cur.err("SPIR/LLVM bitcode kernels are not supported; give the .cl source")
+    kname, nrow, ncol = cur.word("the kernel name")
+    if not re.fullmatch(r"[A-Za-z_]\w*", kname):
+        raise cur.err(f"'{kname}' is not a kernel name", nrow, ncol)
+    gsize, grow = _size3(cur, "NDRange (global size)")
+    lsize, lrow = _size3(cur, "work-group size")
+    options = shlex.split(os.environ.get(BUILD_OPTIONS_ENV, ""))
+    groups = tuple(-(-g // n) for g, n in zip(gsize, lsize, strict=True))
+    spec = SimLaunch(
+        entry=kname,
+        workgroups=(groups[0], groups[1], groups[2]),
+        buffers=[],
         path=path,
-        key_lines=key_lines,
+        key_lines={"entry": nrow + 1, "kernel": nrow + 1, "global_size": grow + 1},
         language="opencl",
         global_size=gsize,
         local_size=lsize,
-        args=args,
+        options=options,
+        sim_lines=lines,
+        sim_at=(cur.row, cur.col),
     )
+    spec.key_lines["local_size"] = lrow + 1
+    spec.key_lines["arg"] = lrow + 1
     return kernel_path, spec
 
 
-def bind_sim_args(launch: LaunchSpec, params: Sequence[Binding]) -> LaunchSpec:
-    """The launch with each data argument that meets a scalar parameter made a scalar.
+def _kernel_path(sim: str, name: str) -> str | None:
+    """The kernel file: next to the .sim, else (as oclgrind-kernel) in the cwd."""
+    for base in (os.path.dirname(os.path.abspath(sim)), os.getcwd()):
+        candidate = os.path.join(base, name)
+        if os.path.isfile(candidate):
+            return candidate
+    return None
 
-    The argument's bytes become the parameter's value (so ``<size=4 fill=0>`` and
-    ``<int> 5`` both work); a byte count that does not match the parameter's type is an
-    error at the argument's line. Pass the result to ``validate_opencl``.
+
+def uniform_work_groups(options: Sequence[str]) -> bool:
+    """Whether a program built with `options` needs uniform work-groups: OpenCL C
+    before 2.0 does, and 2.0 or later with -cl-uniform-work-group-size (clang's
+    "uniform-work-group-size" attribute, which Oclgrind reads)."""
+    std = [o.split("=", 1)[1] for o in options if o.startswith("-cl-std=")]
+    version = std[-1].upper().removeprefix("CL") if std else "1.2"
+    try:
+        major = float(version)
+    except ValueError:
+        return True
+    return major < 2.0 or "-cl-uniform-work-group-size" in options
+
+
+def _size3(cur: _Cursor, what: str) -> tuple[tuple[int, int, int], int]:
+    """Three positive sizes (the NDRange or the work-group size) and their first row."""
+    sizes = []
+    row = 0
+    for i in range(3):
+        text, r, c = cur.match(_INT[False], f"a number of the {what} (three numbers, e.g. 64 1 1)")
+        row = r if i == 0 else row
+        if text.startswith(("+", "-")) or int(text) < 1:
+            raise cur.err(f"the {what} must be three positive integers, e.g. 64 1 1", r, c)
+        sizes.append(int(text))
+    return (sizes[0], sizes[1], sizes[2]), row
+
+
+def bind_sim_args(launch: LaunchSpec, params: Sequence[Binding]) -> LaunchSpec:
+    """The launch with one argument per kernel parameter, read from the ``.sim`` file.
+
+    Each argument's header and values are read as Oclgrind reads them for that
+    parameter (its address space and type name); a file with fewer or more
+    arguments than the kernel has parameters is an error. Pass the result to
+    ``validate_opencl``.
     """
-    args = []
-    for arg in launch.args:
-        p = params[arg.index] if arg.index < len(params) else None
-        if p is None or p.kind != "scalar" or arg.buffer is None:
-            args.append(arg)
-            continue
-        found = element_type(cl_type_name(p.elem_type))
-        if found is None:
-            raise GpuraceError(
-                f"argument {arg.index} '{p.name}' is a {p.elem_type}, which a simulator file "
-                "cannot give (scalars and vectors of the OpenCL C number types only)",
-                launch.path,
-                arg.line,
-            )
-        dtype, lanes = found
-        raw = arg.buffer.data.tobytes()
-        if len(raw) != dtype.itemsize * lanes:
-            raise GpuraceError(
-                f"argument {arg.index} '{p.name}' is a {cl_type_name(p.elem_type)} "
-                f"({dtype.itemsize * lanes} bytes) but this argument has {len(raw)} bytes",
-                launch.path,
-                arg.line,
-            )
-        vals = np.frombuffer(raw, dtype).tolist()
-        args.append(replace(arg, kind="scalar", buffer=None, value=vals if lanes > 1 else vals[0]))
+    if not isinstance(launch, SimLaunch):
+        return launch
+    gsize, lsize = launch.global_size or (1, 1, 1), launch.local_size or (1, 1, 1)
+    if any(g % n for g, n in zip(gsize, lsize, strict=True)) and uniform_work_groups(
+        launch.options
+    ):
+        raise GpuraceError(
+            f"the work-group size {' '.join(map(str, lsize))} must divide the NDRange "
+            f"{' '.join(map(str, gsize))} exactly (OpenCL 1.x); non-uniform work-groups "
+            "need OpenCL 2.0: --build-options -cl-std=CL2.0",
+            launch.path,
+            launch.key_lines.get("local_size", 0),
+        )
+    if any(g % n for g, n in zip(gsize, lsize, strict=True)):
+        raise GpuraceError(
+            f"non-uniform work-groups (NDRange {' '.join(map(str, gsize))}, work-group size "
+            f"{' '.join(map(str, lsize))}) cannot be checked yet (PoCL does not run them); "
+            "round the NDRange up to a multiple and bounds-check the kernel",
+            launch.path,
+            launch.key_lines.get("local_size", 0),
+        )
+    cur = _Cursor(launch.path, launch.sim_lines, launch.sim_at)
+    args = [_argument(cur, p) for p in params]
+    if cur.row < len(cur.lines) and cur.lines[cur.row][cur.col :].strip(_WS):
+        cur.row, cur.col = cur.row + 1, 0  # Oclgrind ignores the rest of the last line
+    if cur.skip():
+        word, row, col = cur.word("")
+        raise cur.err(
+            f"unexpected '{word}' after the kernel's {len(params)} argument"
+            f"{'s' if len(params) != 1 else ''} (the kernel has {len(params)} parameter"
+            f"{'s' if len(params) != 1 else ''}; give one <...> header per parameter)",
+            row,
+            col,
+        )
     buffers = [a.buffer for a in args if a.buffer is not None]
+    if args:
+        launch.key_lines["arg"] = args[0].line
     return replace(launch, args=args, buffers=buffers)
 
 
-def _size3(line: _Line, what: str, path: str) -> tuple[int, int, int]:
-    words = line.text.split()
-    if not 1 <= len(words) <= 3 or not all(w.isdigit() and int(w) > 0 for w in words):
-        raise GpuraceError(
-            f"the {what} must be 1 to 3 positive integers, e.g. '64 1 1', not '{line.text}'",
-            path,
-            line.no,
+@dataclass
+class _Header:
+    """The tokens of one ``<...>`` header, as Oclgrind's parseArgument collects them."""
+
+    row: int
+    col: int
+    size: int | None = None
+    type: str | None = None
+    fill: str | None = None
+    range: str | None = None
+    hex: bool = False
+    noinit: bool = False
+    null: bool = False
+    dump: bool = False
+    access: str = ""  # "ro", "wo" or ""
+
+
+def _argument(cur: _Cursor, p: Binding) -> ArgSpec:
+    """One argument for parameter `p`: its header, then its values."""
+    what = f"argument {p.binding} '{p.name}'"
+    memory = p.kind in ("global", "constant")
+    if not cur.skip():
+        raise cur.err(
+            f"the file ends before {what}; the kernel has a parameter '{p.name}' here, "
+            "so give it a <...> header"
         )
-    full = [int(w) for w in words] + [1] * (3 - len(words))
-    return (full[0], full[1], full[2])
-
-
-def _split(lines: list[_Line], path: str) -> list[tuple[_Line, list[str]]]:
-    """Group the argument lines: each header with the data words that follow it."""
-    out: list[tuple[_Line, list[str]]] = []
-    for line in lines:
-        text = line.text
-        while text:
-            m = _HEADER.match(text)
-            if m:
-                out.append((_Line(line.no, m.group(1)), []))
-                text = text[m.end() :].strip()
-                continue
-            if text.startswith("<") or ">" in text.split("<", 1)[0]:
-                raise GpuraceError(
-                    "an argument header is enclosed in <...> on one line, e.g. <size=64 float>",
-                    path,
-                    line.no,
-                )
-            if not out:
-                raise GpuraceError(
-                    f"'{text}' is not an argument header; arguments start with <...>",
-                    path,
-                    line.no,
-                )
-            data, bracket, rest = text.partition("<")
-            out[-1][1].extend(data.split())
-            text = bracket + rest
-    return out
-
-
-def _arg(index: int, header: _Line, data: list[str], path: str, base: str) -> ArgSpec:
-    """One argument from its header tokens and inline data words."""
+    row, col = cur.row, cur.col
+    line = cur.lines[row]
+    if line[col] != "<":
+        word = _WORD.match(line, col)
+        raise cur.err(f"expected the header <...> of {what}, not '{word.group() if word else ''}'")
+    end = line.rfind(">")
+    if end < col:
+        raise cur.err(f"{what}: missing '>' at the end of the header (it is one line)")
+    h = _Header(row, col)
+    for m in _WORD.finditer(line[:end], col + 1):
+        _token(h, m.group(), p, memory, _at(cur, what, row, m.start()))
+    cur.col = end + 1
 
     def err(msg: str) -> GpuraceError:
-        return GpuraceError(f"argument {index}: {msg}", path, header.no)
+        return cur.err(f"{what}: {msg}", row, col)
 
-    opts: dict[str, str] = {}
-    flags: set[str] = set()
-    typ = ""
-    for token in header.text.split():
-        key, eq, value = token.partition("=")
-        if not eq and token in SIM_TYPES:
-            key, value = "type", token
-        elif not eq and token in _FLAGS:
-            flags.add(token)
-            continue
-        elif not eq or key not in _KEYS:
-            known = ", ".join([*(f"{k}=" for k in _KEYS), *_FLAGS, *SIM_TYPES])
-            raise err(f"unknown header token '{token}' (known: {known})")
-        if key in opts:
-            raise err(f"'{key}' is given twice")
-        opts[key] = value
-    if "type" in opts:
-        typ = opts["type"]
-        if typ not in SIM_TYPES:
-            raise err(f"unknown type '{typ}' (types: {', '.join(SIM_TYPES)})")
-    size = None
-    if "size" in opts:
-        if not opts["size"].isdigit() or int(opts["size"]) < 1:
-            raise err(f"size must be a positive number of bytes, not '{opts['size']}'")
-        size = int(opts["size"])
-
-    if "local" in flags:
-        extra = sorted((set(opts) - {"size", "type"}) | (flags - {"local", "dump"}))
-        if extra or data:
-            raise err("a <local size=N> argument takes no data and no other tokens")
-        if size is None:
-            raise err("a __local argument needs size=N (bytes)")
-        return ArgSpec(index, None, "local", local_bytes=size, line=header.no)
-
-    name = typ or "uchar"
-    dtype = CL_SCALARS[name]
-    sources = [k for k in ("fill", "range", "file") if k in opts] + (
-        ["noinit"] if "noinit" in flags else []
-    )
-    if data:
-        sources.append("inline data")
-    if len(sources) > 1:
-        raise err(f"give one source of data, not {' and '.join(sources)}")
-    source = sources[0] if sources else "inline data"
-
-    def count_for(what: str) -> int:
-        if size is None:
-            raise err(f"{what} needs size=N (bytes)")
-        if size % dtype.itemsize:
-            raise err(f"size={size} is not a whole number of {name} ({dtype.itemsize} bytes)")
-        return size // dtype.itemsize
-
-    if source == "file":
-        fpath = os.path.join(base, opts["file"])
-        try:
-            with open(fpath, "rb") as f:
-                raw = f.read()
-        except OSError as e:
-            raise err(
-                f"cannot read '{opts['file']}' ({e.strerror or e}; relative to the .sim)"
-            ) from None
-        if size is not None and len(raw) != size:
-            raise err(f"'{opts['file']}' has {len(raw)} bytes but size={size}")
-        if not raw or len(raw) % dtype.itemsize:
-            raise err(f"'{opts['file']}' ({len(raw)} bytes) is not a whole number of {name}")
-        arr = np.frombuffer(raw, dtype).copy()
-    elif source == "fill":
-        arr = np.full(count_for("fill"), _number(opts["fill"], dtype, "hex" in flags, err), dtype)
-    elif source == "range":
-        parts = opts["range"].split(":")
-        if len(parts) != 3:
-            raise err(f"range is START:STEP:END, not '{opts['range']}'")
-        start, step, end = (_number(p, dtype, "hex" in flags, err) for p in parts)
-        if step == 0 or (end - start) / step < 0:
-            raise err(f"range {opts['range']} never reaches its end")
-        n = int(round((end - start) / step)) + 1
-        if size is not None and n != count_for("range"):
-            raise err(
-                f"range {opts['range']} gives {n} values but size={size} holds "
-                f"{size // dtype.itemsize} {name}"
-            )
-        arr = (start + step * np.arange(n)).astype(dtype)
-    elif source == "noinit":
-        arr = np.zeros(count_for("noinit"), dtype)
+    if h.null:
+        if h.size is not None or h.fill is not None or h.range is not None or h.noinit or h.dump:
+            raise err("'null' takes no size=, fill=, range=, noinit or dump")
+        h.size = 0
+    elif h.size is None:
+        raise err("size=N (bytes) is required")
+    typ = h.type or _default_type(p)
+    if typ is None:
+        raise err(
+            f"the parameter's type '{_type_name(p)}' gives no element type; name one in the "
+            f"header ({' '.join(SIM_TYPES)}): its values are read as that type"
+        )
+    dtype = CL_SCALARS[typ]
+    if h.size % dtype.itemsize:
+        raise err(f"size={h.size} is not a whole number of {typ} ({dtype.itemsize} bytes)")
+    if h.dump and not memory:
+        raise err("'dump' is only for __global and __constant buffers")
+    if sum((h.noinit, h.fill is not None, h.range is not None)) > 1:
+        raise err("give one initializer: fill=, range= or noinit")
+    if p.kind == "local":
+        return ArgSpec(p.binding, None, "local", local_bytes=h.size, line=row + 1)
+    if h.null:
+        return ArgSpec(p.binding, None, "buffer", buffer=None, line=row + 1)  # NULL
+    count = h.size // dtype.itemsize
+    if h.noinit:
+        data = np.zeros(count, dtype)  # Oclgrind zeroes new buffers
+    elif h.fill is not None:
+        data = np.full(count, _whole(h.fill, dtype, h.hex, err, "fill value"), dtype)
+    elif h.range is not None:
+        data = _range(h.range, dtype, h.hex, count, err)
     else:
-        if not data:
-            raise err(
-                "no data: give fill=V, range=A:S:B, file=NAME, noinit or values after the header"
-            )
-        arr = np.array([_number(w, dtype, "hex" in flags, err) for w in data], dtype)
-        if size is not None and arr.nbytes != size:
-            raise err(f"{arr.size} {name} values are {arr.nbytes} bytes but size={size}")
-    buf = BufferSpec(0, index, name, int(arr.size), arr, line=header.no)
-    return ArgSpec(index, None, "buffer", buffer=buf, line=header.no)
+        pattern = _FLOAT if dtype.kind == "f" else _INT[h.hex]
+        vals = []
+        for i in range(count):
+            text, r, c = cur.match(pattern, f"a {typ} value ({what} has {count}, value {i + 1})")
+            vals.append(_value(text, dtype, h.hex, lambda msg, r=r, c=c: cur.err(msg, r, c)))
+        data = np.array(vals, dtype)
+    if memory:
+        buf = BufferSpec(0, p.binding, typ, count, data, line=row + 1)
+        return ArgSpec(p.binding, None, "buffer", buffer=buf, line=row + 1)
+    if p.size is not None and h.size != p.size:
+        raise err(
+            f"the parameter is a {_type_name(p)} of {p.size} bytes, but size={h.size}; "
+            "a value passed by value gives exactly its bytes"
+        )
+    return ArgSpec(p.binding, None, "scalar", value=_scalar_value(data, p), line=row + 1)
 
 
-def _number(word: str, dtype: np.dtype, hexadecimal: bool, err) -> int | float:
-    """One value of the argument's type, checked to fit."""
-    try:
-        if dtype.kind == "f" and hexadecimal:  # the bits of the value
-            bits = np.array(int(word, 16), f"<u{dtype.itemsize}")
-            return float(bits.view(dtype))
-        if dtype.kind == "f":
-            return float(word)
-        value = int(word, 16) if hexadecimal else int(word, 0)
-    except ValueError:
-        kind = "hexadecimal " if hexadecimal else ""
-        raise err(f"'{word}' is not a {kind}{dtype.name} value") from None
+def _scalar_value(data: np.ndarray, p: Binding) -> int | float | list | bytes:
+    """A by-value argument's bytes as the parameter's number (or vector); the bytes
+    themselves for a struct or another type a launch file cannot spell."""
+    found = element_type(cl_type_name(p.elem_type))
+    raw = data.tobytes()
+    if found is None or len(raw) != found[0].itemsize * found[1]:
+        return raw
+    vals = np.frombuffer(raw, found[0]).tolist()
+    return vals if found[1] > 1 else vals[0]
+
+
+def _at(cur: _Cursor, what: str, row: int, col: int):
+    """An error maker for the argument `what` at (row, col)."""
+    return lambda msg: cur.err(f"{what}: {msg}", row, col)
+
+
+def _token(h: _Header, token: str, p: Binding, memory: bool, err) -> None:
+    """Apply one header token, accepting exactly what Oclgrind's parseArgument does."""
+    if token in SIM_TYPES:
+        if h.type is not None:
+            raise err(f"the type is given twice ('{h.type}' and '{token}')")
+        h.type = token
+    elif token.startswith("dump"):
+        h.dump = True
+    elif token.startswith("fill"):
+        if len(token) < 6 or token[4] != "=":
+            raise err(f"'{token}': expected fill=VALUE")
+        h.fill = token[5:]
+    elif token == "hex":
+        h.hex = True
+    elif token in ("noinit", "null"):
+        if not memory:
+            raise err(f"'{token}' is only for __global and __constant buffers")
+        setattr(h, token, True)
+    elif token.startswith("range"):
+        if len(token) < 7 or token[5] != "=":
+            raise err(f"'{token}': expected range=START:INC:END")
+        h.range = token[6:]
+    elif token in ("ro", "wo"):
+        if h.access and h.access != token:
+            raise err("'ro' and 'wo' are mutually exclusive")
+        if p.kind != "global":
+            raise err(f"'{token}' is only for __global buffers")
+        h.access = token
+    elif token.startswith("size"):
+        if token[4:5] != "=":
+            raise err(f"'{token}': expected size=N (bytes)")
+        if not re.fullmatch(r"\+?\d+", token[5:]):
+            raise err(f"'{token}': the size is a number of bytes, e.g. size=1024")
+        h.size = int(token[5:])
+    else:
+        hint = "; one header per line" if "<" in token or ">" in token else ""
+        raise err(
+            f"unrecognised header token '{token}' (Oclgrind accepts a type, size=N, fill=V, "
+            f"range=START:INC:END, hex, noinit, null, ro, wo, dump{hint})"
+        )
+
+
+def _type_name(p: Binding) -> str:
+    """The parameter's type as Oclgrind's kernel_arg_type spells it (``float*``)."""
+    return p.elem_type + ("*" if p.kind in ("global", "constant", "local") else "")
+
+
+def _default_type(p: Binding) -> str | None:
+    """Oclgrind's element type for a header without one: the parameter type's prefix."""
+    name = _type_name(p)
+    for t in SIM_TYPES:
+        if name.startswith(t):
+            return t
+    return "uchar" if name.startswith("void*") else None
+
+
+def _value(text: str, dtype: np.dtype, hexadecimal: bool, err) -> int | float:
+    """One value as C++ ``>>`` reads it for the type (chars through ``int``)."""
+    if dtype.kind == "f":
+        value = float(text)
+        if abs(value) > float(np.finfo(dtype).max):
+            raise err(f"{text} does not fit in {dtype.name}")
+        return value
+    value = int(text, 16 if hexadecimal else 10)
     info = np.iinfo(dtype)
-    if not info.min <= value <= info.max:
-        raise err(f"{word} does not fit in {dtype.name} ({info.min} to {info.max})")
+    if dtype.kind == "u" and dtype.itemsize > 1:  # as strtoul: a minus sign wraps
+        if abs(value) > info.max:
+            raise err(f"{text} does not fit in {_cl(dtype)} (0 to {info.max})")
+        return value % (info.max + 1)
+    if not info.min <= value <= info.max:  # signed types, and chars read as int
+        raise err(f"{text} does not fit in {_cl(dtype)} ({info.min} to {info.max})")
     return value
+
+
+def _cl(dtype: np.dtype) -> str:
+    return next(t for t in SIM_TYPES if CL_SCALARS[t] == dtype)
+
+
+def _whole(text: str, dtype: np.dtype, hexadecimal: bool, err, what: str) -> int | float:
+    """A fill value: the whole token must be one value of the type."""
+    pattern = _FLOAT if dtype.kind == "f" else _INT[hexadecimal]
+    if not pattern.fullmatch(text):
+        kind = "hexadecimal " if hexadecimal and dtype.kind != "f" else ""
+        raise err(f"'{text}' is not a {kind}{_cl(dtype)} {what}")
+    return _value(text, dtype, hexadecimal, err)
+
+
+def _range(text: str, dtype: np.dtype, hexadecimal: bool, count: int, err) -> np.ndarray:
+    """``range=START:INC:END``: START, START+INC, ... END; exactly ``count`` values."""
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise err(f"range={text}: expected range=START:INC:END")
+    start, inc, end = (_whole(x, dtype, hexadecimal, err, "range value") for x in parts)
+    if inc == 0:
+        raise err(f"range={text}: the increment is 0")
+    span = end - start + inc  # in C's arithmetic: unsigned int and ulong wrap
+    if dtype.kind == "u" and dtype.itemsize >= 4:
+        span %= 1 << (8 * dtype.itemsize)
+    elif dtype.kind == "f":
+        span = float(np.array(end, dtype) - np.array(start, dtype) + np.array(inc, dtype))
+    num = span / inc
+    if num != int(num) or num != count:
+        raise err(
+            f"range={text} gives {num:g} values but the size holds {count} {_cl(dtype)}; "
+            "END must be START + INC * (count - 1)"
+        )
+    steps = np.full(count, inc, dtype)
+    steps[0] = start
+    with np.errstate(over="ignore"):  # Oclgrind adds INC in the type, wrapping as C does
+        return np.add.accumulate(steps, dtype=dtype)

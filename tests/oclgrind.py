@@ -188,23 +188,30 @@ def _params(cl, kernel) -> list:
 
 def run_launch(cl, ctx, queue, kernel_path: str, launch_path: str) -> None:
     from gpurace.launch import load_launch, scalar_bytes, validate_opencl
+    from gpurace.launch_sim import bind_sim_args, load_sim
 
-    spec = load_launch(launch_path)
+    sim = launch_path.lower().endswith(".sim")  # an Oclgrind simulator file
+    spec = load_sim(launch_path)[1] if sim else load_launch(launch_path)
     source = Path(kernel_path).read_text()
     program = cl.Program(ctx, source).build(options=[*spec.options, "-cl-kernel-arg-info"])
     kernels = {k.function_name: k for k in program.all_kernels()}
     kernel = kernels[spec.entry] if spec.entry else next(iter(kernels.values()))
     params = _params(cl, kernel)
+    if sim:  # read against the parameters as the compiler gives them, as Oclgrind does
+        spec = bind_sim_args(spec, params)
     reqd = kernel.get_work_group_info(
         cl.kernel_work_group_info.COMPILE_WORK_GROUP_SIZE, ctx.devices[0]
     )
     local = validate_opencl(spec, params, tuple(reqd))
     buffers = []
     for arg in spec.args:
-        if arg.kind == "buffer":
-            assert arg.buffer is not None
+        if arg.kind == "buffer" and arg.buffer is None:  # a .sim's null
+            kernel.set_arg(arg.index, None)
+        elif arg.kind == "buffer":
             flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
-            buf = cl.Buffer(ctx, flags, hostbuf=arg.buffer.data)
+            data = arg.buffer.data
+            # a .sim's size=0 buffer: OpenCL has no empty buffers (oclgrind-kernel does)
+            buf = cl.Buffer(ctx, flags, hostbuf=data) if data.nbytes else cl.Buffer(ctx, 1, 1)
             buffers.append(buf)
             kernel.set_arg(arg.index, buf)
         elif arg.kind == "local":

@@ -1,189 +1,247 @@
-"""Oclgrind .sim files load as OpenCL launches; every error names the .sim line."""
+"""Oclgrind .sim files read as oclgrind-kernel reads them: types and address spaces
+from the kernel's parameters, every header token, exact races on PoCL agreeing with
+Oclgrind, and each rejected token one error at the .sim file's line:col."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from gpurace.launch import load_launch, validate_opencl
+from gpurace import api
+from gpurace.launch import validate_opencl
 from gpurace.launch_sim import bind_sim_args, load_sim
-from gpurace.model import Binding, GpuraceError
+from gpurace.model import GpuraceError
+from tests.corpus import Case, reported
+from tests.oclgrind import run_cases
 
-CORPUS = Path(__file__).parent / "corpus" / "opencl"
-
-
-def write(tmp_path: Path, text: str, name: str = "k.sim") -> Path:
-    (tmp_path / "k.cl").write_text("__kernel void k(__global float *a) {}\n")
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(text).lstrip("\n"))
-    return path
+SIM = Path(__file__).parent / "sim"
 
 
-def param(index: int, name: str, kind: str, elem: str, stride: int) -> Binding:
-    return Binding(0, index, name, kind, "read_write", None, stride, elem, None)
-
-
-FULL = """
-# a full simulator file
-k.cl            # the kernel source
-k
-128 2 1
-64 1
-<size=16 float range=0:0.5:1.5>
-<size=8 int fill=-3 dump>
-<local size=256>
-<int> 42
-<type=uint size=8 hex>
-  ff 10
-<size=4 noinit>
-<short> 1 -2 3   # inline values
-<file=data.bin ushort>
-<uchar size=2> 7 8 <int> 9
-"""
-
-
-def test_full_sim_file(tmp_path: Path) -> None:
-    (tmp_path / "data.bin").write_bytes(np.array([5, 6], np.uint16).tobytes())
-    path = write(tmp_path, FULL)
-    kernel, spec = load_sim(path)
-    assert kernel == str(tmp_path / "k.cl")
-    assert spec.language == "opencl" and spec.entry == "k" and spec.path == str(path)
-    assert spec.global_size == (128, 2, 1) and spec.local_size == (64, 1, 1)
-    assert spec.workgroups == (2, 2, 1) and spec.options == []
-    assert [(a.index, a.kind, a.line) for a in spec.args] == [
-        (0, "buffer", 6),
-        (1, "buffer", 7),
-        (2, "local", 8),
-        (3, "buffer", 9),
-        (4, "buffer", 10),
-        (5, "buffer", 12),
-        (6, "buffer", 13),
-        (7, "buffer", 14),
-        (8, "buffer", 15),
-        (9, "buffer", 15),
-    ]
-    data = [a.buffer.data if a.buffer is not None else None for a in spec.args]
-    assert data[0].dtype == np.float32 and data[0].tolist() == [0, 0.5, 1, 1.5]
-    assert data[1].dtype == np.int32 and data[1].tolist() == [-3, -3]
-    assert spec.args[2].local_bytes == 256
-    assert data[3].dtype == np.int32 and data[3].tolist() == [42]
-    assert data[4].dtype == np.uint32 and data[4].tolist() == [255, 16]
-    assert data[5].dtype == np.uint8 and data[5].tolist() == [0, 0, 0, 0]
-    assert data[6].dtype == np.int16 and data[6].tolist() == [1, -2, 3]
-    assert data[7].dtype == np.uint16 and data[7].tolist() == [5, 6]
-    assert data[8].tolist() == [7, 8] and data[9].tolist() == [9]
-    assert spec.buffers[0] is spec.args[0].buffer and spec.buffers[0].binding == 0
-    assert spec.key_lines["global_size"] == 4 and spec.key_lines["arg"] == 6
-
-
-def test_inline_values_across_headers(tmp_path: Path) -> None:
-    _, spec = load_sim(write(tmp_path, "k.cl\nk\n4\n4\n<uchar size=2> 7 8 <int> 9\n"))
-    assert [a.buffer.data.tolist() for a in spec.args] == [[7, 8], [9]]
-    assert [a.buffer.type for a in spec.args] == ["uchar", "int"]
-
-
-def test_bind_scalars_and_validate(tmp_path: Path) -> None:
-    text = "k.cl\nk\n128\n64\n<size=512 float fill=1>\n<int> 7\n<size=4 fill=0>\n<local size=64>\n"
-    _, spec = load_sim(write(tmp_path, text))
-    params = [
-        param(0, "a", "global", "float", 4),
-        param(1, "n", "scalar", "int", 4),
-        param(2, "x", "scalar", "float", 4),
-        param(3, "t", "local", "float", 4),
-    ]
-    bound = bind_sim_args(spec, params)
-    assert [a.kind for a in bound.args] == ["buffer", "scalar", "scalar", "local"]
-    assert bound.args[1].value == 7 and bound.args[2].value == 0.0
-    assert bound.buffers == [spec.args[0].buffer]
-    assert validate_opencl(bound, params) == (64, 1, 1)
-    with pytest.raises(GpuraceError) as info:  # one argument short
-        validate_opencl(bound, params + [param(4, "m", "scalar", "int", 4)])
-    assert info.value.file == spec.path and "has 5 parameters" in info.value.message
-    with pytest.raises(GpuraceError) as info:  # 4 bytes for an 8-byte parameter
-        bind_sim_args(spec, [params[0], param(1, "n", "scalar", "long", 8)])
-    assert (info.value.line, info.value.file) == (6, spec.path)
-    assert "8 bytes" in info.value.message
-
-
-def test_same_launch_as_the_corpus_toml(tmp_path: Path) -> None:
-    """A .sim for a corpus kernel gives the same launch as its TOML launch file."""
-    (tmp_path / "k.cl").write_text((CORPUS / "transpose_2d_clean.cl").read_text())
-    sim = write(
-        tmp_path,
-        """
-        k.cl
-        transpose
-        16 16 1
-        8 8 1
-        <size=1024 float range=0:1:255>
-        <size=1024 float fill=0 dump>
-        <int> 16
-        """,
-    )
-    _, spec = load_sim(sim)
-    toml = load_launch(CORPUS / "transpose_2d_clean.toml")
-    params = [
-        param(0, "in", "global", "float", 4),
-        param(1, "out", "global", "float", 4),
-        param(2, "width", "scalar", "int", 4),
-    ]
+def bound(name: str):
+    """The .sim launch read against its kernel's parameters (from the rewriter)."""
+    kernel, spec = load_sim(SIM / name)
+    inst = api.instrument(Path(kernel).read_text(), kernel, "opencl", spec.options)
+    params = inst.params[spec.entry]
     spec = bind_sim_args(spec, params)
-    assert (spec.entry, spec.global_size, spec.local_size, spec.workgroups) == (
-        toml.entry,
-        toml.global_size,
-        toml.local_size,
-        toml.workgroups,
-    )
-    for a, b in zip(spec.args, toml.args, strict=True):
-        assert a.kind == b.kind and a.value == b.value
-        if a.buffer is not None:
-            assert a.buffer.data.tobytes() == b.buffer.data.tobytes()
-    assert validate_opencl(spec, params) == validate_opencl(toml, params)
+    validate_opencl(spec, params, inst.entry_points[spec.entry])
+    return spec
 
 
+def data(spec, i: int) -> np.ndarray:
+    return spec.args[i].buffer.data
+
+
+def test_every_token_with_crlf_and_values_across_lines() -> None:
+    spec = bound("mixsum.sim")
+    assert (spec.entry, spec.global_size, spec.local_size) == ("mixsum", (4, 1, 1), (4, 1, 1))
+    assert data(spec, 0).dtype == np.int16 and data(spec, 0).tolist() == [-1, 127, 16, 32]
+    assert data(spec, 1).dtype == np.uint8 and data(spec, 1).tolist() == [255] * 4
+    assert data(spec, 2).dtype == np.uint64  # -1 wraps, as C++ streams read unsigned
+    assert data(spec, 2).tolist() == [2**64 - 1, 0, 1, 2]
+    assert data(spec, 3).tolist() == [1.5, -2.0, 0.25, 10.0]
+    assert data(spec, 4).dtype == np.float64 and data(spec, 4).tolist() == [0.5] * 4
+    assert data(spec, 5).nbytes == 0 and data(spec, 6).tolist() == [0, 0, 0, 0]
+    assert spec.args[7].kind == "scalar" and spec.args[7].value == 255  # <size=4 hex> ff
+    assert spec.key_lines["arg"] == 6 and spec.options == []
+
+
+def test_types_come_from_the_parameters() -> None:
+    spec = bound("scale.sim")
+    assert data(spec, 0).dtype == np.float32 and data(spec, 0).tolist() == [
+        x / 2 for x in range(64)
+    ]
+    assert data(spec, 1).dtype == np.float32 and not data(spec, 1).any()
+    assert [(a.kind, a.value) for a in spec.args[2:]] == [("scalar", 2.5), ("scalar", 64)]
+    find = bound("find.sim")  # fill=42 on an int*: the int 42, not bytes 0x2a
+    assert data(find, 0).dtype == np.int32 and data(find, 0).tolist() == [42] * 64
+    assert data(find, 1).tolist() == [-1]
+
+
+def test_local_struct_and_null_arguments() -> None:
+    tile = bound("shift_tile.sim")
+    assert tile.args[1].kind == "local" and tile.args[1].local_bytes == 256
+    place = bound("place_race.sim")
+    assert place.args[1].value == np.array([0, 3], np.int32).tobytes()
+    assert bound("place_clean.sim").args[1].value == np.array([1, 0], np.int32).tobytes()
+    null = bound("maybe_log_null.sim")
+    assert null.args[1].kind == "buffer" and null.args[1].buffer is None
+    assert [b.binding for b in null.buffers] == [0]
+
+
+#: each .sim of tests/sim: the races gpurace reports on PoCL, exactly
+RACES = {
+    "scale.sim": [],
+    "shift_tile.sim": [("local", ("4:5", "store"), ("5:30", "load"))],
+    "place_race.sim": [("global-intra", ("5:5", "store"), ("5:5", "store"))],
+    "place_clean.sim": [],
+    "maybe_log_null.sim": [],
+    "maybe_log_buffer.sim": [("global-intra", ("6:9", "store"), ("6:9", "store"))],
+    "find.sim": [
+        ("global-inter", ("5:9", "store"), ("5:9", "store")),
+        ("global-intra", ("5:9", "store"), ("5:9", "store")),
+    ],
+    "mixsum.sim": [],
+    "std.sim": [],
+}
+
+
+@pytest.mark.parametrize("name", sorted(RACES))
+def test_exact_races_on_pocl(name: str) -> None:
+    report = api.check_file(None, str(SIM / name))
+    assert reported(report) == RACES[name]
+    assert report.scope.complete and report.exit_code == (1 if RACES[name] else 0)
+
+
+def test_every_sim_file_is_listed() -> None:
+    assert sorted(p.name for p in SIM.glob("*.sim")) == sorted([*RACES, "uneven.sim"])
+
+
+def test_oclgrind_accepts_them_and_agrees() -> None:
+    """Oclgrind runs each .sim launch (read by gpurace against the parameters the
+    compiler reports) and finds the same races, line for line."""
+    cases = [Case(Path(load_sim(SIM / n)[0]), SIM / n) for n in sorted(RACES)]
+    got = run_cases(cases)
+    for case in cases:
+        want = {
+            (r[0], *sorted(int(s[0].split(":")[0]) for s in r[1:])) for r in RACES[case.id + ".sim"]
+        }
+        assert got[case.id].error is None, (case.id, got[case.id].error)
+        assert got[case.id].races == want, case.id
+
+
+def test_build_options_from_the_command_line_and_the_environment(monkeypatch) -> None:
+    race = [("global-intra", ("4:5", "store"), ("4:5", "store"))]
+    sim = str(SIM / "std.sim")
+    assert reported(api.check_file(None, sim, build_options="-cl-std=CL2.0")) == race
+    monkeypatch.setenv("OCLGRIND_BUILD_OPTIONS", "-cl-std=CL2.0")
+    assert load_sim(sim)[1].options == ["-cl-std=CL2.0"]
+    assert reported(api.check_file(None, sim)) == race
+
+
+def test_cli_build_options_and_one_line_errors(tmp_path: Path) -> None:
+    def gpurace(*args: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "gpurace", "check", *args]
+        return subprocess.run(cmd, cwd=SIM, capture_output=True, text=True)
+
+    p = gpurace("--sim", "std.sim", "--build-options", "-cl-std=CL2.0")
+    assert p.returncode == 1, p.stderr
+    assert p.stdout.startswith("std.cl:4:5: error: write-write race on global memory 'out[0]'")
+    assert gpurace("--sim", "std.sim").returncode == 0
+    bad = tmp_path / "bad.sim"
+    bad.write_text((SIM / "std.sim").read_text().replace("fill=0", "fill=0 local"))
+    p = gpurace("std.cl", "--sim", str(bad))
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert p.stderr.startswith(f"{bad}:5:17: error: argument 0 'out': unrecognised header token")
+
+
+def test_non_uniform_work_groups() -> None:
+    """Oclgrind runs them for OpenCL 2.0 programs only; PoCL does not run them at all."""
+    sim = str(SIM / "uneven.sim")
+    with pytest.raises(GpuraceError, match="must divide the NDRange 12 1 1 exactly") as info:
+        api.check_file(None, sim)
+    assert (info.value.file, info.value.line) == (sim, 4)
+    with pytest.raises(GpuraceError, match="non-uniform work-groups .* cannot be checked"):
+        api.check_file(None, sim, build_options="-cl-std=CL2.0")
+
+
+KERNEL = """typedef struct { int a; int b; } pair_t;
+__kernel void k(__global float *g, __local int *l, int n, pair_t p, __constant int *c)
+{ g[0] = l[0] + n + p.a + c[0]; }
+"""
+HEAD = "k.cl\nk\n4 1 1\n4 1 1\n"
+OK = ["<size=4 fill=0>", "<size=4>", "<size=4> 1", "<size=8 int> 1 2", "<size=4 fill=0>"]
+
+
+def sim_with(tmp_path: Path, args: list[str], head: str = HEAD) -> str:
+    (tmp_path / "k.cl").write_text(KERNEL)
+    path = tmp_path / "k.sim"
+    path.write_text(head + "\n".join(args) + "\n")
+    return str(path)
+
+
+def test_good_arguments_bind(tmp_path: Path) -> None:
+    spec = bound_tmp(sim_with(tmp_path, OK))
+    assert [a.kind for a in spec.args] == ["buffer", "local", "scalar", "scalar", "buffer"]
+
+
+def bound_tmp(path: str):
+    kernel, spec = load_sim(path)
+    inst = api.instrument(Path(kernel).read_text(), kernel, "opencl", [])
+    return bind_sim_args(spec, inst.params["k"])
+
+
+def swap(i: int, text: str) -> list[str]:
+    return [text if j == i else a for j, a in enumerate(OK)]
+
+
+#: (the arguments, line, col, words of the message)
 ERRORS = [
-    ("k.cl\nk\n", 2, ["ends before the global size"]),
-    ("", 0, ["ends before the kernel source file"]),
-    ("nope.cl\nk\n4\n4\n", 1, ["kernel file 'nope.cl' not found"]),
-    ("k.bc\nk\n4\n4\n", 1, ["SPIR"]),
-    ("k.cl\n1k\n4\n4\n", 2, ["not a kernel name"]),
-    ("k.cl\nk\n4 4 4 4\n4\n", 3, ["global size must be 1 to 3"]),
-    ("k.cl\nk\n# c\n100\n64\n", 5, ["not a multiple"]),
-    ("k.cl\nk\n4\n4\n7\n", 5, ["'7' is not an argument header"]),
-    ("k.cl\nk\n4\n4\n<size=4\n", 5, ["enclosed in <...> on one line"]),
-    ("k.cl\nk\n4\n4\n<int>\n<sise=4>\n", 5, ["argument 0: no data"]),
-    ("k.cl\nk\n4\n4\n<int> 1\n<sise=4>\n", 6, ["unknown header token 'sise=4'"]),
-    ("k.cl\nk\n4\n4\n<type=float4 size=16 fill=0>\n", 5, ["unknown type 'float4'"]),
-    ("k.cl\nk\n4\n4\n<size=0 fill=1>\n", 5, ["size must be a positive"]),
-    ("k.cl\nk\n4\n4\n<int fill=1>\n", 5, ["fill needs size=N"]),
-    ("k.cl\nk\n4\n4\n<int size=6 fill=1>\n", 5, ["not a whole number of int"]),
-    ("k.cl\nk\n4\n4\n<int size=8 fill=1> 3\n", 5, ["one source of data"]),
-    ("k.cl\nk\n4\n4\n<int size=8 range=0:1:5>\n", 5, ["gives 6 values", "holds 2"]),
-    ("k.cl\nk\n4\n4\n<int size=8 range=0:-1:5>\n", 5, ["never reaches"]),
-    ("k.cl\nk\n4\n4\n<int size=8 range=1:2>\n", 5, ["START:STEP:END"]),
-    ("k.cl\nk\n4\n4\n<uchar> 300\n", 5, ["does not fit in uint8"]),
-    ("k.cl\nk\n4\n4\n<int> x\n", 5, ["'x' is not a int32 value"]),
-    ("k.cl\nk\n4\n4\n<int size=8> 1\n", 5, ["1 int values are 4 bytes but size=8"]),
-    ("k.cl\nk\n4\n4\n<local>\n", 5, ["needs size=N"]),
-    ("k.cl\nk\n4\n4\n<local size=8 fill=0>\n", 5, ["takes no data"]),
-    ("k.cl\nk\n4\n4\n<file=none.bin>\n", 5, ["cannot read 'none.bin'"]),
-    ("k.cl\nk\n4\n4\n<int size=4 size=8>\n", 5, ["'size' is given twice"]),
+    (swap(0, "<float size=4 int>"), 5, 15, ["type is given twice"]),
+    (swap(0, "<size=4 filler=1>"), 5, 9, ["'filler=1': expected fill=VALUE"]),
+    (swap(0, "<size=4 range=1:2>"), 5, 1, ["expected range=START:INC:END"]),
+    (swap(0, "<size=8 range=0:1:5>"), 5, 1, ["gives 6 values", "holds 2 float"]),
+    (swap(0, "<size=4 fill=1 noinit>"), 5, 1, ["one initializer"]),
+    (swap(0, "<size=4 ro wo>"), 5, 12, ["mutually exclusive"]),
+    (swap(0, "<sizes=4>"), 5, 2, ["expected size=N"]),
+    (swap(0, "<size=-4>"), 5, 2, ["number of bytes"]),
+    (swap(0, "<fill=1>"), 5, 1, ["size=N (bytes) is required"]),
+    (swap(0, "<size=6>"), 5, 1, ["not a whole number of float"]),
+    (swap(0, "<size=4 fill=0x1>"), 5, 1, ["'0x1' is not a float fill value"]),
+    (swap(0, "<size=4 bogus>"), 5, 9, ["unrecognised header token 'bogus'", "null, ro, wo"]),
+    (swap(0, "<size=4 fill=0> <size=4>"), 5, 17, ["'<size=4'", "one header per line"]),
+    (swap(0, "size=4"), 5, 1, ["expected the header <...> of argument 0 'g'"]),
+    (swap(0, "<size=4 fill=0"), 5, 1, ["missing '>'"]),
+    (swap(1, "<size=4 dump>"), 6, 1, ["'dump' is only for __global and __constant"]),
+    (swap(1, "<size=4 null>"), 6, 9, ["'null' is only for __global and __constant"]),
+    (swap(2, "<size=4 ro>"), 7, 9, ["'ro' is only for __global buffers"]),
+    (swap(4, "<size=4 wo>"), 9, 9, ["'wo' is only for __global buffers"]),
+    (swap(2, "<size=4> 1.5"), 7, 11, ["expected the header <...> of argument 3"]),
+    (swap(2, "<size=4> 99999999999"), 7, 10, ["does not fit in int"]),
+    (swap(2, "<size=8> 1 2"), 7, 1, ["is a int of 4 bytes, but size=8"]),
+    (swap(3, "<size=8> 1 2"), 8, 1, ["'pair_t' gives no element type", "name one"]),
+    (swap(3, "<size=8 char> 1 2 3 4 5 6 7 200"), 8, 29, ["200 does not fit in char"]),
+    (swap(4, "<size=4 null fill=0>"), 9, 1, ["'null' takes no size="]),
+    (OK[:4], 8, 17, ["file ends before argument 4 'c'"]),
+    ([*OK, "<size=4>"], 10, 1, ["unexpected '<size=4>' after the kernel's 5 arguments"]),
 ]
 
 
-@pytest.mark.parametrize("text,line,words", ERRORS, ids=[str(i) for i in range(len(ERRORS))])
-def test_errors(tmp_path: Path, text: str, line: int, words: list[str]) -> None:
-    path = write(tmp_path, text)
+@pytest.mark.parametrize("args,line,col,words", ERRORS, ids=[str(i) for i in range(len(ERRORS))])
+def test_errors_at_line_and_column(tmp_path: Path, args, line: int, col: int, words) -> None:
+    path = sim_with(tmp_path, args)
     with pytest.raises(GpuraceError) as info:
-        load_sim(path)
+        bound_tmp(path)
     err = info.value
-    assert (err.file, err.line) == (str(path), line), str(err)
+    assert (err.file, err.line, err.col) == (path, line, col), str(err)
     for w in words:
         assert w in err.message, err.message
     assert "\n" not in str(err)
+
+
+HEAD_ERRORS = [
+    ("", 1, 1, ["ends before the kernel source file"]),
+    ("nope.cl k 4 1 1 4 1 1", 1, 1, ["kernel file 'nope.cl' not found"]),
+    ("k.cl\n1k\n", 2, 1, ["'1k' is not a kernel name"]),
+    ("k.cl k\n4 1\n", 2, 4, ["ends before a number of the NDRange"]),
+    ("k.cl k\n4 1 1\n4 0 1\n", 3, 3, ["three positive integers"]),
+    ("k.cl k\n4 1 x\n", 2, 5, ["'x' is not a number of the NDRange"]),
+]
+
+
+@pytest.mark.parametrize("head,line,col,words", HEAD_ERRORS, ids=[str(i) for i in range(6)])
+def test_header_errors(tmp_path: Path, head: str, line: int, col: int, words) -> None:
+    path = sim_with(tmp_path, [], head=textwrap.dedent(head))
+    with pytest.raises(GpuraceError) as info:
+        load_sim(path)
+    err = info.value
+    assert (err.file, err.line, err.col) == (path, line, col), str(err)
+    for w in words:
+        assert w in err.message, err.message
 
 
 def test_missing_file(tmp_path: Path) -> None:

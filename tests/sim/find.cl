@@ -1,0 +1,6 @@
+__kernel void find(__global const int *keys, __global int *hit)
+{
+    int i = get_global_id(0);
+    if (keys[i] == 42)
+        hit[0] = i;
+}
