@@ -823,7 +823,10 @@ class Rewriter(BuiltinCalls):
 def instrument(source: str, path: str, options: Sequence[str] = ()) -> Instrumented:
     """Rewrite an OpenCL C program (docs/internals.md §5); GpuraceError if it does not
     parse. `Instrumented.source` still holds the user's preprocessor directives: build
-    it with the same -D/-I options."""
+    it with the same -D/-I options. Positions are characters of `source` (any
+    encoding's text, CRLF or CR line ends); a leading byte-order mark is no character
+    of the program and is dropped."""
+    source = source.removeprefix("\ufeff")
     tu = frontend.parse(source, path, options)
     text, smap = frontend.expand_access_macros(tu, path, source, tracked_space)
     if text != source:
