@@ -80,3 +80,34 @@ def test_error_columns_count_characters():
         instrument(src, "k.cl")
     col = src.split("\r\n")[1].index("nope") + 1
     assert str(e.value).startswith(f"k.cl:2:{col}: error: use of undeclared identifier 'nope'")
+
+
+# ----------------------------------------------------------------------------- cmpxchg
+
+CMPXCHG = kernel("""
+    __kernel void cx(__global int *slot, __global atomic_int *c11, __global int *got) {
+      int i = get_local_id(0);
+      got[i] = atomic_cmpxchg(&slot[0], 0, 7);
+      int expected = 3;
+      got[4 + i] = atomic_compare_exchange_strong(&c11[0], &expected, 4) ? 1 : 0;
+    }
+""")
+
+
+def test_failed_compare_exchange_only_reads(queue):
+    """Exactly the compare-exchanges that fail carry the reads bit (flags bit 4): the
+    first of the four work-items to arrive succeeds (slot 0 -> 7, c11 3 -> 4), the
+    others find the new value and only read."""
+    data = {
+        "slot": np.zeros(1, np.int32),
+        "c11": np.full(1, 3, np.int32),
+        "got": np.zeros(8, np.int32),
+    }
+    inst, out, recs, raw = check(queue, CMPXCHG, data, (4,), (4,), options=["-cl-std=CL3.0"])
+    atomics = [(r, int(w[1])) for r, w in zip(recs, raw, strict=True) if r.var in ("slot", "c11")]
+    assert len(atomics) == 8
+    got = out["got"].tolist()
+    for r, flags in atomics:
+        failed = got[r.lid] != 0 if r.var == "slot" else got[4 + r.lid] == 0
+        assert (r.extra, bool(flags >> 4 & 1)) == (11, failed), (r, got)
+    assert sorted(got[:4]) == [0, 7, 7, 7] and sorted(got[4:]) == [0, 0, 0, 1]

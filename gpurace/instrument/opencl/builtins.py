@@ -11,7 +11,7 @@ import re
 
 from gpurace.model import Event, Kind, Space
 
-from .runtime import PS, atomic_op
+from .runtime import CMPXCHG, PS, atomic_op
 from .types import access_size, c_type, is_pointer, own_space, tracked_space
 
 VLOAD = re.compile(r"^(vloada?_half|vload|vstorea?_half|vstore)(\d*)(_rt[enpz]+)?$")
@@ -82,16 +82,31 @@ class BuiltinCalls:
             self.root_name(self.src(args[0]).lstrip("&(")),
         )
         params, ret = self.sig(callee, args, {0: pt})
-        size = access_size(pt.get_pointee())
         op = atomic_op(name)
+        if op == CMPXCHG and len(args) > 1 and name.startswith("atomic_compare_exchange"):
+            if self.pointer_arg(args[1])[1] is not None:
+                self.note(
+                    args[1].extent.start.offset,
+                    f"'{name}': an `expected` value in __global or __local memory is "
+                    "not tracked (keep it in a private variable)",
+                )
+        size = access_size(pt.get_pointee())
         call = f"{name}({', '.join(f'a{i}' for i in range(len(args)))})"
 
         def make(h):
             r = "return " if ret != "void" else ""
+            log = f"_gr_acc(s, (ulong)a0, {int(space)}u, {size}u, site, {{}}, 0, 0u, {op}u);"
+            if op != CMPXCHG:
+                head = f"{ret} {h}({', '.join(params)}, {PS}s, uint site) {{"
+                return f"{head}\n  {log.format('2u')}\n  {r}{call};\n}}"
+            # a compare-exchange that fails only reads: logged after the call, as an
+            # atomic with the reads bit (flags bit 4; docs/internals.md §1, §3)
+            failed = "!r" if name.startswith("atomic_compare_exchange") else "r != a1"
             return (
                 f"{ret} {h}({', '.join(params)}, {PS}s, uint site) {{\n"
-                f"  _gr_acc(s, (ulong)a0, {int(space)}u, {size}u, site, 2u, 0, 0u, {op}u);\n"
-                f"  {r}{call};\n}}"
+                f"  {ret} r = {call};\n"
+                f"  {log.format(f'({failed}) ? 18u : 2u')}\n"
+                "  return r;\n}"
             )
 
         h = self.helper(f"at|{name}|{'|'.join(params)}|{ret}", make)
