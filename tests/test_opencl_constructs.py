@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from gpurace.backends import opencl_backend
-from gpurace.instrument.opencl import instrument
-from gpurace.model import GpuraceError
-from tests.test_opencl_rewriter import check, same
-from tests.test_wgsl_rewriter import bar, ex, kernel, ld, st
+from gpurace.instrument.opencl import frontend, instrument, pointer_builtins
+from gpurace.instrument.opencl.builtins import family
+from gpurace.model import GpuraceError, Kind
+from tests.test_opencl_rewriter import Sites, check, decode, run, same
+from tests.test_wgsl_rewriter import bar, ex, fnv, kernel, last_brace, ld, st
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +112,148 @@ def test_failed_compare_exchange_only_reads(queue):
         failed = got[r.lid] != 0 if r.var == "slot" else got[4 + r.lid] == 0
         assert (r.extra, bool(flags >> 4 & 1)) == (11, failed), (r, got)
     assert sorted(got[:4]) == [0, 7, 7, 7] and sorted(got[4:]) == [0, 0, 0, 1]
+
+
+# ----------------------------------------------------------------------------- built-ins
+
+OUT_ARGS = kernel("""
+    __kernel void m(__global const float *x, __global float *c, __global int *e,
+                    __global float4 *f4, __global float3 *f3, __global float *o) {
+      __local float ip[4];
+      int i = get_local_id(0);
+      float s = sincos(x[i], &c[i]);
+      float m = modf(x[i] * 3.0f, &ip[i]);
+      float fr = frexp(x[i], &e[i]);
+      float rq = remquo(x[i], 0.3f, &e[4 + i]);
+      float lg = lgamma_r(x[i] + 1.0f, &e[8 + i]);
+      float4 fl = fract((float4)(x[i] * 1.5f), &f4[i]);
+      float3 s3 = sincos((float3)(x[i]), &f3[i]);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      o[i] = s + m + fr + rq + lg + fl.x + s3.y + ip[3 - i];
+    }
+""")
+
+
+def _bits(a: np.ndarray) -> list[int]:
+    return a.view(np.uint32).tolist()
+
+
+def test_math_builtins_store_through_their_pointer(queue):
+    """sincos, modf, frexp, remquo, lgamma_r and fract into __global and __local
+    memory: one store of the pointee's bytes each (a float3: 12), at the builtin's
+    site, with the stored value; outputs as the original's (a float3's padding
+    lane aside, which the builtin writes with whatever its 4th lane computed)."""
+    x = np.linspace(0.1, 2.0, 4).astype(np.float32)
+    data = {
+        "x": x,
+        "c": np.zeros(4, np.float32),
+        "e": np.zeros(12, np.int32),
+        "f4": np.zeros(16, np.float32),
+        "f3": np.zeros(16, np.float32),
+        "o": np.zeros(4, np.float32),
+    }
+    inst = instrument(OUT_ARGS, "k.cl")
+    assert inst.not_instrumented == []
+    ref, _, _ = run(queue, OUT_ARGS, inst, data, (4,), (4,))
+    out, raw, res = run(queue, inst.source, inst, data, (4,), (4,), True)
+    for name in ("c", "e", "f4", "o"):
+        assert ref[name].tobytes() == out[name].tobytes(), name
+    lanes = np.arange(16) % 4 != 3
+    assert ref["f3"][lanes].tobytes() == out["f3"][lanes].tobytes()
+    assert res.requested == len(raw) and res.unattributed == 0
+    p = Sites(OUT_ARGS)
+    c, e, f4, f3 = _bits(out["c"]), _bits(out["e"]), _bits(out["f4"]), _bits(out["f3"])
+    ip = np.floor(x * np.float32(3)).astype(np.float32)
+    assert out["e"][:4].tolist() == np.frexp(x)[1].tolist() and e[8:] == [1, 1, 1, 1]
+    want = []
+    for i in range(4):
+        want += [
+            ld(p["x[i], &c"], "x", 4 * i, 4, i),
+            st(p["sincos(x"], "c", 4 * i, 4, i, c[i]),
+            ld(p["x[i] * 3"], "x", 4 * i, 4, i),
+            st(p["modf"], "ip", 4 * i, 4, i, _bits(ip)[i]),
+            ld(p["x[i], &e[i]"], "x", 4 * i, 4, i),
+            st(p["frexp"], "e", 4 * i, 4, i, e[i]),
+            ld(p["x[i], 0.3f"], "x", 4 * i, 4, i),
+            st(p["remquo"], "e", 16 + 4 * i, 4, i, e[4 + i]),
+            ld(p["x[i] + 1"], "x", 4 * i, 4, i),
+            st(p["lgamma_r"], "e", 32 + 4 * i, 4, i, 1),
+            ld(p["x[i] * 1.5f"], "x", 4 * i, 4, i),
+            st(p["fract"], "f4", 16 * i, 16, i, fnv(f4[4 * i : 4 * i + 4])),
+            ld(p["x[i]), &f3"], "x", 4 * i, 4, i),
+            st(p["sincos((float3)"], "f3", 16 * i, 12, i, fnv(f3[4 * i : 4 * i + 3])),
+            bar(p["barrier"], i, 0, 1),
+            ld(p["ip[3 - i]"], "ip", 4 * (3 - i), 4, i, epoch=1),
+            st(p["o[i]"], "o", 4 * i, 4, i, _bits(out["o"])[i]),
+            ex(last_brace(OUT_ARGS), i, 1),
+        ]
+    same(decode(inst, raw), want)
+
+
+def _header_pointer_functions() -> set[str]:
+    """Every function clang's opencl-c.h declares with a pointer parameter (the
+    header PoCL builds with), under OpenCL C 1.2 and 3.0."""
+    ci = frontend._cindex()
+    names = set()
+    for std in ("CL1.2", "CL3.0"):
+        src = "#include <opencl-c.h>\n__kernel void k(void) {}\n"
+        tu = frontend.parse(src, "x.cl", [f"-cl-std={std}"])
+        for c in tu.cursor.get_children():
+            if c.kind == ci.CursorKind.FUNCTION_DECL and c.location.file:
+                if c.location.file.name != "x.cl" and any(
+                    "*" in a.type.spelling for a in c.get_arguments()
+                ):
+                    names.add(c.spelling)
+    return names
+
+
+def test_pointer_builtin_table_is_exhaustive():
+    """The specification's table (pointer_builtins.py) holds every pointer-taking
+    function of clang's header, and the rewriter dispatches each name of it as the
+    table says (so a name it models is instrumented, one it does not is listed)."""
+    table = pointer_builtins.treatments()
+    header = _header_pointer_functions()
+    assert len(header) > 150 and header - set(table) == set()
+    # clang builtins that no header declares
+    assert set(table) - header == {
+        "enqueue_kernel",
+        "read_pipe",
+        "write_pipe",
+        "to_global",
+        "to_local",
+        "to_private",
+    }
+    assert {name: family(name) for name in table} == table
+
+
+@pytest.mark.parametrize(
+    "options, src, note",
+    [
+        (
+            [],
+            "__kernel void k(__global int *o) { __builtin_nontemporal_store(1, &o[2]); }\n",
+            "k.cl:1:36: '__builtin_nontemporal_store' is given a pointer to __global or "
+            "__local memory and is not modelled: what it accesses is not instrumented",
+        ),
+        (
+            ["-cl-std=CL2.0"],
+            "__kernel void k(__read_only pipe int p, __global int *o) { read_pipe(p, o); }\n",
+            "k.cl:1:60: 'read_pipe': image and pipe accesses are not tracked",
+        ),
+    ],
+)
+def test_unmodelled_calls_with_tracked_pointers_are_listed(options, src, note):
+    assert instrument(src, "k.cl", options).not_instrumented == [note]
+
+
+def test_pointer_builtins_without_access_are_neither_sites_nor_listed():
+    src = (
+        "__kernel void k(__global int *o) { __global int *g = to_global(o); g[1] = 2;"
+        ' prefetch(o, 4); printf("%p", o); float c; o[0] = (int)sincos(1.0f, &c); }\n'
+    )
+    inst = instrument(src, "k.cl", ["-cl-std=CL2.0"])
+    assert inst.not_instrumented == []
+    assert [(s.col, s.kind) for s in inst.sites if s.kind != Kind.EVENT] == [
+        (src.index("g[1]") + 1, Kind.STORE),
+        (src.index("o[0]") + 1, Kind.STORE),
+    ]
