@@ -257,3 +257,52 @@ def test_pointer_builtins_without_access_are_neither_sites_nor_listed():
         (src.index("g[1]") + 1, Kind.STORE),
         (src.index("o[0]") + 1, Kind.STORE),
     ]
+
+
+HALVES = kernel("""
+    __kernel void hv(__global half *h, __global half *g, __global float *f, __global float *o,
+                     __local half *t) {
+      int i = get_local_id(0);
+      float3 a = vloada_half3(i, h);
+      vstorea_half3_rtz(a * 2.0f, i, t);
+      float4 b = vload_half4(i, h);
+      vstore_half2_rte(b.lo, i, g);
+      float3 c = vload3(i, f);
+      vstore3(c + a, i + 4, f);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      o[i] = vload_half(4 * i + 2, t) + b.w;
+    }
+""")
+
+
+def test_vload_vstore_half_aligned_and_rounding_forms(queue):
+    """vloada_half3 / vstorea_half3_rtz step 4 halves and touch 3; vstore_half2_rte,
+    vload_half4, vload3 / vstore3 (12 bytes at 12 * offset): exact bytes and values."""
+    h = (np.arange(16) * 0.25).astype(np.float16)
+    f = np.arange(32, dtype=np.float32)
+    data = {"h": h, "g": np.zeros(8, np.float16), "f": f, "o": np.zeros(4, np.float32), "t": 32}
+    inst, out, recs, _ = check(queue, HALVES, data, (4,), (4,))
+    p = Sites(HALVES)
+    want = []
+    for i in range(4):
+        a = h[4 * i : 4 * i + 3].astype(np.float32)
+        b = h[4 * i : 4 * i + 4].astype(np.float32)
+        t3 = np.zeros(4, np.float16)
+        t3[:3] = a * 2
+        g2 = np.zeros(2, np.float16)
+        g2[:] = b[:2]
+        c = f[3 * i : 3 * i + 3] + a
+        res = np.float32(np.float16(a[2] * 2)) + b[3]
+        want += [
+            ld(p["vloada_half3"], "h", 8 * i, 6, i),
+            st(p["vstorea_half3_rtz"], "t", 8 * i, 6, i, fnv(t3.view(np.uint32).tolist(), 6)),
+            ld(p["vload_half4"], "h", 8 * i, 8, i),
+            st(p["vstore_half2_rte"], "g", 4 * i, 4, i, int(g2.view(np.uint32)[0])),
+            ld(p["vload3"], "f", 12 * i, 12, i),
+            st(p["vstore3"], "f", 12 * (i + 4), 12, i, fnv(c.view(np.uint32).tolist())),
+            bar(p["barrier"], i, 0, 1),
+            ld(p["vload_half(4"], "t", 8 * i + 4, 2, i, epoch=1),
+            st(p["o[i]"], "o", 4 * i, 4, i, int(np.float32(res).view(np.uint32))),
+            ex(last_brace(HALVES), i, 1),
+        ]
+    same(recs, want)
