@@ -6,6 +6,8 @@ expected records (docs/compatibility.md, "OpenCL C built-ins and constructs").""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -306,3 +308,63 @@ def test_vload_vstore_half_aligned_and_rounding_forms(queue):
             ex(last_brace(HALVES), i, 1),
         ]
     same(recs, want)
+
+
+# ----------------------------------------------------------------------------- pointers
+
+POINTERS = kernel("""
+    typedef struct { __global int *p; int n; } Holder;
+    __kernel void pk(__global ulong *raw, __global Holder *hs, __global int *o) {
+      __global int * __global *pp = (__global int * __global *)raw;
+      int i = get_global_id(0);
+      pp[i] = &o[2 * i];
+      hs[i].p = &o[8 + i];
+      hs[i].n = i + 20;
+      barrier(CLK_GLOBAL_MEM_FENCE);
+      __global int *q = pp[(i + 1) % 4];
+      *q = i;
+      q[1] = 5;
+      Holder h = hs[3 - i];
+      *h.p = h.n;
+    }
+""")
+
+
+def test_pointers_kept_in_global_memory(queue):
+    """A pointer to a pointer, and a struct holding a pointer, in __global memory:
+    the helpers are typed `__global int * __global *`, the pointers' own stores and
+    loads are 8-byte accesses, and the accesses through the loaded pointers are
+    attributed to the buffer they point into."""
+    data = {
+        "raw": np.zeros(4, np.uint64),
+        "hs": np.zeros(8, np.uint64),
+        "o": np.full(12, -1, np.int32),
+    }
+    inst = instrument(POINTERS, "k.cl")
+    assert inst.not_instrumented == []
+    ref, _, _ = run(queue, POINTERS, inst, data, (4,), (4,))
+    out, raw, res = run(queue, inst.source, inst, data, (4,), (4,), True)
+    assert ref["o"].tobytes() == out["o"].tobytes()
+    assert out["o"].tolist() == [3, 5, 0, 5, 1, 5, 2, 5, 20, 21, 22, 23]
+    assert res.requested == len(raw) and res.unattributed == 0
+    p = Sites(POINTERS)
+    pp, hs = out["raw"].view(np.uint32).tolist(), out["hs"].view(np.uint32).tolist()
+    want = []
+    for i in range(4):
+        j, k = (i + 1) % 4, 3 - i
+        want += [
+            st(p["pp[i]"], "raw", 8 * i, 8, i, fnv(pp[2 * i : 2 * i + 2])),
+            st(p["hs[i].p"], "hs", 16 * i, 8, i, fnv(hs[4 * i : 4 * i + 2])),
+            st(p["hs[i].n"], "hs", 16 * i + 8, 4, i, i + 20),
+            bar(p["barrier"], i, 0, 2),
+            ld(p["pp[(i"], "raw", 8 * j, 8, i),
+            st(p["*q = i"], "o", 8 * j, 4, i, i, epoch=1),
+            st(p["q[1]"], "o", 8 * j + 4, 4, i, 5, epoch=1),
+            ld(p["hs[3 - i]"], "hs", 16 * k, 8, i),
+            ld(p["hs[3 - i]"], "hs", 16 * k + 8, 4, i),
+            st(p["*h.p"], "o", 4 * (8 + k), 4, i, k + 20, epoch=1),
+            ex(last_brace(POINTERS), i, 1),
+        ]
+    after = p["barrier"][0]  # the global epoch of the __global accesses after the barrier
+    want = [replace(r, epoch=1) if r.var and r.line > after else r for r in want]
+    same(decode(inst, raw), want)

@@ -37,6 +37,7 @@ from .types import (
     is_vector,
     leaves,
     own_space,
+    pointer_to,
     tracked_space,
 )
 
@@ -639,7 +640,7 @@ class Rewriter(BuiltinCalls):
         def make(name, T=T, t=c.type):
             body = self.leaf_lines(t, 0, "site", sp, None)
             return (
-                f"{T} {name}(const {self.pquals(t)} {T} *p, {PS}s, uint site) {{\n"
+                f"{T} {name}({pointer_to(T, 'const ' + self.pquals(t))}p, {PS}s, uint site) {{\n"
                 + "\n".join(body)
                 + "\n  return *p;\n}"
             )
@@ -683,7 +684,7 @@ class Rewriter(BuiltinCalls):
             def make(name, T=T, t=c.type):
                 body = self.leaf_lines(t, 1, "site", sp, "v")
                 return (
-                    f"{T} {name}({self.pquals(t)} {T} *p, {T} v, {PS}s, uint site) {{\n"
+                    f"{T} {name}({pointer_to(T, self.pquals(t))}p, {T} v, {PS}s, uint site) {{\n"
                     + "\n".join(body)
                     + "\n  *p = v;\n  return v;\n}"
                 )
@@ -716,7 +717,7 @@ class Rewriter(BuiltinCalls):
             ld = self.leaf_lines(c.type, 0, "sl", sp, None)
             stl = self.leaf_lines(c.type, 1, "ss", sp, "r")
             read, write = "*p", "*p = r;"
-            ptype = f"{self.pquals(c.type)} {T} *"
+            ptype = pointer_to(T, self.pquals(c.type))
             fill = ""
         if vtype is not None:
             arg = f", {c_type(vtype)} v"
