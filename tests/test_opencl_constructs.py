@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from pyopencl import cltypes
 
 from gpurace.backends import opencl_backend
 from gpurace.instrument.opencl import frontend, instrument, pointer_builtins
@@ -368,3 +369,29 @@ def test_pointers_kept_in_global_memory(queue):
     after = p["barrier"][0]  # the global epoch of the __global accesses after the barrier
     want = [replace(r, epoch=1) if r.var and r.line > after else r for r in want]
     same(decode(inst, raw), want)
+
+
+VEC3_ARG = kernel("""
+    __kernel void v3(float3 v, int3 n, __global float *o) {
+      int i = get_global_id(0);
+      o[i] = v.x + v.y * i + v.z * n.y + n.z;
+    }
+""")
+
+
+def test_by_value_3_vectors_are_16_bytes(queue):
+    """A float3 / int3 argument is 16 bytes, as OpenCL sizes it, given as 3 numbers
+    (a launch file's value) or with its 4th lane (pyopencl.cltypes.float3)."""
+    inst = instrument(VEC3_ARG, "k.cl")
+    assert [(b.name, b.size) for b in inst.bindings] == [("v", 16), ("n", 16), ("o", None)]
+    want = [1 + 2 * i + 3 * 5 + 6 for i in range(4)]
+    for v, n in (
+        ([1.0, 2.0, 3.0], [4, 5, 6]),
+        (cltypes.make_float3(1, 2, 3), cltypes.make_int3(4, 5, 6)),
+    ):
+        for source, log in ((VEC3_ARG, False), (inst.source, True)):
+            # as the pyopencl hooks pass a cltypes vector: its lanes, all four
+            lanes = [x if isinstance(x, list) else list(x.item()) for x in (v, n)]
+            data = {"v": lanes[0], "n": lanes[1], "o": np.zeros(4, np.float32)}
+            out, _, _ = run(queue, source, inst, data, (4,), (4,), log)
+            assert out["o"].tolist() == want
