@@ -171,7 +171,8 @@ def _scalar(b: Binding, value) -> np.ndarray:
     if m and m.group(1) in SCALAR_DTYPES and not isinstance(value, bytes):
         arr = np.asarray(value, dtype=SCALAR_DTYPES[m.group(1)]).reshape(-1)
         n = int(m.group(2) or 1)
-        if n == 3:  # a 3-vector argument occupies 4 elements
+        if n == 3 and arr.size == 3:  # a 3-vector occupies 4 elements (16 bytes); a
+            # value given with its 4th lane (pyopencl.cltypes.float3) already does
             arr = np.concatenate([arr, np.zeros(1, arr.dtype)])
         return arr if m.group(2) else arr[0]
     return np.frombuffer(bytes(value), np.uint8)  # a struct (or raw bytes): as given

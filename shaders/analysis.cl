@@ -127,6 +127,10 @@ DEVICE_FN void push_work(Ctx* c, uint r) {
 DEVICE_FN uint rec(Ctx* c, uint r, uint w) { return c->LOG[r * RW + w]; }
 
 DEVICE_FN uint kind_of(Ctx* c, uint r) { return rec(c, r, 1u) & 3u; }
+// an atomic that only read (a failed compare-exchange): flags bit 4
+DEVICE_FN uint reads_of(Ctx* c, uint r) {
+  return SEL(0u, (rec(c, r, 1u) >> 4u) & 1u, kind_of(c, r) == 2u);
+}
 DEVICE_FN uint size_of(Ctx* c, uint r) { return (rec(c, r, 1u) >> 8u) & 0xffu; }
 DEVICE_FN uint var_of(Ctx* c, uint r) { return (rec(c, r, 1u) >> 16u) & 0xffu; }
 DEVICE_FN bool is_local(Ctx* c, uint r) { return ((rec(c, r, 1u) >> 2u) & 1u) == 1u; }
@@ -149,7 +153,7 @@ DEVICE_FN Key make_key(Ctx* c, uint which, uint r, uint p, uint t) {
   }
   uint ep = SEL(epoch, 0u, t == T_INTER);
   return key4(t, var_of(c, r), w, g, ep, rec(c, r, 0u),
-              kind_of(c, r) | (size_of(c, r) << 2u), rec(c, r, 2u));
+              kind_of(c, r) | (size_of(c, r) << 2u) | (reads_of(c, r) << 7u), rec(c, r, 2u));
 }
 
 DEVICE_FN Key owner_key(Ctx* c, uint which, uint owner) {
@@ -426,6 +430,7 @@ typedef struct {
   uint off;
   uint size;
   uint epoch;
+  uint reads;
   uint count;
   uint amin;
   uint amax;
@@ -442,7 +447,8 @@ DEVICE_FN Ent load_ent(Ctx* c, uint e) {
   Ent x;
   x.site = k.b[1];
   x.kind = k.b[2] & 3u;
-  x.size = k.b[2] >> 2u;
+  x.size = (k.b[2] >> 2u) & 0x1fu;
+  x.reads = k.b[2] >> 7u;
   x.off = k.b[3];
   x.epoch = k.b[0];
   x.count = ATOMIC_LOAD(&c->E[s + E_COUNT]);
@@ -463,7 +469,7 @@ DEVICE_FN uint conflict(Ctx* c, Ent a, Ent b, uint w) {
   uint lo = umax(umax(a.off, b.off), 4u * w);
   uint hi = umin(umin(a.off + a.size, b.off + b.size), 4u * w + 4u);
   if (lo >= hi) { return NONE; }
-  if (a.kind == 0u && b.kind == 0u) { return NONE; }
+  if ((a.kind == 0u || a.reads != 0u) && (b.kind == 0u || b.reads != 0u)) { return NONE; }
   if (a.kind == 2u && b.kind == 2u) { return NONE; }
   if (a.amin == a.amax && a.amax == b.amin && b.amin == b.amax) { return NONE; }
   if (c->P[P_UNIFORM_RACE] == 0u && a.kind == 1u && b.kind == 1u && a.off == b.off
@@ -479,7 +485,8 @@ DEVICE_FN bool ent_gt(Ent a, Ent b) {
   if (a.kind != b.kind) { return a.kind > b.kind; }
   if (a.off != b.off) { return a.off > b.off; }
   if (a.size != b.size) { return a.size > b.size; }
-  return a.epoch > b.epoch;
+  if (a.epoch != b.epoch) { return a.epoch > b.epoch; }
+  return a.reads > b.reads;
 }
 
 DEVICE_FN uint race_key(Ctx* c, uint cls, uint sa, uint ka, uint sb, uint kb) {
@@ -619,7 +626,9 @@ DEVICE_FN void visit_pair(Ctx* c, PairAcc* acc, Ent a0, Ent b0, uint ia0, uint i
     uint slot = race_slot(c, key, true);
     if (slot != NONE) { add_pair_count(c, slot, a.count, bb.count, same); }
   }
-  uint cand[7] = {lo, a.off, a.size, bb.off, bb.size, a.epoch, bb.epoch};
+  // (size, reads) ordered as one word
+  uint cand[7] = {lo, a.off, (a.size << 1u) | a.reads, bb.off, (bb.size << 1u) | bb.reads,
+                  a.epoch, bb.epoch};
   uint nk = acc->nk;
   uint found = nk;
   for (uint q = 0u; q < nk; q++) { if (acc->keys[q] == key) { found = q; } }

@@ -122,6 +122,8 @@ fn rec(r: u32, w: u32) -> u32 {
 }
 
 fn kind_of(r: u32) -> u32 { return rec(r, 1u) & 3u; }
+// an atomic that only read (a failed compare-exchange): flags bit 4
+fn reads_of(r: u32) -> u32 { return select(0u, (rec(r, 1u) >> 4u) & 1u, kind_of(r) == 2u); }
 fn size_of(r: u32) -> u32 { return (rec(r, 1u) >> 8u) & 0xffu; }
 fn var_of(r: u32) -> u32 { return (rec(r, 1u) >> 16u) & 0xffu; }
 fn is_local(r: u32) -> bool { return ((rec(r, 1u) >> 2u) & 1u) == 1u; }
@@ -155,7 +157,8 @@ fn make_key(which: u32, r: u32, p: u32, t: u32) -> Key {
     k.b = vec4<u32>(select(0u, epoch, t == T_LOCAL), 0u, 0u, 0u);
   } else {
     let ep = select(epoch, 0u, t == T_INTER);
-    k.b = vec4<u32>(ep, rec(r, 0u), kind_of(r) | (size_of(r) << 2u), rec(r, 2u));
+    let ks = kind_of(r) | (size_of(r) << 2u) | (reads_of(r) << 7u);
+    k.b = vec4<u32>(ep, rec(r, 0u), ks, rec(r, 2u));
   }
   return k;
 }
@@ -445,6 +448,7 @@ struct Ent {
   off: u32,
   size: u32,
   epoch: u32,
+  reads: u32,
   count: u32,
   amin: u32,
   amax: u32,
@@ -461,7 +465,8 @@ fn load_ent(e: u32) -> Ent {
   var x: Ent;
   x.site = k.b.y;
   x.kind = k.b.z & 3u;
-  x.size = k.b.z >> 2u;
+  x.size = (k.b.z >> 2u) & 0x1fu;
+  x.reads = k.b.z >> 7u;
   x.off = k.b.w;
   x.epoch = k.b.x;
   x.count = atomicLoad(&E[s + E_COUNT]);
@@ -480,7 +485,7 @@ fn conflict(a: Ent, b: Ent, w: u32) -> u32 {
   let lo = max(max(a.off, b.off), 4u * w);
   let hi = min(min(a.off + a.size, b.off + b.size), 4u * w + 4u);
   if (lo >= hi) { return NONE; }
-  if (a.kind == 0u && b.kind == 0u) { return NONE; }
+  if ((a.kind == 0u || a.reads != 0u) && (b.kind == 0u || b.reads != 0u)) { return NONE; }
   if (a.kind == 2u && b.kind == 2u) { return NONE; }
   if (a.amin == a.amax && a.amax == b.amin && b.amin == b.amax) { return NONE; }
   if (P.uniform_race == 0u && a.kind == 1u && b.kind == 1u && a.off == b.off
@@ -491,13 +496,14 @@ fn conflict(a: Ent, b: Ent, w: u32) -> u32 {
   return lo;
 }
 
-// Lexicographic (site, kind, off, size, epoch) order: which entry of a pair is "A".
+// Lexicographic (site, kind, off, size, epoch, reads) order: which entry of a pair is "A".
 fn ent_gt(a: Ent, b: Ent) -> bool {
   if (a.site != b.site) { return a.site > b.site; }
   if (a.kind != b.kind) { return a.kind > b.kind; }
   if (a.off != b.off) { return a.off > b.off; }
   if (a.size != b.size) { return a.size > b.size; }
-  return a.epoch > b.epoch;
+  if (a.epoch != b.epoch) { return a.epoch > b.epoch; }
+  return a.reads > b.reads;
 }
 
 fn race_key(cls: u32, sa: u32, ka: u32, sb: u32, kb: u32) -> u32 {
@@ -641,7 +647,10 @@ fn visit_pair(acc: ptr<function, PairAcc>, a0: Ent, b0: Ent, ia0: u32, ib0: u32,
     let slot = race_slot(key, true);
     if (slot != NONE) { add_pair_count(slot, a.count, bb.count, same); }
   }
-  var cand = array<u32, 7>(lo, a.off, a.size, bb.off, bb.size, a.epoch, bb.epoch);
+  // (size, reads) ordered as one word
+  let sa = (a.size << 1u) | a.reads;
+  let sb = (bb.size << 1u) | bb.reads;
+  var cand = array<u32, 7>(lo, a.off, sa, bb.off, sb, a.epoch, bb.epoch);
   let nk = (*acc).nk;
   var found = nk;
   for (var q = 0u; q < nk; q++) { if ((*acc).keys[q] == key) { found = q; } }

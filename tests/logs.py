@@ -59,5 +59,7 @@ def random_log(
         site = int(rng.integers(0, 4))
         epoch = int(rng.integers(0, 2))
         flags = pack_flags(kind, VAR_SPACES[var], size, var, value_known=known)
+        if kind == Kind.ATOMIC and (lid + off) % 3 == 0:
+            flags |= 1 << 4  # an atomic that only read (docs/internals.md §1)
         recs[i] = [site, flags, off, lid, grp, epoch, value, 0]
     return recs

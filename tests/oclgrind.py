@@ -92,9 +92,12 @@ def _entities(block: str) -> list[tuple[tuple[int, int, str], tuple]]:
             ins = part[: at.start()]
             kind = "store"
             call = re.search(r" call .*?@_Z\d+(\w+?)[A-Z]", ins)
-            if call:  # builtins run as calls: atomics, vload/vstore
+            if call:  # builtins run as calls: atomics, vload/vstore, sincos, ...
                 name = call.group(1)
                 prefixes = {"atom": "atomic", "vload": "load", "vstore": "store"}
+                # the math builtins that write through their pointer argument
+                prefixes |= dict.fromkeys(("sincos", "modf", "frexp", "fract", "remquo"), "store")
+                prefixes["lgamma_r"] = "store"
                 hit = [k for p, k in prefixes.items() if name.startswith(p)]
                 kind = hit[0] if hit else "call " + name
             elif re.search(r"\bload ", ins):

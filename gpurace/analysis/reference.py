@@ -26,13 +26,15 @@ _U32_MAX = 0xFFFFFFFF
 
 @dataclass
 class Entry:
-    """Summary of the pieces of one (site, kind, offset, size[, epoch]) in one bucket."""
+    """Summary of the pieces of one (site, kind, offset, size[, epoch], reads) in one
+    bucket; `reads` marks an atomic that only read (a failed compare-exchange)."""
 
     site: int
     kind: int
     offset: int
     size: int
     epoch: int
+    reads: bool = False
     count: int = 0
     amin: int = _U32_MAX  # actor: local index (intra) or group (inter)
     amax: int = 0
@@ -58,7 +60,7 @@ def conflict(a: Entry, b: Entry, word: int, uniform_writes_race: bool) -> int | 
     hi = min(a.offset + a.size, b.offset + b.size, 4 * word + 4)
     if lo >= hi:
         return None
-    if a.kind == Kind.LOAD and b.kind == Kind.LOAD:
+    if reads_only(a) and reads_only(b):
         return None
     if a.kind == Kind.ATOMIC and b.kind == Kind.ATOMIC:
         return None
@@ -76,6 +78,11 @@ def conflict(a: Entry, b: Entry, word: int, uniform_writes_race: bool) -> int | 
     ):
         return None
     return lo
+
+
+def reads_only(e: Entry) -> bool:
+    """A plain load, or an atomic that only read: two of them never conflict."""
+    return e.kind == Kind.LOAD or e.reads
 
 
 def pick_actors(a: Entry, b: Entry) -> tuple[int, int]:
@@ -114,6 +121,7 @@ def analyse(
     for row in recs.tolist():
         site, flags, off, lid, grp, epoch, value = row[:7]
         kind = flags & 3
+        reads = kind == Kind.ATOMIC and bool((flags >> 4) & 1)
         known = bool((flags >> 3) & 1)
         size = (flags >> 8) & 0xFF
         var = (flags >> 16) & 0xFF
@@ -132,14 +140,14 @@ def analyse(
         for w in range(off // 4, (off + size - 1) // 4 + 1):
             if space == Space.LOCAL:
                 bucket = local.setdefault((var, w, grp, epoch), {})
-                ekey = (site, kind, off, size, epoch)
+                ekey = (site, kind, off, size, epoch, reads)
                 _entry(bucket, ekey).add(lid, val, known, lid)
             else:
                 bucket = intra.setdefault((var, w, grp), {})
-                ekey = (site, kind, off, size, epoch)
+                ekey = (site, kind, off, size, epoch, reads)
                 _entry(bucket, ekey).add(lid, val, known, lid)
                 bucket = inter.setdefault((var, w), {})
-                ekey = (site, kind, off, size, 0)
+                ekey = (site, kind, off, size, 0, reads)
                 _entry(bucket, ekey).add(grp, val, known, lid)
 
     races: dict[tuple, _Acc] = {}
@@ -182,17 +190,20 @@ def _visit(
             cls = base_cls
             if base_cls == RaceClass.GLOBAL_INTRA and a.epoch != b.epoch:
                 cls = RaceClass.STORAGE_EXCHANGE
-            if (a.site, a.kind, a.offset, a.size, a.epoch) > (
+            if (a.site, a.kind, a.offset, a.size, a.epoch, a.reads) > (
                 b.site,
                 b.kind,
                 b.offset,
                 b.size,
                 b.epoch,
+                b.reads,
             ):
                 a, b = b, a
             key = (int(cls), a.site, a.kind, b.site, b.kind)
             pairs = a.count * (a.count - 1) // 2 if i == j else a.count * b.count
-            cand = (lo, a.offset, a.size, b.offset, b.size, a.epoch, b.epoch)
+            # an atomic's two entries at one site (it wrote, it only read) are ordered
+            # by `reads` after the size: the shaders pack it above the size
+            cand = (lo, a.offset, (a.size, a.reads), b.offset, (b.size, b.reads), a.epoch, b.epoch)
             acc = races.get(key)
             if acc is None:
                 race = Race(

@@ -1,8 +1,13 @@
-"""Rewrites of the OpenCL builtins that touch memory or order it: barriers, atomics,
-vload/vstore (and their half forms) and async work-group copies.
+"""Rewrites of the calls in a program: to its own functions (they gain the state),
+and to the OpenCL builtins that touch memory or order it: barriers, atomics,
+vload/vstore (and their half forms), async work-group copies and the math builtins
+that write through a pointer (`sincos`, `modf`, ...; pointer_builtins.py lists them
+all, from the specification).
 
-Each call is replaced by a call to a generated helper taking the same arguments
-plus the state and site ids: the helper logs, then calls the builtin itself.
+Each builtin call is replaced by a call to a generated helper taking the same
+arguments plus the state and site ids: the helper logs, then calls the builtin
+itself. A call that hands a pointer to tracked memory to anything else is listed
+in not_instrumented.
 """
 
 from __future__ import annotations
@@ -11,16 +16,131 @@ import re
 
 from gpurace.model import Event, Kind, Space
 
-from .runtime import PS, atomic_op
+from . import frontend
+from .edits import Edit
+from .runtime import CMPXCHG, PS, atomic_op
 from .types import access_size, c_type, is_pointer, own_space, tracked_space
 
+RV, ADDR = "rv", "addr"  # visiting contexts: value used, or only the address/parts
 VLOAD = re.compile(r"^(vloada?_half|vload|vstorea?_half|vstore)(\d*)(_rt[enpz]+)?$")
+OUT_ARG = frozenset(("fract", "frexp", "lgamma_r", "modf", "remquo", "sincos"))
+NO_ACCESS = frozenset(("to_global", "to_local", "to_private", "get_fence", "prefetch", "printf"))
+_UNMODELLED = re.compile(
+    r"^(read|write)_image|^(read|write|reserve|commit)_pipe|^(work_group|sub_group)_"
+    r"(reserve|commit)_|^enqueue_|^capture_event_profiling_info$|^intel_sub_group_block_"
+)
+
+
+def family(name: str) -> str | None:
+    """How the rewriter treats a call to builtin `name` (pointer_builtins.py's
+    treatments, and "barrier"); None for a builtin that takes no pointer."""
+    if name in ("barrier", "work_group_barrier"):
+        return "barrier"
+    if name == "wait_group_events":
+        return "sync"
+    if atomic_op(name) is not None:
+        return "atomic"
+    if VLOAD.match(name):
+        return "vstore" if name.startswith("vstore") else "vload"
+    if name in ("async_work_group_copy", "async_work_group_strided_copy"):
+        return "async"
+    if name in OUT_ARG:
+        return "out"
+    if name in NO_ACCESS:
+        return "none"
+    if _UNMODELLED.match(name):
+        return "listed"
+    return None
 
 
 class BuiltinCalls:
-    """Mixin of the Rewriter: one method per builtin family."""
+    """Mixin of the Rewriter: calls, one method per builtin family."""
+
+    def call(self, c, kernel: bool) -> None:
+        ch = self.children(c)
+        callee = self.strip(ch[0]) if ch else None
+        args = ch[1:]
+        for a in args:
+            self.visit(a, RV, kernel)
+        if callee is None or callee.kind != self.K.DECL_REF_EXPR:
+            return
+        name = c.spelling
+        if name in self.user_functions:
+            end = self.end(c) - 1
+            self.insert(end, ", _gr_s" if args else "_gr_s")
+            return
+        ref = callee.referenced
+        where = ref.location.file.name if ref is not None and ref.location.file else self.path
+        if where != self.path and not where.startswith(frontend.header_dir()):
+            self.note(
+                c.extent.start.offset,
+                f"'{name}' is defined in {where}: functions outside the checked file are "
+                "not instrumented",
+            )
+            return
+        how = family(name)
+        if how in ("barrier", "sync"):
+            self.barrier(c, callee, args, name)
+        elif how == "atomic":
+            self.atomic(c, callee, args, name)
+        elif how in ("vload", "vstore"):
+            self.vloadstore(c, callee, args, name)
+        elif how == "async":
+            self.async_copy(c, callee, args, name)
+        elif how == "out":
+            self.out_arg(c, callee, args, name)
+        elif how == "listed" and re.match(r"^(read|write)_image|.*_pipe$", name):
+            self.note(c.extent.start.offset, f"'{name}': image and pipe accesses are not tracked")
+        elif how == "listed" or how is None and self.tracked_pointer_args(args):
+            self.note(
+                c.extent.start.offset,
+                f"'{name}' is given a pointer to __global or __local memory and is not "
+                "modelled: what it accesses is not instrumented",
+            )
+
+    def tracked_pointer_args(self, args) -> bool:
+        return any(self.pointer_arg(a)[1] is not None for a in args)
+
+    def call_edit(self, c, callee, helper: str, tail: str) -> None:
+        lp = self.skip_to(self.end(callee), "(")
+        end = self.end(c) - 1
+        sep = ", " if self.text[lp + 1 : end].strip() else ""
+
+        def build(sub, lp=lp, end=end):
+            return f"{helper}({sub(lp + 1, end)}{sep}{tail})"
+
+        self.edits.append(Edit(c.extent.start.offset, self.end(c), build))
+
+    def out_arg(self, c, callee, args, name) -> None:
+        """A math builtin that writes its last argument (`sincos(x, &cosval)`): the
+        helper lets it write a private copy, logs the store of those bytes, then
+        stores them (a 3-vector: 3 elements logged, like any 3-vector store)."""
+        k = len(args) - 1
+        pt, space = self.pointer_arg(args[k]) if args else (None, None)
+        if space is None:
+            return
+        pointee = pt.get_pointee()
+        sid = self.site(
+            Kind.STORE, c.extent.start.offset, self.end(c), self.root_name(self.src(args[k]))
+        )
+        params, ret = self.sig(callee, args, {k: pt})
+        size = access_size(pointee)
+        call = f"{name}({', '.join([f'a{i}' for i in range(k)] + ['&t'])})"
+
+        def make(h):
+            return (
+                f"{ret} {h}({', '.join(params)}, {PS}s, uint site) {{\n"
+                f"  {c_type(pointee)} t;\n  {ret} r = {call};\n"
+                f"  _gr_acc(s, (ulong)a{k}, {int(space)}u, {size}u, site, 1u, "
+                "(const __private uchar *)&t, 1u, 0u);\n"
+                f"  *a{k} = t;\n  return r;\n}}"
+            )
+
+        h = self.helper(f"out|{name}|{'|'.join(params)}|{ret}", make)
+        self.call_edit(c, callee, h, f"_gr_s, {sid}u")
 
     def barrier(self, c, callee, args, name) -> None:
+        """barrier, work_group_barrier and wait_group_events: a logged event."""
         self.has_barrier = True
         sid = self.site(Kind.EVENT, c.extent.start.offset, self.end(c), "", Event.BARRIER)
         self.event_sites[c.extent.start.offset] = sid
@@ -82,16 +202,31 @@ class BuiltinCalls:
             self.root_name(self.src(args[0]).lstrip("&(")),
         )
         params, ret = self.sig(callee, args, {0: pt})
-        size = access_size(pt.get_pointee())
         op = atomic_op(name)
+        if op == CMPXCHG and len(args) > 1 and name.startswith("atomic_compare_exchange"):
+            if self.pointer_arg(args[1])[1] is not None:
+                self.note(
+                    args[1].extent.start.offset,
+                    f"'{name}': an `expected` value in __global or __local memory is "
+                    "not tracked (keep it in a private variable)",
+                )
+        size = access_size(pt.get_pointee())
         call = f"{name}({', '.join(f'a{i}' for i in range(len(args)))})"
 
         def make(h):
             r = "return " if ret != "void" else ""
+            log = f"_gr_acc(s, (ulong)a0, {int(space)}u, {size}u, site, {{}}, 0, 0u, {op}u);"
+            if op != CMPXCHG:
+                head = f"{ret} {h}({', '.join(params)}, {PS}s, uint site) {{"
+                return f"{head}\n  {log.format('2u')}\n  {r}{call};\n}}"
+            # a compare-exchange that fails only reads: logged after the call, as an
+            # atomic with the reads bit (flags bit 4; docs/internals.md §1, §3)
+            failed = "!r" if name.startswith("atomic_compare_exchange") else "r != a1"
             return (
                 f"{ret} {h}({', '.join(params)}, {PS}s, uint site) {{\n"
-                f"  _gr_acc(s, (ulong)a0, {int(space)}u, {size}u, site, 2u, 0, 0u, {op}u);\n"
-                f"  {r}{call};\n}}"
+                f"  {ret} r = {call};\n"
+                f"  {log.format(f'({failed}) ? 18u : 2u')}\n"
+                "  return r;\n}"
             )
 
         h = self.helper(f"at|{name}|{'|'.join(params)}|{ret}", make)

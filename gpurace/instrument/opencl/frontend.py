@@ -86,6 +86,19 @@ def parse_options(options: Sequence[str]) -> tuple[list[str], str]:
     return out, std
 
 
+def clang_text(text: str) -> str:
+    """`text` with one ASCII character for each of its characters: what libclang parses.
+
+    libclang's offsets and columns count bytes of the UTF-8 it is given, the rewriter
+    works in characters of the user's file; handing it ASCII makes the two one and
+    the same, here, once. A non-ASCII character can only stand in a comment, a string
+    or character literal or an identifier (it becomes `_`), or be Unicode white space
+    (a space). The rewritten program is built from the original characters."""
+    if text.isascii():
+        return text
+    return "".join(c if c.isascii() else " " if c.isspace() else "_" for c in text)
+
+
 def parse(text: str, path: str, options: Sequence[str]):
     """Parse `text` (the content of `path`) as OpenCL C; GpuraceError on any error."""
     ci = _cindex()
@@ -95,7 +108,7 @@ def parse(text: str, path: str, options: Sequence[str]):
     tu = ci.Index.create().parse(
         path,
         args=args,
-        unsaved_files=[(path, text)],
+        unsaved_files=[(path, clang_text(text))],
         options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD,
     )
     for d in tu.diagnostics:
@@ -136,7 +149,9 @@ class SourceMap:
 
     @functools.cached_property
     def _lines(self) -> list[int]:
-        return [0] + [i + 1 for i, c in enumerate(self.original) if c == "\n"]
+        # where each line starts: after a "\n", or a "\r" not followed by one (clang's
+        # and str.splitlines' line ends; a CRLF is one)
+        return [0] + [m.end() for m in re.finditer(r"\r\n?|\n", self.original)]
 
     def line_col(self, offset: int) -> tuple[int, int]:
         o = self.origin(offset)
@@ -144,8 +159,10 @@ class SourceMap:
         return line, o - self._lines[line - 1] + 1
 
     def line_text(self, line: int) -> str:
-        lines = self.original.splitlines()
-        return lines[line - 1] if 0 < line <= len(lines) else ""
+        if not 0 < line <= len(self._lines):
+            return ""
+        end = self._lines[line] if line < len(self._lines) else len(self.original)
+        return self.original[self._lines[line - 1] : end].rstrip("\r\n")
 
 
 # ----------------------------------------------------------------------------- macros
@@ -160,7 +177,7 @@ class Macro:
     body: str
 
 
-def user_macros(tu, path: str) -> dict[str, Macro]:
+def user_macros(tu, path: str, source: str) -> dict[str, Macro]:
     """Macros defined in the user's file, from the detailed preprocessing record."""
     ci = _cindex()
     found: dict[str, Macro] = {}
@@ -182,7 +199,9 @@ def user_macros(tu, path: str) -> dict[str, Macro]:
             close = next(i for i, t in enumerate(rest) if t.spelling == ")")
             params = [t.spelling for t in rest[1:close] if t.spelling != ","]
             rest = rest[close + 1 :]
-        found[c.spelling] = Macro(c.spelling, params, " ".join(t.spelling for t in rest))
+        # the tokens' own characters (libclang parsed an ASCII stand-in, clang_text)
+        body = " ".join(source[t.extent.start.offset : t.extent.end.offset] for t in rest)
+        found[c.spelling] = Macro(c.spelling, params, body)
     return found
 
 
@@ -251,7 +270,7 @@ def expand_access_macros(tu, path: str, source: str, tracked) -> tuple[str, Sour
     `tracked(type)` says whether an expression of that type is in tracked memory.
     Returns the new text and its map back to `source`."""
     ci = _cindex()
-    macros = user_macros(tu, path)
+    macros = user_macros(tu, path, source)
     smap = SourceMap(source)
     uses = [
         c

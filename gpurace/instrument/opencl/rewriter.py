@@ -23,10 +23,10 @@ from gpurace.model import (
 )
 
 from . import frontend
-from .builtins import VLOAD, BuiltinCalls
+from .builtins import ADDR, RV, BuiltinCalls
 from .edits import Edit, apply
 from .predict import Branch, Predictor, waiting_functions
-from .runtime import KERNEL_PARAMS, PS, WG_BARRIER, atomic_op, prelude
+from .runtime import KERNEL_PARAMS, PS, WG_BARRIER, prelude
 from .types import (
     access_size,
     c_type,
@@ -37,6 +37,7 @@ from .types import (
     is_vector,
     leaves,
     own_space,
+    pointer_to,
     tracked_space,
 )
 
@@ -46,7 +47,6 @@ _COMPONENTS = {"x": 0, "y": 1, "z": 2, "w": 3, "r": 0, "g": 1, "b": 2, "a": 3}
 # a helper's parameter and local names, renamed `_gr_*` once generated: helpers are
 # defined inside the user's text, after the user's macros
 _HELPER_LOCALS = re.compile(r"(?<![.\w>])\b(p|v|s|site|sl|ss|t|r|old|k|a\d+)\b")
-RV, ADDR = "rv", "addr"  # contexts: value used, or only the address/parts
 
 
 def swizzle(name: str, n: int) -> list[int]:
@@ -640,7 +640,7 @@ class Rewriter(BuiltinCalls):
         def make(name, T=T, t=c.type):
             body = self.leaf_lines(t, 0, "site", sp, None)
             return (
-                f"{T} {name}(const {self.pquals(t)} {T} *p, {PS}s, uint site) {{\n"
+                f"{T} {name}({pointer_to(T, 'const ' + self.pquals(t))}p, {PS}s, uint site) {{\n"
                 + "\n".join(body)
                 + "\n  return *p;\n}"
             )
@@ -684,7 +684,7 @@ class Rewriter(BuiltinCalls):
             def make(name, T=T, t=c.type):
                 body = self.leaf_lines(t, 1, "site", sp, "v")
                 return (
-                    f"{T} {name}({self.pquals(t)} {T} *p, {T} v, {PS}s, uint site) {{\n"
+                    f"{T} {name}({pointer_to(T, self.pquals(t))}p, {T} v, {PS}s, uint site) {{\n"
                     + "\n".join(body)
                     + "\n  *p = v;\n  return v;\n}"
                 )
@@ -717,7 +717,7 @@ class Rewriter(BuiltinCalls):
             ld = self.leaf_lines(c.type, 0, "sl", sp, None)
             stl = self.leaf_lines(c.type, 1, "ss", sp, "r")
             read, write = "*p", "*p = r;"
-            ptype = f"{self.pquals(c.type)} {T} *"
+            ptype = pointer_to(T, self.pquals(c.type))
             fill = ""
         if vtype is not None:
             arg = f", {c_type(vtype)} v"
@@ -775,55 +775,14 @@ class Rewriter(BuiltinCalls):
         self.parts(c)
         self.edits.append(Edit(node.extent.start.offset, self.end(node), build))
 
-    # ------------------------------------------------------------------ calls
-    def call(self, c, kernel: bool) -> None:
-        ch = self.children(c)
-        callee = self.strip(ch[0]) if ch else None
-        args = ch[1:]
-        for a in args:
-            self.visit(a, RV, kernel)
-        if callee is None or callee.kind != self.K.DECL_REF_EXPR:
-            return
-        name = c.spelling
-        if name in self.user_functions:
-            end = self.end(c) - 1
-            self.insert(end, ", _gr_s" if args else "_gr_s")
-            return
-        ref = callee.referenced
-        where = ref.location.file.name if ref is not None and ref.location.file else self.path
-        if where != self.path and not where.startswith(frontend.header_dir()):
-            self.note(
-                c.extent.start.offset,
-                f"'{name}' is defined in {where}: functions outside the checked file are "
-                "not instrumented",
-            )
-            return
-        if name in ("barrier", "work_group_barrier", "wait_group_events"):
-            self.barrier(c, callee, args, name)
-        elif atomic_op(name) is not None:
-            self.atomic(c, callee, args, name)
-        elif VLOAD.match(name):
-            self.vloadstore(c, callee, args, name)
-        elif name in ("async_work_group_copy", "async_work_group_strided_copy"):
-            self.async_copy(c, callee, args, name)
-        elif re.match(r"^(read|write)_image|^(read|write|reserve|commit)_pipe", name):
-            self.note(c.extent.start.offset, f"'{name}': image and pipe accesses are not tracked")
-
-    def call_edit(self, c, callee, helper: str, tail: str) -> None:
-        lp = self.skip_to(self.end(callee), "(")
-        end = self.end(c) - 1
-        sep = ", " if self.text[lp + 1 : end].strip() else ""
-
-        def build(sub, lp=lp, end=end):
-            return f"{helper}({sub(lp + 1, end)}{sep}{tail})"
-
-        self.edits.append(Edit(c.extent.start.offset, self.end(c), build))
-
 
 def instrument(source: str, path: str, options: Sequence[str] = ()) -> Instrumented:
     """Rewrite an OpenCL C program (docs/internals.md §5); GpuraceError if it does not
     parse. `Instrumented.source` still holds the user's preprocessor directives: build
-    it with the same -D/-I options."""
+    it with the same -D/-I options. Positions are characters of `source` (any
+    encoding's text, CRLF or CR line ends); a leading byte-order mark is no character
+    of the program and is dropped."""
+    source = source.removeprefix("\ufeff")
     tu = frontend.parse(source, path, options)
     text, smap = frontend.expand_access_macros(tu, path, source, tracked_space)
     if text != source:

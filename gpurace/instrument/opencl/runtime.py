@@ -32,6 +32,7 @@ ATOMIC_OPS = {
     "dec": 4,
     "cmpxchg": 11,
 }
+CMPXCHG = 11  # the compare-exchange op code: the one that may only read
 ATOMIC20_OPS = {
     "atomic_init": 2,
     "atomic_store": 2,

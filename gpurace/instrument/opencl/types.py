@@ -77,7 +77,7 @@ def c_type(t) -> str:
         q = own_space(pointee)
         if q:
             quals.append(q)
-        return " ".join(quals + [c_type(pointee)]) + " *"
+        return pointer_to(c_type(pointee), " ".join(quals))
     s = _QUALS.sub("", t.spelling).strip()
     s = re.sub(r"\s+", " ", s)
     if "__attribute__" in s or can.kind == ci.TypeKind.EXTVECTOR and not _IDENT_ONLY.match(s):
@@ -88,6 +88,17 @@ def c_type(t) -> str:
 
 
 _IDENT_ONLY = re.compile(r"^[A-Za-z_]\w*$")
+
+
+def pointer_to(spelled: str, quals: str) -> str:
+    """The type "pointer to a `quals`-qualified object of C type `spelled`": the
+    qualifiers of an object that is itself a pointer follow its star
+    (`__global int * __global *`), others lead (`const __global int *`)."""
+    if not quals:
+        return f"{spelled} *"
+    if spelled.endswith("*"):
+        return f"{spelled} {quals} *"
+    return f"{quals} {spelled} *"
 
 
 def scalar_name(t) -> str:
