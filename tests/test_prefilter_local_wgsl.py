@@ -15,6 +15,7 @@ from gpurace.backends import prefilter as prefilter_mod
 from gpurace.backends import wgpu_backend
 from gpurace.backends.prefilter import SHADOW_BUILD, SHADOW_FILTER
 from gpurace.instrument.wgsl import instrument
+from gpurace.instrument.wgsl.overrides import set_overrides
 from gpurace.launch import LaunchSpec
 from gpurace.model import Kind, Space
 from tests.corpus import cases
@@ -61,7 +62,7 @@ def test_local_area_covers_every_group_and_changes_no_report(case, monkeypatch):
     full = _unfiltered(monkeypatch, source, spec, path, all_instances=True)
     made = _record_prefilters(monkeypatch)
     filtered = api.check(source, spec, path=path, all_instances=True)
-    inst = instrument(source, path)
+    inst = instrument(set_overrides(source, spec.overrides, spec.path), path)
     words = sum(ceil(v.size / 4) for v in inst.variables if v.space == Space.LOCAL)
     assert [(p.local_words, p.groups) for p in made] == [(words, prod(spec.workgroups))]
     assert filtered.races == full.races
