@@ -109,6 +109,7 @@ class Rewriter(BuiltinCalls):
         self.event_sites: dict[int, int] = {}  # where a barrier/exit site starts -> its id
         self.waits: set[str] = set()  # user functions that reach a barrier
         self.max_slots = 1
+        self.program_vars: list = []  # program-scope __global variables so far
 
     # ------------------------------------------------------------------ utilities
     def src(self, c) -> str:
@@ -206,11 +207,7 @@ class Rewriter(BuiltinCalls):
             if c.kind == K.FUNCTION_DECL and self.in_file(c):
                 self.function(c)
             elif c.kind == K.VAR_DECL and self.in_file(c) and tracked_space(c.type) is not None:
-                self.note(
-                    c.extent.start.offset,
-                    f"program-scope variable '{c.spelling}' "
-                    "is not tracked: accesses to it are counted as unattributed",
-                )
+                self.program_var(c)
         nv = len(self.variables)
         for off, close, sid in self.kernel_exits if self.has_barrier else []:
             if close is None:  # the kernel's closing brace
@@ -355,6 +352,19 @@ class Rewriter(BuiltinCalls):
                     )
                 )
         self.params[name] = bindings
+        for d in self.program_vars:  # the program-scope __global variables it can see
+            var = len(self.variables)
+            stride, etype = element_stride(d.type)
+            self.variables.append(
+                TrackedVar(
+                    var, d.spelling, Space.GLOBAL, None, None, d.type.get_size(), stride, etype,
+                    "read_write", name,
+                )
+            )  # fmt: skip
+            track.append(
+                f"_gr_track(_gr_s, (ulong)&{d.spelling}, 0u, {var}u, "
+                f"(uint)sizeof({d.spelling}), 0u);"
+            )
         self.kernel_track = len(track)
         prologue = (
             f" _gr_state_t _gr_st; {PS}_gr_s = &_gr_st;"
@@ -437,6 +447,18 @@ class Rewriter(BuiltinCalls):
                 self.visit(ch, ctx, kernel)
             else:
                 self.visit(ch, RV, kernel)
+
+    def program_var(self, d) -> None:
+        """A program-scope `__global` variable (OpenCL C 2.0): tracked in every kernel
+        defined after it, as a variable of that kernel with its static size."""
+        if d.storage_class != self.ci.StorageClass.EXTERN and d.type.get_size() > 0:
+            self.program_vars.append(d)
+        else:
+            self.note(
+                d.extent.start.offset,
+                f"program-scope variable '{d.spelling}' is not tracked (declared, not "
+                "defined here): accesses to it are counted as unattributed",
+            )
 
     def local_first_word(self, var: int) -> str:
         """The first word of `__local` variable `var` in its group's local order (the
