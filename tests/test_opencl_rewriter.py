@@ -690,7 +690,7 @@ def test_constructs_not_instrumented_are_listed(tmp_path):
 def test_address_range_histogram_and_unattributed(queue):
     """Only accesses touching a word in [lo, hi) of the linear address order are
     logged, events when their group's id is; a counting run fills the histogram;
-    an access to an untracked (program-scope) variable is counted, not logged."""
+    an access to an untracked variable is counted, not logged."""
     x = np.arange(8, dtype=np.float32)
     data = {"src": x, "dst": np.zeros(8, np.float32)}
     inst = instrument(BASIC, "k.cl")
@@ -729,11 +729,19 @@ def test_address_range_histogram_and_unattributed(queue):
     extents[1] = 0  # dst: an extent of 0 attributes nothing to it
     res = launch(var_sizes=extents)
     assert res.unattributed == 24 and res.requested == len(full) - 24
+    # a program-scope variable defined here is tracked (tests/corpus/opencl/
+    # program_scope_global_race); one only declared is listed
     src = "__global int hidden[4];\n__kernel void k14(__global int *x) { x[0] = hidden[1]; }\n"
     inst = instrument(src, "k.cl", ["-cl-std=CL3.0"])
+    assert inst.not_instrumented == []
+    assert [(v.name, v.size, v.binding, v.kernel) for v in inst.variables] == [
+        ("x", None, 0, "k14"),
+        ("hidden", 16, None, "k14"),
+    ]
+    inst = instrument("extern " + src, "k.cl", ["-cl-std=CL3.0"])
     assert inst.not_instrumented == [
-        "k.cl:1:1: program-scope variable 'hidden' is not tracked: accesses to it are "
-        "counted as unattributed"
+        "k.cl:1:1: program-scope variable 'hidden' is not tracked (declared, not defined "
+        "here): accesses to it are counted as unattributed"
     ]
 
 
