@@ -420,8 +420,9 @@ ASYNC = kernel("""
 
 
 def test_async_work_group_copies(queue):
-    """Copies are group-level accesses by local index 0; wait_group_events is a barrier
-    event of both spaces (the copy is complete and visible after it)."""
+    """Copies are group-level accesses by local index 0 and work-group events (extra
+    0: they order nothing); wait_group_events is a barrier event of both spaces (the
+    copy is complete and visible after it)."""
     x = np.arange(8, dtype=np.float32) + 1
     data = {"src": x, "dst": np.zeros(16, np.float32)}
     inst, out, recs, _ = check(queue, ASYNC, data, (8,), (4,))
@@ -440,12 +441,14 @@ def test_async_work_group_copies(queue):
             ]
         for i in range(4):
             want += [
-                bar(p_w1, i, 0, 3, g),
+                bar(p_c, i, 0, 0, g),  # a copy is a work-group event ordering nothing
+                bar(p_w1, i, 1, 3, g),
                 ld(p_t, "tile", (3 - i) * 4, 4, i, g, epoch=1),
-                bar(p_bar, i, 1, 1, g),
-                bar(p_w2, i, 2, 3, g),
+                bar(p_bar, i, 2, 1, g),
+                bar(p_s, i, 3, 0, g),
+                bar(p_w2, i, 4, 3, g),
                 st(p_d, "dst", (g * 8 + 1 + 2 * i) * 4, 4, i, f32_bits(x[g * 4 + 3 - i]), g, 2),
-                ex(end, i, 3, g),
+                ex(end, i, 5, g),
             ]
     same(recs, want)
 
