@@ -165,6 +165,7 @@ class BuiltinCalls:
         ordinal."""
         self.has_barrier = True
         start, end = c.extent.start.offset, self.end(c)
+        self.work_group_calls.append((start, name))
         sid = self.site(Kind.EVENT, start, end, "", Event.BARRIER)
         self.event_sites[start] = sid
         if name == "barrier":
@@ -315,6 +316,27 @@ class BuiltinCalls:
         h = self.helper(f"vls|{name}|{'|'.join(params)}|{ret}", make)
         self.call_edit(c, callee, h, f"_gr_s, {sid}u")
 
+    def check_copy_windows(self) -> None:
+        """An async copy is complete only at the `wait_group_events` that waits for it,
+        but its accesses are logged in the epoch of the call: a barrier between the
+        call and the next wait (in source order in the function) would seem to order
+        it, so such a copy (or one with no wait after it) is listed."""
+        calls = sorted(self.work_group_calls)
+        for i, (off, name) in enumerate(calls):
+            if not name.startswith("async_"):
+                continue
+            later = [n for _, n in calls[i + 1 :]]
+            upto = (
+                later[: later.index("wait_group_events")] if "wait_group_events" in later else None
+            )
+            if upto is None or any(n in ("barrier", "work_group_barrier") for n in upto):
+                self.note(
+                    off,
+                    f"'{name}': a barrier before the wait_group_events that completes the "
+                    "copy (or no wait after it) does not order the copy, and accesses "
+                    "after that barrier are not checked against it",
+                )
+
     def async_copy(self, c, callee, args, name) -> None:
         """An async work-group copy: an event, then the copy's loads and stores by local
         index 0 in the epoch of the call."""
@@ -328,6 +350,7 @@ class BuiltinCalls:
         # a work-group function: an event (it orders nothing, extra 0), so that work-items
         # at different copies, or some at a copy and others elsewhere, are divergence
         self.has_barrier = True
+        self.work_group_calls.append((s, name))
         se = self.site(Kind.EVENT, s, e, "", Event.BARRIER)
         self.event_sites[s] = se
         sl = self.site(Kind.LOAD, s, e, self.root_name(self.src(args[1])))

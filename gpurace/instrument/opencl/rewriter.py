@@ -234,7 +234,9 @@ class Rewriter(AccessHelpers, BuiltinCalls):
             self.kernel(fn, params, body)
         for branch in Predictor(self, self.waits).function(body, kernel):
             self.predict(branch)
+        self.work_group_calls = []
         self.visit(body, RV, kernel)
+        self.check_copy_windows()
 
     def predict(self, b: Branch) -> None:
         """Wrap a branch's condition in `_gr_pred` (docs/internals.md §5), once the
