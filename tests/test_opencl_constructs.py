@@ -243,6 +243,13 @@ def test_pointer_builtin_table_is_exhaustive():
             "__kernel void k(__read_only pipe int p, __global int *o) { read_pipe(p, o); }\n",
             "k.cl:1:60: 'read_pipe': image and pipe accesses are not tracked",
         ),
+        (
+            ["-cl-std=CL2.0"],
+            "__kernel void k(__global atomic_int *c, __global int *x) "
+            "{ atomic_compare_exchange_strong(&c[0], &x[0], 1); }\n",
+            "k.cl:1:98: 'atomic_compare_exchange_strong': an `expected` value in __global "
+            "or __local memory is not tracked (keep it in a private variable)",
+        ),
     ],
 )
 def test_unmodelled_calls_with_tracked_pointers_are_listed(options, src, note):
