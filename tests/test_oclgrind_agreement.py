@@ -35,6 +35,14 @@ _ASYNC = (
     "Oclgrind performs an async copy for the whole work-group and reports its side "
     "with no source location (line 0)"
 )
+_WG_FUNCTION = (
+    "Oclgrind reports a work-group function that only some work-items reach at the "
+    "function's lines ('Work-group divergence detected'), with no exit site"
+)
+_WG_COPIES = (
+    "Oclgrind reports work-items at different async copies as work-group divergence "
+    "with no source location (line 0)"
+)
 _CL3 = (
     "Oclgrind 21.10 is an OpenCL 1.2 device and cannot build -cl-std=CL3.0 programs "
     "(C11 atomics, work_group_barrier)"
@@ -54,6 +62,8 @@ DIFFERENCES: dict[str, tuple[object, str]] = {
         "with OCLGRIND_UNIFORM_WRITES=1, Oclgrind 21.10 reports same-value stores to "
         "__global memory (same_value_global_uniform_race agrees) but not to __local memory",
     ),
+    "divergence_copy_some_items": ({("divergence", 7, 7), ("divergence", 8, 8)}, _WG_FUNCTION),
+    "divergence_two_copies": ({("divergence", 0, 0)}, _WG_COPIES),
     "atomics_c11_clean": (BUILD_FAILS, _CL3),
     "atomic_c11_vs_plain": (BUILD_FAILS, _CL3),
 }
@@ -149,7 +159,9 @@ def test_labels_point_at_sites(case) -> None:
             line, col = map(int, race[key].split(":"))
             text = lines[line - 1][col - 1 :]
             if kind == "barrier":
-                assert text.startswith(("barrier(", "work_group_barrier(")), text
+                # barriers, and the work-group functions that log a barrier event
+                events = ("barrier(", "work_group_barrier(", "async_work_group_", "wait_group_")
+                assert text.startswith(events), text
             elif kind == "exit":
                 assert text.startswith(("return", "}")), text
             elif kind == "atomic":

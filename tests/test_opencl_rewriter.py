@@ -420,8 +420,9 @@ ASYNC = kernel("""
 
 
 def test_async_work_group_copies(queue):
-    """Copies are group-level accesses by local index 0; wait_group_events is a barrier
-    event of both spaces (the copy is complete and visible after it)."""
+    """Copies are group-level accesses by local index 0 and work-group events (extra
+    0: they order nothing); wait_group_events is a barrier event of both spaces (the
+    copy is complete and visible after it)."""
     x = np.arange(8, dtype=np.float32) + 1
     data = {"src": x, "dst": np.zeros(16, np.float32)}
     inst, out, recs, _ = check(queue, ASYNC, data, (8,), (4,))
@@ -440,12 +441,14 @@ def test_async_work_group_copies(queue):
             ]
         for i in range(4):
             want += [
-                bar(p_w1, i, 0, 3, g),
+                bar(p_c, i, 0, 0, g),  # a copy is a work-group event ordering nothing
+                bar(p_w1, i, 1, 3, g),
                 ld(p_t, "tile", (3 - i) * 4, 4, i, g, epoch=1),
-                bar(p_bar, i, 1, 1, g),
-                bar(p_w2, i, 2, 3, g),
+                bar(p_bar, i, 2, 1, g),
+                bar(p_s, i, 3, 0, g),
+                bar(p_w2, i, 4, 3, g),
                 st(p_d, "dst", (g * 8 + 1 + 2 * i) * 4, 4, i, f32_bits(x[g * 4 + 3 - i]), g, 2),
-                ex(end, i, 3, g),
+                ex(end, i, 5, g),
             ]
     same(recs, want)
 
@@ -690,7 +693,7 @@ def test_constructs_not_instrumented_are_listed(tmp_path):
 def test_address_range_histogram_and_unattributed(queue):
     """Only accesses touching a word in [lo, hi) of the linear address order are
     logged, events when their group's id is; a counting run fills the histogram;
-    an access to an untracked (program-scope) variable is counted, not logged."""
+    an access to an untracked variable is counted, not logged."""
     x = np.arange(8, dtype=np.float32)
     data = {"src": x, "dst": np.zeros(8, np.float32)}
     inst = instrument(BASIC, "k.cl")
@@ -729,11 +732,19 @@ def test_address_range_histogram_and_unattributed(queue):
     extents[1] = 0  # dst: an extent of 0 attributes nothing to it
     res = launch(var_sizes=extents)
     assert res.unattributed == 24 and res.requested == len(full) - 24
+    # a program-scope variable defined here is tracked (tests/corpus/opencl/
+    # program_scope_global_race); one only declared is listed
     src = "__global int hidden[4];\n__kernel void k14(__global int *x) { x[0] = hidden[1]; }\n"
     inst = instrument(src, "k.cl", ["-cl-std=CL3.0"])
+    assert inst.not_instrumented == []
+    assert [(v.name, v.size, v.binding, v.kernel) for v in inst.variables] == [
+        ("x", None, 0, "k14"),
+        ("hidden", 16, None, "k14"),
+    ]
+    inst = instrument("extern " + src, "k.cl", ["-cl-std=CL3.0"])
     assert inst.not_instrumented == [
-        "k.cl:1:1: program-scope variable 'hidden' is not tracked: accesses to it are "
-        "counted as unattributed"
+        "k.cl:1:1: program-scope variable 'hidden' is not tracked (declared, not defined "
+        "here): accesses to it are counted as unattributed"
     ]
 
 

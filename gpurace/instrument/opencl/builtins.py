@@ -13,6 +13,7 @@ in not_instrumented.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from gpurace.model import Event, Kind, Space
 
@@ -29,6 +30,22 @@ _UNMODELLED = re.compile(
     r"^(read|write)_image|^(read|write|reserve|commit)_pipe|^(work_group|sub_group)_"
     r"(reserve|commit)_|^enqueue_|^capture_event_profiling_info$|^intel_sub_group_block_"
 )
+
+
+FENCES = ("no fence", "CLK_LOCAL_MEM_FENCE", "CLK_GLOBAL_MEM_FENCE", "both fences")
+
+
+def constant_fence(K, fence) -> bool:
+    """Whether a barrier's fence argument is made of constants only (no variable, no
+    call): the same for every work-item."""
+    for d in fence.walk_preorder():
+        if d.kind == K.CALL_EXPR:
+            return False
+        if d.kind == K.DECL_REF_EXPR and (
+            d.referenced is None or d.referenced.kind != K.ENUM_CONSTANT_DECL
+        ):
+            return False
+    return True
 
 
 def family(name: str) -> str | None:
@@ -140,10 +157,17 @@ class BuiltinCalls:
         self.call_edit(c, callee, h, f"_gr_s, {sid}u")
 
     def barrier(self, c, callee, args, name) -> None:
-        """barrier, work_group_barrier and wait_group_events: a logged event."""
+        """barrier, work_group_barrier and wait_group_events: a logged event. A fence
+        that is not a constant may differ between work-items, which is divergence
+        (every work-item must pass a barrier with the same flags): such a barrier
+        has one site per fence (none, local, global, both; the site's `detail`), and
+        work-items that pass it with different fences log different sites at one
+        ordinal."""
         self.has_barrier = True
-        sid = self.site(Kind.EVENT, c.extent.start.offset, self.end(c), "", Event.BARRIER)
-        self.event_sites[c.extent.start.offset] = sid
+        start, end = c.extent.start.offset, self.end(c)
+        self.work_group_calls.append((start, name))
+        sid = self.site(Kind.EVENT, start, end, "", Event.BARRIER)
+        self.event_sites[start] = sid
         if name == "barrier":
             h = "_gr_barrier"
         elif name == "wait_group_events":
@@ -151,6 +175,21 @@ class BuiltinCalls:
         else:
             self.uses_wg_barrier = True
             h = "_gr_wg_barrier" if len(args) == 1 else "_gr_wg_barrier_scope"
+        if name != "wait_group_events" and args and not constant_fence(self.K, args[0]):
+            for _ in FENCES[1:]:
+                self.site(Kind.EVENT, start, end, "", Event.BARRIER)
+            for bits, fence in enumerate(FENCES):
+                self.sites[sid + bits] = replace(self.sites[sid + bits], detail=fence)
+            params = ["cl_mem_fence_flags a0"] + (["memory_scope a1"] if len(args) > 1 else [])
+            fwd = ", ".join(f"a{i}" for i in range(len(params)))
+
+            def make(name, h=h, params=params, fwd=fwd):
+                return (
+                    f"void {name}({', '.join(params)}, {PS}s, uint site) {{\n"
+                    f"  {h}({fwd}, s, site + _gr_fence_bits(a0));\n}}"
+                )
+
+            h = self.helper(f"fence|{h}", make)
         self.call_edit(c, callee, h, f"_gr_s, {sid}u")
 
     def pointer_type(self, a):
@@ -277,7 +316,30 @@ class BuiltinCalls:
         h = self.helper(f"vls|{name}|{'|'.join(params)}|{ret}", make)
         self.call_edit(c, callee, h, f"_gr_s, {sid}u")
 
+    def check_copy_windows(self) -> None:
+        """An async copy is complete only at the `wait_group_events` that waits for it,
+        but its accesses are logged in the epoch of the call: a barrier between the
+        call and the next wait (in source order in the function) would seem to order
+        it, so such a copy (or one with no wait after it) is listed."""
+        calls = sorted(self.work_group_calls)
+        for i, (off, name) in enumerate(calls):
+            if not name.startswith("async_"):
+                continue
+            later = [n for _, n in calls[i + 1 :]]
+            upto = (
+                later[: later.index("wait_group_events")] if "wait_group_events" in later else None
+            )
+            if upto is None or any(n in ("barrier", "work_group_barrier") for n in upto):
+                self.note(
+                    off,
+                    f"'{name}': a barrier before the wait_group_events that completes the "
+                    "copy (or no wait after it) does not order the copy, and accesses "
+                    "after that barrier are not checked against it",
+                )
+
     def async_copy(self, c, callee, args, name) -> None:
+        """An async work-group copy: an event, then the copy's loads and stores by local
+        index 0 in the epoch of the call."""
         if len(args) < 4:
             return
         dt, dsp = self.pointer_arg(args[0])
@@ -285,6 +347,12 @@ class BuiltinCalls:
         if dsp is None and ssp is None:
             return
         s, e = c.extent.start.offset, self.end(c)
+        # a work-group function: an event (it orders nothing, extra 0), so that work-items
+        # at different copies, or some at a copy and others elsewhere, are divergence
+        self.has_barrier = True
+        self.work_group_calls.append((s, name))
+        se = self.site(Kind.EVENT, s, e, "", Event.BARRIER)
+        self.event_sites[s] = se
         sl = self.site(Kind.LOAD, s, e, self.root_name(self.src(args[1])))
         ss = self.site(Kind.STORE, s, e, self.root_name(self.src(args[0])))
         params, ret = self.sig(callee, args, {0: dt, 1: st})
@@ -307,11 +375,12 @@ class BuiltinCalls:
 
         def make(h):
             return (
-                f"{ret} {h}({', '.join(params)}, {PS}s, uint sl, uint ss) {{\n"
+                f"{ret} {h}({', '.join(params)}, {PS}s, uint site, uint sl, uint ss) {{\n"
+                "  _gr_event(s, site, 0u);\n  s->nbar++;\n"
                 f"  if (s->lid == 0u) {{\n    for (size_t k = 0; k < a2; k++) {{\n"
                 + "\n".join(lines)
                 + f"\n    }}\n  }}\n  return {call};\n}}"
             )
 
         h = self.helper(f"async|{name}|{'|'.join(params)}", make)
-        self.call_edit(c, callee, h, f"_gr_s, {sl}u, {ss}u")
+        self.call_edit(c, callee, h, f"_gr_s, {se}u, {sl}u, {ss}u")

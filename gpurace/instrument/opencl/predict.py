@@ -23,9 +23,12 @@ from dataclasses import dataclass
 from gpurace.model import Event
 
 from . import frontend
+from .builtins import constant_fence
 from .types import tracked_space
 
-BARRIERS = ("barrier", "work_group_barrier", "wait_group_events")
+# the work-group functions every work-item must reach alike: each logs an event
+COPIES = ("async_work_group_copy", "async_work_group_strided_copy")
+BARRIERS = ("barrier", "work_group_barrier", "wait_group_events", *COPIES)
 
 
 @dataclass(frozen=True)
@@ -118,18 +121,14 @@ class Predictor:
         fence argument made of constants only (no variable, no call)."""
         if call.spelling == "wait_group_events":
             return Next(Event.BARRIER, call.extent.start.offset, "7u")
+        if call.spelling in COPIES:
+            return Next(Event.BARRIER, call.extent.start.offset, "4u")
         args = self.r.children(call)[1:]
         if not args:
             return None
         fence = args[0]
-        K = self.K
-        for d in fence.walk_preorder():
-            if d.kind == K.CALL_EXPR:
-                return None
-            if d.kind == K.DECL_REF_EXPR and (
-                d.referenced is None or d.referenced.kind != K.ENUM_CONSTANT_DECL
-            ):
-                return None
+        if not constant_fence(self.K, fence):
+            return None
         text = self.r.text[fence.extent.start.offset : self.r.end(fence)]
         return Next(Event.BARRIER, call.extent.start.offset, f"4u | _gr_fence_bits({text})")
 

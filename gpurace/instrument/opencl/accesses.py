@@ -1,0 +1,241 @@
+"""The helpers of plain accesses to tracked memory: loads, stores, compound
+assignments and increments of scalars, vectors (and their components) and structs
+(one record per leaf). A mixin of the Rewriter (rewriter.py): each method adds the
+access's sites and the edit that calls its generated helper."""
+
+from __future__ import annotations
+
+from gpurace.model import Kind
+
+from .builtins import RV
+from .edits import Edit
+from .runtime import PS
+from .types import access_size, c_type, is_record, leaves, own_space, pointer_to
+
+_COMPONENTS = {"x": 0, "y": 1, "z": 2, "w": 3, "r": 0, "g": 1, "b": 2, "a": 3}
+
+
+def swizzle(name: str, n: int) -> list[int]:
+    """Vector indices a component selector reads or writes, in selector order."""
+    m = 4 if n == 3 else n
+    if name in ("lo", "hi", "even", "odd"):
+        sel = {
+            "lo": range(m // 2),
+            "hi": range(m // 2, m),
+            "even": range(0, m, 2),
+            "odd": range(1, m, 2),
+        }[name]
+        return [i for i in sel if i < n]
+    if name[0] in "sS":
+        return [int(c, 16) for c in name[1:]]
+    return [_COMPONENTS[c] for c in name]
+
+
+def runs(indices: list[int]) -> list[tuple[int, int]]:
+    """Contiguous runs (first index, count) of a set of vector indices."""
+    out: list[tuple[int, int]] = []
+    for i in sorted(set(indices)):
+        if out and out[-1][0] + out[-1][1] == i:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+        else:
+            out.append((i, 1))
+    return out
+
+
+class AccessHelpers:
+    """Mixin of the Rewriter: the helper of each kind of plain access."""
+
+    def leaf_lines(self, t, kind: int, site: str, sp: int, value: str | None) -> list[str]:
+        out = []
+        ls = leaves(t) if is_record(t) else [(0, access_size(t))]
+        for off, size in ls:
+            bytes_ = f"(const __private uchar *)&{value} + {off}" if value else "0"
+            known = "1u" if value else "0u"
+            out.append(
+                f"  _gr_acc(s, (ulong)p + {off}u, {sp}u, {size}u, {site}, {kind}u, {bytes_}, "
+                f"{known}, 0u);"
+            )
+        return out
+
+    def run_lines(self, vt, indices, kind, site, sp, value: str | None) -> list[str]:
+        es = vt.get_canonical().element_type.get_size()
+        out = []
+        for first, n in runs(indices):
+            off, size = first * es, n * es
+            bytes_ = f"(const __private uchar *)&{value} + {off}" if value else "0"
+            known = "1u" if value else "0u"
+            out.append(
+                f"  _gr_acc(s, (ulong)p + {off}u, {sp}u, {size}u, {site}, {kind}u, {bytes_}, "
+                f"{known}, 0u);"
+            )
+        return out
+
+    def pquals(self, t) -> str:
+        q = own_space(t)
+        return ("volatile " if t.is_volatile_qualified() else "") + q
+
+    def load(self, c) -> None:
+        c, space, sel, base = self.access_info(c)
+        sid = self.site(Kind.LOAD, c.extent.start.offset, self.end(c), self.var_of(c))
+        sp = int(space)
+        if sel:
+            vt = base.type
+            VT, ST = c_type(vt), c_type(c.type)
+            idx = swizzle(sel, vt.get_canonical().element_count)
+
+            def make(name, VT=VT, ST=ST, idx=idx, sel=sel):
+                body = self.run_lines(vt, idx, 0, "site", sp, None)
+                return (
+                    f"{ST} {name}(const {self.pquals(vt)} {VT} *p, {PS}s, uint site) {{\n"
+                    + "\n".join(body)
+                    + f"\n  return (*p).{sel};\n}}"
+                )
+
+            h = self.helper(f"ldv|{VT}|{sel}|{self.pquals(vt)}", make)
+            b = base
+
+            def build(sub, h=h, b=b, sid=sid):
+                return f"{h}(&({sub(b.extent.start.offset, self.end(b))}), _gr_s, {sid}u)"
+
+            self.parts(c)
+            self.edits.append(Edit(c.extent.start.offset, self.end(c), build))
+            return
+        T = c_type(c.type)
+
+        def make(name, T=T, t=c.type):
+            body = self.leaf_lines(t, 0, "site", sp, None)
+            return (
+                f"{T} {name}({pointer_to(T, 'const ' + self.pquals(t))}p, {PS}s, uint site) {{\n"
+                + "\n".join(body)
+                + "\n  return *p;\n}"
+            )
+
+        h = self.helper(f"ld|{T}|{self.pquals(c.type)}", make)
+
+        def build(sub, h=h, c=c, sid=sid):
+            return f"{h}(&({sub(c.extent.start.offset, self.end(c))}), _gr_s, {sid}u)"
+
+        self.parts(c)
+        self.edits.append(Edit(c.extent.start.offset, self.end(c), build))
+
+    def cast(self, t, text: str) -> str:
+        if is_record(t):
+            return text
+        return f"({c_type(t)})({text})"
+
+    def store(self, node, lhs, rhs) -> None:
+        c, space, sel, base = self.access_info(lhs)
+        sid = self.site(Kind.STORE, c.extent.start.offset, self.end(c), self.var_of(c))
+        sp = int(space)
+        target = base if sel else c
+        if sel:
+            vt = base.type
+            VT, ST = c_type(vt), c_type(c.type)
+            idx = swizzle(sel, vt.get_canonical().element_count)
+
+            def make(name, VT=VT, ST=ST, idx=idx, sel=sel, vt=vt):
+                body = self.run_lines(vt, idx, 1, "site", sp, "t")
+                return (
+                    f"{ST} {name}({self.pquals(vt)} {VT} *p, {ST} v, {PS}s, uint site) {{\n"
+                    f"  {VT} t = ({VT})(0);\n  t.{sel} = v;\n"
+                    + "\n".join(body)
+                    + f"\n  (*p).{sel} = v;\n  return v;\n}}"
+                )
+
+            h = self.helper(f"stv|{VT}|{sel}|{self.pquals(vt)}", make)
+        else:
+            T = c_type(c.type)
+
+            def make(name, T=T, t=c.type):
+                body = self.leaf_lines(t, 1, "site", sp, "v")
+                return (
+                    f"{T} {name}({pointer_to(T, self.pquals(t))}p, {T} v, {PS}s, uint site) {{\n"
+                    + "\n".join(body)
+                    + "\n  *p = v;\n  return v;\n}"
+                )
+
+            h = self.helper(f"st|{T}|{self.pquals(c.type)}", make)
+        ctype = c.type
+
+        def build(sub, h=h, target=target, rhs=rhs, sid=sid):
+            ptr = sub(target.extent.start.offset, self.end(target))
+            val = self.cast(ctype, sub(rhs.extent.start.offset, self.end(rhs)))
+            return f"{h}(&({ptr}), {val}, _gr_s, {sid}u)"
+
+        self.parts(c)
+        self.visit(rhs, RV)
+        self.edits.append(Edit(node.extent.start.offset, self.end(node), build))
+
+    def rmw_helper(self, c, sel, base, sp, op: str, vtype, key: str) -> str:
+        """Helper for `x op= v` (vtype given) or `++`/`--` (op "pre++" etc.)."""
+        if sel:
+            vt = base.type
+            VT, ST = c_type(vt), c_type(c.type)
+            idx = swizzle(sel, vt.get_canonical().element_count)
+            ld = self.run_lines(vt, idx, 0, "sl", sp, None)
+            stl = self.run_lines(vt, idx, 1, "ss", sp, "t")
+            read, write = f"(*p).{sel}", f"(*p).{sel} = r;"
+            ptype, T = f"{self.pquals(vt)} {VT} *", ST
+            fill = f"  {VT} t = ({VT})(0);\n  t.{sel} = r;\n"
+        else:
+            T = c_type(c.type)
+            ld = self.leaf_lines(c.type, 0, "sl", sp, None)
+            stl = self.leaf_lines(c.type, 1, "ss", sp, "r")
+            read, write = "*p", "*p = r;"
+            ptype = pointer_to(T, self.pquals(c.type))
+            fill = ""
+        if vtype is not None:
+            arg = f", {c_type(vtype)} v"
+            apply_ = f"  r {op} v;\n"
+            ret = "r"
+        else:
+            arg = ""
+            apply_ = f"  r{op[-2:]};\n"
+            ret = "r" if op.startswith("pre") else "old"
+
+        def make(name):
+            return (
+                f"{T} {name}({ptype}p{arg}, {PS}s, uint sl, uint ss) {{\n"
+                + "\n".join(ld)
+                + f"\n  {T} old = {read};\n  {T} r = old;\n"
+                + apply_
+                + fill
+                + "\n".join(stl)
+                + f"\n  {write}\n  return {ret};\n}}"
+            )
+
+        return self.helper(f"rmw|{key}|{ptype}|{sel}|{op}|{arg}", make)
+
+    def rmw(self, node, lhs, rhs, op: str) -> None:
+        c, space, sel, base = self.access_info(lhs)
+        s, e = c.extent.start.offset, self.end(c)
+        sl = self.site(Kind.LOAD, s, e, self.var_of(c))
+        ss = self.site(Kind.STORE, s, e, self.var_of(c))
+        h = self.rmw_helper(c, sel, base, int(space), op, rhs.type, "cmp")
+        target = base if sel else c
+
+        def build(sub, h=h, target=target, rhs=rhs):
+            ptr = sub(target.extent.start.offset, self.end(target))
+            val = sub(rhs.extent.start.offset, self.end(rhs))
+            return f"{h}(&({ptr}), {val}, _gr_s, {sl}u, {ss}u)"
+
+        self.parts(c)
+        self.visit(rhs, RV)
+        self.edits.append(Edit(node.extent.start.offset, self.end(node), build))
+
+    def incdec(self, node, sub_, op: str, prefix: bool) -> None:
+        c, space, sel, base = self.access_info(sub_)
+        s, e = c.extent.start.offset, self.end(c)
+        sl = self.site(Kind.LOAD, s, e, self.var_of(c))
+        ss = self.site(Kind.STORE, s, e, self.var_of(c))
+        h = self.rmw_helper(
+            c, sel, base, int(space), ("pre" if prefix else "post") + op, None, "inc"
+        )
+        target = base if sel else c
+
+        def build(sub, h=h, target=target):
+            ptr = sub(target.extent.start.offset, self.end(target))
+            return f"{h}(&({ptr}), _gr_s, {sl}u, {ss}u)"
+
+        self.parts(c)
+        self.edits.append(Edit(node.extent.start.offset, self.end(node), build))
