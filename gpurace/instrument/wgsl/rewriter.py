@@ -768,7 +768,7 @@ class ModuleRewriter:
 
     def signature(
         self, fn: A.Function, name: str, aliases: dict[str, Path], extra_params: Sequence[str] = ()
-    ) -> str:  # type: ignore[assignment]
+    ) -> str:
         params = []
         for p in fn.params:
             if p.name in aliases:

@@ -92,7 +92,7 @@ class ModuleScope:
         if sym is not None and sym.kind == "type":
             if targs:
                 raise self.error(f"type '{name}' takes no template arguments", t)
-            return sym.type  # type: ignore[return-value]
+            return sym.type
         if name in SCALARS and not targs:
             return SCALARS[name]
         m = re.fullmatch(r"vec([234])([fiuh]?)", name)
@@ -490,7 +490,7 @@ def constructor_type(
         el = None
         for a in args:
             el = unify(el, a)
-        return Array(el, len(args)) if el is not None else None  # type: ignore[arg-type]
+        return Array(el, len(args)) if el is not None else None
     return None
 
 
