@@ -141,6 +141,7 @@ def _find_launch(kernel: str | None, launch: str | None) -> str:
                 file=launch,
             )
         return launch
+    assert kernel is not None  # callers pass KERNEL whenever there is no --launch
     guess = os.path.splitext(kernel)[0] + ".toml"
     if os.path.isfile(guess):
         return guess

@@ -577,7 +577,7 @@ class _Shadows:
 
             raw = self.read(d.indirect[0], d.indirect[1], 12)
             x, y, z = (int(v) for v in np.frombuffer(raw, "<u4"))
-            workgroups = (x, y, z)
+            workgroups: tuple[int, ...] = (x, y, z)
         else:
             workgroups = tuple(int(v) for v in d.workgroups)  # type: ignore[union-attr]
         self.session.launch(kernel, index, workgroups, buffers)

@@ -113,9 +113,10 @@ def format_run(
         f"{plural(n_launches, 'launch', 'launches')} checked"
     )
     if tool in ("race", "all"):
-        races = sum(len(merged(k).races) for k in checked if k.reports)  # type: ignore[union-attr]
-        errors = sum(len(merged(k).errors) for k in checked if k.reports)  # type: ignore[union-attr]
-        warnings = sum(len(merged(k).warnings) for k in checked if k.reports)  # type: ignore[union-attr]
+        reports = [r for r in map(merged, checked) if r is not None]
+        races = sum(len(r.races) for r in reports)
+        errors = sum(len(r.errors) for r in reports)
+        warnings = sum(len(r.warnings) for r in reports)
         summary += f"; {plural(races, 'race')} ({plural(errors, 'error')}, "
         summary += f"{plural(warnings, 'warning')}"
         hidden = races - errors - warnings

@@ -185,7 +185,7 @@ class _Module:
                     stride,
                     wgsl(elem),
                     sym.tracked.id if sym.tracked is not None else None,
-                )  # type: ignore[union-attr]
+                )
             )
 
     def tracked_vars(self) -> list[TrackedVar]:

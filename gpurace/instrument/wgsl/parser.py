@@ -268,9 +268,9 @@ class Parser:
             self.expect(";")
             return A.Simple(t.offset, self._end(), t.line, t.col, w)
         if w == "const_assert":
-            s = self.const_assert()
+            ca = self.const_assert()
             self.expect(";")
-            return s
+            return ca
         s = self.simple_statement()
         self.expect(";")
         return s

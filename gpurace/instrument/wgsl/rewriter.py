@@ -314,13 +314,13 @@ class FunctionRewriter:
             i = self.expr(e.index)
             bt, space = b.type, b.space
             if isinstance(bt, Pointer):
-                bt, space = bt.store, bt.space
+                space, bt = bt.space, bt.store
             return Val(f"{b.text}[{i.text}]", _elem(bt), space, b.access)
         if isinstance(e, A.Member):
             b = self.expr(e.base)
             bt, space = b.type, b.space
             if isinstance(bt, Pointer):
-                bt, space = bt.store, bt.space
+                space, bt = bt.space, bt.store
             mt = _member(bt, e.name)
             if isinstance(bt, Vector) and len(e.name) > 1:
                 space = ""
@@ -337,6 +337,7 @@ class FunctionRewriter:
             raise self.error(f"unknown identifier '{e.name}'", e)
         if sym.kind == "alias":
             path = sym.path
+            assert path is not None  # an alias always has its path
             return Val(f"(&{Runtime.ref(path, [s.text for s in path.dynamic()])})", sym.type)
         if sym.kind in ("gvar", "lvar"):
             return Val(e.name, sym.type, sym.space or "function", sym.access or "read_write")
@@ -608,9 +609,9 @@ class FunctionRewriter:
             path = self.build_ptr_path(d.init)
             pre = []
             for s in path.dynamic():
-                t = self.temp()
-                pre.append(f"let {t} = {s.text};")
-                s.text = t
+                tmp = self.temp()
+                pre.append(f"let {tmp} = {s.text};")
+                s.text = tmp
             self.declare(
                 d.name, Sym("alias", Pointer(_space(path), path.type, path.root.access), path=path)
             )
@@ -767,7 +768,7 @@ class ModuleRewriter:
 
     def signature(
         self, fn: A.Function, name: str, aliases: dict[str, Path], extra_params: Sequence[str] = ()
-    ) -> str:  # type: ignore[assignment]
+    ) -> str:
         params = []
         for p in fn.params:
             if p.name in aliases:

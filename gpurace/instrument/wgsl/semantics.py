@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpurace.model import GpuraceError
 
@@ -41,6 +42,12 @@ from .types import (
     with_scalar,
 )
 
+if TYPE_CHECKING:
+    from .runtime import Path, TrackedInfo
+
+# The value of a constant expression: what the WGSL literals and builtins evaluate to.
+Value = bool | int | float
+
 _VEC_SHORT = {"f": F32, "i": I32, "u": U32, "h": F16}
 _TEXEL_FORMATS = {
     "uint": U32,
@@ -58,9 +65,9 @@ class Sym:
     space: str = ""  # address space for variables
     access: str = ""
     node: object = None  # the declaring AST node
-    tracked: object = None  # TrackedInfo for tracked module variables
-    path: object = None  # Path for tracked pointer aliases
-    value: object = None  # evaluated value of const/override, if known
+    tracked: TrackedInfo | None = None  # for tracked module variables
+    path: Path | None = None  # for tracked pointer aliases
+    value: Value | None = None  # evaluated value of const/override, if known
 
 
 @dataclass
@@ -85,7 +92,7 @@ class ModuleScope:
         if sym is not None and sym.kind == "type":
             if targs:
                 raise self.error(f"type '{name}' takes no template arguments", t)
-            return sym.type  # type: ignore[return-value]
+            return sym.type
         if name in SCALARS and not targs:
             return SCALARS[name]
         m = re.fullmatch(r"vec([234])([fiuh]?)", name)
@@ -97,8 +104,8 @@ class ModuleScope:
         m = re.fullmatch(r"mat([234])x([234])([fh]?)", name)
         if m:
             c, r = int(m.group(1)), int(m.group(2))
-            elem = _VEC_SHORT[m.group(3)] if m.group(3) else self._scalar_arg(t, targs, lookup)
-            return Matrix(c, r, elem)
+            scalar = _VEC_SHORT[m.group(3)] if m.group(3) else self._scalar_arg(t, targs, lookup)
+            return Matrix(c, r, scalar)
         if name == "atomic":
             return Atomic(self._scalar_arg(t, targs, lookup))
         if name == "array":
@@ -107,14 +114,14 @@ class ModuleScope:
             elem = self.resolve_type(targs[0], lookup)
             if len(targs) == 1:
                 return Array(elem, None)
-            n = self.const_value(targs[1], lookup)
-            if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+            count = self.const_value(targs[1], lookup)
+            if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
                 raise self.error(
                     "array size must be a positive constant (an override without a default "
                     "needs a value: the launch file's [overrides] table)",
                     targs[1],
                 )
-            return Array(elem, n)
+            return Array(elem, count)
         if name == "ptr":
             if len(targs) < 2:
                 raise self.error("expected 'ptr<space, T[, access]>'", t)
@@ -182,7 +189,7 @@ class ModuleScope:
         return make_struct(s.name, fields)
 
     # ------------------------------------------------------------------ constants
-    def const_value(self, e: A.Expr, lookup=None) -> object:
+    def const_value(self, e: A.Expr, lookup=None) -> Value | None:
         """Evaluate a constant (or override-with-default) scalar expression, else None."""
         lookup = lookup or self.syms.get
         return _eval(e, lookup, self.overrides)
@@ -192,7 +199,7 @@ def _word(e: A.Expr) -> str:
     return e.name if isinstance(e, A.Ident) else ""
 
 
-def literal_value(lit: A.Literal) -> object:
+def literal_value(lit: A.Literal) -> Value:
     text = lit.text
     if lit.kind == "bool":
         return text == "true"
@@ -230,7 +237,7 @@ def literal_type(lit: A.Literal) -> Scalar:
     return AFLOAT
 
 
-def _eval(e: A.Expr, lookup, overrides: dict[str, float]) -> object:
+def _eval(e: A.Expr, lookup, overrides: dict[str, float]) -> Value | None:
     if isinstance(e, A.Literal):
         return literal_value(e)
     if isinstance(e, A.Paren):
@@ -249,7 +256,7 @@ def _eval(e: A.Expr, lookup, overrides: dict[str, float]) -> object:
         if v is None:
             return None
         if e.op == "-":
-            return -v  # type: ignore[operator]
+            return -v
         if e.op == "!":
             return not v
         if e.op == "~" and isinstance(v, int):
@@ -265,18 +272,19 @@ def _eval(e: A.Expr, lookup, overrides: dict[str, float]) -> object:
         except (ZeroDivisionError, TypeError, ValueError):
             return None
     if isinstance(e, A.Call):
-        args = [_eval(a, lookup, overrides) for a in e.args]
-        if any(a is None for a in args):
+        values = [_eval(a, lookup, overrides) for a in e.args]
+        args = [a for a in values if a is not None]
+        if len(args) < len(values):
             return None
         n = e.callee.name
         if n in ("u32", "i32", "u64", "i64") and len(args) == 1:
-            return int(args[0])  # type: ignore[arg-type]
+            return int(args[0])
         if n in ("f32", "f16") and len(args) == 1:
-            return float(args[0])  # type: ignore[arg-type]
+            return float(args[0])
         if n in ("min", "max") and len(args) == 2:
-            return min(args) if n == "min" else max(args)  # type: ignore[type-var]
+            return min(args) if n == "min" else max(args)
         if n == "abs" and len(args) == 1:
-            return abs(args[0])  # type: ignore[arg-type]
+            return abs(args[0])
     return None
 
 
@@ -407,7 +415,7 @@ def builtin_type(name: str, targs: list[Type] | None, args: list[Type | None]) -
         s = scalar_of(c)
         if name == "modf":
             return _result_struct(f"__modf_result_{s and s.name}", [("fract", c), ("whole", c)])
-        exp = with_scalar(c, I32)  # type: ignore[arg-type]
+        exp = with_scalar(c, I32)
         return _result_struct(f"__frexp_result_{s and s.name}", [("fract", c), ("exp", exp)])
     if name in ATOMIC_OPS:
         p = a0
@@ -482,7 +490,7 @@ def constructor_type(
         el = None
         for a in args:
             el = unify(el, a)
-        return Array(el, len(args)) if el is not None else None  # type: ignore[arg-type]
+        return Array(el, len(args)) if el is not None else None
     return None
 
 

@@ -7,6 +7,7 @@ time from static member offsets and index * stride; those numbers come from here
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import overload
 
 ABSTRACT_INT = "AbstractInt"
 ABSTRACT_FLOAT = "AbstractFloat"
@@ -84,7 +85,7 @@ class Atomic:
 @dataclass(frozen=True)
 class Pointer:
     space: str  # function, private, workgroup, storage, uniform, handle
-    store: Type
+    store: Type | None  # None: `&` of an expression whose type the rewriter does not know
     access: str
 
 
@@ -181,16 +182,22 @@ def has_runtime_array(t: Type) -> bool:
     return False
 
 
+@overload
+def concrete(t: Scalar) -> Scalar: ...
+@overload
+def concrete(t: Type) -> Type: ...
+@overload
+def concrete(t: Type | None) -> Type | None: ...
 def concrete(t: Type | None) -> Type | None:
     """Apply WGSL's default concretization (AbstractInt -> i32, AbstractFloat -> f32)."""
     if isinstance(t, Scalar):
         return I32 if t.name == ABSTRACT_INT else F32 if t.name == ABSTRACT_FLOAT else t
     if isinstance(t, Vector):
-        return Vector(t.n, concrete(t.elem))  # type: ignore[arg-type]
+        return Vector(t.n, concrete(t.elem))
     if isinstance(t, Matrix):
-        return Matrix(t.cols, t.rows, concrete(t.elem))  # type: ignore[arg-type]
+        return Matrix(t.cols, t.rows, concrete(t.elem))
     if isinstance(t, Array):
-        return Array(concrete(t.elem), t.count)  # type: ignore[arg-type]
+        return Array(concrete(t.elem), t.count)
     return t
 
 
