@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any
 
+from gpurace import limits
 from gpurace.analysis.merge import merge_ranges
 from gpurace.launch import (
     LaunchSpec,
@@ -305,8 +306,10 @@ def _wgsl_target(
     name = resolve_entry(launch, list(entries), entry)
     validate_against(launch, inst.bindings)
     dev, dev_name = wgpu_backend.get_device(device)
+    limits.check_wgsl_launch(dev.limits, dev_name, launch, inst.bindings, entries[name], path)
     data = {(b.group, b.binding): b.data for b in launch.buffers}
     bases, total = address_layout(inst, launch)
+    limits.check_address_space(total, launch.path, launch.key_lines.get("binding", 0))
     groups = tuple(launch.workgroups)
 
     local_sizes = [v.size or 0 for v in inst.variables if v.space == Space.LOCAL]
@@ -462,9 +465,11 @@ def _opencl_target(
     local = validate_opencl(launch, params, inst.entry_points[name])
     groups = tuple(g // n for g, n in zip(launch.global_size, local, strict=True))
     queue, dev_name = opencl_backend.get_queue(device)
+    limits.check_opencl_launch(queue.device, dev_name, launch, local, params)
     args = opencl_args(launch, params)
     extents = opencl_extents(inst, name, launch)
     bases, total = linear_layout(extents, prod(groups))
+    limits.check_address_space(total, launch.path, launch.key_lines.get("arg", 0))
     pre = None
     if PREFILTER:
         local_words = local_order_words(inst.variables, extents)

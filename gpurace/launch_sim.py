@@ -29,6 +29,7 @@ Every problem is a GpuraceError naming the .sim file's line.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Sequence
@@ -37,6 +38,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from gpurace.launch import CL_SCALARS, ArgSpec, BufferSpec, LaunchSpec, cl_type_name, element_type
+from gpurace.limits import check_host_bytes, check_regular_file, check_u32
 from gpurace.model import Binding, GpuraceError
 
 SIM_TYPES = ("char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "float", "double")
@@ -159,14 +161,20 @@ def bind_sim_args(launch: LaunchSpec, params: Sequence[Binding]) -> LaunchSpec:
 
 def _size3(line: _Line, what: str, path: str) -> tuple[int, int, int]:
     words = line.text.split()
-    if not 1 <= len(words) <= 3 or not all(w.isdigit() and int(w) > 0 for w in words):
+    if not 1 <= len(words) <= 3 or not all(_digits(w) and int(w) > 0 for w in words):
         raise GpuraceError(
             f"the {what} must be 1 to 3 positive integers, e.g. '64 1 1', not '{line.text}'",
             path,
             line.no,
         )
     full = [int(w) for w in words] + [1] * (3 - len(words))
+    check_u32(f"the {what} {words}", math.prod(full), lambda m: GpuraceError(m, path, line.no))
     return (full[0], full[1], full[2])
+
+
+def _digits(word: str) -> bool:
+    """Only ASCII digits: str.isdigit also takes '²' and other digits int() refuses."""
+    return word.isascii() and word.isdigit()
 
 
 def _split(lines: list[_Line], path: str) -> list[tuple[_Line, list[str]]]:
@@ -226,9 +234,10 @@ def _arg(index: int, header: _Line, data: list[str], path: str, base: str) -> Ar
             raise err(f"unknown type '{typ}' (types: {', '.join(SIM_TYPES)})")
     size = None
     if "size" in opts:
-        if not opts["size"].isdigit() or int(opts["size"]) < 1:
+        if not _digits(opts["size"]) or int(opts["size"]) < 1:
             raise err(f"size must be a positive number of bytes, not '{opts['size']}'")
         size = int(opts["size"])
+        check_host_bytes(size, err)
 
     if "local" in flags:
         extra = sorted((set(opts) - {"size", "type"}) | (flags - {"local", "dump"}))
@@ -258,6 +267,7 @@ def _arg(index: int, header: _Line, data: list[str], path: str, base: str) -> Ar
 
     if source == "file":
         fpath = os.path.join(base, opts["file"])
+        check_regular_file(fpath, err, opts["file"])
         try:
             with open(fpath, "rb") as f:
                 raw = f.read()
@@ -277,9 +287,11 @@ def _arg(index: int, header: _Line, data: list[str], path: str, base: str) -> Ar
         if len(parts) != 3:
             raise err(f"range is START:STEP:END, not '{opts['range']}'")
         start, step, end = (_number(p, dtype, "hex" in flags, err) for p in parts)
-        if step == 0 or (end - start) / step < 0:
+        steps = (end - start) / step if step else -1.0
+        if not 0 <= steps < math.inf:  # a zero step, the wrong sign, inf or nan
             raise err(f"range {opts['range']} never reaches its end")
-        n = int(round((end - start) / step)) + 1
+        n = int(round(steps)) + 1
+        check_host_bytes(n * dtype.itemsize, err)
         if size is not None and n != count_for("range"):
             raise err(
                 f"range {opts['range']} gives {n} values but size={size} holds "
@@ -309,7 +321,7 @@ def _number(word: str, dtype: np.dtype, hexadecimal: bool, err) -> int | float:
         if dtype.kind == "f":
             return float(word)
         value = int(word, 16) if hexadecimal else int(word, 0)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: hex bits wider than the type
         kind = "hexadecimal " if hexadecimal else ""
         raise err(f"'{word}' is not a {kind}{dtype.name} value") from None
     info = np.iinfo(dtype)
