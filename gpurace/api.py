@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any
 
-from gpurace import limits
+from gpurace import isolate, limits
 from gpurace.analysis.merge import merge_ranges
 from gpurace.launch import (
     LaunchSpec,
@@ -144,6 +144,9 @@ def read_launch(launch_path: str, kernel_path: str | None = None) -> tuple[str, 
 
 def read_kernel(kernel_path: str) -> str:
     """A kernel file's text; an unreadable or non-UTF-8 file is one GpuraceError."""
+    limits.check_regular_file(
+        kernel_path, lambda m: GpuraceError(f"kernel file {m}", kernel_path), ""
+    )
     try:
         with open(kernel_path, encoding="utf-8") as f:
             return f.read()
@@ -196,13 +199,20 @@ def check(
     `all_instances`, the report also lists every instance of each race (up to
     ALL_INSTANCES_CAP per pass; more makes the result incomplete).
     """
+    language = language or language_of(path)
+    if language == "opencl" and isolate.wanted():  # a kernel's fault must not end us
+        return isolate.in_child(
+            lambda: check(
+                source, launch, path=path, device=device, uniform_writes=uniform_writes,
+                entry=entry, progress=progress, all_instances=all_instances, language=language,
+            ),
+            lambda how: crashed(launch, entry, how),
+        )  # fmt: skip
     say = progress or (lambda _msg: None)
     mode = uniform_writes or launch.uniform_writes or "tolerate"
     if mode not in ("tolerate", "race"):
         raise GpuraceError(f"--uniform-writes must be 'tolerate' or 'race', not '{mode}'")
-    prepare = {"wgsl": _wgsl_target, "opencl": _opencl_target, "cuda": _cuda_target}[
-        language or language_of(path)
-    ]
+    prepare = {"wgsl": _wgsl_target, "opencl": _opencl_target, "cuda": _cuda_target}[language]
     t = prepare(source, launch, path, device, entry, mode == "race")
     work_items = prod(t.num_groups) * prod(t.workgroup_size)
     # (lo, hi, log records to try first): a guess per work-item, then what was seen
@@ -280,6 +290,19 @@ def check(
         num_groups=t.num_groups,
         uniform_writes_race=mode == "race",
         instances=group_instances(listed),
+    )
+
+
+def crashed(launch: LaunchSpec, entry: str | None, how: str) -> GpuraceError:
+    """The error for an OpenCL check whose process died (isolate.in_child), at the
+    launch file's kernel line: what the user can change is the launch or the kernel."""
+    name = entry or launch.entry
+    kernel = f"kernel '{name}'" if name else "the kernel"
+    return GpuraceError(
+        f"the OpenCL runtime crashed ({how}) running {kernel}: it most likely accesses "
+        "memory out of bounds; check the launch's sizes against the kernel's indexing",
+        launch.path,
+        launch.key_lines.get("entry", 0) or launch.key_lines.get("global_size", 0),
     )
 
 

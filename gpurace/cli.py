@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 
 import click
 
+from gpurace import isolate
 from gpurace.model import DeviceHang, GpuraceError
 from gpurace.report.common import relpath
 
@@ -286,7 +287,7 @@ def check(
             kwargs["uniform_writes"] = uniform_writes
         if all_instances:
             kwargs["all_instances"] = True
-        with _progress() as progress:
+        with _progress() as progress, isolate.enabled():
             report = _api().check_file(kernel, launch, progress=progress, **kwargs)
         notes: list[str] = []
         if suppressions is not None:
@@ -349,7 +350,7 @@ def repeat(
         runs = _positive(runs_text, "--runs", 1)
         _check_kernel_file(kernel)
         launch = _find_launch(kernel, launch_path)
-        with _progress() as progress:
+        with _progress() as progress, isolate.enabled():
             result = repeat_file(
                 kernel, launch, runs=runs, device=device, entry=entry, progress=progress
             )

@@ -183,6 +183,7 @@ def read_toml(path: str) -> tuple[dict[str, Any], str]:
     Shared by every launch-file form (WGSL, OpenCL, CUDA) so that a missing file,
     bad UTF-8 or bad TOML reads the same whatever the kernel's language.
     """
+    check_regular_file(path, lambda m: GpuraceError(f"launch file {m}", file=path), "")
     try:
         with open(path, "rb") as f:
             raw = f.read()

@@ -56,6 +56,7 @@ class _Line:
 def load_sim(path: str | os.PathLike[str]) -> tuple[str, LaunchSpec]:
     """Read an Oclgrind ``.sim`` file: (kernel source path, the launch it describes)."""
     path = os.fspath(path)
+    check_regular_file(path, lambda m: GpuraceError(f"simulator file {m}", file=path), "")
     try:
         with open(path, encoding="utf-8") as f:
             raw = f.read()

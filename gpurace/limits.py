@@ -116,7 +116,7 @@ def check_regular_file(
             if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
             else "not a regular file"
         )
-        raise err(f"'{shown or path}' is {kind}; give a regular file")
+        raise err(f"'{shown}' is {kind}; give a regular file" if shown else f"is {kind}")
 
 
 # ---------------------------------------------------------------------------

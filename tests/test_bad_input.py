@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from gpurace import limits
+from gpurace import isolate, limits
 from gpurace.api import instrument, read_launch
 from gpurace.cli import main
-from gpurace.model import GpuraceError
+from gpurace.model import DeviceHang, GpuraceError
 
 ROOT = Path(__file__).resolve().parent.parent
 WGSL = ROOT / "examples" / "reduce_racy.wgsl"
@@ -360,7 +360,8 @@ def test_address_space_beyond_u32():
 
 
 def gpurace(*args: str, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "gpurace", *args], cwd=ROOT, text=True, **kw)
+    kw.setdefault("cwd", ROOT)
+    return subprocess.Popen([sys.executable, "-m", "gpurace", *args], text=True, **kw)
 
 
 def test_closed_stdout_exits_quietly():
@@ -387,3 +388,86 @@ def test_sigterm_ends_like_ctrl_c(tmp_path):
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=60)
     assert (p.returncode, err) == (2, "error: interrupted (SIGTERM)\n")
+
+
+# --------------------------------------------------------------------------- a faulting launch
+
+OOB = """// writes 1 GiB apart, far outside its 64-byte buffer: PoCL faults in the host process
+__kernel void smash(__global float *a, int n)
+{
+    size_t i = get_global_id(0);
+    for (int k = 0; k < n; k++)
+        a[i * 268435456 + k] = 1.0f;
+}
+"""
+OOB_LAUNCH = """kernel = "smash"
+global_size = [64]
+local_size = [64]
+
+[[arg]]
+type = "float"
+count = 16
+
+[[arg]]
+value = 1000
+"""
+CRASHED = (
+    "oob.toml:1: error: the OpenCL runtime crashed (SIGSEGV) running kernel 'smash': it most "
+    "likely accesses memory out of bounds; check the launch's sizes against the kernel's indexing\n"
+)
+
+
+@pytest.mark.parametrize("command", ["check", "repeat"])
+def test_a_faulting_opencl_launch_is_a_located_error(tmp_path, command):
+    write(tmp_path, "oob.cl", OOB)
+    write(tmp_path, "oob.toml", OOB_LAUNCH)
+    p = gpurace(command, str(tmp_path / "oob.cl"), "--launch", str(tmp_path / "oob.toml"),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)  # fmt: skip
+    out, err = p.communicate(timeout=300)
+    assert (p.returncode, out, err) == (2, "", CRASHED)
+
+
+def test_the_child_process_reports_what_the_process_would():
+    args = ["check", "examples/opencl/reduce_racy.cl", "--json", "-"]
+    env = dict(os.environ, GPURACE_ISOLATE="0")
+    alone = subprocess.run([sys.executable, "-m", "gpurace", *args], cwd=ROOT,
+                           capture_output=True, text=True, env=env)  # fmt: skip
+    child = subprocess.run([sys.executable, "-m", "gpurace", *args], cwd=ROOT,
+                           capture_output=True, text=True)  # fmt: skip
+    assert alone.returncode == child.returncode == 1
+    assert child.stdout == alone.stdout
+    assert child.stderr == alone.stderr
+    assert '"class": "local"' in child.stdout
+
+
+def _crashed(how: str) -> GpuraceError:
+    return GpuraceError(f"crashed ({how})", "x.toml", 3)
+
+
+def test_a_child_that_dies_is_one_error_with_its_last_words(capfd):
+    def die() -> None:
+        os.write(2, b"corrupted size vs. prev_size\n")
+        os.abort()
+
+    with pytest.raises(GpuraceError) as info:
+        isolate.in_child(die, _crashed)
+    assert str(info.value) == "x.toml:3: error: crashed (SIGABRT: corrupted size vs. prev_size)"
+    assert capfd.readouterr().err == ""
+
+
+def test_a_child_answers_raises_and_speaks_as_the_process_would(capfd):
+    def answer() -> dict:
+        os.write(2, b"a warning\n")
+        return {"races": [1, 2]}
+
+    assert isolate.in_child(answer, _crashed) == {"races": [1, 2]}
+    assert capfd.readouterr().err == "a warning\n"
+
+    def hang() -> None:
+        raise DeviceHang("the kernel did not finish", "k.cl", 4, 2)
+
+    with pytest.raises(DeviceHang) as info:
+        isolate.in_child(hang, _crashed)
+    assert str(info.value) == "k.cl:4:2: error: the kernel did not finish"
+    with pytest.raises(ZeroDivisionError):
+        isolate.in_child(lambda: 1 // 0, _crashed)
