@@ -169,7 +169,8 @@ def _size3(line: _Line, what: str, path: str) -> tuple[int, int, int]:
             line.no,
         )
     full = [int(w) for w in words] + [1] * (3 - len(words))
-    check_u32(f"the {what} {words}", math.prod(full), lambda m: GpuraceError(m, path, line.no))
+    where = lambda m: GpuraceError(m, path, line.no)  # noqa: E731
+    check_u32(f"the {what} '{line.text}'", math.prod(full), where)
     return (full[0], full[1], full[2])
 
 

@@ -65,8 +65,8 @@ def check_u32(what: str, value: int, err: Callable[[str], GpuraceError]) -> None
     """``value`` (a grid size, a work-item count) must fit gpurace's u32 log words."""
     if value > U32_MAX:
         raise err(
-            f"{what} makes {value}, more than gpurace's logs can number (at most {U32_MAX}, "
-            "2**32 - 1); make the launch smaller"
+            f"{what} makes {value}, but gpurace's logs hold it in 32 bits (at most {U32_MAX}); "
+            "make the launch smaller"
         )
 
 

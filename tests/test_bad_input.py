@@ -82,8 +82,8 @@ def test_huge_count_is_refused_before_allocating(tmp_path):
 def test_grid_of_two_to_the_32_is_refused(tmp_path):
     got = launch_error(tmp_path, WGSL_LAUNCH.replace("[4, 1, 1]", "[65536, 65536]"))
     assert got == (
-        "l.toml:2: error: workgroups = [65536, 65536] makes 4294967296, more than gpurace's "
-        "logs can number (at most 4294967295, 2**32 - 1); make the launch smaller"
+        "l.toml:2: error: workgroups = [65536, 65536] makes 4294967296, but gpurace's logs "
+        "hold it in 32 bits (at most 4294967295); make the launch smaller"
     )
     got = launch_error(tmp_path, CL_LAUNCH.replace("[256]", "[4294967296]"))
     assert got.startswith("l.toml:2: error: global_size = [4294967296] makes 4294967296,")
@@ -188,7 +188,7 @@ def test_sim_fifo_and_huge_range(tmp_path):
         "s.sim:5: error: argument 0: range 0:1e-300:1e300 never reaches its end"
     )
     assert sim_error(tmp_path, gsize="4294967296 1 1").startswith(
-        "s.sim:3: error: the global size ['4294967296', '1', '1'] makes 4294967296,"
+        "s.sim:3: error: the global size '4294967296 1 1' makes 4294967296,"
     )
 
 
@@ -471,3 +471,17 @@ def test_a_child_answers_raises_and_speaks_as_the_process_would(capfd):
     assert str(info.value) == "k.cl:4:2: error: the kernel did not finish"
     with pytest.raises(ZeroDivisionError):
         isolate.in_child(lambda: 1 // 0, _crashed)
+
+
+def test_cuda_grid_and_shared_bytes_beyond_u32(tmp_path):
+    kernel = ROOT / "tests" / "corpus" / "cuda" / "saxpy_clean.cu"
+    text = (kernel.with_suffix(".toml")).read_text()
+    path = tmp_path / "c.toml"
+    path.write_text(text.replace("[[arg]]", "shared_bytes = 4294967296\n[[arg]]", 1))
+    with pytest.raises(GpuraceError) as info:
+        read_launch(str(path), str(kernel))
+    line = text.split("[[arg]]")[0].count("\n") + 1
+    assert str(info.value) == (
+        f"{path}:{line}: error: shared_bytes makes 4294967296, but gpurace's logs hold it in "
+        "32 bits (at most 4294967295); make the launch smaller"
+    )

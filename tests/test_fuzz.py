@@ -87,10 +87,11 @@ def test_mutated_inputs_give_a_result_or_one_located_error(rnd: random.Random) -
             assert text.startswith((str(folder), "error: ")), (case.what, text)
 
 
-# A few whole runs, one per kind of input, each with its own seed (found by hand to
-# reach the device: a mutation the front end refuses costs the same in the test above).
-RUNS = [(".wgsl", ".toml", 3), (".cl", ".toml", 5), (".cl", ".sim", 2), (".cu", ".toml", 1),
-        (".wgsl", ".toml", 11), (".cl", ".toml", 13)]  # fmt: skip
+# A few whole runs, one per kind of input. Most mutations stop at the front end (the
+# test above covers those in milliseconds), so these seeds were picked to reach the
+# device: WGSL 7 and OpenCL 5 and 4 (.sim) run their launches, CUDA 1 compiles with
+# NVRTC and stops at "cupy is not installed" on a machine without a GPU.
+RUNS = [(".wgsl", ".toml", 7), (".cl", ".toml", 5), (".cl", ".sim", 4), (".cu", ".toml", 1)]
 
 
 @pytest.mark.parametrize(("kernel_ext", "launch_ext", "seed"), RUNS)
