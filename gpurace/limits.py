@@ -5,8 +5,8 @@ left to NumPy or the device API, that ends as a MemoryError, a uint32 overflow d
 a backend or a driver's validation text with no line. So sizes are checked here, in
 one place, against three kinds of limit, each error naming the launch file's line:
 
-- the host's: one buffer's bytes must fit in half of the machine's memory (the fill is
-  made on the host, and the instrumented launch needs a copy);
+- the host's: filling one buffer must take at most a quarter of the machine's memory
+  (the fill is made on the host, uploaded, and a CPU device holds another copy);
 - gpurace's own: the log records hold work-item and group ids and addresses of the
   linear address order as u32 words, so those must stay below 2**32;
 - the device's: work-group counts and sizes, bindings and buffer sizes (wgpu's
@@ -39,9 +39,10 @@ def host_memory() -> int:
 
 
 def host_buffer_limit() -> int:
-    """The most bytes one launch-file buffer may hold: half the host's memory."""
+    """The most bytes one launch-file buffer may take to fill: a quarter of the host's
+    memory, since the fill, its upload and a CPU device's buffer each hold a copy."""
     memory = host_memory()
-    return memory // 2 if memory else 1 << 40
+    return memory // 4 if memory else 1 << 40
 
 
 def gib(nbytes: int) -> str:
@@ -56,8 +57,8 @@ def check_host_bytes(nbytes: int, err: Callable[[str], GpuraceError]) -> None:
     limit = host_buffer_limit()
     if nbytes > limit:
         raise err(
-            f"{gib(nbytes)} is more than this host can fill (at most {gib(limit)}, "
-            "half its memory); lower count"
+            f"filling it takes {gib(nbytes)}, more than this host can spare (at most "
+            f"{gib(limit)}, a quarter of its memory); lower count"
         )
 
 

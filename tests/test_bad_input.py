@@ -73,9 +73,31 @@ def cli(*args: str) -> tuple[int, str]:
 def test_huge_count_is_refused_before_allocating(tmp_path):
     got = launch_error(tmp_path, WGSL_LAUNCH.replace("count = 256", "count = 5000000000"))
     limit = limits.host_buffer_limit()
+    assert limit == limits.host_memory() // 4
     assert got == (
-        "l.toml:7: error: group 0, binding 0: 20000000000 bytes (18.6 GiB) is more than this "
-        f"host can fill (at most {limits.gib(limit)}, half its memory); lower count"
+        "l.toml:7: error: group 0, binding 0: filling it takes 20000000000 bytes (18.6 GiB), "
+        f"more than this host can spare (at most {limits.gib(limit)}, a quarter of its "
+        "memory); lower count"
+    )
+
+
+def test_arange_counts_its_64_bit_intermediate(tmp_path):
+    """np.arange(count) is int64 before it becomes f32: 8 bytes an element to fill."""
+    count = limits.host_buffer_limit() // 8 + 1
+    text = WGSL_LAUNCH.replace("count = 256", f'count = {count}\nfill = "arange"')
+    assert f"filling it takes {limits.gib(count * 8)}," in launch_error(tmp_path, text)
+    # zeros are made in the element type: the same count fits
+    assert count * 4 <= limits.host_buffer_limit()
+
+
+def test_bad_build_options_are_an_error_not_a_clang_exception(tmp_path):
+    text = CL_LAUNCH.replace("[[arg]]", 'options = ["-cl-std=CL.0"]\n[[arg]]', 1)
+    path = write(tmp_path, "o.toml", text)
+    code, out = cli("check", str(CL), "--launch", path)
+    assert (code, out) == (
+        2,
+        f"{CL.relative_to(ROOT)}: error: clang cannot parse the program with the build "
+        "options ['-cl-std=CL.0']; check them (-D, -I, -cl-std=CL1.2/CL2.0/CL3.0)\n",
     )
 
 
