@@ -66,7 +66,8 @@ def in_child(fn: Callable[[], T], crashed: Callable[[str], GpuraceError]) -> T:
     ``crashed(how)`` makes the error for a child that died without an answer (``how``
     names the signal and the runtime's last words). Ctrl-C or SIGTERM here ends the
     child too. When stderr is not a terminal the child's stderr is kept aside: passed
-    on when it answers, and folded into the one error line when it dies (glibc's
+    on when it answers, dropped when it raises (clang's "1 error generated." after the
+    error it explains), and folded into the one error line when it dies (glibc's
     "corrupted size vs. prev_size" would otherwise be a second line).
     """
     read_fd, write_fd = os.pipe()
@@ -90,10 +91,10 @@ def in_child(fn: Callable[[], T], crashed: Callable[[str], GpuraceError]) -> T:
     if not data:
         last = [ln.strip() for ln in said.splitlines() if ln.strip()][-1:]
         raise crashed(": ".join([_how(status), *last]))
-    if said:
-        sys.stderr.write(said)
     kind, payload = pickle.loads(data)
     if kind == "ok":
+        if said:
+            sys.stderr.write(said)
         return payload
     if kind == "gpurace":
         cls, message, file, line, col = payload

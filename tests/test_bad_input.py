@@ -486,11 +486,13 @@ def test_a_child_answers_raises_and_speaks_as_the_process_would(capfd):
     assert capfd.readouterr().err == "a warning\n"
 
     def hang() -> None:
+        os.write(2, b"1 error generated.\n")
         raise DeviceHang("the kernel did not finish", "k.cl", 4, 2)
 
     with pytest.raises(DeviceHang) as info:
         isolate.in_child(hang, _crashed)
     assert str(info.value) == "k.cl:4:2: error: the kernel did not finish"
+    assert capfd.readouterr().err == ""  # the error is the one line
     with pytest.raises(ZeroDivisionError):
         isolate.in_child(lambda: 1 // 0, _crashed)
 
