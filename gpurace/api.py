@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any
 
+from gpurace import isolate, limits
 from gpurace.analysis.merge import merge_ranges
 from gpurace.launch import (
     LaunchSpec,
@@ -150,6 +151,9 @@ def read_launch(launch_path: str, kernel_path: str | None = None) -> tuple[str, 
 
 def read_kernel(kernel_path: str) -> str:
     """A kernel file's text; an unreadable or non-UTF-8 file is one GpuraceError."""
+    limits.check_regular_file(
+        kernel_path, lambda m: GpuraceError(f"kernel file {m}", kernel_path), ""
+    )
     try:
         with open(kernel_path, encoding="utf-8") as f:
             return f.read()
@@ -202,13 +206,20 @@ def check(
     `all_instances`, the report also lists every instance of each race (up to
     ALL_INSTANCES_CAP per pass; more makes the result incomplete).
     """
+    language = language or language_of(path)
+    if language == "opencl" and isolate.wanted():  # a kernel's fault must not end us
+        return isolate.in_child(
+            lambda: check(
+                source, launch, path=path, device=device, uniform_writes=uniform_writes,
+                entry=entry, progress=progress, all_instances=all_instances, language=language,
+            ),
+            lambda how: crashed(launch, entry, how),
+        )  # fmt: skip
     say = progress or (lambda _msg: None)
     mode = uniform_writes or launch.uniform_writes or "tolerate"
     if mode not in ("tolerate", "race"):
         raise GpuraceError(f"--uniform-writes must be 'tolerate' or 'race', not '{mode}'")
-    prepare = {"wgsl": _wgsl_target, "opencl": _opencl_target, "cuda": _cuda_target}[
-        language or language_of(path)
-    ]
+    prepare = {"wgsl": _wgsl_target, "opencl": _opencl_target, "cuda": _cuda_target}[language]
     t = prepare(source, launch, path, device, entry, mode == "race")
     work_items = prod(t.num_groups) * prod(t.workgroup_size)
     # (lo, hi, log records to try first): a guess per work-item, then what was seen
@@ -289,6 +300,19 @@ def check(
     )
 
 
+def crashed(launch: LaunchSpec, entry: str | None, how: str) -> GpuraceError:
+    """The error for an OpenCL check whose process died (isolate.in_child), at the
+    launch file's kernel line: what the user can change is the launch or the kernel."""
+    name = entry or launch.entry
+    kernel = f"kernel '{name}'" if name else "the kernel"
+    return GpuraceError(
+        f"the OpenCL runtime crashed ({how}) running {kernel}: it most likely accesses "
+        "memory out of bounds; check the launch's sizes against the kernel's indexing",
+        launch.path,
+        launch.key_lines.get("entry", 0) or launch.key_lines.get("global_size", 0),
+    )
+
+
 def _wgsl_target(
     source: str,
     launch: LaunchSpec,
@@ -317,8 +341,10 @@ def _wgsl_target(
     entries = inst.entry_points or {inst.entry: inst.workgroup_size}
     name = resolve_entry(launch, list(entries), entry)
     validate_against(launch, inst.bindings)
+    limits.check_wgsl_launch(dev.limits, dev_name, launch, inst.bindings, entries[name], path)
     data = {(b.group, b.binding): b.data for b in launch.buffers}
     bases, total = address_layout(inst, launch)
+    limits.check_address_space(total, launch.path, launch.key_lines.get("binding", 0))
     groups = tuple(launch.workgroups)
 
     local_sizes = [v.size or 0 for v in inst.variables if v.space == Space.LOCAL]
@@ -474,9 +500,11 @@ def _opencl_target(
     local = validate_opencl(launch, params, inst.entry_points[name])
     groups = tuple(g // n for g, n in zip(launch.global_size, local, strict=True))
     queue, dev_name = opencl_backend.get_queue(device)
+    limits.check_opencl_launch(queue.device, dev_name, launch, local, params)
     args = opencl_args(launch, params)
     extents = opencl_extents(inst, name, launch)
     bases, total = linear_layout(extents, prod(groups))
+    limits.check_address_space(total, launch.path, launch.key_lines.get("arg", 0))
     pre = None
     if PREFILTER:
         local_words = local_order_words(inst.variables, extents)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import signal
 import sys
 import tomllib
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from typing import Any, NoReturn
 
 import click
 
+from gpurace import isolate
 from gpurace.model import DeviceHang, GpuraceError
 from gpurace.report.common import relpath
 
@@ -44,8 +46,12 @@ def _guarded(fn: Callable[[], int]) -> NoReturn:
     Unexpected exceptions are bugs in gpurace, not in the user's input, but a CI log
     still reads better as one line; ``GPURACE_DEBUG=1`` shows the traceback.
     """
+    _open_closed_streams()
     try:
-        code = fn()
+        with _sigterm_as_interrupt():
+            code = fn()
+    except BrokenPipeError:  # the reader went away (`gpurace check ... | head -0`)
+        _quiet_exit()
     except DeviceHang as err:  # the GPU context is stuck: exiting normally would wait on it
         click.echo(str(err), err=True)
         sys.stdout.flush()
@@ -62,8 +68,8 @@ def _guarded(fn: Callable[[], int]) -> NoReturn:
     except OSError as err:
         where = f"{err.filename}: " if err.filename else ""
         _fail(f"{where}error: {err.strerror or err}")
-    except KeyboardInterrupt:
-        _fail("error: interrupted")
+    except KeyboardInterrupt as err:
+        _fail(f"error: interrupted{' (SIGTERM)' if isinstance(err, Terminated) else ''}")
     except Exception as err:  # the last line of defence: never a traceback by default
         if os.environ.get("GPURACE_DEBUG"):
             raise
@@ -72,6 +78,47 @@ def _guarded(fn: Callable[[], int]) -> NoReturn:
             "(a gpurace bug; GPURACE_DEBUG=1 shows the traceback)"
         )
     sys.exit(code)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is, so that it unwinds as Ctrl-C does: a
+    check's child process is ended, the one error line printed, exit 2."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises Terminated while a command runs (signals can only be set from
+    the main thread; elsewhere, as under some test runners, nothing changes)."""
+
+    def terminate(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    try:
+        old = signal.signal(signal.SIGTERM, terminate)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _open_closed_streams() -> None:
+    """A closed stdout or stderr (``>&-``) is None in Python: write to /dev/null
+    instead, so that the check still runs and its exit status still says the verdict."""
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the process)
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115
+
+
+def _quiet_exit() -> NoReturn:
+    """Leave without a word when stdout's reader has gone: point stdout at /dev/null
+    so the interpreter's last flush does not fail too, and exit 2 (output was lost)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # a test's buffer
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(EXIT_ERROR)
 
 
 class _Progress:
@@ -249,7 +296,7 @@ def check(
             kwargs["all_instances"] = True
         if build_options:
             kwargs["build_options"] = build_options
-        with _progress() as progress:
+        with _progress() as progress, isolate.enabled():
             report = _api().check_file(kernel, launch, progress=progress, **kwargs)
         notes: list[str] = []
         if suppressions is not None:
@@ -312,7 +359,7 @@ def repeat(
         runs = _positive(runs_text, "--runs", 1)
         _check_kernel_file(kernel)
         launch = _find_launch(kernel, launch_path)
-        with _progress() as progress:
+        with _progress() as progress, isolate.enabled():
             result = repeat_file(
                 kernel, launch, runs=runs, device=device, entry=entry, progress=progress
             )

@@ -993,9 +993,16 @@ def repeat_file(
     spec = api.read_launch(launch_path, kernel_path)[1]
     replay: Callable[..., RepeatResult] = repeat_kernel
     if language == "opencl":
+        from gpurace import isolate
         from gpurace.determinism_opencl import repeat_opencl
 
         replay = repeat_opencl
+        if isolate.wanted():  # a replay that faults must not end the process
+            run = functools.partial(
+                repeat_opencl, source, spec, runs=runs, path=os.fspath(kernel_path),
+                device=device, entry=entry, progress=progress,
+            )  # fmt: skip
+            return isolate.in_child(run, lambda how: api.crashed(spec, entry, how))
     elif language == "cuda":
         from gpurace.determinism_cuda import repeat_cuda
 

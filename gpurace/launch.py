@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from gpurace.limits import check_host_bytes, check_regular_file, check_u32
 from gpurace.model import Binding, GpuraceError
 
 #: Element types a launch file may name, and their (little-endian) NumPy dtypes.
@@ -186,6 +187,7 @@ def read_toml(path: str) -> tuple[dict[str, Any], str]:
     Shared by every launch-file form (WGSL, OpenCL, CUDA) so that a missing file,
     bad UTF-8 or bad TOML reads the same whatever the kernel's language.
     """
+    check_regular_file(path, lambda m: GpuraceError(f"launch file {m}", file=path), "")
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -463,6 +465,7 @@ def sizes(
         raise err(f"{key} must be 1 to 3 integers, e.g. {key} = [4, 1, 1], not {v!r}", line)
     if any(x < 1 for x in v):
         raise err(f"{key} must all be at least 1, not {list(v)}", line)
+    check_u32(f"{key} = {list(v)}", math.prod(v), lambda m: err(m, line))
     full = list(v) + [1] * (3 - len(v))
     return (full[0], full[1], full[2])
 
@@ -471,7 +474,14 @@ def options(data: Mapping[str, Any], err: Any, lines: KeyLines, compiler: str) -
     """``options``: the compiler's options as a list, or one string split as a shell does."""
     opts = data.get("options", [])
     if isinstance(opts, str):
-        opts = shlex.split(opts)
+        try:
+            opts = shlex.split(opts)
+        except ValueError as exc:  # "No closing quotation", "No escaped character"
+            raise err(
+                f"options: {str(exc).lower()} in {opts!r}; close the quote, or give a list "
+                'such as options = ["-DN=64"]',
+                lines.top_key("options"),
+            ) from None
     if not isinstance(opts, list) or not all(isinstance(o, str) for o in opts):
         raise err(
             f'options must be a list of {compiler} options, e.g. options = ["-DN=64"]',
@@ -531,7 +541,7 @@ def _buffer(table: Any, index: int, path: str, base_dir: str, lines: KeyLines) -
     if "type" not in table:
         raise err(f"{what}: missing key 'type' (one of {', '.join(DTYPES)})")
     typ = table["type"]
-    if typ not in DTYPES:
+    if not isinstance(typ, str) or typ not in DTYPES:
         shown = typ if isinstance(typ, str) else repr(typ)
         raise err(
             f"{what}: unknown type '{shown}' (element types: {', '.join(DTYPES)})",
@@ -568,6 +578,9 @@ def _filled(
     seed = table.get("seed", 0)
     if not _is_int(seed) or seed < 0:
         raise err(f"{what}: seed must be a non-negative integer, not {seed!r}", "seed")
+    if count is not None:  # "arange" and "random" are made in 64 bits, then converted
+        made = max(8 if fill in ("arange", "random") else 0, dtype.itemsize)
+        check_host_bytes(count * lanes * made, lambda m: err(f"{what}: {m}", "count"))
     flat = _fill(
         fill,
         typ,
@@ -946,18 +959,7 @@ def _fill(
         return _from_array(fill, "the array", typ, dtype, count, err)
     if _is_npy(fill):
         npy = os.path.join(base_dir, os.fspath(fill))
-        try:
-            arr = np.load(npy, allow_pickle=False)
-        except FileNotFoundError:
-            raise err(
-                f"fill file '{fill}' not found (looked for {npy}; .npy paths are "
-                "relative to the launch file)"
-            ) from None
-        except (OSError, ValueError, EOFError) as e:
-            raise err(f"cannot read '{fill}' as a NumPy .npy file: {e}") from None
-        if not isinstance(arr, np.ndarray):
-            raise err(f"'{fill}' does not hold one array")
-        return _from_array(arr, f"'{fill}'", typ, dtype, count, err)
+        return _from_array(_load_npy(npy, fill, err), f"'{fill}'", typ, dtype, count, err)
     assert count is not None
     if isinstance(fill, str):
         if fill == "zeros":
@@ -988,6 +990,41 @@ def _fill(
             raise err(f"fill = {fill} does not fit in {typ} ({info.min} to {info.max})")
         return np.full(count, int(fill), dtype)
     raise err(f'fill must be "zeros", "arange", "random", a number, or a .npy path, not {fill!r}')
+
+
+def _load_npy(npy: str, fill: Any, err: Any) -> np.ndarray:
+    """A ``.npy`` fill's array. Its header is read first, so that a file that is not a
+    plain file, holds Python objects, claims more data than it has or more than the
+    host can hold is one located error, never a hang, a pickle or a MemoryError."""
+    check_regular_file(npy, err, str(fill))
+    try:
+        with open(npy, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            header = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = header(f)
+            if dtype.hasobject:
+                raise err(f"'{fill}' holds Python objects ({dtype}); save an array of numbers")
+            nbytes = math.prod(shape) * dtype.itemsize
+            check_host_bytes(nbytes, err)
+            have = os.fstat(f.fileno()).st_size - f.tell()
+            if have < nbytes:
+                raise err(
+                    f"'{fill}' is truncated: its header says {math.prod(shape)} x {dtype} "
+                    f"({nbytes} bytes) but {have} bytes follow it; save it again"
+                )
+            f.seek(0)
+            return np.load(f, allow_pickle=False)
+    except FileNotFoundError:
+        raise err(
+            f"fill file '{fill}' not found (looked for {npy}; .npy paths are "
+            "relative to the launch file)"
+        ) from None
+    except (OSError, ValueError, EOFError) as e:
+        raise err(f"cannot read '{fill}' as a NumPy .npy file: {e}") from None
 
 
 def _from_array(

@@ -31,6 +31,7 @@ Oclgrind accepts there. See docs/compatibility.md for where gpurace differs.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shlex
@@ -40,14 +41,16 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from gpurace.launch import CL_SCALARS, ArgSpec, BufferSpec, LaunchSpec, cl_type_name, element_type
+from gpurace.limits import check_host_bytes, check_regular_file, check_u32
 from gpurace.model import Binding, GpuraceError
 
 # Oclgrind's header types, in the order it matches a parameter's type name by prefix
 SIM_TYPES = ("char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "float", "double")
 _WS = " \t\v\f\r"  # C++ isspace, less the newline that ends a line
 _WORD = re.compile(rf"[^{_WS}]+")
-_INT = {False: re.compile(r"[+-]?\d+"), True: re.compile(r"[+-]?(?:0[xX])?[0-9a-fA-F]+")}
-_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+# ASCII digits only, as C++ streams read them (Python's \d also takes '٣' and '²')
+_INT = {False: re.compile(r"[+-]?[0-9]+"), True: re.compile(r"[+-]?(?:0[xX])?[0-9a-fA-F]+")}
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 BUILD_OPTIONS_ENV = "OCLGRIND_BUILD_OPTIONS"  # oclgrind-kernel --build-options sets it
 
 
@@ -122,6 +125,7 @@ def load_sim(path: str | os.PathLike[str]) -> tuple[str, SimLaunch]:
     ``OCLGRIND_BUILD_OPTIONS`` environment variable, as for ``oclgrind-kernel``.
     """
     path = os.fspath(path)
+    check_regular_file(path, lambda m: GpuraceError(f"simulator file {m}", file=path), "")
     try:
         with open(path, encoding="utf-8", newline="") as f:
             raw = f.read()
@@ -200,6 +204,7 @@ def _size3(cur: _Cursor, what: str) -> tuple[tuple[int, int, int], int]:
         if text.startswith(("+", "-")) or int(text) < 1:
             raise cur.err(f"the {what} must be three positive integers, e.g. 64 1 1", r, c)
         sizes.append(int(text))
+    check_u32(f"the {what}", math.prod(sizes), lambda m: cur.err(m, row, 0))
     return (sizes[0], sizes[1], sizes[2]), row
 
 
@@ -388,9 +393,10 @@ def _token(h: _Header, token: str, p: Binding, memory: bool, err) -> None:
     elif token.startswith("size"):
         if token[4:5] != "=":
             raise err(f"'{token}': expected size=N (bytes)")
-        if not re.fullmatch(r"\+?\d+", token[5:]):
+        if not re.fullmatch(r"\+?[0-9]+", token[5:]):
             raise err(f"'{token}': the size is a number of bytes, e.g. size=1024")
         h.size = int(token[5:])
+        check_host_bytes(h.size, err)
     else:
         hint = "; one header per line" if "<" in token or ">" in token else ""
         raise err(

@@ -17,6 +17,7 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from gpurace.limits import check_regular_file
 from gpurace.model import GpuraceError, Report, Site, Suppressed
 
 from .common import CLASS_NAMES, RULE_IDS, RaceView, relpath, views
@@ -139,6 +140,7 @@ def _key_line(text: str, start: int, end: int | None, key: str) -> tuple[int, in
 
 def load(path: str) -> Suppressions:
     """Read and check a suppressions file; any mistake is a located GpuraceError."""
+    check_regular_file(path, lambda m: GpuraceError(f"suppressions file {m}", file=path), "")
     try:
         with open(path, "rb") as f:
             raw = f.read()

@@ -105,12 +105,19 @@ def parse(text: str, path: str, options: Sequence[str]):
     pre, std = parse_options(options)
     args = ["-x", "cl", f"-cl-std={std}", "-Xclang", "-finclude-default-header"]
     args += ["-isystem", header_dir(), *pre]
-    tu = ci.Index.create().parse(
-        path,
-        args=args,
-        unsaved_files=[(path, clang_text(text))],
-        options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD,
-    )
+    try:
+        tu = ci.Index.create().parse(
+            path,
+            args=args,
+            unsaved_files=[(path, clang_text(text))],
+            options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD,
+        )
+    except ci.TranslationUnitLoadError:  # clang said nothing more: its arguments are bad
+        raise GpuraceError(
+            f"clang cannot parse the program with the build options {list(options)}; "
+            "check them (-D, -I, -cl-std=CL1.2/CL2.0/CL3.0)",
+            path,
+        ) from None
     for d in tu.diagnostics:
         if d.severity >= ci.Diagnostic.Error:
             loc = d.location

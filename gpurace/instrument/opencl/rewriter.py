@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from gpurace.limits import MAX_NESTING, deep_recursion, lost_recursion, too_deep
 from gpurace.model import (
     Binding,
     Event,
@@ -55,6 +56,7 @@ class Rewriter(AccessHelpers, BuiltinCalls):
         self.K = self.ci.CursorKind
         self.text = text
         self.smap = smap
+        self.depth = 0  # of visit's recursion
         self.tu = tu
         self.path = path
         # uses of macros left in the text (not the user's, or without accesses)
@@ -352,6 +354,17 @@ class Rewriter(AccessHelpers, BuiltinCalls):
 
     # ------------------------------------------------------------------ statements
     def visit(self, c, ctx: str, kernel: bool = False) -> None:
+        # nesting bounded (limits.MAX_NESTING; clang adds an implicit-cast cursor
+        # between most levels) so a long chain such as 1 + 1 + ... is a located error
+        self.depth += 1
+        try:
+            if self.depth > 2 * MAX_NESTING:
+                raise too_deep(self.path, *self.smap.line_col(c.extent.start.offset))
+            self._visit(c, ctx, kernel)
+        finally:
+            self.depth -= 1
+
+    def _visit(self, c, ctx: str, kernel: bool) -> None:
         K = self.K
         k = c.kind
         if k == K.CXX_UNARY_EXPR:  # sizeof / vec_step / alignof: unevaluated
@@ -582,8 +595,19 @@ def instrument(source: str, path: str, options: Sequence[str] = ()) -> Instrumen
     encoding's text, CRLF or CR line ends); a leading byte-order mark is no character
     of the program and is dropped."""
     source = source.removeprefix("\ufeff")
-    tu = frontend.parse(source, path, options)
-    text, smap = frontend.expand_access_macros(tu, path, source, tracked_space)
-    if text != source:
-        tu = frontend.parse(text, path, options)
-    return Rewriter(text, smap, tu, path).run()
+    with deep_recursion(), lost_recursion() as lost:
+        try:
+            tu = frontend.parse(source, path, options)
+            text, smap = frontend.expand_access_macros(tu, path, source, tracked_space)
+            if text != source:
+                tu = frontend.parse(text, path, options)
+            inst = Rewriter(text, smap, tu, path).run()
+        except RecursionError:
+            raise too_deep(path) from None
+        except Exception:
+            if lost:  # a walk saw a truncated tree: that, not this, is the problem
+                raise too_deep(path) from None
+            raise
+    if lost:
+        raise too_deep(path)
+    return inst

@@ -30,6 +30,7 @@ from gpurace.launch import (
     read_toml,
     sizes,
 )
+from gpurace.limits import check_u32
 from gpurace.model import Binding, GpuraceError
 
 #: element types of a CUDA launch file: (stored dtype, lanes). bf16 is stored as its
@@ -156,6 +157,7 @@ def cuda_launch_from_dict(
             f"shared_bytes must be a byte count >= 0, not {shared!r}",
             lines.top_key("shared_bytes"),
         )
+    check_u32("shared_bytes", shared, lambda m: err(m, lines.top_key("shared_bytes")))
     opts = options(data, err, lines, "NVRTC")
     exprs = data.get("name_expressions", [])
     if not isinstance(exprs, list) or not all(isinstance(e, str) for e in exprs):

@@ -6,11 +6,12 @@ module (log bindings in group ``log_group``, private state, ``_gr_rec``).
 
 from __future__ import annotations
 
+from gpurace.limits import deep_recursion
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Space, TrackedVar
 
 from . import ast as A
 from .lexer import _Scanner
-from .parser import Parser
+from .parser import Parser, parse_bounded
 from .rewriter import FunctionRewriter, ModuleRewriter, SiteTable
 from .runtime import FNV_HELPER, TrackedInfo, local_order, log_bindings, prelude
 from .semantics import ModuleScope, Sym
@@ -53,7 +54,7 @@ class _Module:
         parser = Parser(source, path)
         self.scanner: _Scanner = parser.scanner
         self._check_names(parser)
-        self.mod = parser.parse_module()
+        self.mod = parse_bounded(parser)
         self.scope = ModuleScope(path, overrides=dict(overrides or {}))
         self.functions: dict[str, A.Function] = {}
         self.tracked: list[TrackedInfo] = []
@@ -273,6 +274,7 @@ def _entry_builtins(m: _Module, fn: A.Function) -> tuple[dict[str, str], list[st
     return found, extra
 
 
+@deep_recursion()  # the parser bounds the nesting; the rewriter recurses as deep
 def instrument(
     source: str,
     path: str,

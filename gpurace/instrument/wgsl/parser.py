@@ -7,6 +7,11 @@ driver's own shader compiler, which sees the rewritten module.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+
+from gpurace.limits import MAX_NESTING, deep_recursion, too_deep
 from gpurace.model import GpuraceError
 
 from . import ast as A
@@ -45,6 +50,7 @@ class Parser:
         self.path = path
         self.toks, self.scanner = tokenize(source, path)
         self.i = 0
+        self.depth = 0  # expressions, unary operators and blocks open (see _nested)
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -84,6 +90,18 @@ class Parser:
 
     def _end(self) -> int:
         return self.toks[self.i - 1].end
+
+    @contextlib.contextmanager
+    def _nested(self) -> Iterator[None]:
+        """One more level of recursion; past limits.MAX_NESTING an error at the token
+        that opens it (the same place wherever the caller's stack is)."""
+        self.depth += 1
+        try:
+            if self.depth > MAX_NESTING:
+                raise too_deep(self.path, self.tok.line, self.tok.col)
+            yield
+        finally:
+            self.depth -= 1
 
     # ------------------------------------------------------------------ module
     def parse_module(self) -> A.Module:
@@ -219,6 +237,10 @@ class Parser:
 
     # ------------------------------------------------------------------ statements
     def compound(self, attrs: list[A.Attribute] | None = None) -> A.Block:
+        with self._nested():
+            return self._compound(attrs)
+
+    def _compound(self, attrs: list[A.Attribute] | None) -> A.Block:
         start = self.tok
         attrs = (attrs or []) + self.attributes()
         self.expect("{")
@@ -433,6 +455,10 @@ class Parser:
 
     # ------------------------------------------------------------------ expressions
     def expression(self) -> A.Expr:
+        with self._nested():
+            return self._expression()
+
+    def _expression(self) -> A.Expr:
         start = self.tok
         u = self.unary()
         if self.tok.kind == PUNCT and self.tok.value in ("&", "|", "^"):
@@ -487,12 +513,14 @@ class Parser:
         t = self.tok
         if t.kind == PUNCT and t.value in ("-", "!", "~", "*", "&"):
             self.advance()
-            operand = self.unary()
+            with self._nested():
+                operand = self.unary()
             return A.Unary(t.offset, self._end(), t.line, t.col, t.value, operand)
         if t.kind == PUNCT and t.value in ("--", "&&"):
             # "--x" / "&&x" lex as one token but mean two unary operators.
             self.advance()
-            inner = self.unary()
+            with self._nested():
+                inner = self.unary()
             op = t.value[0]
             mid = A.Unary(t.offset + 1, self._end(), t.line, t.col + 1, op, inner)
             return A.Unary(t.offset, self._end(), t.line, t.col, op, mid)
@@ -552,5 +580,36 @@ def _show(v: str) -> str:
 
 
 def parse(source: str, path: str) -> A.Module:
-    """Parse a WGSL module; raises GpuraceError(file, line, col) on a syntax error."""
-    return Parser(source, path).parse_module()
+    """Parse a WGSL module; raises GpuraceError(file, line, col) on a syntax error, or
+    where the module nests deeper than the rewriter can follow (limits.MAX_NESTING)."""
+    return parse_bounded(Parser(source, path))
+
+
+def parse_bounded(parser: Parser) -> A.Module:
+    """``parser.parse_module()`` with the nesting bounded (see ``parse``)."""
+    with deep_recursion():
+        try:
+            module = parser.parse_module()
+        except RecursionError:
+            raise too_deep(parser.path, parser.tok.line, parser.tok.col) from None
+    _check_nesting(module, parser.path)
+    return module
+
+
+def _check_nesting(module: A.Module, path: str) -> None:
+    """The first expression nested deeper than MAX_NESTING is an error at its position.
+
+    The parser bounds its own recursion; this catches what it builds in a loop, the
+    left-deep tree of a chain such as ``a + b + c + ...``, which the rewriter then
+    recurses into. Walked with a stack of its own, so any depth is measured."""
+    stack: list[tuple[object, int]] = [(d, 0) for d in module.decls]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, A.Expr):
+            depth += 1
+            if depth > MAX_NESTING:
+                raise too_deep(path, node.line, node.col)
+        for f in dataclasses.fields(node):  # type: ignore[arg-type]
+            value = getattr(node, f.name)
+            children = value if isinstance(value, list | tuple) else [value]
+            stack.extend((c, depth) for c in children if dataclasses.is_dataclass(c))
