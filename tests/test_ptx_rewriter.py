@@ -153,6 +153,22 @@ def test_ptx_input_keeps_cuda_lines(tmp_path):
     assemble(inst.source)
 
 
+def test_debug_ptx_input(tmp_path):
+    """NVRTC's -G PTX given as a .ptx file (dwarf sections, the .shared declaration
+    behind $L__func_begin0, a __syncthreads_count helper call): inlined, instrumented
+    completely, assembled, with the sites at the CUDA lines."""
+    cu = CORPUS / "cuda" / "syncthreads_count_clean.cu"
+    ptx = compile_cuda(cu.read_text(), str(cu), ("-G",)).ptx
+    assert ".section\t.debug_info" in ptx and "call.uni" in ptx
+    (tmp_path / "k.ptx").write_text(ptx)
+    inst = instrument(ptx, str(tmp_path / "k.ptx"))
+    assert inst.not_instrumented == [] and strip_inserted(inst.source) == ptx
+    barrier = [(s.line, s.col) for s in inst.sites if s.event == Event.BARRIER]
+    assert barrier == [(6, 3)]  # __syncthreads_count, inlined at its call
+    assert all(s.file.endswith("syncthreads_count_clean.cu") for s in inst.sites)
+    assemble(inst.source, "sm_90")
+
+
 HAND_PTX = """\
 .version 8.0
 .target sm_90
