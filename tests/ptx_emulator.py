@@ -8,7 +8,10 @@ shuffle when every live lane of the warp is at it. Blocks run one after another.
 It covers the instructions NVRTC emits for the corpus plus gpurace's inserted code
 (including the ``_gr_rec`` PTX function, which it executes like any other). Memory:
 global allocations from 1 << 32, shared memory per block from offset 0x100, generic
-shared addresses at SHARED_WINDOW + offset.
+shared addresses at SHARED_WINDOW + offset; local memory (the ``.local`` stack frames
+of NVRTC's ``-G`` code) per thread, the entry's .local variables plus LOCAL_STACK
+bytes for calls, generic at LOCAL_WINDOW +
+offset.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from gpurace.instrument.ptx.parse import (
 
 GLOBAL_BASE = 1 << 32
 SHARED_WINDOW = 1 << 40
+LOCAL_WINDOW = 1 << 44
+LOCAL_STACK = 1 << 12
 SHARED_BASE = 0x100
 _FLOAT = {"f16", "bf16", "f32", "f64"}
 
@@ -85,6 +90,7 @@ class Memory:
 
     regions: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (addr, u8 view)
     shared: bytearray = field(default_factory=lambda: bytearray(1 << 16))
+    local: bytearray = field(default_factory=bytearray)  # the block's threads' stacks
     symbols: dict[str, tuple[str, int]] = field(default_factory=dict)  # name -> (space, addr)
     top: int = GLOBAL_BASE
 
@@ -113,7 +119,13 @@ class Memory:
         if space is None:
             if SHARED_WINDOW <= addr < SHARED_WINDOW + len(self.shared):
                 return self.shared, addr - SHARED_WINDOW
+            if LOCAL_WINDOW <= addr < LOCAL_WINDOW + len(self.local):
+                return self.local, addr - LOCAL_WINDOW
             space = "global"
+        if space == "local":
+            if not 0 <= addr < len(self.local):
+                raise EmulatorError(f"local address {addr:#x} out of range")
+            return self.local, addr
         if space == "shared":
             if not 0 <= addr < len(self.shared):
                 raise EmulatorError(f"shared address {addr:#x} out of range")
@@ -136,12 +148,25 @@ class Memory:
             buf[off : off + n] = raw
 
 
+_LOCAL_DECL = re.compile(r"\.local\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)(?:\[(\d+)\])?")
+
+
 class _Frame:
-    def __init__(self, fn: Function, params: dict[str, int]) -> None:
+    def __init__(self, fn: Function, params: dict[str, int], stack: list[int]) -> None:
         self.fn = fn
         self.regs: dict[str, int] = {}
         self.params = params  # .param name -> bits (kernel and callee params)
         self.local_params: dict[str, int] = {}  # caller-side .param scratch of calls
+        # the function's .local variables (its stack frame), from the thread's stack top
+        self.symbols: dict[str, int] = {}
+        for s in fn.body:
+            m = _LOCAL_DECL.match(s.text)
+            if s.kind == "stmt" and m:
+                align = int(m.group(1) or 4)
+                stack[0] = (stack[0] + align - 1) // align * align
+                self.symbols[m.group(3)] = stack[0]
+                stack[0] += TYPE_BYTES[m.group(2)] * int(m.group(4) or 1)
+        self.stack = stack  # [next free local address of the thread]
 
 
 class Emulator:
@@ -176,10 +201,13 @@ class Emulator:
         fn = self.funcs[kernel]
         params = {p.name: a for p, a in zip(fn.params, args, strict=True)}
         shared_syms = self._layout_shared(fn, shared_bytes)
+        own = _Frame(fn, {}, [0]).stack[0]  # the entry's own .local bytes
+        self.stack = (own + LOCAL_STACK + 15) // 16 * 16
         for bz in range(grid[2]):
             for by in range(grid[1]):
                 for bx in range(grid[0]):
                     self.mem.shared = bytearray(1 << 16)
+                    self.mem.local = bytearray(self.stack * block[0] * block[1] * block[2])
                     self.mem.symbols = dict(shared_syms)
                     self._run_block(fn, params, (bx, by, bz), grid, block)
 
@@ -218,7 +246,7 @@ class Emulator:
                         "%nctaid.x": nctaid[0], "%nctaid.y": nctaid[1], "%nctaid.z": nctaid[2],
                         "%laneid": lin % 32, "%warpid": lin // 32,
                     }  # fmt: skip
-                    frame = _Frame(fn, dict(params))
+                    frame = _Frame(fn, dict(params), [self.stack * lin])
                     threads.append(_Thread(lin, sregs, self._exec(frame, sregs)))
         live = list(threads)
         for t in live:
@@ -311,6 +339,9 @@ class Emulator:
                         count = self._operand(frame, ins.operands[1], "u32", sregs)
                     yield ("bar", "sync", 0, ident, count)
                 continue
+            if op in ("ldmatrix", "stmatrix"):
+                yield from self._matrix(frame, ins, sregs)
+                continue
             if op == "shfl":
                 dst = ins.operands[0]
                 dpred = None
@@ -326,16 +357,51 @@ class Emulator:
                 continue
             self._simple(frame, ins, sregs)
 
+    def _matrix(self, frame: _Frame, ins, sregs):
+        """ldmatrix/stmatrix .m8n8 .b16 (PTX ISA "Warp-level matrix load/store"): lane
+        8k+i addresses row i of matrix k; lane l's k-th register holds row l/4's
+        halves 2(l%4), 2(l%4)+1, or with .trans column l/4's halves of rows 2(l%4) and
+        2(l%4)+1. Each row address is fetched from its lane like a shuffle."""
+        if not (ins.has("m8n8") and ins.has("b16")):
+            raise EmulatorError(f"instruction not emulated: {ins.text}")
+        store = ins.op == "stmatrix"
+        addr_op, regs_op = ins.operands if store else ins.operands[::-1]
+        addr = self._addr(frame, addr_op, sregs)
+        space = self._space(ins)
+        lane = sregs["%laneid"]
+        for k, reg in enumerate(_split_operands(regs_op[1:-1])):
+            if ins.has("trans"):
+                pieces = [(2 * (lane % 4) + h, 2 * (lane // 4), 2, 16 * h) for h in (0, 1)]
+            else:
+                pieces = [(lane // 4, 4 * (lane % 4), 4, 0)]
+            value = self._reg(frame, reg, sregs) if store else 0
+            for row, off, n, shift in pieces:
+                row_addr, _ = yield ("shfl", "idx", addr, 8 * k + row, 0x1F)
+                if store:
+                    self.mem.store(space, row_addr + off, n, value >> shift)
+                else:
+                    value |= self.mem.load(space, row_addr + off, n) << shift
+            if not store:
+                self._set(frame, reg, value)
+
     def _call(self, frame: _Frame, ins, sregs):
         ops = ins.operands
-        # call (ret), fn, (args) | call fn, (args)
+        # call (ret), fn, (args) | call fn, (args) | call fn
+        rets: list[str] = []
         if ops[0].startswith("("):
-            raise EmulatorError("calls with return values are not emulated")
+            rets = [a.strip() for a in ops[0].strip("()").split(",") if a.strip()]
+            ops = ops[1:]
         callee = self.funcs[ops[0]]
-        names = [a.strip() for a in ops[1].strip("()").split(",") if a.strip()]
+        names = [a.strip() for a in ops[1].strip("()").split(",") if a.strip()] if ops[1:] else []
         params = {p.name: frame.local_params[a] for p, a in zip(callee.params, names, strict=True)}
-        sub = _Frame(callee, params)
+        sub = _Frame(callee, params, frame.stack)
+        top = frame.stack[0]
         yield from self._exec(sub, sregs)
+        frame.stack[0] = top  # the callee's frame is popped
+        m = re.search(r"\.func\s*\(([^)]*)\)", callee.header.text)
+        callee_rets = re.findall(r"([\w$]+)(?:\[\d*\])?\s*(?:,|$)", m.group(1)) if m else []
+        for mine, theirs in zip(rets, callee_rets, strict=True):
+            frame.local_params[mine] = sub.local_params.get(theirs, 0)
 
     # -- operands ------------------------------------------------------------
     def _reg(self, frame: _Frame, name: str, sregs) -> int:
@@ -349,8 +415,10 @@ class Emulator:
 
     def _operand(self, frame: _Frame, text: str, t: str, sregs) -> int:
         text = text.strip()
-        if text.startswith("%"):
+        if text.startswith("%") or text in frame.fn.reg_types:  # inline asm: ".reg .u32 start"
             return self._reg(frame, text, sregs)
+        if text in frame.symbols:
+            return frame.symbols[text]
         if text in self.mem.symbols:
             return self.mem.symbols[text][1]
         if re.fullmatch(r"0[fF][0-9a-fA-F]{8}", text):
@@ -408,15 +476,16 @@ class Emulator:
             return self._set(frame, ops[0], val(1))
         if op == "cvta":
             a = val(1, "u64")
-            if ins.has("to"):
-                a = a - SHARED_WINDOW if ins.has("shared") else a
-            else:
-                a = a + SHARED_WINDOW if ins.has("shared") else a
-            return self._set(frame, ops[0], a)
+            window = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW}.get(parts[-2], 0)
+            return self._set(frame, ops[0], a - window if ins.has("to") else a + window)
         if op == "isspacep":
             a = val(1, "u64")
-            shared = SHARED_WINDOW <= a < SHARED_WINDOW + (1 << 32)
-            return self._set(frame, ops[0], int(shared if parts[1] == "shared" else not shared))
+            space = (
+                "shared" if SHARED_WINDOW <= a < SHARED_WINDOW + (1 << 32)
+                else "local" if LOCAL_WINDOW <= a < LOCAL_WINDOW + (1 << 32)
+                else "global"
+            )  # fmt: skip
+            return self._set(frame, ops[0], int(space == parts[1]))
         if op == "cvt":
             dt, st = types[-2], types[-1]
             x = to_value(val(1, st), st)
@@ -506,9 +575,12 @@ class Emulator:
         dsts = _split_operands(ops[0][1:-1]) if ops[0].startswith("{") else [ops[0]]
         if space == "param":
             m = re.fullmatch(r"\[\s*([\w$]+)\s*(?:\+\s*(\d+))?\s*\]", ops[1])
-            name = m.group(1)
-            bits = frame.params[name] if name in frame.params else frame.local_params[name]
-            return self._set(frame, dsts[0], bits >> (8 * int(m.group(2) or 0)))
+            name, off = m.group(1), int(m.group(2) or 0)
+            # (a result of a call that gpurace inlined and branches over: never made)
+            bits = frame.params[name] if name in frame.params else frame.local_params.get(name, 0)
+            for k, d in enumerate(dsts):
+                self._set(frame, d, (bits >> (8 * (off + k * n))) & ((1 << (8 * n)) - 1))
+            return None
         addr = self._addr(frame, ops[1], sregs)
         for k, d in enumerate(dsts):
             self._set(frame, d, self.mem.load(space, addr + k * n, n))
@@ -517,11 +589,17 @@ class Emulator:
     def _st(self, frame: _Frame, ins, sregs, t: str) -> None:
         space, ops = self._space(ins), ins.operands
         n = TYPE_BYTES[t]
-        if space == "param":
-            name = ops[0].strip("[] ")
-            frame.local_params[name] = self._operand(frame, ops[1], t, sregs)
-            return
         srcs = _split_operands(ops[1][1:-1]) if ops[1].startswith("{") else [ops[1]]
+        if space == "param":  # a call's argument or return value, byte `off` on
+            m = re.fullmatch(r"\[\s*([\w$]+)\s*(?:\+\s*(\d+))?\s*\]", ops[0])
+            name, off = m.group(1), int(m.group(2) or 0)
+            bits = frame.local_params.get(name, 0)
+            for k, src in enumerate(srcs):
+                at, mask = 8 * (off + k * n), (1 << (8 * n)) - 1
+                v = self._operand(frame, src, t, sregs) & mask
+                bits = bits & ~(mask << at) | v << at
+            frame.local_params[name] = bits
+            return
         addr = self._addr(frame, ops[0], sregs)
         for k, s in enumerate(srcs):
             self.mem.store(space, addr + k * n, n, self._operand(frame, s, t, sregs))

@@ -27,18 +27,21 @@ from gpurace.model import Event, GpuraceError, Kind, RaceClass
 from tests.corpus import CORPUS, cases
 
 CUDA_CASES = cases("cuda", ".cu")
-# cp.async and 2-byte atomics need sm_80/sm_70 at least; everything else goes to sm_75
-OLDER = {"cp_async_clean": "80", "cp_async_race": "80"}
+# cp.async and 2-byte atomics need sm_80/sm_70 at least, stmatrix sm_90; everything
+# else goes to sm_75 (ldmatrix's oldest)
+OLDER = {"cp_async_clean": "80", "cp_async_race": "80", "stmatrix_clean": "90",
+         "stmatrix_race": "90"}  # fmt: skip
 
 
 @functools.cache
-def _prepare(case, arch: str = "compute_90"):
+def _prepare(case, arch: str = "compute_90", debug: bool = False):
+    """The case's launch and instrumented kernel; `debug`: compiled with NVRTC's -G."""
     launch = load_cuda_launch(case.launch_path)
     inst = instrument(
         case.kernel.read_text(),
         str(case.kernel.relative_to(Path.cwd())) if case.kernel.is_relative_to(Path.cwd())
         else str(case.kernel),
-        launch.options,
+        (*launch.options, "-G") if debug else launch.options,
         launch.name_expressions,
         arch=arch,
     )  # fmt: skip
@@ -150,6 +153,22 @@ def test_ptx_input_keeps_cuda_lines(tmp_path):
     assemble(inst.source)
 
 
+def test_debug_ptx_input(tmp_path):
+    """NVRTC's -G PTX given as a .ptx file (dwarf sections, the .shared declaration
+    behind $L__func_begin0, a __syncthreads_count helper call): inlined, instrumented
+    completely, assembled, with the sites at the CUDA lines."""
+    cu = CORPUS / "cuda" / "syncthreads_count_clean.cu"
+    ptx = compile_cuda(cu.read_text(), str(cu), ("-G",)).ptx
+    assert ".section\t.debug_info" in ptx and "call.uni" in ptx
+    (tmp_path / "k.ptx").write_text(ptx)
+    inst = instrument(ptx, str(tmp_path / "k.ptx"))
+    assert inst.not_instrumented == [] and strip_inserted(inst.source) == ptx
+    barrier = [(s.line, s.col) for s in inst.sites if s.event == Event.BARRIER]
+    assert barrier == [(6, 3)]  # __syncthreads_count, inlined at its call
+    assert all(s.file.endswith("syncthreads_count_clean.cu") for s in inst.sites)
+    assemble(inst.source, "sm_90")
+
+
 HAND_PTX = """\
 .version 8.0
 .target sm_90
@@ -183,8 +202,8 @@ HAND_PTX = """\
 
 def test_hand_written_ptx():
     """PTX without line info: sites are PTX lines; atomics carry scope and order;
-    named barriers compare their count with the block at run time; an unmodelled
-    memory instruction makes the result incomplete."""
+    named barriers compare their count with the block at run time; ldmatrix logs
+    per lane (tests/test_ptx_opcodes.py: what is listed instead)."""
     inst = instrument_ptx(HAND_PTX, "hand.ptx")
     assert strip_inserted(inst.source) == HAND_PTX
     by_line = {s.line: s for s in inst.sites}
@@ -211,12 +230,18 @@ def test_hand_written_ptx():
     assert "call _gr_srec" in before[HAND_PTX.index("fence.acq_rel")]
     hint_at = HAND_PTX.index("ld.global.L2::cache_hint")
     assert "add.s64 %_gr_d0, %_gr_d0, 12;" in before[hint_at]  # the address, not the policy
-    assert len(inst.not_instrumented) == 1 and "ldmatrix" in inst.not_instrumented[0]
-    assert inst.not_instrumented[0].startswith("hand.ptx:24:1:")
+    # ldmatrix: one 4-byte record per lane, at the row address shuffled from its lane
+    ldm_at = HAND_PTX.index("ldmatrix")
+    assert before[ldm_at].count("call _gr_rec") == 1
+    assert before[ldm_at].count("shfl.sync.idx.b32") == 2
+    assert inst.not_instrumented == []
     assemble(inst.source)
 
 
-def test_non_inlined_function_is_reported(tmp_path):
+def test_non_inlined_function_is_inlined_by_gpurace():
+    """A ``__noinline__`` device function stays a call in NVRTC's PTX: gpurace inlines
+    it (arguments through .local copies), so its store is instrumented at its own
+    line and the original is intact; a recursive one cannot be inlined and is listed."""
     src = """\
 __device__ __noinline__ void put(int *p, int v) { p[v] = v; }
 extern "C" __global__ void k(int *out) {
@@ -224,9 +249,93 @@ extern "C" __global__ void k(int *out) {
 }
 """
     inst = instrument(src, "noinline.cu")
-    assert len(inst.not_instrumented) == 1
-    assert "not inlined" in inst.not_instrumented[0]
+    assert inst.not_instrumented == []
+    assert strip_inserted(inst.source) == inst.original_ptx
+    assert [(s.line, s.kind) for s in inst.sites] == [(1, Kind.STORE)]
     assemble(inst.source)
+    from tests.ptx_emulator import Emulator
+
+    emu = Emulator(inst.source)
+    out = emu.mem.alloc(bytes(16))
+    ctl = emu.mem.alloc(np.array([0, 64, 0, 0xFFFFFFFF, 0, 0, 0, 16, 0, 0], np.uint32).tobytes())
+    log, sync, shd = (
+        emu.mem.alloc(bytes(64 * 32)),
+        emu.mem.alloc(bytes(4096)),
+        emu.mem.alloc(bytes(32)),
+    )
+    emu.launch("k", (1, 1, 1), (4, 1, 1), [out, log, ctl, sync, shd])
+    assert np.frombuffer(emu.mem.read(out, 16), np.int32).tolist() == [0, 1, 2, 3]
+    records = np.frombuffer(emu.mem.read(log, 4 * 32), np.uint32).reshape(4, 8)
+    assert records[:, 2].tolist() == [0, 4, 8, 12]  # each thread's store, at its offset
+    recursive = """\
+__device__ __noinline__ void walk(int *p, int n) {
+  if (n > 1) { p[n] += 1; walk(p, n / 2); walk(p, n / 2 + 1); }
+}
+extern "C" __global__ void k(int *out) {
+  walk(out, threadIdx.x);
+}
+"""
+    inst = instrument(recursive, "recursive.cu")
+    assert len(inst.not_instrumented) == 1
+    assert inst.not_instrumented[0].startswith("recursive.cu:1:"), inst.not_instrumented[0]
+    assert "function '_Z4walkPii' (called by k) is not inlined" in inst.not_instrumented[0]
+    assemble(inst.source)
+
+
+EXTERN_PTX = """\
+.version 8.0
+.target sm_90
+.address_size 64
+
+.extern .func (.param .b32 func_retval0) helper(.param .b64 helper_param_0);
+
+.visible .entry k(
+\t.param .u64 k_param_0
+)
+{
+\t.reg .b32 %r<2>;
+\t.reg .b64 %rd<2>;
+\tld.param.u64 %rd1, [k_param_0];
+\t{
+\t.param .b64 param0;
+\tst.param.b64 [param0+0], %rd1;
+\t.param .b32 retval0;
+\tcall.uni (retval0), helper, (param0);
+\tld.param.b32 %r1, [retval0+0];
+\t}
+\tret;
+}
+"""
+
+
+def test_call_to_declared_function_is_listed():
+    """A call to a function that is only declared (``.extern .func``: another module's,
+    linked later) cannot be followed: it is listed, by name and at the call."""
+    inst = instrument_ptx(EXTERN_PTX, "ext.ptx")
+    assert inst.not_instrumented == [
+        "ext.ptx:18:1: call to 'helper', declared but not defined in this PTX (linked later): "
+        "its memory accesses and barriers are not instrumented"
+    ]
+    assert strip_inserted(inst.source) == EXTERN_PTX
+
+
+def test_uninstantiated_template_names_what_to_add():
+    """A kernel template nobody instantiates gives NVRTC no kernel to emit: the error
+    is at the template, names it and says what to add (not 'the PTX has no .entry')."""
+    case = CORPUS / "cuda" / "template_race.cu"
+    with pytest.raises(GpuraceError) as err:
+        instrument(case.read_text(), "template_race.cu")
+    assert (err.value.file, err.value.line, err.value.col) == ("template_race.cu", 2, 1)
+    assert err.value.message == (
+        "kernel template 'collide' is never instantiated, so NVRTC emits no kernel: add "
+        'name_expressions = ["collide<float, 1>"] to the launch file (cupy: '
+        'RawModule(..., name_expressions=["collide<float, 1>"])), or an explicit '
+        "instantiation 'template __global__ void collide<float, 1>(...);' to the source"
+    )
+    # with an explicit instantiation there is a kernel
+    explicit = case.read_text() + "template __global__ void collide<int, 2>(int *);\n"
+    inst = instrument(explicit, "template_race.cu")
+    assert list(inst.entry_points) == ["_Z7collideIiLi2EEvPT_"]
 
 
 def test_compile_error_is_located():
@@ -293,9 +402,9 @@ def test_bf16_fill_rounds_to_nearest_even(tmp_path):
 # ---------------------------------------------------------------------------
 
 
-def _emulate(case, instrumented: bool, capacity: int = 1 << 16):
+def _emulate(case, instrumented: bool, capacity: int = 1 << 16, debug: bool = False):
     """Run a corpus launch on the interpreter: (outputs, records, ctl words, inst)."""
-    launch, inst = _prepare(case)
+    launch, inst = _prepare(case, debug=debug)
     return _emulate_launch(launch, inst, instrumented, capacity)
 
 
@@ -354,13 +463,30 @@ def test_corpus_labels_on_the_interpreter(case):
     """The instrumented kernel, run on the PTX interpreter, logs what the labels say:
     the NumPy reference finds exactly the labelled races; the outputs are those of
     the plain kernel, bit for bit; no access escapes attribution."""
+    _check_labels_on_the_interpreter(case, debug=False)
+
+
+@pytest.mark.parametrize("case", CUDA_CASES, ids=lambda c: c.id)
+def test_corpus_debug_build(case):
+    """NVRTC's -G (debug) PTX: the prologue after the .shared declarations it puts
+    behind a label, generic accesses to the stack, helpers such as atomicAdd(__half*)
+    and __syncthreads_count left as calls and inlined by gpurace. Instrumented
+    completely, assembled for sm_90, and on the interpreter exactly its labels."""
+    launch, inst = _prepare(case, debug=True)
+    assert not inst.not_instrumented
+    assert ", debug" in inst.original_ptx.split(".target", 1)[1].splitlines()[0]
+    assemble(inst.source, "sm_90")
+    _check_labels_on_the_interpreter(case, debug=True)
+
+
+def _check_labels_on_the_interpreter(case, debug: bool) -> None:
     from gpurace.analysis import analyse
     from gpurace.model import Report, Scope
     from tests.corpus import expected, reported
 
     launch = load_cuda_launch(case.launch_path)
-    plain, _, _, _ = _emulate(case, False)
-    outputs, records, words, inst = _emulate(case, True)
+    plain, _, _, _ = _emulate(case, False, debug=debug)
+    outputs, records, words, inst = _emulate(case, True, debug=debug)
     nv = len(inst.variables)
     assert int(words[0]) == len(records) > 0
     assert int(words[6 + 2 * nv]) == 0, "unattributed accesses"
@@ -373,6 +499,36 @@ def test_corpus_labels_on_the_interpreter(case):
     report = Report("k", str(case.kernel), "cuda", "ptx interpreter", races, inst.sites,
                     inst.variables, Scope())  # fmt: skip
     assert reported(report) == expected(launch.expect)
+
+
+def test_ldmatrix_lane_bytes():
+    """ldmatrix's fragments (PTX ISA: lane 8k+i addresses row i of matrix k; lane l gets
+    word l%4 of row l/4, with .trans halves (2(l%4), l/4) and (2(l%4)+1, l/4)): the
+    interpreter's registers are these words, and each lane's records are exactly the
+    bytes it received (4 per matrix; 2 + 2 from two rows with .trans)."""
+    case = next(c for c in CUDA_CASES if c.id == "ldmatrix_clean")
+    outputs, records, _, inst = _emulate(case, True)
+    words = load_cuda_launch(case.launch_path).args[0].buffer.data.view(np.uint32)
+    halves = words.view(np.uint16).astype(np.uint32)
+    got = np.frombuffer(outputs[1], np.uint32).reshape(32, 6)
+    lane = np.arange(32)
+    for k in range(4):
+        assert (got[:, k] == words[(8 * k + lane // 4) * 4 + lane % 4]).all()
+    for k in range(2):
+        lo = halves[(8 * k + 2 * (lane % 4)) * 8 + lane // 4]
+        hi = halves[(8 * k + 2 * (lane % 4) + 1) * 8 + lane // 4]
+        assert (got[:, 4 + k] == lo | hi << 16).all()
+    x4, x2t = (s.id for s in inst.sites if s.kind == Kind.LOAD and s.line in (10, 12))
+    for sid, want in (
+        (x4, lambda ln: {((8 * k + ln // 4) * 16 + 4 * (ln % 4), 4) for k in range(4)}),
+        (x2t, lambda ln: {((8 * k + 2 * (ln % 4) + h) * 16 + 2 * (ln // 4), 2)
+                         for k in range(2) for h in range(2)}),
+    ):  # fmt: skip
+        mine = records[records[:, 0] == sid]
+        for ln in range(32):
+            at = mine[mine[:, 3] == ln]
+            assert {(int(r[2]), int(r[1]) >> 8 & 0xFF) for r in at} == want(ln), (sid, ln)
+            assert len(at) == len(want(ln))
 
 
 TRITON = {  # Triton 3.6 output for sm_90a (tests/corpus/ptx/README.md): launch, checks
@@ -420,6 +576,52 @@ def test_triton_ptx(name):
     if name == "triton_add":
         x, y = (a.buffer.data for a in launch.args[:2])
         assert plain[2] == (x + y).astype(np.float32).tobytes()
+
+
+def test_numba_style_ptx():
+    """PTX in Numba's style (tests/corpus/ptx/numba_scatter.ptx, written for these
+    tests: 7 parameters per array, a .common environment global, .maxntid, .loc with
+    inlined_at into a library file, .pragma, dwarf sections): the two data pointers
+    are the tracked buffers, sites are the Python lines, and the interpreter finds
+    exactly the store-store race of out[i // 2]."""
+    from gpurace.analysis import analyse
+    from gpurace.instrument.ptx.launch import cuda_launch_from_dict
+
+    path = CORPUS / "ptx" / "numba_scatter.ptx"
+    ptx = path.read_text()
+    inst = instrument(ptx, str(path))
+    inst.original_ptx = ptx
+    assert strip_inserted(inst.source) == ptx and inst.not_instrumented == []
+    assert [(v.name, v.binding) for v in inst.variables] == [
+        (f"{inst.entry}_param_4", 4),
+        (f"{inst.entry}_param_11", 11),
+    ]
+    assert {(s.file, s.line, s.col, s.kind) for s in inst.sites} == {
+        ("/tmp/numba_k.py", 7, 8, Kind.LOAD),
+        ("/tmp/numba_k.py", 7, 8, Kind.STORE),
+    }
+    assemble(inst.source, "sm_75")
+    assemble(inst.source, "sm_90")
+    n = 64
+
+    def array(buf: dict) -> list[dict]:  # meminfo, parent, nitems, itemsize, data, ...
+        count = {"value": buf["count"]}
+        return [{"value": 0}, {"value": 0}, count, {"value": 4}, buf, count, {"value": 4}]
+
+    x = {"type": "float", "count": n, "fill": "arange"}
+    out = {"type": "float", "count": n // 2}
+    launch = cuda_launch_from_dict(
+        {"grid": [1], "block": [n], "arg": [*array(x), *array(out)]}, "numba.toml"
+    )
+    plain, _, _, _ = _emulate_launch(launch, inst, False)
+    outputs, records, words, _ = _emulate_launch(launch, inst, True)
+    assert outputs == plain and words[6 + 2 * len(inst.variables)] == 0
+    assert np.frombuffer(plain[11], np.float32).tolist() == [2.0 * j + 1 for j in range(n // 2)]
+    store = next(s.id for s in inst.sites if s.kind == Kind.STORE)
+    races = analyse(records, {v.id: v.space for v in inst.variables})
+    assert [(r.site_a, r.kind_a, r.site_b, r.kind_b, r.instances) for r in races] == [
+        (store, Kind.STORE, store, Kind.STORE, n // 2)
+    ]
 
 
 def test_analysis_kernels_build_for_cuda():

@@ -72,6 +72,17 @@ def test_corpus_verdicts_and_sites(case):
     assert report.exit_code == (1 if want["verdict"] == "race" else 0)
 
 
+@pytest.mark.parametrize("case", IN_PROCESS, ids=lambda c: c.id)
+def test_debug_build_verdicts_and_sites(case):
+    """The same labels with NVRTC's -G (debug) PTX, whose helper calls gpurace inlines
+    (tests/test_ptx_rewriter.py::test_corpus_debug_build checks it on the interpreter)."""
+    launch = load_cuda_launch(case.launch_path)
+    launch.options = [*launch.options, "-G"]
+    report = api.check(case.kernel.read_text(), launch, path=_rel(case))
+    assert report.scope.complete, report.scope
+    assert reported(report) == expected(launch.expect)
+
+
 def _prepared(case, device):
     launch = load_cuda_launch(case.launch_path)
     arch = cuda_backend.arch_of(device)

@@ -8,6 +8,7 @@ instrumented PTX (docs/internals.md §7).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from gpurace.model import Instrumented
@@ -51,10 +52,31 @@ def instrument(
     if is_ptx(source, path):
         return instrument_ptx(source, path)
     compiled = compile_cuda(source, path, options, name_expressions, arch)
+    if not name_expressions and not re.search(r"(^|\s)\.entry\s", compiled.ptx):
+        _uninstantiated(CudaSource(path, source), path)
     inst = instrument_ptx(compiled.ptx, path, CudaSource(path, source), user_file=path)
     inst.lowered_names = compiled.lowered  # type: ignore[attr-defined]
     inst.original_ptx = compiled.ptx  # type: ignore[attr-defined]
     return inst
+
+
+def _uninstantiated(src: CudaSource, path: str) -> None:
+    """The module has no kernel: if it is because a ``__global__`` template was never
+    instantiated, say which and what to add (else instrument_ptx's 'no .entry')."""
+    from gpurace.model import GpuraceError
+
+    templates = src.kernel_templates()
+    if templates:
+        name, example, line, col = templates[0]
+        raise GpuraceError(
+            f"kernel template '{name}' is never instantiated, so NVRTC emits no kernel: add "
+            f'name_expressions = ["{example}"] to the launch file (cupy: '
+            f'RawModule(..., name_expressions=["{example}"])), or an explicit instantiation '
+            f"'template __global__ void {example}(...);' to the source",
+            path,
+            line,
+            col,
+        )
 
 
 def resolve_kernel(inst: Instrumented, launch: object) -> str:

@@ -10,6 +10,7 @@ anything this reader does not understand passes through unchanged.
 from __future__ import annotations
 
 import re
+import struct
 from dataclasses import dataclass, field
 
 from gpurace.model import GpuraceError
@@ -355,3 +356,32 @@ def reg_type(fn: Function, reg: str) -> str | None:
         return fn.reg_types[reg]
     base = re.sub(r"\d+$", "", reg)
     return fn.reg_types.get(base)
+
+
+def access_size(ins: Instr) -> int | None:
+    """Bytes an ld/st/atom accesses: its (last) type times its vector width."""
+    vec = 1
+    for p in ins.parts:
+        if re.fullmatch(r"v\d", p):
+            vec = int(p[1:])
+    types = [p for p in ins.parts if p in TYPE_BYTES]
+    if not types:
+        return None
+    return TYPE_BYTES[types[-1]] * vec
+
+
+def immediate_bits(text: str, nbytes: int) -> int | None:
+    """The bits of a PTX immediate (``3``, ``0f3F800000``, ``1.5``) in `nbytes`."""
+    t = text.strip()
+    try:
+        if re.fullmatch(r"0[fF][0-9a-fA-F]{8}", t):
+            return int(t[2:], 16)
+        if re.fullmatch(r"0[dD][0-9a-fA-F]{16}", t):
+            return int(t[2:], 16)
+        if re.fullmatch(r"-?\d+\.\d*(e-?\d+)?", t):
+            fmt = "<f" if nbytes == 4 else "<d"
+            return int.from_bytes(struct.pack(fmt, float(t)), "little")
+        v = int(t.rstrip("U"), 0)
+    except ValueError:
+        return None
+    return v & ((1 << (8 * nbytes)) - 1)

@@ -14,8 +14,23 @@ from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site
 
 from . import emit
 from .emit import CLOSE, OPEN
-from .parse import TYPE_BYTES, Function, Instr, Module, Stmt, parse_instr, parse_module, reg_type
+from .inline import INLINE_CLOSE, INLINE_OPEN, call_target, inline_calls, not_inlined
+from .locate import Locator
+from .matrix import matrix_access
+from .parse import (
+    TYPE_BYTES,
+    Function,
+    Instr,
+    Module,
+    Stmt,
+    access_size,
+    immediate_bits,
+    parse_instr,
+    parse_module,
+    reg_type,
+)
 from .source import CudaSource
+from .variables import Var, plan_vars
 
 # atomic op codes (internals §1) by PTX operation
 ATOM_OPS = {
@@ -29,23 +44,19 @@ ORDERS = {"relaxed": 1, "acquire": 2, "release": 3, "acq_rel": 4, "volatile": 5,
 SYNC_WARP, SYNC_FENCE, SYNC_MBARRIER, SYNC_PARTIAL, SYNC_ARRIVE, SYNC_ASYNC, SYNC_CLUSTER = range(
     1, 8
 )
-# instructions that touch memory in ways the rewriter does not model
+# instructions that touch memory in ways the rewriter does not model (opcode or its
+# first two parts; tests/ptx_memory_opcodes.toml lists every memory instruction)
 UNMODELLED = {
-    "tex", "tld4", "suld", "sust", "sured", "ldmatrix", "stmatrix", "wgmma", "tcgen05",
+    "tex", "tld4", "txq", "suld", "sust", "sured", "suq", "wgmma", "tcgen05",
     "multimem", "discard", "tensormap", "ld.async", "st.async", "red.async", "cp.reduce",
-    "clusterlaunchcontrol", "movmatrix", "stbulk", "st.bulk",
+    "clusterlaunchcontrol", "stbulk", "st.bulk", "wmma.load", "wmma.store",
 }  # fmt: skip
+# CUDA's own declared functions that touch none of the kernel's memory (an assert
+# message and trap, printf of a thread-local argument buffer, the device heap)
+EXTERN_NO_MEMORY = {"__assertfail", "vprintf", "malloc", "free"}
+# instructions with an address operand that read or write no memory: hints
+NO_ACCESS = {"prefetch", "prefetchu", "applypriority"}
 _SPACES = ("global", "shared", "local", "param", "const")
-
-
-@dataclass
-class Var:
-    """A tracked variable of one entry: how the prologue finds its base address."""
-
-    id: int
-    space: Space
-    base: str  # PTX that sets %_gr_b{id}
-    name: str
 
 
 @dataclass
@@ -61,78 +72,6 @@ class _State:
         return f"$_gr_L{self.labels}"
 
 
-class _Locator:
-    """The user's file:line:col of each statement, from ``.loc`` (inlined code is
-    placed at its call site in a user file: ``inlined_at`` chains are followed)."""
-
-    def __init__(self, mod: Module, user_file: str | None, src: CudaSource | None, path: str):
-        self.mod, self.src, self.path = mod, src, path
-        self.user: set[int] = set()
-        for num, f in mod.files.items():
-            if user_file is None or _same_file(f, user_file):
-                self.user.add(num)
-        if user_file is None:  # PTX input: a library's own lines (Triton's standard.py,
-            # CUDA headers) are placed at the user's line that used them
-            lib = {n for n in self.user if _LIBRARY.search(mod.files[n])}
-            if lib != self.user:
-                self.user -= lib
-        self.resolved: dict[tuple[int, int, int], tuple[int, int, int]] = {}
-        self.current: tuple[int, int, int] | None = None
-
-    def see(self, text: str) -> None:
-        m = re.match(r"\.loc\s+(\d+)\s+(\d+)\s+(\d+)(.*)", text)
-        if not m:
-            return
-        here = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
-        at = re.search(r"inlined_at\s+(\d+)\s+(\d+)\s+(\d+)", m.group(4))
-        if at:
-            outer = (int(at.group(1)), int(at.group(2)), int(at.group(3)))
-            res = outer if outer[0] in self.user else self.resolved.get(outer, outer)
-        else:
-            res = here
-        self.resolved[here] = res
-        if res[0] in self.user and res[1] > 0:
-            self.current = res
-
-    def where(self, stmt: Stmt) -> tuple[str, int, int, str]:
-        """(file, line, col, line text) of the statement's user location."""
-        if self.current is None:  # no line info: the PTX itself
-            lines = self.mod.ptx.splitlines()
-            text = lines[stmt.line - 1].strip() if stmt.line <= len(lines) else ""
-            return self.path, stmt.line, 1, text
-        f, line, col = self.current
-        name = self.mod.files.get(f, self.path)
-        if self.src is not None and _same_file(name, self.src.path):
-            return self.src.path, line, max(col, 1), self.src.line(line)
-        return name, line, max(col, 1), _read_line(name, line)
-
-
-_LIBRARY = re.compile(r"[/\\](site-packages|dist-packages|include)[/\\]")
-
-
-def _same_file(a: str, b: str) -> bool:
-    import os
-
-    return (
-        a == b
-        or os.path.basename(a) == os.path.basename(b)
-        and (
-            os.path.abspath(a) == os.path.abspath(b) or not os.path.isabs(b) or not os.path.isabs(a)
-        )
-    )
-
-
-def _read_line(name: str, line: int) -> str:
-    try:
-        with open(name, encoding="utf-8", errors="replace") as f:
-            for i, text in enumerate(f, 1):
-                if i == line:
-                    return text.rstrip("\n")
-    except OSError:
-        pass
-    return ""
-
-
 def instrument_ptx(
     ptx: str, path: str, source: CudaSource | None = None, user_file: str | None = None
 ) -> Instrumented:
@@ -144,8 +83,12 @@ def instrument_ptx(
         raise GpuraceError("the PTX has no .entry (kernel)", path)
     if mod.ptx.find("_gr_rec") >= 0:
         raise GpuraceError("this PTX is already instrumented by gpurace (it has _gr_rec)", path)
+    inlined = inline_calls(mod)
+    if inlined.callees:
+        mod = parse_module(inlined.ptx, path)
+        entries = [f for f in mod.functions if f.is_entry]
     st = _State()
-    plans = [_plan_vars(mod, fn, st, source) for fn in entries]
+    plans = [plan_vars(mod, fn, st.variables, source) for fn in entries]
     nv = len(st.variables)
     if nv > 255:
         raise GpuraceError(f"{nv} tracked variables; at most 255 fit a record's var field", path)
@@ -153,13 +96,13 @@ def instrument_ptx(
     params: dict[str, list[Binding]] = {}
     entry_points: dict[str, tuple[int, int, int]] = {}
     for fn, (vars_, bindings) in zip(entries, plans, strict=True):
-        loc = _Locator(
+        loc = Locator(
             mod, user_file if user_file else (source.path if source else None), source, path
         )
         _Entry(mod, fn, vars_, nv, st, loc, inserts).rewrite()
         params[fn.name] = bindings
         entry_points[fn.name] = _reqntid(fn)
-    _check_functions(mod, entries, st, path)
+    st.not_instrumented += not_inlined(mod, entries, path, inlined.callees)
     # the helpers go after the module header (before the first function)
     first = min(fn.header.start for fn in mod.functions)
     head = _decl_start(mod, first)
@@ -202,8 +145,32 @@ def _apply(ptx: str, inserts: list[tuple[int, int, str]]) -> str:
 
 
 def strip_inserted(ptx: str) -> str:
-    """The instrumented PTX minus everything gpurace inserted (= the original)."""
-    return re.sub(re.escape(OPEN) + r".*?" + re.escape(CLOSE), "", ptx, flags=re.S)
+    """The instrumented PTX minus everything gpurace inserted (= the original): the
+    records, then the inlined calls they were inserted into."""
+    ptx = re.sub(re.escape(OPEN) + r".*?" + re.escape(CLOSE), "", ptx, flags=re.S)
+    return re.sub(re.escape(INLINE_OPEN) + r".*?" + re.escape(INLINE_CLOSE), "", ptx, flags=re.S)
+
+
+def _prologue_at(fn: Function) -> int:
+    """Where an entry's prologue goes: before its first instruction, inner block or
+    branch target, but after the declarations before them. NVRTC's ``-G`` puts a
+    label (``$L__func_begin0:``, referenced only by debug sections) before the
+    ``.shared`` declarations, which ptxas wants declared before the prologue uses
+    them; a label that code branches to must still run after the prologue."""
+    targets = {
+        o.strip()
+        for s in fn.body
+        if s.kind == "stmt" and not s.text.startswith(".")
+        for o in re.findall(r"[$\w.]+", s.text.partition(" ")[2])
+    }
+    for s in fn.body:
+        if (
+            s.kind == "open"
+            or (s.kind == "label" and s.text in targets)
+            or (s.kind == "stmt" and not s.text.startswith("."))
+        ):
+            return s.start
+    return fn.close.start
 
 
 def _reqntid(fn: Function) -> tuple[int, int, int]:
@@ -211,155 +178,6 @@ def _reqntid(fn: Function) -> tuple[int, int, int]:
     if not m:
         return (0, 0, 0)
     return (int(m.group(1)), int(m.group(2) or 1), int(m.group(3) or 1))
-
-
-# ---------------------------------------------------------------------------
-# tracked variables and parameters
-# ---------------------------------------------------------------------------
-
-
-def _plan_vars(
-    mod: Module, fn: Function, st: _State, source: CudaSource | None
-) -> tuple[list[Var], list[Binding]]:
-    """The entry's tracked variables (pointer parameters, module ``.global`` variables
-    it uses, its ``.shared`` variables) and its parameters as Bindings."""
-    body_text = " ".join(s.text for s in fn.body)
-    pointers = _pointer_params(fn)
-    sig = source.kernel_params(fn.name, len(fn.params)) if source else None
-    vars_: list[Var] = []
-    bindings: list[Binding] = []
-    for p in fn.params:
-        cname, ctype = sig[p.index] if sig else (None, None)
-        name = cname or p.name
-        is_ptr = (
-            p.type in ("u64", "b64", "s64")
-            and not p.array
-            and (p.index in pointers or p.ptr or (ctype is not None and "*" in ctype))
-        )
-        if ctype is not None and "*" not in ctype and p.index not in pointers:
-            is_ptr = False
-        elem, stride = CudaSource.elem_of(ctype) if ctype else ("", 0)
-        if is_ptr:
-            vid = len(st.variables)
-            st.variables.append(
-                TrackedVar(vid, name, Space.GLOBAL, 0, p.index, None, stride, elem, kernel=fn.name)
-            )
-            vars_.append(
-                Var(
-                    vid,
-                    Space.GLOBAL,
-                    f"ld.param.u64 %_gr_b{vid}, [{p.name}];\n"
-                    f"cvta.to.global.u64 %_gr_b{vid}, %_gr_b{vid};",
-                    name,
-                )
-            )
-            bindings.append(
-                Binding(0, p.index, name, "global", "read_write", None, stride, elem, vid)
-            )
-        else:
-            size = TYPE_BYTES.get(p.type, 0) * (int(p.array[1:-1]) if p.array[1:-1] else 1)
-            # a scalar's elem_type is its PTX type (u32, s32, f32, u64, ...): how to pack it
-            bindings.append(Binding(0, p.index, name, "scalar", "read", size, size, p.type, None))
-    used = set(re.findall(r"[\w$]+", body_text))
-    for name, (size, _align) in mod.globals.items():
-        if name in used:
-            vid = len(st.variables)
-            st.variables.append(
-                TrackedVar(vid, name, Space.GLOBAL, None, None, size, size or 1, "", kernel=fn.name)
-            )
-            vars_.append(Var(vid, Space.GLOBAL, f"mov.u64 %_gr_b{vid}, {name};", name))
-    local_shared = {}
-    for s in fn.body:
-        if s.kind == "stmt" and re.match(r"\.shared\s", s.text):
-            m = re.match(
-                r"\.shared\s+(?:\.align\s+\d+\s+)?(?:\.v(\d)\s+)?\.(\w+)\s+([\w$]+)((?:\[\d*\])*)",
-                s.text,
-            )
-            if m:
-                from .parse import var_size
-
-                local_shared[m.group(3)] = var_size(m.group(2), m.group(1), m.group(4))
-    shared = {**{k: v[0] for k, v in mod.shared.items() if k in used}, **local_shared}
-    for name, size in shared.items():
-        cname = CudaSource.demangle_shared(name)
-        elem, stride = source.shared_elem(cname) if source else ("", 0)
-        vid = len(st.variables)
-        st.variables.append(
-            TrackedVar(vid, cname, Space.LOCAL, None, None, size, stride or 1, elem, kernel=fn.name)
-        )
-        vars_.append(
-            Var(
-                vid,
-                Space.LOCAL,
-                f"mov.u32 %_gr_t0, {name};\ncvt.u64.u32 %_gr_b{vid}, %_gr_t0;",
-                cname,
-            )
-        )
-    return vars_, bindings
-
-
-def _pointer_params(fn: Function) -> set[int]:
-    """Parameters whose value reaches the address of a memory instruction (through
-    moves, adds and address conversions): the kernel's pointer parameters."""
-    index = {p.name: p.index for p in fn.params}
-    taint: dict[str, set[int]] = {}
-    found: set[int] = set()
-    instrs = [
-        parse_instr(s.text) for s in fn.body if s.kind == "stmt" and not s.text.startswith(".")
-    ]
-    for _ in range(2):
-        for ins in instrs:
-            if not ins.operands:
-                continue
-            if ins.op == "ld" and ins.has("param"):
-                m = re.match(r"\[\s*([\w$]+)\s*(?:\+\s*\d+)?\s*\]", ins.operands[-1])
-                if m and m.group(1) in index:
-                    taint.setdefault(ins.operands[0], set()).add(index[m.group(1)])
-                continue
-            if ins.op in ("ld", "st", "atom", "red", "cp", "ldu", "prefetch", "isspacep"):
-                for o in ins.operands:
-                    m = re.match(r"\[\s*([%\w$]+)", o)
-                    if m and m.group(1) in taint:
-                        found |= taint[m.group(1)]
-                if ins.op == "isspacep" and len(ins.operands) > 1:
-                    found |= taint.get(ins.operands[1], set())
-                continue
-            if ins.op in ("mov", "add", "sub", "cvta", "cvt", "mad", "selp", "max", "min"):
-                srcs = set()
-                for o in ins.operands[1:]:
-                    srcs |= taint.get(o, set())
-                if srcs:
-                    taint.setdefault(ins.operands[0], set()).update(srcs)
-    return found
-
-
-def _check_functions(mod: Module, entries: list[Function], st: _State, path: str) -> None:
-    """A non-inlined ``.func`` that accesses tracked memory or waits at a barrier is
-    not instrumented (its callers' state is not passed down): say so."""
-    for f in mod.functions:
-        if f.is_entry:
-            continue
-        touches = [
-            parse_instr(s.text) for s in f.body if s.kind == "stmt" and not s.text.startswith(".")
-        ]
-        bad = [
-            i for i in touches
-            if (i.op in ("ld", "st", "atom", "red", "cp", "ldu", "bar", "barrier")
-                and not i.has("param", "local", "const"))
-        ]  # fmt: skip
-        if not bad:
-            continue
-        callers = [
-            e.name
-            for e in entries
-            if any(re.search(rf"\b{re.escape(f.name)}\b", s.text) for s in e.body)
-        ]
-        if callers:
-            st.not_instrumented.append(
-                f"{path}:{f.header.line}:1: function '{f.name}' (called by "
-                f"{', '.join(callers)}) is not inlined: its {len(bad)} memory/barrier "
-                "instructions are not instrumented"
-            )
 
 
 # ---------------------------------------------------------------------------
@@ -375,7 +193,7 @@ class _Entry:
         vars_: list[Var],
         nv: int,
         st: _State,
-        loc: _Locator,
+        loc: Locator,
         inserts: list[tuple[int, int, str]],
     ) -> None:
         self.mod, self.fn, self.vars, self.nv, self.st, self.loc = mod, fn, vars_, nv, st, loc
@@ -426,15 +244,7 @@ class _Entry:
             )
         self.inserts.append((fn.params_end, 0, f"{OPEN}{extra}{CLOSE}"))
         self.inserts.append((fn.open.end, 0, emit.wrap(self._decls())))
-        first = next(
-            (
-                s
-                for s in fn.body
-                if s.kind in ("label", "open") or (s.kind == "stmt" and not s.text.startswith("."))
-            ),
-            fn.close,
-        )
-        self.inserts.append((first.start, 0, emit.wrap(self._prologue())))
+        self.inserts.append((_prologue_at(fn), 0, emit.wrap(self._prologue())))
         for s in fn.body:
             if s.kind != "stmt":
                 continue
@@ -532,8 +342,32 @@ class _Entry:
         elif op in ("ret", "exit"):
             if self.has_barrier:
                 self._exit(s, ins)
-        elif op in UNMODELLED or ".".join(ins.parts[:2]) in UNMODELLED or op == "cp":
+        elif op == "call":
+            self._call(s)
+        elif op in ("ldmatrix", "stmatrix"):
+            matrix_access(self, s, ins)
+        elif (
+            op in UNMODELLED
+            or ".".join(ins.parts[:2]) in UNMODELLED
+            or op == "cp"
+            or (op not in NO_ACCESS and any(o.startswith("[") for o in ins.operands))
+        ):  # any other instruction with an address: not modelled until it is
             self.incomplete(s, f"'{ins.opcode}' accesses memory in a way gpurace does not model")
+
+    def _call(self, s: Stmt) -> None:
+        """A call gpurace cannot follow: to a function declared but not defined here
+        (``.extern .func``, linked later), or through a pointer."""
+        name, _, _ = call_target(s.text)
+        if name in EXTERN_NO_MEMORY:
+            return
+        if name is None:
+            self.incomplete(s, f"indirect call '{s.text}': the callee is not instrumented")
+        elif name not in {f.name for f in self.mod.functions}:
+            self.incomplete(
+                s,
+                f"call to '{name}', declared but not defined in this PTX (linked later): "
+                "its memory accesses and barriers are not instrumented",
+            )
 
     def _space(self, ins: Instr) -> str | None:
         for sp in _SPACES:
@@ -553,9 +387,12 @@ class _Entry:
         if ins.has("async"):
             self.incomplete(s, f"'{ins.opcode}' (asynchronous store) is not tracked")
             return
+        if ins.has("bulk"):
+            self.incomplete(s, f"'{ins.opcode}' (bulk store of a byte count) is not tracked")
+            return
         # the address is the first [...] operand (a cache policy may follow it)
         addr = next((o for o in ins.operands if o.startswith("[")), "")
-        size = _access_size(ins)
+        size = access_size(ins)
         if size is None or size > 16:
             self.incomplete(s, f"'{ins.opcode}': access size not understood")
             return
@@ -579,7 +416,7 @@ class _Entry:
         if space in ("local", "param", "const"):
             return
         opname = next((p for p in ins.parts[1:] if p in ATOM_OPS), None)
-        size = _access_size(ins)
+        size = access_size(ins)
         if opname is None or size is None:
             self.incomplete(s, f"'{ins.opcode}': atomic operation not understood")
             return
@@ -592,11 +429,13 @@ class _Entry:
         self._access(s, ins, sid, Kind.ATOMIC, space, addr, size, False, extra, [])
 
     def _cp_async(self, s: Stmt, ins: Instr) -> None:
+        if ins.has("commit_group", "wait_group", "wait_all") or (
+            ins.has("mbarrier") and not ins.has("bulk")
+        ):
+            self._sync(s, ins, SYNC_ASYNC)
+            return
         if ins.has("bulk") or ins.has("tensor"):
             self.incomplete(s, f"'{ins.opcode}' (bulk asynchronous copy) is not tracked")
-            return
-        if ins.has("commit_group", "wait_group", "wait_all") or ins.has("mbarrier"):
-            self._sync(s, ins, SYNC_ASYNC)
             return
         try:
             size = int(ins.operands[2], 0)  # 16 or 0x10 (Triton)
@@ -745,7 +584,7 @@ class _Entry:
                 else:
                     return False
             else:
-                bits = _immediate_bits(e, esize)
+                bits = immediate_bits(e, esize)
                 if bits is None:
                     return False
                 for w in range(max(1, esize // 4)):
@@ -850,17 +689,6 @@ def _is_wait_barrier(ins: Instr) -> bool:
     )
 
 
-def _access_size(ins: Instr) -> int | None:
-    vec = 1
-    for p in ins.parts:
-        if re.fullmatch(r"v\d", p):
-            vec = int(p[1:])
-    types = [p for p in ins.parts if p in TYPE_BYTES]
-    if not types:
-        return None
-    return TYPE_BYTES[types[-1]] * vec
-
-
 def _scope_order(ins: Instr) -> int:
     """scope | order << 4 (the extra word's bits 8-15 after the op code)."""
     scope = next((SCOPES[p] for p in ins.parts if p in SCOPES), 3)  # PTX default: .gpu
@@ -869,21 +697,3 @@ def _scope_order(ins: Instr) -> int:
     else:
         order = next((ORDERS[p] for p in ins.parts if p in ORDERS), ORDERS["relaxed"])
     return scope | order << 4
-
-
-def _immediate_bits(text: str, nbytes: int) -> int | None:
-    import struct
-
-    t = text.strip()
-    try:
-        if re.fullmatch(r"0[fF][0-9a-fA-F]{8}", t):
-            return int(t[2:], 16)
-        if re.fullmatch(r"0[dD][0-9a-fA-F]{16}", t):
-            return int(t[2:], 16)
-        if re.fullmatch(r"-?\d+\.\d*(e-?\d+)?", t):
-            fmt = "<f" if nbytes == 4 else "<d"
-            return int.from_bytes(struct.pack(fmt, float(t)), "little")
-        v = int(t.rstrip("U"), 0)
-    except ValueError:
-        return None
-    return v & ((1 << (8 * nbytes)) - 1)

@@ -85,6 +85,24 @@ class CudaSource:
         base = " ".join(words)
         return base, C_TYPES.get(base, 0)
 
+    def kernel_templates(self) -> list[tuple[str, str, int, int]]:
+        """(name, example instantiation, line, col) of each ``__global__`` template:
+        NVRTC emits no kernel for a template nobody instantiates."""
+        text = _strip_comments(self.text)
+        out = []
+        pat = (
+            r"\btemplate\s*<([^{};]*?)>\s*(?:static\s+|inline\s+)*__global__\s+[\w\s]*?\b(\w+)\s*\("
+        )
+        for m in re.finditer(pat, text):
+            args = []
+            for p in _top_split(m.group(1)):
+                words = p.split("=")[0].split()
+                args.append("float" if words and words[0] in ("typename", "class") else "1")
+            line = text.count("\n", 0, m.start()) + 1
+            col = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
+            out.append((m.group(2), f"{m.group(2)}<{', '.join(args)}>", line, col))
+        return out
+
     @staticmethod
     def demangle_shared(name: str) -> str:
         """``_ZZ1kE4tile`` (a __shared__ variable of kernel k) -> ``tile``."""
