@@ -101,10 +101,9 @@ def install(session: Session) -> Callable[[], None]:
         then hand the snapshot to the session."""
         if not hooked():
             return call()
-        k = session.kernel(src.file, name, src.text, "cuda")
-        if k.source != src.text:  # another source string in the same file, same kernel name
-            k = session.kernel(src.file, name, src.text, "cuda", f"CUDA module {src.number}")
-        index = session.next_launch(k)
+        k = session.kernel(src.file, name, src.text, "cuda", options=src.options + src.exprs)
+        shape = (_shape(grid), _shape(block), kw.get("shared_mem", 0))
+        index = session.next_launch(k, shape)
         if index is None:
             return call()
         try:
@@ -272,3 +271,11 @@ def _host(array: Any, typ: str) -> Any:
     host = np.ascontiguousarray(array.get()).reshape(-1)
     dtype = next(d for t, d in DTYPE_TYPES.values() if t == typ)
     return host.view(np.uint8).view(dtype) if host.dtype.kind in "bcV" else host.astype(dtype)
+
+
+def _shape(dims: Any) -> Any:
+    """A grid or block as a hashable launch shape (a number or a tuple of numbers)."""
+    try:
+        return tuple(int(d) for d in dims) if isinstance(dims, (tuple, list)) else int(dims)
+    except (TypeError, ValueError):
+        return repr(dims)

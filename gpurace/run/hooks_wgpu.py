@@ -484,7 +484,7 @@ def _before_submit(session: Session, queue: Any, cmds: list[tuple[str, Any]]) ->
         kernel = _kernel_of(session, c)
         if kernel is None:
             continue
-        index = session.next_launch(kernel)
+        index = session.next_launch(kernel, c.workgroups)  # None: indirect
         if index is not None:
             plan[i] = (kernel, index)
     if not plan:
