@@ -156,6 +156,7 @@ def to_json(session: Session, program: ProgramResult, cwd: str | None = None) ->
                 "launches": k.launches,
                 "checked": list(k.checked),
                 "not_checked": list(k.skipped),
+                "notes": list(k.notes),
                 "races": report_json(total, cwd) if total is not None else None,
                 "determinism": [{"launch": i, **r.to_dict()} for i, r in k.repeats],
             }
