@@ -12,9 +12,11 @@ import re
 import threading
 from pathlib import Path
 
+import numpy as np
 import pyopencl as cl
 
 from gpurace import api
+from gpurace.run.hooks_opencl import PROBE
 from gpurace.run.session import Options, Session
 from tests.test_run import PROGRAMS, block, plain, run
 
@@ -218,3 +220,74 @@ def test_a_macro_call_across_lines_is_kept_whole_as_a_stored_value() -> None:
     assert re.search(r"\(int\)\(SCAN\(\n        u, 2,\n        false\n        \)\)", inst.source)
     [pocl] = [p for p in cl.get_platforms() if "Portable" in p.name]
     cl.Program(cl.Context(pocl.get_devices()), inst.source).build()  # it compiles
+
+
+def test_a_struct_given_by_value_is_passed_as_its_bytes(tmp_path: Path) -> None:
+    """The race depends on a field of the struct argument: launch 0 (shift 0) is clean,
+    launch 1 (shift 1) races, so gpurace ran each launch with its struct's bytes."""
+    program = tmp_path / "structs.py"
+    program.write_text(
+        "import numpy as np\n"
+        "import pyopencl as cl\n"
+        "[pocl] = [p for p in cl.get_platforms() if 'Portable' in p.name]\n"
+        "q = cl.CommandQueue(cl.Context(pocl.get_devices()))\n"
+        'SRC = """typedef struct { float scale; uint shift; } params_t;\n'
+        "__kernel void move(__global float *x, params_t p) {\n"
+        "    size_t i = get_global_id(0);\n"
+        "    x[(i + p.shift) % get_global_size(0)] = x[i] * p.scale;\n"
+        '}\n"""\n'
+        "move = cl.Program(q.context, SRC).build().move\n"
+        "params = np.dtype([('scale', np.float32), ('shift', np.uint32)])\n"
+        "x = cl.Buffer(q.context, cl.mem_flags.READ_WRITE, 256 * 4)\n"
+        "for shift in (0, 1):\n"
+        "    move(q, (256,), (64,), x, np.array((2.0, shift), params)[()])\n"
+        "q.finish()\n"
+    )
+    p = run("--launches", "0", "--", "python", program)
+    assert p.returncode == 1, p.stderr
+    assert "== kernel 'move' (" in p.stderr and "2 launches, 2 checked (launch 0, 1)" in p.stderr
+    races = [ln for ln in p.stderr.splitlines() if ": error: " in ln]
+    # x[i] (8:45) read by one work-item, written through x[(i + 1) % n] by another
+    assert races and all(":8:45: error: read-write race on global memory 'x[" in ln for ln in races)
+    assert "  kernel 'move', launch 1: same work-group" in p.stderr
+    assert "launch 0:" not in p.stderr
+
+
+def test_pocl_chooses_the_probes_local_size_for_other_kernels_too() -> None:
+    """What the local-size probe rests on: PoCL picks a launch's work-group size from
+    the device and the global size, so a kernel with __local memory, a private array
+    and a barrier gets the size the probe got."""
+    [pocl] = [p for p in cl.get_platforms() if "Portable" in p.name]
+    ctx = cl.Context(pocl.get_devices())
+    q = cl.CommandQueue(ctx)
+    probe = cl.Program(ctx, PROBE).build().gpurace_local_size
+    heavy = (
+        cl.Program(
+            ctx,
+            "__kernel void h(__global uint *out, __global float *x) {\n"
+            "    __local float t[1024]; float acc[32];\n"
+            "    for (int k = 0; k < 32; k++)\n"
+            "        acc[k] = x[(get_global_id(0) + k) % get_global_size(0)];\n"
+            "    t[get_local_id(0) % 1024] = acc[get_local_id(0) % 32];\n"
+            "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+            "    if (get_global_id(0) == 0 && get_global_id(1) == 0) {\n"
+            "        out[0] = get_local_size(0); out[1] = get_local_size(1);\n"
+            "    }\n"
+            "    x[get_global_id(0)] = t[0];\n"
+            "}\n",
+        )
+        .build()
+        .h
+    )
+    chosen = []
+    for size in ((256,), (1000,), (4096,), (64, 64)):
+        x = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, int(np.prod(size)) * 4)
+        got = [np.zeros(3, np.uint32), np.zeros(3, np.uint32)]
+        bufs = [cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 12) for _ in got]
+        probe(q, size, None, bufs[0])
+        heavy(q, size, None, bufs[1], x)
+        for host, buf in zip(got, bufs, strict=True):
+            cl.enqueue_copy(q, host, buf)
+        assert got[0][: len(size)].tolist() == got[1][: len(size)].tolist(), size
+        chosen.append(got[0][: len(size)].tolist())
+    assert all(c != [1] * len(c) for c in chosen)  # the driver chose real work-groups

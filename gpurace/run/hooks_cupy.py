@@ -83,18 +83,20 @@ def install(session: Session) -> Callable[[], None]:
         return live[0] and not session.hooks_off
 
     def source_of(code: str | None, path: str | None, options: Any, exprs: Any) -> Source:
-        modules[0] += 1
+        with session.lock:  # modules may be made in several threads
+            modules[0] += 1
+            number = modules[0]
         opts = [str(o) for o in (options or ())]
         names = [str(e) for e in (exprs or ())]
         with session.suspended():
             if code is None and path is not None:
                 code = _ptx_text(path)
-            label = path if path is not None else f"CUDA module {modules[0]}"
+            label = path if path is not None else f"CUDA module {number}"
             ext = ".ptx" if path is not None else ".cu"
-            file, text = session.locate(code, label, modules[0], ext=ext)
+            file, text = session.locate(code, label, number, ext=ext)
             if code is None and path is not None:
                 file = relpath(path)  # the binary's own name, not <path>
-        return Source(file, text, opts, names, modules[0])
+        return Source(file, text, opts, names, number)
 
     def launch(src: Source, name: str, grid: Any, block: Any, args: Any, kw: dict, call: Callable):
         """Count one launch; at a selected one snapshot it, run the program's launch,

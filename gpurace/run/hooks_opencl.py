@@ -29,7 +29,8 @@ global size and no local size, and reports ``get_local_size`` (``driver_local_si
 A launch is listed as not checked, with the reason, when gpurace cannot reproduce
 it: a global offset, an argument that is not a buffer, a number or ``LocalMemory``
 (images, samplers, SVM, NULL), or call arguments that cannot be mapped onto the
-parameters (``_expand``).
+parameters (``_expand``). A struct given by value (a NumPy structured scalar) is
+passed as its bytes.
 """
 
 from __future__ import annotations
@@ -88,12 +89,13 @@ def _sizes(value: Any, times: Any = None) -> tuple[int, ...] | None:
     return sizes
 
 
-def _scalar(value: Any) -> int | float | list | None:
-    """A by-value argument as a launch file's value (a list for a vector type)."""
+def _scalar(value: Any) -> int | float | list | bytes | None:
+    """A by-value argument as a launch file's value (a list for a vector type, the
+    bytes of a struct: a NumPy structured scalar)."""
     import numpy as np
 
-    if isinstance(value, np.void) and value.dtype.fields and "s0" not in value.dtype.fields:
-        return None  # a struct by value (a cltypes vector has fields s0, s1, ...)
+    if isinstance(value, np.void) and "s0" not in (value.dtype.fields or {}):
+        return value.tobytes()  # a struct (a cltypes vector has fields s0, s1, ...)
     if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
         item = np.asarray(value).item()
         if isinstance(item, tuple):  # a pyopencl.cltypes vector: one field per component
@@ -255,7 +257,7 @@ def install(session: Session) -> Callable[[], None]:
         index = session.next_launch(k, "unmapped")
         if index is not None:
             why = "arguments that cannot be mapped onto the kernel's parameters (Array "
-            session.skip(k, index, why + "without set_arg_types, complex or struct values)")
+            session.skip(k, index, why + "without set_arg_types, or complex values)")
 
     def arg_types(orig: Callable) -> Callable:
         """Remember a typed kernel's argument types: how its call arguments map onto
@@ -361,8 +363,10 @@ def _expand(kernel: Any, args: Sequence[Any]) -> list[Any] | None:
             out.append(getattr(arg, "base_data", arg))
             if typ.with_offset:
                 out.append(np.int64(getattr(arg, "offset", 0)))
-        elif np.dtype(typ).kind == "c" or np.dtype(typ).char == "V":
+        elif np.dtype(typ).kind == "c":
             return None
+        elif np.dtype(typ).char == "V":  # a struct (pyopencl.tools.get_or_register_dtype)
+            out.append(np.asarray(arg, np.dtype(typ))[()])
         else:
             out.append(np.dtype(typ).type(arg))
     return out
@@ -387,8 +391,6 @@ def _snapshot(queue: Any, kernel: Any, saved: dict[int, Any]) -> list[tuple[str,
             args.append(("scalar", _scalar(value)))
         else:
             what = "not set" if i not in saved else f"a {type(value).__name__}"
-            if isinstance(value, np.void):
-                what = f"a struct value ({value.dtype})"
             return (
                 f"argument {i} is {what}: gpurace checks buffer, number and "
                 "LocalMemory arguments only"

@@ -466,6 +466,10 @@ class Session:
     def _candidates(self) -> dict[str, str | None]:
         """``.wgsl`` and ``.py`` files near the program, read once: where module sources
         come from."""
+        with self.lock:  # read once, whichever thread asks first
+            return self._read_candidates()
+
+    def _read_candidates(self) -> dict[str, str | None]:
         if self._files is None:
             self._files = {}
             roots = [(self.script_dir, 2), (os.getcwd(), 0)] if self.script_dir else []
