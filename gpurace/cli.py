@@ -414,7 +414,7 @@ def devices() -> None:
     metavar="N",
     default="1",
     show_default=True,
-    help="Check the first N launches of each kernel (0: all).",
+    help="Check the first N launches of each kernel and launch shape (0: all).",
 )
 @click.option(
     "--repeat",

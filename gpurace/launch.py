@@ -118,7 +118,8 @@ class ArgSpec:
 
     ``kind`` is "buffer" (``buffer`` holds its BufferSpec, group 0, binding = index),
     "scalar" (``value``: a number, or a list for a vector parameter; its type comes
-    from the kernel, see ``scalar_bytes``) or "local" (``local_bytes`` of __local
+    from the kernel, see ``scalar_bytes``; ``bytes`` for a struct parameter, given
+    only by programs such as ``gpurace run``, not by TOML) or "local" (``local_bytes`` of __local
     memory). ``line`` is the line of the table's header in the launch file.
     """
 
@@ -765,6 +766,8 @@ def _arg(
         )
     if forms[0] == "value":
         value = table["value"]
+        if isinstance(value, bytes) and dialect is OPENCL_ARGS:  # a struct, as its bytes
+            return ArgSpec(index, name, "scalar", value=value, line=line)
         vals = value if isinstance(value, list) and dialect.vector_values else [value]
         if not vals or not all(_is_number(v) for v in vals):
             listed = " or a list of numbers" if dialect.vector_values else ""
@@ -818,6 +821,15 @@ def scalar_bytes(arg: ArgSpec, param: Binding, path: str = "") -> bytes:
     typ = cl_type_name(param.elem_type)
     found = element_type(typ)
     where = f"argument {arg.index} '{param.name}'"
+    if isinstance(arg.value, bytes):
+        if found is not None or len(arg.value) != param.size:
+            raise GpuraceError(
+                f"{where} is a {param.elem_type} of {param.size} bytes, "
+                f"not {len(arg.value)} bytes of a struct",
+                path,
+                arg.line,
+            )
+        return arg.value
     if found is None:
         raise GpuraceError(
             f"{where}: a launch file cannot give a value of type '{param.elem_type}' "

@@ -221,5 +221,5 @@ def test_two_sources_with_one_kernel_name_are_two_kernels(monkeypatch, tmp_path:
             assert x.get().tolist() == [value] * 4
     finally:
         undo()
-    got = [(k.file, k.entry, k.variant, k.source) for k in session.kernels.values()]
-    assert got == [("app.py", "k", "", k1), ("app.py", "k", "CUDA module 2", "\n" + k2)]
+    got = [(k.file, k.entry, k.tags, k.source) for k in session.kernels.values()]
+    assert got == [("app.py", "k", " [source 1]", k1), ("app.py", "k", " [source 2]", "\n" + k2)]

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 
 from tests.test_run import PROGRAMS, block, plain, run
 
@@ -54,13 +55,25 @@ def test_clean_program_built_with_an_option_exits_0() -> None:
     assert "8 accesses logged" in p.stderr
 
 
-def test_no_local_size_is_not_checked_and_says_why() -> None:
-    p = run("--", "python", TILE, "--fixed", "--driver-local")
-    assert p.returncode == 2, p.stderr
+def test_no_local_size_is_checked_with_the_size_the_driver_chose(tmp_path: Path) -> None:
+    """Local size None: the program's result shows which work-group size the driver
+    chose (each work-item adds its right neighbour in its group, wrapping at the group's
+    end); gpurace checks exactly that size, and says so."""
+    out = tmp_path / "out.npy"
+    p = run("--", "python", TILE, "--fixed", "--driver-local", "--out", out)
+    assert p.returncode == 0, p.stderr
+    result = np.load(out).astype(np.int64)
+    i = np.arange(256)
+    wraps = np.flatnonzero(result != 3 * i + 3 * (i + 1))
+    size = int(wraps[0]) + 1  # the last work-item of the first group wraps to lid 0
+    assert result[size - 1] == 3 * (size - 1)  # tile[size - 1] + tile[0]
+    assert 1 < size < 256 and 256 % size == 0
     assert (
-        "not checked: launch 0: no local size (None): the driver picks the work-group size, "
-        "and gpurace cannot know which; pass it explicitly"
+        f"note: launch 0: local size None: the driver chose [{size}] (a probe kernel of "
+        "the same global size on its queue)"
     ) in p.stderr
+    assert f"scope: 1 launch, {256 // size} work-groups, 256 work-items " + POCL in p.stderr
+    assert "result: complete" in p.stderr
 
 
 def test_outputs_are_byte_identical_with_and_without_gpurace(tmp_path: Path) -> None:
@@ -190,13 +203,14 @@ def test_pyopencl_array_and_elementwise_launches_are_checked() -> None:
     # no word of axpb and axpbyz has two work-items: the prefilter logs none of their
     # accesses (docs/internals.md §5); shift_add's y words are read by one work-item
     # and written by another (2000 accesses), its x words have one reader each
-    for n, name, accesses in ((1, "axpb", 0), (2, "axpbyz", 0), (3, "shift_add", 2000)):
-        assert f"== kernel '{name}' (<OpenCL program {n}>): 1 launch, 1 checked" in p.stderr
+    for line, name, accesses in ((17, "axpb", 0), (17, "axpbyz", 0), (24, "shift_add", 2000)):
+        made = f"<OpenCL program from {ARRAY.as_posix()}:{line}>"  # the program's line
+        assert f"== kernel '{name}' ({made}): 1 launch, 1 checked" in p.stderr
         assert f"in kernel '{name}'\nscope: 1 launch, 32 work-groups, 1024 work-items" in p.stderr
         assert f"  {accesses} accesses logged, 0 dropped" in p.stderr
     race = ": error: read-write race on global memory 'y__base[1]' (byte 4)"
     [line] = [ln for ln in p.stderr.splitlines() if ln.endswith(race)]
-    assert line.startswith("<OpenCL program 3>:")  # pyopencl's generated source
+    assert line.startswith(f"<OpenCL program from {ARRAY.as_posix()}:24>:18:37")  # generated
     assert block(p.stderr, line)[1:5:2] == [
         "  kernel 'shift_add', launch 0: same work-group, no barrier(CLK_GLOBAL_MEM_FENCE) between",
         "      y[(i + 1) % n] = x[i] + y[i];",

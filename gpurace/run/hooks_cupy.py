@@ -83,28 +83,29 @@ def install(session: Session) -> Callable[[], None]:
         return live[0] and not session.hooks_off
 
     def source_of(code: str | None, path: str | None, options: Any, exprs: Any) -> Source:
-        modules[0] += 1
+        with session.lock:  # modules may be made in several threads
+            modules[0] += 1
+            number = modules[0]
         opts = [str(o) for o in (options or ())]
         names = [str(e) for e in (exprs or ())]
         with session.suspended():
             if code is None and path is not None:
                 code = _ptx_text(path)
-            label = path if path is not None else f"CUDA module {modules[0]}"
+            label = path if path is not None else f"CUDA module {number}"
             ext = ".ptx" if path is not None else ".cu"
-            file, text = session.locate(code, label, modules[0], ext=ext)
+            file, text = session.locate(code, label, number, ext=ext)
             if code is None and path is not None:
                 file = relpath(path)  # the binary's own name, not <path>
-        return Source(file, text, opts, names, modules[0])
+        return Source(file, text, opts, names, number)
 
     def launch(src: Source, name: str, grid: Any, block: Any, args: Any, kw: dict, call: Callable):
         """Count one launch; at a selected one snapshot it, run the program's launch,
         then hand the snapshot to the session."""
         if not hooked():
             return call()
-        k = session.kernel(src.file, name, src.text, "cuda")
-        if k.source != src.text:  # another source string in the same file, same kernel name
-            k = session.kernel(src.file, name, src.text, "cuda", f"CUDA module {src.number}")
-        index = session.next_launch(k)
+        k = session.kernel(src.file, name, src.text, "cuda", options=src.options + src.exprs)
+        shape = (_shape(grid), _shape(block), kw.get("shared_mem", 0))
+        index = session.next_launch(k, shape)
         if index is None:
             return call()
         try:
@@ -272,3 +273,11 @@ def _host(array: Any, typ: str) -> Any:
     host = np.ascontiguousarray(array.get()).reshape(-1)
     dtype = next(d for t, d in DTYPE_TYPES.values() if t == typ)
     return host.view(np.uint8).view(dtype) if host.dtype.kind in "bcV" else host.astype(dtype)
+
+
+def _shape(dims: Any) -> Any:
+    """A grid or block as a hashable launch shape (a number or a tuple of numbers)."""
+    try:
+        return tuple(int(d) for d in dims) if isinstance(dims, (tuple, list)) else int(dims)
+    except (TypeError, ValueError):
+        return repr(dims)

@@ -2,11 +2,14 @@
 
 What is wrapped (undone by the returned callable):
 
-* ``Program.build`` remembers the program's OpenCL C source and the build options
-  the program gave (not pyopencl's own defaults), keyed by the built program, so a
-  kernel (``prg.name`` or ``cl.Kernel(prg, name)``, however obtained) finds them
-  through ``kernel.program``. The original build runs first: a kernel that does not
-  compile raises pyopencl's own error into the program.
+* ``Program.build`` remembers the program's OpenCL C source and its whole build
+  options (the program's own plus what pyopencl adds: its include directory, which
+  its library kernels' ``#include <pyopencl-complex.h>`` needs, platform options and
+  ``PYOPENCL_BUILD_OPTIONS``), keyed by the built program, so a kernel (``prg.name``
+  or ``cl.Kernel(prg, name)``, however obtained) finds them through
+  ``kernel.program``; a source found in no file near the program (pyopencl's
+  generated kernels) is named by the program's line that built it. The original
+  build runs first: a kernel that does not compile raises pyopencl's own error.
 * ``Kernel.set_arg`` and ``Kernel.set_args`` remember each argument (on the kernel
   object), as ``kernel(queue, global, local, *args)`` does; ``set_arg_types`` and
   ``set_scalar_arg_dtypes`` remember a typed kernel's argument types, so Arrays
@@ -19,21 +22,36 @@ What is wrapped (undone by the returned callable):
   checks it on its own device (a launch the driver rejects is listed as not checked,
   with its error, which reaches the program as usual).
 
+A launch without a local size (``None``) is checked with the size the program's
+driver chooses: a probe kernel is launched on the program's queue with the same
+global size and no local size, and reports ``get_local_size`` (``driver_local_size``).
+
 A launch is listed as not checked, with the reason, when gpurace cannot reproduce
-it: no local size (the driver would choose one; a kernel with
-reqd_work_group_size is fine), a global offset, an argument that is not a
-buffer, a number or ``LocalMemory`` (images, samplers, SVM, NULL), or call
-arguments that cannot be mapped onto the parameters (``_expand``).
+it: a global offset, an argument that is not a buffer, a number or ``LocalMemory``
+(images, samplers, SVM, NULL), or call arguments that cannot be mapped onto the
+parameters (``_expand``). A struct given by value (a NumPy structured scalar) is
+passed as its bytes.
 """
 
 from __future__ import annotations
 
+import math
 import shlex
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpurace.run.session import Kernel, OpenCLLaunch, Session
+from gpurace.run.session import Kernel, OpenCLLaunch, Session, program_line
+
+#: Reports get_local_size of the work-group holding work-item 0: what the driver
+#: chose for a launch of this global size without a local size.
+PROBE = """__kernel void gpurace_local_size(__global uint *out) {
+    if (get_global_id(0) == 0 && get_global_id(1) == 0 && get_global_id(2) == 0) {
+        out[0] = get_local_size(0); out[1] = get_local_size(1); out[2] = get_local_size(2);
+    }
+}
+"""
 
 
 @dataclass
@@ -46,13 +64,19 @@ class Pending:
     what: OpenCLLaunch | str
 
 
-def _options(options: str | Sequence[str] | None) -> list[str]:
-    """The build options the program passed, as a list (pyopencl takes a string too)."""
-    if options is None:
-        return []
-    if isinstance(options, str):
-        return shlex.split(options)
-    return [str(o) for o in options]
+def _options(program: Any, options: str | Sequence[str] | None) -> list[str]:
+    """The build options the driver gets, as a list: the program's (a string or a
+    list) and pyopencl's own (``Program._process_build_options``: its include
+    directory, platform options, ``PYOPENCL_BUILD_OPTIONS``)."""
+    try:
+        whole, _ = program._process_build_options(program._context, options)
+        return shlex.split(whole.decode("utf-8"))
+    except (AttributeError, TypeError, ValueError):  # another pyopencl: the program's own
+        if options is None:
+            return []
+        if isinstance(options, str):
+            return shlex.split(options)
+        return [o.decode() if isinstance(o, bytes) else str(o) for o in options]
 
 
 def _sizes(value: Any, times: Any = None) -> tuple[int, ...] | None:
@@ -65,10 +89,13 @@ def _sizes(value: Any, times: Any = None) -> tuple[int, ...] | None:
     return sizes
 
 
-def _scalar(value: Any) -> int | float | list | None:
-    """A by-value argument as a launch file's value (a list for a vector type)."""
+def _scalar(value: Any) -> int | float | list | bytes | None:
+    """A by-value argument as a launch file's value (a list for a vector type, the
+    bytes of a struct: a NumPy structured scalar)."""
     import numpy as np
 
+    if isinstance(value, np.void) and "s0" not in (value.dtype.fields or {}):
+        return value.tobytes()  # a struct (a cltypes vector has fields s0, s1, ...)
     if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
         item = np.asarray(value).item()
         if isinstance(item, tuple):  # a pyopencl.cltypes vector: one field per component
@@ -85,8 +112,12 @@ def install(session: Session) -> Callable[[], None]:
 
     undo: list[Callable[[], None]] = []
     programs: dict[int, tuple[Any, str | None, str, list[str]]] = {}  # int_ptr -> info
-    calling = [0]  # >0 inside Kernel.__call__: its own enqueue is not a second launch
+    local = threading.local()  # .calling > 0 inside Kernel.__call__ (this thread's)
     built = [0]  # programs built so far: the N of "<OpenCL program N>"
+    probes: dict[int, Any] = {}  # context int_ptr -> the PROBE kernel
+
+    def calling() -> int:
+        return getattr(local, "calling", 0)
 
     def wrap(owner: Any, name: str, make: Callable[[Callable], Callable]) -> None:
         orig = getattr(owner, name)
@@ -95,17 +126,21 @@ def install(session: Session) -> Callable[[], None]:
 
     def build(orig: Callable) -> Callable:
         def hooked(self: Any, options: Any = None, devices: Any = None, cache_dir: Any = None):
-            result = orig(self, options, devices, cache_dir)
-            if not session.hooks_off:
+            whole = None if session.hooks_off else _options(self, options)  # before: the
+            result = orig(self, options, devices, cache_dir)  # build drops _context
+            if whole is not None:
                 source = getattr(self, "_source", None)
                 if isinstance(source, bytes):
                     source = source.decode("utf-8", "replace")
-                built[0] += 1
+                with session.lock:
+                    built[0] += 1
+                    number = built[0]
+                where = program_line()
+                label = f"OpenCL program from {where}" if where else f"OpenCL program {number}"
                 with session.suspended():
-                    label = f"OpenCL program {built[0]}"
-                    file, source = session.locate(source, label, built[0], ext=".cl")
+                    file, source = session.locate(source, label, number, ext=".cl")
                 prg = self._prg
-                programs[prg.int_ptr] = (prg, source, file, _options(options))
+                programs[prg.int_ptr] = (prg, source, file, whole)
             return result
 
         return hooked
@@ -145,27 +180,57 @@ def install(session: Session) -> Callable[[], None]:
     ) -> Pending | None:
         """Count one launch; when selected, snapshot it (before the program's launch
         runs) and return what to check once that launch was accepted."""
-        if session.hooks_off or calling[0]:
+        if session.hooks_off or calling():
             return None
         source, file, options = source_of(kernel)
-        k = session.kernel(file, kernel.function_name, source, "opencl")
-        index = session.next_launch(k)
+        k = session.kernel(file, kernel.function_name, source, "opencl", options=options)
+        index = session.next_launch(k, (_sizes(gsize), _sizes(lsize), bool(g_times_l)))
         if index is None:
             return None
         snapshot: list[tuple[str, Any]] | str | None = None
-        glob = local = None
+        glob = lsz = None
         try:
             with session.suspended():
-                local = _sizes(lsize)
-                glob = _sizes(gsize, local if g_times_l else None)
-                why = _unsupported(kernel, local, offset)
+                lsz = _sizes(lsize)
+                glob = _sizes(gsize, lsz if g_times_l else None)
+                why = _unsupported(kernel, offset)
+                if not why and lsz is None and not _reqd(kernel):
+                    lsz = driver_local_size(queue, kernel, glob)
+                    if isinstance(lsz, str):
+                        why, lsz = lsz, None
+                    else:
+                        note = f"local size None: the driver chose {list(lsz)} (a probe kernel"
+                        session.note(k, index, note + " of the same global size on its queue)")
                 snapshot = None if why else _snapshot(queue, kernel, args_of(kernel))
         except Exception as err:  # the program's launch reports its own errors
             why = f"its arguments could not be read back: {type(err).__name__}: {err}"
         if isinstance(snapshot, str) or why:
             return Pending(k, index, why or str(snapshot))
         assert glob is not None and snapshot is not None
-        return Pending(k, index, OpenCLLaunch(glob, local, options, snapshot))
+        return Pending(k, index, OpenCLLaunch(glob, lsz, options, snapshot))
+
+    def driver_local_size(queue: Any, kernel: Any, glob: tuple[int, ...]) -> Any:
+        """The local size the program's driver picks for ``glob`` without one: PROBE's
+        get_local_size, launched the same way on the program's queue (hooks off). A
+        str says why it is not that kernel's (its work-group limit is lower)."""
+        import numpy as np
+        import pyopencl as cl
+
+        ctx = queue.context
+        if ctx.int_ptr not in probes:
+            probes[ctx.int_ptr] = cl.Program(ctx, PROBE).build().gpurace_local_size
+        out = np.zeros(3, np.uint32)
+        buf = cl.Buffer(ctx, cl.mem_flags.WRITE_ONLY, out.nbytes)
+        probes[ctx.int_ptr](queue, glob, None, buf)
+        cl.enqueue_copy(queue, out, buf)
+        chosen = tuple(int(x) for x in out[: len(glob)])
+        limit = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, queue.device)
+        if math.prod(chosen) > limit:
+            return (
+                f"no local size (None): the driver chose {list(chosen)} for a probe kernel, "
+                f"more than this kernel's limit of {limit} work-items; pass the local size"
+            )
+        return chosen
 
     def finish(pending: Pending | None, launch: Callable[[], Any]) -> Any:
         """Run the program's launch; then check the snapshot, unless the driver
@@ -187,12 +252,12 @@ def install(session: Session) -> Callable[[], None]:
     def array_launch(kernel: Any) -> None:
         """A kernel call whose arguments cannot be mapped onto its parameters (Arrays
         to an untyped kernel, complex numbers, structs): counted, not checked."""
-        source, file, _ = source_of(kernel)
-        k = session.kernel(file, kernel.function_name, source, "opencl")
-        index = session.next_launch(k)
+        source, file, options = source_of(kernel)
+        k = session.kernel(file, kernel.function_name, source, "opencl", options=options)
+        index = session.next_launch(k, "unmapped")
         if index is not None:
             why = "arguments that cannot be mapped onto the kernel's parameters (Array "
-            session.skip(k, index, why + "without set_arg_types, complex or struct values)")
+            session.skip(k, index, why + "without set_arg_types, or complex values)")
 
     def arg_types(orig: Callable) -> Callable:
         """Remember a typed kernel's argument types: how its call arguments map onto
@@ -208,7 +273,7 @@ def install(session: Session) -> Callable[[], None]:
     def call(orig: Callable) -> Callable:
         def hooked(self: Any, queue: Any, global_size: Any, local_size: Any, *args: Any, **kw):
             pending = None
-            if session.hooks_off or calling[0]:
+            if session.hooks_off or calling():
                 pass
             elif (expanded := _expand(self, args)) is None:
                 array_launch(self)
@@ -222,13 +287,13 @@ def install(session: Session) -> Callable[[], None]:
                     kw.get("global_offset"),
                     bool(kw.get("g_times_l")),
                 )
-            calling[0] += 1
+            local.calling = calling() + 1
             try:
                 return finish(
                     pending, lambda: orig(self, queue, global_size, local_size, *args, **kw)
                 )
             finally:
-                calling[0] -= 1
+                local.calling -= 1
 
         return hooked
 
@@ -298,8 +363,10 @@ def _expand(kernel: Any, args: Sequence[Any]) -> list[Any] | None:
             out.append(getattr(arg, "base_data", arg))
             if typ.with_offset:
                 out.append(np.int64(getattr(arg, "offset", 0)))
-        elif np.dtype(typ).kind == "c" or np.dtype(typ).char == "V":
+        elif np.dtype(typ).kind == "c":
             return None
+        elif np.dtype(typ).char == "V":  # a struct (pyopencl.tools.get_or_register_dtype)
+            out.append(np.asarray(arg, np.dtype(typ))[()])
         else:
             out.append(np.dtype(typ).type(arg))
     return out
@@ -331,19 +398,18 @@ def _snapshot(queue: Any, kernel: Any, saved: dict[int, Any]) -> list[tuple[str,
     return args
 
 
-def _unsupported(kernel: Any, local: tuple[int, ...] | None, offset: Any) -> str:
+def _unsupported(kernel: Any, offset: Any) -> str:
     """Why a launch cannot be reproduced on gpurace's device ("" when it can)."""
     if offset is not None and any(int(o) for o in _sizes(offset) or ()):
         return f"global offset {list(_sizes(offset) or ())}: gpurace launches from offset 0"
-    if local is None:
-        import pyopencl as cl
-
-        reqd = kernel.get_work_group_info(
-            cl.kernel_work_group_info.COMPILE_WORK_GROUP_SIZE, kernel.context.devices[0]
-        )
-        if not any(reqd):
-            return (
-                "no local size (None): the driver picks the work-group size, and gpurace "
-                "cannot know which; pass it explicitly"
-            )
     return ""
+
+
+def _reqd(kernel: Any) -> bool:
+    """Whether the kernel has a reqd_work_group_size (which then is its local size)."""
+    import pyopencl as cl
+
+    reqd = kernel.get_work_group_info(
+        cl.kernel_work_group_info.COMPILE_WORK_GROUP_SIZE, kernel.context.devices[0]
+    )
+    return any(reqd)

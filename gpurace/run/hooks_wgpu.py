@@ -192,9 +192,11 @@ def install(session: Session) -> Callable[[], None]:
         def call(self: Any, *args: Any, **kwargs: Any) -> Any:
             module = orig(self, *args, **kwargs)  # a compile error is the program's own
             code = kwargs.get("code")
-            module_count[0] += 1
+            with session.lock:  # modules may be made in several threads
+                module_count[0] += 1
+                number = module_count[0]
             text = code if isinstance(code, str) else None
-            name, source = session.locate(text, kwargs.get("label") or "", module_count[0])
+            name, source = session.locate(text, kwargs.get("label") or "", number)
             module._gpurace = ModuleInfo(source, name)
             return module
 
@@ -430,7 +432,7 @@ def _before_submit(session: Session, queue: Any, cmds: list[tuple[str, Any]]) ->
         kernel = _kernel_of(session, c)
         if kernel is None:
             continue
-        index = session.next_launch(kernel)
+        index = session.next_launch(kernel, c.workgroups)  # None: indirect
         if index is not None:
             plan[i] = (kernel, index)
     if not plan:

@@ -58,9 +58,8 @@ def _indices(ns: list[int]) -> str:
 def format_kernel(kernel: Kernel, tool: str, cwd: str | None = None) -> str:
     """The block of one kernel: header, race blocks, summary, scope, determinism."""
     where = relpath(kernel.file, cwd) if os.path.exists(kernel.file) else kernel.file
-    variant = f" [{kernel.variant}]" if kernel.variant else ""
     head = (
-        f"== kernel '{kernel.entry}' ({where}){variant}: "
+        f"== kernel '{kernel.entry}' ({where}){kernel.tags}: "
         f"{plural(kernel.launches, 'launch', 'launches')}, "
         f"{len(kernel.checked)} checked"
     )
@@ -69,6 +68,8 @@ def format_kernel(kernel: Kernel, tool: str, cwd: str | None = None) -> str:
     lines = [head]
     for s in kernel.skipped:
         lines.append(f"not checked: {s}")
+    for s in kernel.notes:
+        lines.append(f"note: {s}")
     seen: set[tuple] = set()
     blocks = []
     for _, report in kernel.reports:
@@ -150,10 +151,13 @@ def to_json(session: Session, program: ProgramResult, cwd: str | None = None) ->
             {
                 "kernel": k.entry,
                 "variant": k.variant,
+                "id": k.digest,
+                "source_number": k.twin,
                 "file": relpath(k.file, cwd) if os.path.exists(k.file) else k.file,
                 "launches": k.launches,
                 "checked": list(k.checked),
                 "not_checked": list(k.skipped),
+                "notes": list(k.notes),
                 "races": report_json(total, cwd) if total is not None else None,
                 "determinism": [{"launch": i, **r.to_dict()} for i, r in k.repeats],
             }
@@ -210,7 +214,7 @@ def to_sarif(
     run = doc["runs"][0]
     invocation = run["invocations"][0]
     notes = [
-        _notification(NOT_CHECKED, f"kernel '{k.entry}': not checked: {why}")
+        _notification(NOT_CHECKED, f"kernel '{k.entry}'{k.tags}: not checked: {why}")
         for k in session.kernels.values()
         for why in k.skipped
     ]

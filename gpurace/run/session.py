@@ -21,11 +21,13 @@ program's buffers are never touched.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import os
 import re
 import runpy
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +41,18 @@ TOOLS = ("race", "determinism", "all")
 #: this size (a program started from a large directory must not be slowed down).
 MAX_SOURCE_FILES = 200
 MAX_SOURCE_BYTES = 1 << 20
+#: At most this many distinct launch shapes of one kernel are selected (``--launches N``
+#: selects N launches per shape): a program whose every launch has a new size is not
+#: checked launch by launch.
+MAX_SHAPES = 8
+
+
+def identity(source: str | None, file: str, options: Sequence[str] = ()) -> str:
+    """What tells two kernels apart: a hash of their source and build options, not
+    their name (two WGSL modules' ``fn main``; 48 rebuilds of one text are one)."""
+    text = source if source is not None else f"<no source: {file}>"
+    data = "\0".join([text, *options]).encode("utf-8", "surrogatepass")
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 @dataclass
@@ -69,23 +83,34 @@ class Options:
 
 @dataclass
 class Kernel:
-    """One kernel (source file and entry point) and what happened to its launches."""
+    """One kernel (its source and build options, and the entry point) and what happened
+    to its launches."""
 
     file: str
     entry: str
     source: str | None
     language: str
     variant: str = ""  # e.g. the override constants its pipeline set
+    options: tuple[str, ...] = ()  # the build options (OpenCL), part of its identity
+    digest: str = ""  # identity(source, file, options)
+    twin: int = 0  # N > 0: the Nth source of this name in this file ("[source N]")
     launches: int = 0  # launches the program submitted
     checked: list[int] = field(default_factory=list)
     reports: list[tuple[int, Report]] = field(default_factory=list)
     repeats: list[tuple[int, Any]] = field(default_factory=list)  # determinism.RepeatResult
     skipped: list[str] = field(default_factory=list)  # "launch N: why"
+    notes: list[str] = field(default_factory=list)  # "launch N: what was assumed"
     selected_launches: int = 0  # launches next_launch selected (checked, skipped or both)
+    shapes: dict[Any, int] = field(default_factory=dict)  # launch shape -> launches selected
 
     @property
     def selected(self) -> bool:
         return bool(self.checked or self.skipped)
+
+    @property
+    def tags(self) -> str:
+        """What the report adds to the name: ``[stride=2]``, ``[source 2]``."""
+        return "".join(f" [{t}]" for t in (self.variant, self.twin and f"source {self.twin}") if t)
 
 
 @dataclass
@@ -108,9 +133,14 @@ class Session:
 
     def __init__(self, options: Options, script_dir: str | None = None) -> None:
         self.options = options
-        self.kernels: dict[tuple[str, str, str], Kernel] = {}
+        self.kernels: dict[tuple[str, str, str, str], Kernel] = {}
         self.script_dir = script_dir
-        self._off = 0
+        # Launches may come from any of the program's threads: the records (kernels,
+        # counters, results) change under one lock, and checks run one at a time; the
+        # "gpurace is using the API itself" flag is per thread, so the program's other
+        # threads stay hooked while one thread's launch is snapshotted or checked.
+        self.lock = threading.RLock()
+        self._thread = threading.local()
         self._instrumented: dict[tuple[str, str], Any] = {}
         self._files: dict[str, str | None] | None = None
 
@@ -118,16 +148,17 @@ class Session:
 
     @property
     def hooks_off(self) -> bool:
-        """True while gpurace itself uses the GPU API (hooks pass calls straight on)."""
-        return self._off > 0
+        """True while gpurace itself uses the GPU API in this thread (hooks pass the
+        calls straight on)."""
+        return getattr(self._thread, "off", 0) > 0
 
     @contextlib.contextmanager
     def suspended(self) -> Iterator[None]:
-        self._off += 1
+        self._thread.off = getattr(self._thread, "off", 0) + 1
         try:
             yield
         finally:
-            self._off -= 1
+            self._thread.off -= 1
 
     def locate(
         self, source: str | None, label: str, number: int, ext: str = ".wgsl"
@@ -156,28 +187,64 @@ class Session:
         return f"<{label or f'shader module {number}'}>", source
 
     def kernel(
-        self, file: str, entry: str | None, source: str | None, language: str, variant: str = ""
+        self,
+        file: str,
+        entry: str | None,
+        source: str | None,
+        language: str,
+        variant: str = "",
+        options: Sequence[str] = (),
     ) -> Kernel:
-        """The kernel record for (file, entry, variant); ``entry`` None: the module's only one.
+        """The kernel record for (source and options, entry, variant); ``entry`` None:
+        the module's only one.
 
-        ``variant`` tells apart pipelines of one entry point that differ in how they
-        were created (WGSL: the override constants); ``source`` is then that variant's.
+        A kernel is its source text and build options (``identity``), whatever its name
+        and however often the program rebuilt it; a second source with the same entry
+        point in the same file is reported as ``[source 2]``. ``variant`` tells apart
+        pipelines of one entry point that differ in how they were created (WGSL: the
+        override constants); ``source`` is then that variant's.
         """
-        name = entry or self._only_entry(file, source) or "?"
-        key = (file, name, variant)
-        if key not in self.kernels:
-            self.kernels[key] = Kernel(file, name, source, language, variant)
-        return self.kernels[key]
+        digest = identity(source, file, options)
+        with self.lock:
+            name = entry or self._only_entry(file, source) or "?"
+            key = (language, digest, name, variant)
+            if key not in self.kernels:
+                same = [
+                    k
+                    for k in self.kernels.values()
+                    if (k.file, k.entry, k.variant) == (file, name, variant)
+                ]
+                if len(same) == 1 and not same[0].twin:
+                    same[0].twin = 1
+                twin = len(same) + 1 if same else 0
+                self.kernels[key] = Kernel(
+                    file, name, source, language, variant, tuple(options), digest, twin
+                )
+            return self.kernels[key]
 
-    def next_launch(self, kernel: Kernel) -> int | None:
-        """Count one launch of ``kernel``; its index if it is to be checked, else None."""
+    def next_launch(self, kernel: Kernel, shape: Any = None) -> int | None:
+        """Count one launch of ``kernel``; its index if it is to be checked, else None.
+
+        ``--launches N`` selects the first N launches of each launch ``shape`` (the
+        NDRange, grid or workgroup counts; None: not known before the snapshot), so a
+        kernel is checked again when it is launched with a new shape, and not when it
+        is launched again as before.
+        """
+        with self.lock:
+            return self._next_launch(kernel, shape)
+
+    def _next_launch(self, kernel: Kernel, shape: Any) -> int | None:
         index = kernel.launches
         kernel.launches += 1
         opts = self.options
         if opts.pattern is not None and not opts.pattern.search(kernel.entry):
             return None
-        if opts.launches and kernel.selected_launches >= opts.launches:
+        done = kernel.shapes.get(shape, 0)
+        if opts.launches and done >= opts.launches:
             return None
+        if not done and len(kernel.shapes) >= MAX_SHAPES:
+            return None
+        kernel.shapes[shape] = done + 1
         kernel.selected_launches += 1
         if kernel.source is None:
             why = "its override constants cannot be written into the source"
@@ -192,7 +259,14 @@ class Session:
         return index
 
     def skip(self, kernel: Kernel, index: int, reason: str) -> None:
-        kernel.skipped.append(f"launch {index}: {reason}")
+        with self.lock:
+            kernel.skipped.append(f"launch {index}: {reason}")
+
+    def note(self, kernel: Kernel, index: int, what: str) -> None:
+        """Say how a checked launch was reproduced where the program left it open
+        (the local size a driver chose); printed as ``note: launch N: ...``."""
+        with self.lock:
+            kernel.notes.append(f"launch {index}: {what}")
 
     def launch(
         self,
@@ -225,7 +299,7 @@ class Session:
 
     def _guarded(self, kernel: Kernel, index: int, spec: Callable[[], Any]) -> None:
         """Build the launch's spec and check it; any failure is a skip with its reason."""
-        with self.suspended():
+        with self.lock, self.suspended():
             try:
                 self._check(kernel, index, spec())
             except GpuraceError as err:
@@ -392,6 +466,10 @@ class Session:
     def _candidates(self) -> dict[str, str | None]:
         """``.wgsl`` and ``.py`` files near the program, read once: where module sources
         come from."""
+        with self.lock:  # read once, whichever thread asks first
+            return self._read_candidates()
+
+    def _read_candidates(self) -> dict[str, str | None]:
         if self._files is None:
             self._files = {}
             roots = [(self.script_dir, 2), (os.getcwd(), 0)] if self.script_dir else []
@@ -433,6 +511,33 @@ class Session:
 # ---------------------------------------------------------------------------
 # Running the program
 # ---------------------------------------------------------------------------
+
+#: Packages whose frames are not the program's: the host libraries and what they use
+#: to generate kernels (a kernel pyopencl generates is named by the program's line).
+LIBRARIES = ("gpurace", "pyopencl", "pytools", "mako", "wgpu", "cupy", "numpy", "runpy")
+
+
+def program_line() -> str | None:
+    """``file:line`` of the program's innermost frame on this thread's stack: the line
+    that called into a host library (``ReductionKernel(...)``, ``a * 2`` on an Array,
+    ``cl.Program(...).build()``). None when no frame is the program's."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    stdlib = [os.path.realpath(paths[k]) + os.sep for k in ("stdlib", "platstdlib")]
+    sites = [os.path.realpath(paths[k]) + os.sep for k in ("purelib", "platlib")]
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        module = str(frame.f_globals.get("__name__") or "")
+        real = os.path.realpath(name)
+        library = module.split(".")[0] in LIBRARIES or (
+            any(real.startswith(d) for d in stdlib) and not any(real.startswith(d) for d in sites)
+        )
+        if not name.startswith("<") and not library:
+            return f"{relpath(name)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
 
 
 def parse_command(argv: Sequence[str]) -> tuple[str, str, list[str]]:

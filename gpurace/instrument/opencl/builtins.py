@@ -89,6 +89,8 @@ class BuiltinCalls:
         ref = callee.referenced
         where = ref.location.file.name if ref is not None and ref.location.file else self.path
         if where != self.path and not where.startswith(frontend.header_dir()):
+            if frontend.touches_no_memory(ref):
+                return  # values in, values out: nothing to track
             self.note(
                 c.extent.start.offset,
                 f"'{name}' is defined in {where}: functions outside the checked file are "

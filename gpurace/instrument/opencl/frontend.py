@@ -357,3 +357,53 @@ def expand_access_macros(tu, path: str, source: str, tracked) -> tuple[str, Sour
         pos = end
     out.append(source[pos:])
     return "".join(out), smap
+
+
+# ----------------------------------------------------------------------------- purity
+
+
+def touches_no_memory(fn, depth: int = 0) -> bool:
+    """Whether a function defined outside the checked file cannot reach ``__global`` or
+    ``__local`` memory: its pointer parameters and casts are to ``__private`` (or
+    ``__constant``) memory only, it names no program-scope variable, and it calls only
+    builtins (no definition in the program: given no shared pointer from here, they
+    cannot reach shared memory either) and such functions. pyopencl's
+    ``philox4x32_R`` (clrandom) works on values and private words: its calls need no
+    instrumenting, and the check stays complete."""
+    from .types import own_space
+
+    ci = _cindex()
+    K, T = ci.CursorKind, ci.TypeKind
+    d = fn.get_definition() if fn is not None else None
+    if d is None or depth > 8:
+        return False
+
+    def shared(t) -> bool:  # a pointer that may reach __global/__local/__generic memory
+        can = t.get_canonical()
+        if can.kind not in (T.POINTER, T.INCOMPLETEARRAY):
+            return False
+        return own_space(t.get_pointee() if can.kind == T.POINTER else t) not in (
+            "",
+            "__private",
+            "__constant",
+        )
+
+    if any(shared(a.type) for a in d.get_arguments()):
+        return False
+    for n in d.walk_preorder():
+        if n.kind == K.CSTYLE_CAST_EXPR and shared(n.type):
+            return False
+        if n.kind not in (K.DECL_REF_EXPR, K.CALL_EXPR):
+            continue
+        r = n.referenced
+        if r is None:
+            return False
+        if r.kind == K.VAR_DECL and r.semantic_parent.kind == K.TRANSLATION_UNIT:
+            return False
+        if r.kind == K.FUNCTION_DECL:
+            rd = r.get_definition()
+            if rd is None or rd == d:
+                continue  # a builtin (it gets no shared pointer from here), or recursion
+            if not touches_no_memory(r, depth + 1):
+                return False
+    return True

@@ -37,6 +37,7 @@ from .types import (
     is_pointer,
     is_vector,
     own_space,
+    param_type,
     tracked_space,
 )
 
@@ -90,8 +91,13 @@ class Rewriter(AccessHelpers, BuiltinCalls):
     def end(self, c) -> int:
         """Where cursor `c` ends in the text. libclang ends a vector literal such as
         `(float4)(-1.0f)` before its closing parenthesis; an extent with unbalanced
-        parentheses is extended past the ones it lacks."""
+        parentheses is extended past the ones it lacks. An expression that ends in a
+        use of a macro left unexpanded (``x = SCAN(a,\n b)``) ends where that use
+        ends (libclang ends it at the macro's name)."""
         start, end = c.extent.start.offset, c.extent.end.offset
+        for ms, me in getattr(self, "macro_uses", ()):
+            if start <= ms <= end < me:
+                end = me
         missing = self.text.count("(", start, end) - self.text.count(")", start, end)
         while missing > 0 and end < len(self.text):
             if self.text[end] == ")":
@@ -310,7 +316,8 @@ class Rewriter(AccessHelpers, BuiltinCalls):
                         f"_gr_ctl[6u + _GR_NV + {var}u], {self.local_first_word(var)});"
                     )
                 access = "read" if pointee.is_const_qualified() else "read_write"
-                bindings.append(Binding(0, i, p.spelling, kind, access, None, stride, etype, var))
+                ptype = param_type(pointee)
+                bindings.append(Binding(0, i, p.spelling, kind, access, None, stride, ptype, var))
             else:
                 bindings.append(
                     Binding(
@@ -321,7 +328,7 @@ class Rewriter(AccessHelpers, BuiltinCalls):
                         "read",
                         t.get_size(),
                         t.get_size(),
-                        c_type(t),
+                        param_type(t),
                         None,
                     )
                 )

@@ -101,6 +101,20 @@ def pointer_to(spelled: str, quals: str) -> str:
     return f"{quals} {spelled} *"
 
 
+def param_type(t) -> str:
+    """``c_type`` of a kernel parameter (or a pointer parameter's element), with a
+    typedef of a number or vector type resolved through the canonical type: a value
+    or buffer given for ``psc_index_type`` (pyopencl's scan: ``ulong``) or
+    ``output_t`` (clrandom: ``float``) is then typed by the number type it is.
+    Structs and other types keep their written name."""
+    kind = _cindex().TypeKind
+    can = t.get_canonical()
+    number = kind.BOOL.value <= can.kind.value <= kind.LONGDOUBLE.value
+    if number or can.kind in (kind.HALF, kind.EXTVECTOR):
+        return c_type(can)
+    return c_type(t)
+
+
 def scalar_name(t) -> str:
     s = _QUALS.sub("", t.get_canonical().spelling).strip()
     return SCALARS.get(s, s)
