@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from gpurace import isolate, limits
-from gpurace.api import instrument, read_launch
+from gpurace.api import check_file, instrument, read_launch
 from gpurace.cli import main
 from gpurace.model import DeviceHang, GpuraceError
 
@@ -115,7 +115,7 @@ def test_a_list_as_type_is_an_unknown_type(tmp_path):
     got = launch_error(tmp_path, WGSL_LAUNCH.replace('type = "f32"', "type = [[1]]", 1))
     assert got == (
         "l.toml:6: error: group 0, binding 0: unknown type '[[1]]' "
-        "(element types: f32, i32, u32, f16)"
+        "(element types: f32, i32, u32, f16, i64, u64)"
     )
 
 
@@ -179,38 +179,52 @@ reduce
 
 
 def sim_error(tmp_path: Path, gsize: str = "256 1 1", data: str = "range=0:1:255") -> str:
+    """The error of checking the `.sim` (arguments are read against the kernel's
+    parameters, so a bad argument shows at check time, not when the header is read)."""
     path = tmp_path / "s.sim"
     path.write_text(SIM.format(kernel=CL, gsize=gsize, data=data), encoding="utf-8")
+    return sim_text_error(path)
+
+
+def sim_text_error(path: Path) -> str:
     with pytest.raises(GpuraceError) as info:
-        read_launch(str(path))
-    return str(info.value).replace(f"{tmp_path}/", "")
+        check_file(None, str(path))
+    return str(info.value).replace(f"{path.parent}/", "")
 
 
 def test_sim_non_ascii_digits(tmp_path):
+    """C++ streams read ASCII digits only; Python's int() would take '²' and '١'."""
     assert sim_error(tmp_path, gsize="2\u00b256 1 1") == (
-        "s.sim:3: error: the global size must be 1 to 3 positive integers, e.g. '64 1 1', "
-        "not '2\u00b256 1 1'"
+        "s.sim:3:2: error: '\u00b256' is not a number of the NDRange (global size) "
+        "(three numbers, e.g. 64 1 1)"
     )
     path = tmp_path / "s.sim"
     text = SIM.format(kernel=CL, gsize="256 1 1", data="range=0:1:255")
     path.write_text(text.replace("size=16", "size=\u0661\u0666"), encoding="utf-8")
-    with pytest.raises(GpuraceError) as info:
-        read_launch(str(path))
-    assert str(info.value).endswith(
-        "s.sim:6: error: argument 1: size must be a positive number of bytes, not '\u0661\u0666'"
+    assert sim_text_error(path) == (
+        "s.sim:6:2: error: argument 1 'partial': 'size=\u0661\u0666': the size is a number "
+        "of bytes, e.g. size=1024"
     )
 
 
-def test_sim_fifo_and_huge_range(tmp_path):
-    os.mkfifo(tmp_path / "f.bin")
-    assert sim_error(tmp_path, data="file=f.bin") == (
-        "s.sim:5: error: argument 0: 'f.bin' is a FIFO; give a regular file"
+def test_sim_huge_sizes_and_range(tmp_path):
+    assert sim_error(tmp_path, data="range=0:1e-30:1e30") == (
+        "s.sim:5:1: error: argument 0 'input': range=0:1e-30:1e30 gives 1e+60 values but "
+        "the size holds 256 float; END must be START + INC * (count - 1)"
     )
     assert sim_error(tmp_path, data="range=0:1e-300:1e300") == (
-        "s.sim:5: error: argument 0: range 0:1e-300:1e300 never reaches its end"
+        "s.sim:5:1: error: argument 0 'input': 1e300 does not fit in float32"
     )
-    assert sim_error(tmp_path, gsize="4294967296 1 1").startswith(
-        "s.sim:3: error: the global size '4294967296 1 1' makes 4294967296,"
+    assert sim_error(tmp_path, gsize="4294967296 1 1") == (
+        "s.sim:3:1: error: the NDRange (global size) makes 4294967296, but gpurace's logs "
+        "hold it in 32 bits (at most 4294967295); make the launch smaller"
+    )
+    path = tmp_path / "s.sim"
+    text = SIM.format(kernel=CL, gsize="256 1 1", data="range=0:1:255")
+    path.write_text(text.replace("size=16", "size=99999999999996"))
+    assert sim_text_error(path).startswith(
+        "s.sim:6:2: error: argument 1 'partial': filling it takes 99999999999996 bytes "
+        "(93132.3 GiB), more than this host can spare"
     )
 
 
@@ -218,10 +232,8 @@ def test_sim_hex_wider_than_its_type(tmp_path):
     path = tmp_path / "s.sim"
     text = SIM.format(kernel=CL, gsize="256 1 1", data="range=0:1:255")
     path.write_text(text.replace("fill=0 dump", "hex fill=123456789abcdef"))
-    with pytest.raises(GpuraceError) as info:
-        read_launch(str(path))
-    assert str(info.value).endswith(
-        "s.sim:6: error: argument 1: '123456789abcdef' is not a hexadecimal float32 value"
+    assert sim_text_error(path) == (
+        "s.sim:6:1: error: argument 1 'partial': '123456789abcdef' is not a float fill value"
     )
 
 
