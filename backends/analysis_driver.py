@@ -17,11 +17,38 @@ from typing import Protocol
 
 import numpy as np
 
+from gpurace.abi import (  # noqa: F401 - the table layouts, re-exported for the backends
+    BUCKET_WORDS,
+    C_LIVE,
+    C_NEED_ENTRIES,
+    C_NEED_EVENTS,
+    C_RACY,
+    C_WORK,
+    COUNTER_WORDS,
+    DENSE_EVENTS,
+    ENTRY_WORDS,
+    EX_WORDS,
+    INSTANCE_WORDS,
+    NONE,
+    P_ROW,
+    PARAM_WORDS,
+    R_EX,
+    R_INST,
+    R_KEY,
+    R_O1,
+    R_PHI,
+    R_PLO,
+    RACE_WORDS,
+    RK_CLASS_SHIFT,
+    RK_KIND_A_SHIFT,
+    RK_KIND_B_SHIFT,
+    RK_SITE_A_SHIFT,
+    RK_SITE_LIMIT,
+)
 from gpurace.model import RECORD_WORDS, Kind, Race, RaceClass
 
-# Device-side table layouts: keep in step with shaders/analysis.wgsl and analysis.cl.
-ENTRY_WORDS, BUCKET_WORDS, RACE_WORDS, INSTANCE_WORDS = 10, 6, 16, 12
-DENSE_EVENTS = 16  # barrier ordinals with direct-mapped slots per work-group (DK)
+# The device-side table layouts, counters and params are gpurace/abi.py's (the
+# kernels are compiled with the constants it generates).
 COUNTER_NAMES = (
     "entry table full",
     "bucket table full",
@@ -32,9 +59,6 @@ COUNTER_NAMES = (
     "site ids beyond the packed race key's range",
     "bucket list full",
 )
-C_LIVE, C_RACY, C_NEED_ENTRIES, C_NEED_EVENTS, C_WORK = 3, 4, 8, 9, 10
-PARAM_WORDS = 16  # the kernels' Params, one u32 each
-P_ROW = 7  # threads per dispatch row: the backend fills it in (WGSL's 2-D grids)
 KERNELS = ("mark", "count", "insert", "refine", "walk", "walk_dense")
 # Buffers in binding / argument order after the log, leaving out Params (binding 1).
 BUFFER_ORDER = ("V", "E", "B", "R", "C", "L", "S", "I", "W")
@@ -128,7 +152,7 @@ def analyse(
         "S": swords * 8,
         "I": 4 + list_instances * INSTANCE_WORDS * 4,
         "R": rcap * RACE_WORDS * 4,
-        "C": 64,
+        "C": COUNTER_WORDS * 4,
         "W": 4 * max(1, n_records),
     }
     bufs = {k: api.zeros(v) for k, v in sizes.items()}
@@ -190,7 +214,7 @@ def analyse(
     rows = [row for row in table if row[0] != 0]
     races = [decode_race(row) for row in rows]
     orders = {
-        r.key: tuple(0xFFFFFFFF ^ int(x) for x in row[4:7])
+        r.key: tuple(NONE ^ int(x) for x in row[R_O1:R_EX])
         for r, row in zip(races, rows, strict=True)
     }
     races.sort(key=lambda r: r.key)
@@ -208,20 +232,20 @@ def analyse(
 
 def decode_race(row: np.ndarray) -> Race:
     """One race-table row (see the kernels' R_* fields) as a Race."""
-    key = int(row[0])
-    cls = RaceClass(key >> 29)
-    ex = [int(x) for x in row[7:15]]
-    var = -1 if ex[0] == 0xFFFFFFFF else ex[0]
+    key = int(row[R_KEY])
+    cls = RaceClass(key >> RK_CLASS_SHIFT)
+    ex = [int(x) for x in row[R_EX : R_EX + EX_WORDS]]
+    var = -1 if ex[0] == NONE else ex[0]
     return Race(
         cls,
-        (key >> 13) & 0xFFF,
-        Kind((key >> 27) & 3),
-        key & 0x1FFF,
-        Kind((key >> 25) & 3),
+        (key >> RK_SITE_A_SHIFT) & (RK_SITE_LIMIT - 1),
+        Kind((key >> RK_KIND_A_SHIFT) & 3),
+        key & ((1 << RK_SITE_A_SHIFT) - 1),
+        Kind((key >> RK_KIND_B_SHIFT) & 3),
         var,
         ex[1],
-        int(row[1]),
-        int(row[2]) | (int(row[3]) << 32),
+        int(row[R_INST]),
+        int(row[R_PLO]) | (int(row[R_PHI]) << 32),
         ex[2],
         ex[3],
         ex[4],

@@ -20,6 +20,23 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpurace.abi import (
+    CTL_REQUESTED,
+    EVENT_SLOTS,
+    KB_ATOMIC,
+    KB_LOAD,
+    KB_STORE,
+    MULTI,
+    PAIR_WORDS,
+    SHD_UNSEEN,
+    SYNC_HEAD,
+    SYNC_W_CAPACITY,
+    SYNC_W_REQUESTED,
+    control_words,
+    ctl_bins,
+    ctl_unattributed,
+    shadow_pair,
+)
 from gpurace.backends import analysis_driver
 from gpurace.backends.analysis_driver import (
     KERNELS,
@@ -38,7 +55,6 @@ from gpurace.backends.prefilter import (
     local_order_words,
     shadow_words,
 )
-from gpurace.instrument.ptx.emit import EVENT_SLOTS, SYNC_HEAD
 from gpurace.instrument.ptx.launch import CudaLaunch, scalar_bytes
 from gpurace.model import RECORD_WORDS, Binding, DeviceHang, GpuraceError, Instrumented, Space
 
@@ -205,16 +221,22 @@ def launch(
         nv = 0
         if var_bases is not None:
             nv = len(var_bases)
-            sizes = list(var_sizes or [0] * nv)
-            head = [0, log_capacity, *log_range, histogram_bins, histogram_width]
             slotted = event_slot_groups(grid)
-            words = head + list(var_bases) + sizes + [0] * (1 + histogram_bins) + [slotted]
+            words = control_words(
+                log_capacity,
+                log_range,
+                histogram_bins,
+                histogram_width,
+                var_bases,
+                var_sizes,
+                slotted,
+            )
             # the event slots after these words start at zero (docs/internals.md §7)
             ctl = cp.zeros(len(words) + slotted * EVENT_SLOTS, cp.uint32)
             ctl[: len(words)] = cp.asarray(np.array(words, np.uint32))
             log = cp.zeros(max(RECORD_WORDS, log_capacity * RECORD_WORDS), cp.uint32)
             sync = cp.zeros(SYNC_HEAD + sync_capacity * RECORD_WORDS, cp.uint32)
-            sync[1] = sync_capacity
+            sync[SYNC_W_CAPACITY] = sync_capacity
             pre = prefilter or Prefilter(None, 0, 0, SHADOW_OFF)
             head_words = cp.asarray(np.array(pre.header(), np.uint32))
             if pre.buf is None:
@@ -240,14 +262,14 @@ def launch(
             if b.binding in dev_arrays:
                 result.outputs[(0, b.binding)] = cp.asnumpy(dev_arrays[b.binding])
         if ctl is not None:
-            words = cp.asnumpy(ctl[: 7 + 2 * nv + histogram_bins])  # not the slots
-            result.requested = int(words[0])
-            result.unattributed = int(words[6 + 2 * nv])
+            words = cp.asnumpy(ctl[: ctl_bins(nv) + histogram_bins])  # not the slots
+            result.requested = int(words[CTL_REQUESTED])
+            result.unattributed = int(words[ctl_unattributed(nv)])
             if histogram_bins:
-                result.histogram = words[7 + 2 * nv :].astype(np.int64)
+                result.histogram = words[ctl_bins(nv) :].astype(np.int64)
             result.sync_events = _sync_summary(cp, sync, sync_capacity)
             if pre.mode == SHADOW_FILTER:
-                result.unseen = int(cp.asnumpy(pre.buf[3:4])[0])
+                result.unseen = int(cp.asnumpy(pre.buf[SHD_UNSEEN : SHD_UNSEEN + 1])[0])
     return result
 
 
@@ -278,12 +300,14 @@ def shadow_may_conflict(device, pre: Prefilter) -> bool:
     cp = _cupy()
     with device:
         buf = pre.buf
-        if int(cp.asnumpy(buf[3:4])[0]):
+        if int(cp.asnumpy(buf[SHD_UNSEEN : SHD_UNSEEN + 1])[0]):
             return True
-        who = buf[SHADOW_HEAD : SHADOW_HEAD + 2 * pre.words : 2]
-        kinds = buf[SHADOW_HEAD + 1 : SHADOW_HEAD + 2 * pre.words : 2]
-        risky = ((kinds & 2) != 0) | ((kinds & 5) == 5)
-        if bool(cp.asnumpy(((who == 0xFFFFFFFF) & risky).any())):
+        end = shadow_pair(pre.words)
+        who = buf[SHADOW_HEAD:end:PAIR_WORDS]
+        kinds = buf[SHADOW_HEAD + 1 : end : PAIR_WORDS]
+        both = KB_LOAD | KB_ATOMIC
+        risky = ((kinds & KB_STORE) != 0) | ((kinds & both) == both)
+        if bool(cp.asnumpy(((who == MULTI) & risky).any())):
             return True
         states = pre.local_words * pre.groups
         masks = buf[pre.local_offset + states : pre.local_offset + 2 * states]
@@ -337,7 +361,7 @@ def scalar_arg(binding: Binding, value: int | float) -> np.generic:
 
 def _sync_summary(cp, sync, capacity: int) -> dict[str, int]:
     """How many sync events of each kind the launch logged (read back only when any)."""
-    n = int(cp.asnumpy(sync[:1])[0])
+    n = int(cp.asnumpy(sync[SYNC_W_REQUESTED : SYNC_W_REQUESTED + 1])[0])
     if not n:
         return {}
     kept = min(n, capacity)

@@ -13,10 +13,19 @@ import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 
 import numpy as np
 
+from gpurace import shaders
+from gpurace.abi import (
+    CTL_REQUESTED,
+    EVENT_SLOTS,
+    SHD_UNSEEN,
+    c_defines,
+    control_words,
+    ctl_bins,
+    ctl_unattributed,
+)
 from gpurace.backends import analysis_driver
 from gpurace.backends.analysis_driver import (
     KERNELS,
@@ -35,7 +44,6 @@ from gpurace.backends.prefilter import (
     local_groups,
     shadow_words,
 )
-from gpurace.instrument.opencl.runtime import EVENT_SLOTS
 from gpurace.model import RECORD_WORDS, Binding, GpuraceError
 
 
@@ -233,12 +241,11 @@ def launch(
     nv = 0
     if var_bases is not None:
         nv = len(var_bases)
-        sizes = list(var_sizes or [0] * nv)
-        head = [0, log_capacity, *log_range, histogram_bins, histogram_width]
         slotted = event_slot_groups(global_size, local_size)
-        ctl = np.array(
-            head + list(var_bases) + sizes + [0] * (1 + histogram_bins) + [slotted], np.uint32
+        words = control_words(
+            log_capacity, log_range, histogram_bins, histogram_width, var_bases, var_sizes, slotted
         )
+        ctl = np.array(words, np.uint32)
         log_buf = cl.Buffer(ctx, mf.READ_WRITE, max(32, log_capacity * RECORD_WORDS * 4))
         # the event slots after the words above start at zero (docs/internals.md §5)
         ctl_buf = cl.Buffer(ctx, mf.READ_WRITE, ctl.nbytes + slotted * EVENT_SLOTS * 4)
@@ -276,14 +283,14 @@ def launch(
             outputs[(0, b.binding)] = out
     result = LaunchResult(outputs, log_buf, 0, log_capacity)
     if ctl_buf is not None:
-        words = np.empty(6 + 2 * nv + 1 + histogram_bins, np.uint32)
+        words = np.empty(ctl_bins(nv) + histogram_bins, np.uint32)
         cl.enqueue_copy(queue, words, ctl_buf)
-        result.requested = int(words[0])
-        result.unattributed = int(words[6 + 2 * nv])
+        result.requested = int(words[CTL_REQUESTED])
+        result.unattributed = int(words[ctl_unattributed(nv)])
         if histogram_bins:
-            result.histogram = words[7 + 2 * nv :].astype(np.int64)
+            result.histogram = words[ctl_bins(nv) :].astype(np.int64)
         if pre.mode == SHADOW_FILTER:
-            result.unseen = _shadow_word(queue, pre, 3)
+            result.unseen = _shadow_word(queue, pre, SHD_UNSEEN)
     queue.finish()
     return result
 
@@ -329,16 +336,23 @@ def _shadow_word(queue, pre: Prefilter, index: int) -> int:
     return int(out[0])
 
 
-_SHADOW_ANY = """
+_SHADOW_ANY = (
+    c_defines(("shadow",))
+    + """
 __kernel void shadow_any(__global const uint *shd, __global uint *found) {
   uint i = (uint)get_global_id(0);
-  if (i < shd[1] && shd[8u + 2u * i] == 0xffffffffu
-      && ((shd[9u + 2u * i] & 2u) != 0u || (shd[9u + 2u * i] & 5u) == 5u))
-    found[0] = 1u;
-  uint states = shd[4] * shd[5];  /* the local area's masks follow its states */
-  if (i < states && shd[shd[6] + states + i] != 0u) found[0] = 1u;
+  uint pair = SHADOW_HEAD + PAIR_WORDS * i;
+  if (i < shd[SHD_WORDS] && shd[pair] == MULTI) {
+    uint kinds = shd[pair + 1u];
+    if ((kinds & KB_STORE) != 0u || (kinds & (KB_LOAD | KB_ATOMIC)) == (KB_LOAD | KB_ATOMIC))
+      found[0] = 1u;
+  }
+  /* the local area's masks follow its states */
+  uint states = shd[SHD_LWORDS] * shd[SHD_LGROUPS];
+  if (i < states && shd[shd[SHD_LOFF] + states + i] != 0u) found[0] = 1u;
 }
 """
+)
 _shadow_programs: dict[int, object] = {}
 
 
@@ -347,7 +361,7 @@ def shadow_may_conflict(queue, pre: Prefilter) -> bool:
     actors, and a store or atomics beside plain accesses; or a local word's mask
     bit), or its build run touched a word beyond the shadow ([3]). When neither, a
     filter run would log nothing but the events the build run logged."""
-    if _shadow_word(queue, pre, 3):
+    if _shadow_word(queue, pre, SHD_UNSEEN):
         return True
     cl = _cl()
     key = queue.context.int_ptr
@@ -384,9 +398,7 @@ ANALYSIS_WORKGROUP = 64
 def c_source(name: str, api: str = "opencl") -> str:
     """A companion kernel file (e.g. "analysis.cl") behind the prelude of `api`
     ("opencl" or "cuda"): the C kernels need no #include, so no include path."""
-    shaders = resources.files("gpurace.shaders")
-    prelude = shaders.joinpath(f"prelude_{api}.h").read_text()
-    return prelude + f'\n#line 1 "{name}"\n' + shaders.joinpath(name).read_text()
+    return shaders.source(name, api)
 
 
 _programs: dict[int, object] = {}

@@ -7,10 +7,12 @@ launch log only the accesses to words where a conflict is possible
 (docs/internals.md §2 for WGSL, §5 for OpenCL C). The buffer's layout is the same
 on both APIs:
 
-- a header of SHADOW_HEAD words: [0] mode, [1] launch-wide words covered `W`,
-  [2] work-items per group, [3] the *unseen* counter, [4] local words per group
-  `L`, [5] groups covered by the local area `G`, [6] the local area's offset in
-  words (`SHADOW_HEAD + 2 W`), [7] 0;
+- a header of SHADOW_HEAD words (their names, SHD_*, are gpurace/abi.py's): [0]
+  mode, [1] launch-wide words covered `W`, [2] work-items per group, [3] in a build
+  run 1 if an access touched a word beyond the shadow, in a filter run the *unseen*
+  counter, [4] local words per group `L`, [5] groups covered by the local area `G`,
+  [6] the local area's offset in words (`SHADOW_HEAD + 2 W`), [7] 0, which a WGSL
+  build run sets on a workgroup access beyond its variable (`SHD_LOCAL_OOB`);
 - the launch-wide area: one (actor, kinds) pair per word of the linear address
   order, for words `[0, W)`;
 - the local area (when `L * G > 0`): `G * L` *state* words (group-major: word
@@ -32,11 +34,22 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from gpurace.abi import (  # noqa: F401 - MAX_EVENT_SLOT_GROUPS re-exported for the backends
+    MAX_EVENT_SLOT_GROUPS,
+    PAIR_WORDS,
+    SHADOW_BUILD,
+    SHADOW_FILTER,
+    SHADOW_HEAD,
+    SHADOW_OFF,
+    SHD_LGROUPS,
+    SHD_LOFF,
+    SHD_LWORDS,
+    SHD_MODE,
+    SHD_WGSIZE,
+    SHD_WORDS,
+)
 from gpurace.backends.common import LaunchResult
 from gpurace.model import Space
-
-SHADOW_HEAD = 8  # the shadow's header (see above)
-SHADOW_OFF, SHADOW_BUILD, SHADOW_FILTER = 0, 1, 2
 
 
 @dataclass
@@ -59,7 +72,7 @@ class Prefilter:
     @property
     def local_offset(self) -> int:
         """Word index of the local area's first state word."""
-        return SHADOW_HEAD + 2 * self.words
+        return SHADOW_HEAD + PAIR_WORDS * self.words
 
     @property
     def nbytes(self) -> int:
@@ -67,14 +80,17 @@ class Prefilter:
 
     def header(self) -> list[int]:
         """The SHADOW_HEAD header words for a run in this prefilter's mode."""
-        local = self.local_words if self.groups else 0
-        return [self.mode, self.words, self.wgsize, 0, local, self.groups, self.local_offset, 0]
+        head = [0] * SHADOW_HEAD
+        head[SHD_MODE], head[SHD_WORDS], head[SHD_WGSIZE] = self.mode, self.words, self.wgsize
+        head[SHD_LWORDS] = self.local_words if self.groups else 0
+        head[SHD_LGROUPS], head[SHD_LOFF] = self.groups, self.local_offset
+        return head
 
 
 def shadow_words(address_end: int, limit_bytes: int) -> int:
     """Words a shadow covers for an address order ending at `address_end`, in a buffer
     of at most `limit_bytes` (two u32 per word after the header)."""
-    return max(1, min(-(-address_end // 4), limit_bytes // 8 - SHADOW_HEAD))
+    return max(1, min(-(-address_end // 4), limit_bytes // (4 * PAIR_WORDS) - SHADOW_HEAD))
 
 
 def local_groups(words: int, local_words: int, num_groups: int, limit_bytes: int) -> int:
@@ -83,7 +99,7 @@ def local_groups(words: int, local_words: int, num_groups: int, limit_bytes: int
     group and word): all `num_groups` when they fit, else the first that do."""
     if local_words == 0:
         return 0
-    room = limit_bytes // 4 - SHADOW_HEAD - 2 * words
+    room = limit_bytes // 4 - SHADOW_HEAD - PAIR_WORDS * words
     return max(0, min(num_groups, room // (2 * local_words)))
 
 
@@ -93,11 +109,6 @@ def local_order_words(variables: Sequence, extents: Sequence[int]) -> int:
     (OpenCL and CUDA; WGSL's variables have static sizes, see `wgsl.runtime.local_order`)."""
     pairs = zip(variables, extents, strict=True)
     return sum(-(-e // 4) for v, e in pairs if v.space == Space.LOCAL)
-
-
-# at most this many work-groups get event slots in the control buffer (16 MiB of
-# control words; OpenCL and CUDA): the events of later groups are all logged
-MAX_EVENT_SLOT_GROUPS = 1 << 18
 
 
 # launch(lo, hi, capacity, bins, width, prefilter=None) -> LaunchResult

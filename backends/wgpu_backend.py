@@ -13,10 +13,11 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass
-from importlib import resources
 from math import prod
 
 import numpy as np
+
+from gpurace import shaders
 
 # Mesa's Vulkan drivers complain on stderr when XDG_RUNTIME_DIR is unset (as in CI
 # and containers); give them a private directory so users see only gpurace's output.
@@ -27,6 +28,14 @@ if not os.environ.get("XDG_RUNTIME_DIR"):
 
 import wgpu  # noqa: E402
 
+from gpurace.abi import (
+    CTL_REQUESTED,
+    SHD_UNSEEN,
+    control_words,
+    ctl_bins,
+    par_shadow,
+    wgsl_consts,
+)
 from gpurace.backends import analysis_driver
 from gpurace.backends.analysis_driver import (  # noqa: F401 - re-exported for callers
     BUCKET_WORDS,
@@ -143,7 +152,9 @@ def max_records_per_pass(device) -> int:
 # ---------------------------------------------------------------------------
 
 
-_SHADOW_ANY = """
+_SHADOW_ANY = (
+    wgsl_consts(("shadow",))
+    + """
 @group(0) @binding(0) var<storage, read_write> shd: array<atomic<u32>>;
 @group(0) @binding(1) var<storage, read_write> found: array<atomic<u32>>;
 // the launch-wide words W, the local area's masks G * L and their first word
@@ -157,13 +168,14 @@ _SHADOW_ANY = """
 @compute @workgroup_size(64)
 fn pairs(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
   let i = gid.x + gid.y * n.x * 64u;
-  if (i == 0u && (atomicLoad(&shd[0]) == 0xffffffffu || atomicLoad(&shd[7]) != 0u)) {
+  if (i == 0u && (atomicLoad(&shd[SHD_UNSEEN]) != 0u || atomicLoad(&shd[SHD_LOCAL_OOB]) != 0u)) {
     atomicStore(&found[0], 1u);  // a word beyond the shadow, a local access out of bounds
   }
   if (i >= span.x) { return; }
-  let who = atomicLoad(&shd[8u + 2u * i]);
-  let kinds = atomicLoad(&shd[9u + 2u * i]);
-  if (who == 0xffffffffu && ((kinds & 2u) != 0u || (kinds & 5u) == 5u)) {
+  let who = atomicLoad(&shd[SHADOW_HEAD + PAIR_WORDS * i]);
+  let kinds = atomicLoad(&shd[SHADOW_HEAD + PAIR_WORDS * i + 1u]);
+  let mixed = (kinds & KB_STORE) != 0u || (kinds & (KB_LOAD | KB_ATOMIC)) == (KB_LOAD | KB_ATOMIC);
+  if (who == MULTI && mixed) {
     atomicStore(&found[0], 1u);
   }
 }
@@ -176,6 +188,7 @@ fn masks(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups)
   }
 }
 """
+)
 
 
 def shadow_may_conflict(device, pre: Prefilter) -> bool:
@@ -514,23 +527,28 @@ def launch(
             if reuse_log
             else device.create_buffer(size=log_bytes, usage=_STORAGE)
         )
-        bases = var_bases or [0]
-        head = [0, log_capacity, *log_range, histogram_bins, histogram_width, *bases]
-        ctl = np.array(head + [0] * histogram_bins, dtype=np.uint32)
+        nv = len(var_bases or [])
+        words = control_words(
+            log_capacity, log_range, histogram_bins, histogram_width, var_bases or []
+        )
+        ctl = np.array(words, dtype=np.uint32)
         ctl_buf = device.create_buffer(size=max(16, ctl.nbytes), usage=_STORAGE)
         device.queue.write_buffer(ctl_buf, 0, ctl.tobytes())
         pre = prefilter or Prefilter(None, 0, 0, SHADOW_OFF)
         shd_head = np.array(pre.header(), np.uint32)
         shd_buf = pre.buf or device.create_buffer(size=shd_head.nbytes, usage=_STORAGE)
-        # a filter run keeps [7], which its build run sets on a local access out of bounds
+        # a filter run keeps SHD_LOCAL_OOB (the last header word), which its build run
+        # sets on a local access out of bounds
         keep = 1 if pre.mode == SHADOW_FILTER else 0
         device.queue.write_buffer(shd_buf, 0, shd_head[: SHADOW_HEAD - keep].tobytes())
-        local = shd_head[4] * shd_head[5]
+        local = pre.local_words * pre.groups
         if local:  # every run starts from empty states; the masks are the build run's
             clear = device.create_command_encoder()
             clear.clear_buffer(shd_buf, pre.local_offset * 4, int(local) * 4)
             device.queue.submit([clear.finish()])
-        par = np.array(head + [pre.mode, pre.words, pre.wgsize, *shd_head[4:7]], np.uint32)
+        # the read-only copy of the parameters: the control words up to the bins, then
+        # the shadow's header (gpurace/abi.py's par_shadow)
+        par = np.concatenate([ctl[: par_shadow(nv)], shd_head])
         lmode = 0 if not local else 1 if pre.groups >= prod(workgroups) else 2
         constants = (
             ("_gr_count", int(histogram_bins > 0)),
@@ -565,13 +583,13 @@ def launch(
     result = LaunchResult(outputs, log_buf, 0, log_capacity)
     if ctl_buf is not None:
         words = np.frombuffer(device.queue.read_buffer(ctl_buf), np.uint32)
-        result.requested = int(words[0])
+        result.requested = int(words[CTL_REQUESTED])
         if histogram_bins:
-            result.histogram = words[len(head) : len(head) + histogram_bins].astype(np.int64)
+            bins = words[ctl_bins(nv) : ctl_bins(nv) + histogram_bins]
+            result.histogram = bins.astype(np.int64)
         if pre.mode == SHADOW_FILTER:
-            result.unseen = int(
-                np.frombuffer(device.queue.read_buffer(shd_buf, 12, 4), np.uint32)[0]
-            )
+            raw = device.queue.read_buffer(shd_buf, 4 * SHD_UNSEEN, 4)
+            result.unseen = int(np.frombuffer(raw, np.uint32)[0])
     return result
 
 
@@ -589,7 +607,7 @@ def read_log(device, result: LaunchResult) -> np.ndarray:
 
 @functools.cache
 def _analysis_pipelines(device):
-    source = resources.files("gpurace.shaders").joinpath("analysis.wgsl").read_text()
+    source = shaders.source("analysis.wgsl")
     module = device.create_shader_module(code=source)
     storage, ro = wgpu.BufferBindingType.storage, wgpu.BufferBindingType.read_only_storage
     types = [ro, wgpu.BufferBindingType.uniform, ro] + [storage] * 8

@@ -36,11 +36,11 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any, Protocol
 
 import numpy as np
 
+from gpurace import abi, shaders
 from gpurace.launch import DTYPES, LaunchSpec, resolve_entry, validate_against
 from gpurace.model import Binding, GpuraceError
 
@@ -57,7 +57,7 @@ TEXT_COLUMNS = 4
 #: Distinct results listed one per line in the text report.
 TEXT_RESULTS = 8
 
-HASH_WORKGROUP = 256
+HASH_WORKGROUP = abi.HASH_WORKGROUP  # shaders/hash.* are compiled with gpurace/abi.py's
 #: At most this many work-groups per hash dispatch (a grid-stride loop covers the
 #: rest), and at least this many words per work-item: the CPU driver pays per
 #: work-group (each barrier of the reduction switches between all its work-items),
@@ -638,8 +638,7 @@ def repeat_each(
 # ---------------------------------------------------------------------------
 
 _M32 = 0xFFFFFFFF
-_GOLDEN = 0x9E3779B1
-_LANE_B = 0x7F4A7C15
+_GOLDEN, _LANE_B = abi.HASH_GOLDEN, abi.HASH_LANE_B  # the device hash's (gpurace/abi.py)
 
 
 def _fmix32(h: np.ndarray) -> np.ndarray:
@@ -683,7 +682,7 @@ def _words_of(arr: np.ndarray) -> np.ndarray:
 def _hash_pipeline(device: Any) -> tuple[Any, Any]:
     import wgpu
 
-    source = resources.files("gpurace.shaders").joinpath("hash.wgsl").read_text()
+    source = shaders.source("hash.wgsl")
     module = device.create_shader_module(code=source)
     types = [
         wgpu.BufferBindingType.read_only_storage,

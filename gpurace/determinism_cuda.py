@@ -40,11 +40,11 @@ import dataclasses
 import functools
 import time
 from collections.abc import Iterable, Sequence
-from importlib import resources
 from typing import Any
 
 import numpy as np
 
+from gpurace import shaders
 from gpurace.determinism import (
     DEFAULT_RUNS,
     HASH_GROUPS,
@@ -64,7 +64,7 @@ from gpurace.model import Binding, GpuraceError
 
 def hash_source() -> str:
     """``shaders/hash.cl`` as NVRTC compiles it (the same text OpenCL builds)."""
-    return resources.files("gpurace.shaders").joinpath("hash.cl").read_text()
+    return shaders.source("hash.cl")
 
 
 @functools.cache

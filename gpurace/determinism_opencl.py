@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from importlib import resources
 from typing import Any
 
 import numpy as np
 
+from gpurace import shaders
 from gpurace.determinism import (
     DEFAULT_RUNS,
     HASH_GROUPS,
@@ -54,7 +54,7 @@ def _hash_program(ctx: Any) -> Any:
     if key not in _hash_programs:
         import pyopencl as cl
 
-        source = resources.files("gpurace.shaders").joinpath("hash.cl").read_text()
+        source = shaders.source("hash.cl")
         try:
             _hash_programs[key] = cl.Program(ctx, source).build()
         except cl.Error as exc:  # only a broken driver or an edited kernel file

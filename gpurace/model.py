@@ -10,21 +10,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-# ---------------------------------------------------------------------------
-# Log record format (one record = RECORD_WORDS little-endian u32 words).
-# See docs/internals.md for the contract; backends write exactly this layout.
-# ---------------------------------------------------------------------------
-
-RECORD_WORDS = 8
-
-W_SITE = 0  # site id (index into the instrumented module's site table)
-W_FLAGS = 1  # kind | space<<2 | value_known<<3 | size<<8 | var<<16 | event<<24
-W_OFFSET = 2  # byte offset inside the tracked variable
-W_LID = 3  # local invocation index (linear, inside the work-group)
-W_GROUP = 4  # work-group linear id: x + y*nx + z*nx*ny
-W_EPOCH = 5  # epoch of the access's space; for barrier/exit events: barrier ordinal
-W_VALUE = 6  # stored bits (<= 4 bytes) or FNV-1a hash of the stored words
-W_EXTRA = 7  # atomics: op code; barriers: which epochs advanced (1 local, 2 global)
+# The log record's layout (RECORD_WORDS words W_SITE .. W_EXTRA, the W_FLAGS fields)
+# is the device ABI's, gpurace/abi.py; re-exported here for the code that decodes logs.
+from gpurace.abi import (  # noqa: E402, F401
+    F_BYTE_MASK,
+    F_EVENT_MASK,
+    F_EVENT_SHIFT,
+    F_KIND_MASK,
+    F_KNOWN_SHIFT,
+    F_SIZE_SHIFT,
+    F_SPACE_SHIFT,
+    F_VAR_SHIFT,
+    RECORD_WORDS,
+    W_EPOCH,
+    W_EXTRA,
+    W_FLAGS,
+    W_GROUP,
+    W_LID,
+    W_OFFSET,
+    W_SITE,
+    W_VALUE,
+)
 
 
 class Kind(IntEnum):
@@ -55,24 +61,24 @@ def pack_flags(
 ) -> int:
     """Pack the W_FLAGS word exactly as the instrumented kernels do."""
     return (
-        (kind & 3)
-        | ((space & 1) << 2)
-        | ((1 if value_known else 0) << 3)
-        | ((size & 0xFF) << 8)
-        | ((var & 0xFF) << 16)
-        | ((event & 0xF) << 24)
+        (kind & F_KIND_MASK)
+        | ((space & 1) << F_SPACE_SHIFT)
+        | ((1 if value_known else 0) << F_KNOWN_SHIFT)
+        | ((size & F_BYTE_MASK) << F_SIZE_SHIFT)
+        | ((var & F_BYTE_MASK) << F_VAR_SHIFT)
+        | ((event & F_EVENT_MASK) << F_EVENT_SHIFT)
     )
 
 
 def unpack_flags(flags: int) -> tuple[int, int, bool, int, int, int]:
     """Inverse of pack_flags: (kind, space, value_known, size, var, event)."""
     return (
-        flags & 3,
-        (flags >> 2) & 1,
-        bool((flags >> 3) & 1),
-        (flags >> 8) & 0xFF,
-        (flags >> 16) & 0xFF,
-        (flags >> 24) & 0xF,
+        flags & F_KIND_MASK,
+        (flags >> F_SPACE_SHIFT) & 1,
+        bool((flags >> F_KNOWN_SHIFT) & 1),
+        (flags >> F_SIZE_SHIFT) & F_BYTE_MASK,
+        (flags >> F_VAR_SHIFT) & F_BYTE_MASK,
+        (flags >> F_EVENT_SHIFT) & F_EVENT_MASK,
     )
 
 

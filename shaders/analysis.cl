@@ -7,88 +7,11 @@
 //
 // What WGSL has as module-scope bindings is a kernel argument here (same order:
 // LOG, P, VBASE, E, B, R, C, L, S, I, WORK) gathered in a private Ctx that every
-// helper takes; P is the uniform Params of the WGSL as plain words (P_* below), its
+// helper takes; P is the uniform Params of the WGSL as plain words (P_*), its
 // two spare words carrying the lengths of L and WORK (WGSL's arrayLength).
 
-// Params words
-#define P_N_RECORDS 0u
-#define P_ECAP 1u
-#define P_BCAP 2u
-#define P_RCAP 3u
-#define P_UNIFORM_RACE 4u
-#define P_PHASE 5u
-#define P_N_ITEMS 6u
-#define P_ROW 7u  // unused: C kernels run 1-D NDRanges
-#define P_LO 8u
-#define P_HI 9u
-#define P_WGSIZE 10u
-#define P_SWORDS 11u
-#define P_DGROUPS 12u
-#define P_ALL_CAP 13u
-#define P_L_LEN 14u     // words of L
-#define P_WORK_LEN 15u  // words of WORK
-
-#define RW 8u     // record words
-#define ES 10u    // entry slot words
-#define BS 6u     // bucket slot words
-#define RS 16u    // race slot words
-#define NONE 0xffffffffu
-#define MULTI 0xffffffffu
-
-// counters (C)
-#define C_E_FULL 0u
-#define C_B_FULL 1u
-#define C_R_FULL 2u
-#define C_LIVE 3u
-#define C_RACY 4u
-#define C_BUCKET_FULL 5u
-#define C_SITE_RANGE 6u
-#define C_LIST_FULL 7u
-#define C_NEED_ENTRIES 8u
-#define C_NEED_EVENTS 9u
-#define C_WORK 10u
-
-// entry slot fields
-#define E_OWNER 0u
-#define E_COUNT 1u
-#define E_AMIN 2u
-#define E_AMAX 3u
-#define E_VMIN 4u
-#define E_VMAX 5u
-#define E_UNKNOWN 6u
-#define E_NEXT 7u
-#define E_LMIN 8u
-#define E_LMAX 9u
-
-// bucket slot fields
-#define B_OWNER 0u
-#define B_HEAD 1u
-#define B_X0 2u
-#define B_X1 3u
-#define B_X2 4u  // events: barrier: lowest exit (site<<16|lid) at its ordinal, inverted;
-                 // exit: lowest exit ordinal that also has a barrier event, inverted
-#define B_X3 5u
-
-// race slot fields
-#define R_KEY 0u
-#define R_INST 1u
-#define R_PLO 2u
-#define R_PHI 3u
-#define R_O1 4u
-#define R_O2 5u
-#define R_O3 6u
-#define R_EX 7u
-
-#define T_LOCAL 0u
-#define T_INTRA 1u
-#define T_INTER 2u
-#define T_BARRIER 3u
-#define T_EXIT 4u
-
-#define MAXE 32u
-#define MAXK 32u
-#define DK 16u
-#define IW 12u
+// Params words (P_*), record words (W_*), table layouts, counters and tags: the
+// #defines that gpurace/abi.py generates, prepended by the host (shaders/__init__.py).
 
 typedef struct {
   GLOBAL const uint* LOG;
@@ -124,36 +47,36 @@ DEVICE_FN void push_work(Ctx* c, uint r) {
   if (i < c->P[P_WORK_LEN]) { c->WORK[i] = r; }
 }
 
-DEVICE_FN uint rec(Ctx* c, uint r, uint w) { return c->LOG[r * RW + w]; }
+DEVICE_FN uint rec(Ctx* c, uint r, uint w) { return c->LOG[r * RECORD_WORDS + w]; }
 
-DEVICE_FN uint kind_of(Ctx* c, uint r) { return rec(c, r, 1u) & 3u; }
-// an atomic that only read (a failed compare-exchange): flags bit 4
+DEVICE_FN uint kind_of(Ctx* c, uint r) { return rec(c, r, W_FLAGS) & 3u; }
+// an atomic that only read (a failed compare-exchange): flags bit F_READS_SHIFT
 DEVICE_FN uint reads_of(Ctx* c, uint r) {
-  return SEL(0u, (rec(c, r, 1u) >> 4u) & 1u, kind_of(c, r) == 2u);
+  return SEL(0u, (rec(c, r, W_FLAGS) >> F_READS_SHIFT) & 1u, kind_of(c, r) == 2u);
 }
-DEVICE_FN uint size_of(Ctx* c, uint r) { return (rec(c, r, 1u) >> 8u) & 0xffu; }
-DEVICE_FN uint var_of(Ctx* c, uint r) { return (rec(c, r, 1u) >> 16u) & 0xffu; }
-DEVICE_FN bool is_local(Ctx* c, uint r) { return ((rec(c, r, 1u) >> 2u) & 1u) == 1u; }
-DEVICE_FN bool is_exit_event(Ctx* c, uint r) { return ((rec(c, r, 1u) >> 24u) & 0xfu) == 1u; }
+DEVICE_FN uint size_of(Ctx* c, uint r) { return (rec(c, r, W_FLAGS) >> 8u) & 0xffu; }
+DEVICE_FN uint var_of(Ctx* c, uint r) { return (rec(c, r, W_FLAGS) >> 16u) & 0xffu; }
+DEVICE_FN bool is_local(Ctx* c, uint r) { return ((rec(c, r, W_FLAGS) >> 2u) & 1u) == 1u; }
+DEVICE_FN bool is_exit_event(Ctx* c, uint r) { return ((rec(c, r, W_FLAGS) >> 24u) & 0xfu) == 1u; }
 
 DEVICE_FN uint word_count(Ctx* c, uint r) {
-  uint off = rec(c, r, 2u);
+  uint off = rec(c, r, W_OFFSET);
   return (off + size_of(c, r) - 1u) / 4u - off / 4u + 1u;
 }
 
 DEVICE_FN Key make_key(Ctx* c, uint which, uint r, uint p, uint t) {
-  uint grp = rec(c, r, 4u);
-  uint epoch = rec(c, r, 5u);
+  uint grp = rec(c, r, W_GROUP);
+  uint epoch = rec(c, r, W_EPOCH);
   if (t == T_BARRIER) { return key4(t, 0u, 0u, grp, epoch, 0u, 0u, 0u); }
   if (t == T_EXIT) { return key4(t, 0u, 0u, grp, 0u, 0u, 0u, 0u); }
-  uint w = rec(c, r, 2u) / 4u + p;
+  uint w = rec(c, r, W_OFFSET) / 4u + p;
   uint g = SEL(grp, 0u, t == T_INTER);
   if (which == 1u) {
     return key4(t, var_of(c, r), w, g, SEL(0u, epoch, t == T_LOCAL), 0u, 0u, 0u);
   }
   uint ep = SEL(epoch, 0u, t == T_INTER);
-  return key4(t, var_of(c, r), w, g, ep, rec(c, r, 0u),
-              kind_of(c, r) | (size_of(c, r) << 2u) | (reads_of(c, r) << 7u), rec(c, r, 2u));
+  return key4(t, var_of(c, r), w, g, ep, rec(c, r, W_SITE),
+              kind_of(c, r) | (size_of(c, r) << 2u) | (reads_of(c, r) << 7u), rec(c, r, W_OFFSET));
 }
 
 DEVICE_FN Key owner_key(Ctx* c, uint which, uint owner) {
@@ -182,14 +105,14 @@ DEVICE_FN uint hash_key(Key k) {
   return h;
 }
 
-DEVICE_FN uint dense_slots(Ctx* c) { return c->P[P_DGROUPS] * (DK + 1u); }
+DEVICE_FN uint dense_slots(Ctx* c) { return c->P[P_DGROUPS] * (DENSE_EVENTS + 1u); }
 
 // Find or claim the slot of `key` in table `which`; NONE when the table is full.
 // With owner == 0 it only finds.
 DEVICE_FN uint lookup(Ctx* c, uint which, Key key, uint owner) {
   c->claimed = 0u;
   uint cap = SEL(c->P[P_ECAP], c->P[P_BCAP], which == 1u);
-  uint stride = SEL(ES, BS, which == 1u);
+  uint stride = SEL(ENTRY_WORDS, BUCKET_WORDS, which == 1u);
   uint h = hash_key(key) % cap;
   uint probes = 0u;
   for (;;) {
@@ -222,12 +145,12 @@ DEVICE_FN uint lookup(Ctx* c, uint which, Key key, uint owner) {
 }
 
 DEVICE_FN bool in_range(Ctx* c, uint r, uint p) {
-  uint a = c->VBASE[var_of(c, r)] + (rec(c, r, 2u) / 4u + p) * 4u;
+  uint a = c->VBASE[var_of(c, r)] + (rec(c, r, W_OFFSET) / 4u + p) * 4u;
   return a >= c->P[P_LO] && a < c->P[P_HI];
 }
 
 DEVICE_FN uint shadow_index(Ctx* c, uint r, uint p) {
-  uint a = c->VBASE[var_of(c, r)] + (rec(c, r, 2u) / 4u + p) * 4u;
+  uint a = c->VBASE[var_of(c, r)] + (rec(c, r, W_OFFSET) / 4u + p) * 4u;
   uint i = (a - c->P[P_LO]) / 4u;
   return SEL(NONE, i, a >= c->P[P_LO] && i < c->P[P_SWORDS]);
 }
@@ -257,8 +180,8 @@ KERNEL void mark(KERNEL_ARGS) {
   if (r >= P[P_N_RECORDS]) { return; }
   uint kind = kind_of(c, r);
   if (kind == 3u || size_of(c, r) == 0u) { return; }
-  uint lid = rec(c, r, 3u);
-  uint actor = SEL(rec(c, r, 4u) * P[P_WGSIZE] + lid, lid, is_local(c, r)) + 1u;
+  uint lid = rec(c, r, W_LID);
+  uint actor = SEL(rec(c, r, W_GROUP) * P[P_WGSIZE] + lid, lid, is_local(c, r)) + 1u;
   uint nw = word_count(c, r);
   for (uint p = 0u; p < nw; p++) {
     uint i = shadow_index(c, r, p);
@@ -282,8 +205,8 @@ KERNEL void mark(KERNEL_ARGS) {
 DEVICE_FN uint event_slot(Ctx* c, uint grp, uint ordinal, bool is_exit, uint owner) {
   c->claimed = 0u;
   uint gi = grp - c->P[P_LO];
-  if (gi < c->P[P_DGROUPS] && (is_exit || ordinal < DK)) {
-    return gi * (DK + 1u) + SEL(ordinal, DK, is_exit);
+  if (gi < c->P[P_DGROUPS] && (is_exit || ordinal < DENSE_EVENTS)) {
+    return gi * (DENSE_EVENTS + 1u) + SEL(ordinal, DENSE_EVENTS, is_exit);
   }
   Key k = key4(SEL(T_BARRIER, T_EXIT, is_exit), 0u, 0u, grp, SEL(ordinal, 0u, is_exit), 0u, 0u,
                0u);
@@ -296,10 +219,10 @@ KERNEL void count(KERNEL_ARGS) {
   if (r >= P[P_N_RECORDS]) { return; }
   uint kind = kind_of(c, r);
   if (kind == 3u) {
-    uint grp = rec(c, r, 4u);
+    uint grp = rec(c, r, W_GROUP);
     if (grp < P[P_LO] || grp >= P[P_HI]) { return; }
     bool is_exit = is_exit_event(c, r);
-    if (grp - P[P_LO] >= P[P_DGROUPS] || (!is_exit && rec(c, r, 5u) >= DK)) {
+    if (grp - P[P_LO] >= P[P_DGROUPS] || (!is_exit && rec(c, r, W_EPOCH) >= DENSE_EVENTS)) {
       ATOMIC_ADD(&C[C_NEED_EVENTS], 1u);
     }
     push_work(c, r);
@@ -329,7 +252,7 @@ DEVICE_FN void insert_piece(Ctx* c, uint r, uint p, uint t, uint actor, uint val
   uint e = lookup(c, 0u, make_key(c, 0u, r, p, t), owner);
   if (e == NONE) { return; }
   bool fresh = c->claimed != 0u;
-  uint s = e * ES;
+  uint s = e * ENTRY_WORDS;
   ATOMIC_ADD(&c->E[s + E_COUNT], 1u);
   ATOMIC_MAX(&c->E[s + E_AMIN], ~actor);
   ATOMIC_MAX(&c->E[s + E_AMAX], actor);
@@ -340,7 +263,7 @@ DEVICE_FN void insert_piece(Ctx* c, uint r, uint p, uint t, uint actor, uint val
     uint b = lookup(c, 1u, make_key(c, 1u, r, p, t), owner);
     if (b == NONE) { return; }
     if (c->claimed != 0u) { push_live(c, b); }
-    uint old = ATOMIC_XCHG(&c->B[b * BS + B_HEAD], e + 1u);
+    uint old = ATOMIC_XCHG(&c->B[b * BUCKET_WORDS + B_HEAD], e + 1u);
     ATOMIC_STORE(&c->E[s + E_NEXT], old);
   }
 }
@@ -351,21 +274,21 @@ KERNEL void insert(KERNEL_ARGS) {
   if (i >= P[P_N_ITEMS]) { return; }
   uint r = WORK[i];
   uint kind = kind_of(c, r);
-  uint lid = rec(c, r, 3u);
-  uint grp = rec(c, r, 4u);
+  uint lid = rec(c, r, W_LID);
+  uint grp = rec(c, r, W_GROUP);
   if (kind == 3u) {
     if (grp < P[P_LO] || grp >= P[P_HI]) { return; }
     bool is_exit = is_exit_event(c, r);
-    uint site = rec(c, r, 0u);
+    uint site = rec(c, r, W_SITE);
     if (site > 0xffffu) { ATOMIC_ADD(&C[C_SITE_RANGE], 1u); return; }
     uint t = SEL(T_BARRIER, T_EXIT, is_exit);
-    uint b = event_slot(c, grp, rec(c, r, 5u), is_exit, owner_of(r, 0u, t));
+    uint b = event_slot(c, grp, rec(c, r, W_EPOCH), is_exit, owner_of(r, 0u, t));
     if (b == NONE) { return; }
     if (c->claimed != 0u) { push_live(c, b); }
-    uint s = b * BS;
+    uint s = b * BUCKET_WORDS;
     if (is_exit) {
-      ATOMIC_MAX(&B[s + B_X0], ~rec(c, r, 5u));
-      ATOMIC_MAX(&B[s + B_X1], rec(c, r, 5u));
+      ATOMIC_MAX(&B[s + B_X0], ~rec(c, r, W_EPOCH));
+      ATOMIC_MAX(&B[s + B_X1], rec(c, r, W_EPOCH));
     } else {
       ATOMIC_MAX(&B[s + B_X0], ~((site << 16u) | lid));
       ATOMIC_MAX(&B[s + B_X1], (site << 16u) | (0xffffu - lid));
@@ -376,8 +299,8 @@ KERNEL void insert(KERNEL_ARGS) {
   if (size == 0u) { return; }
   uint nw = word_count(c, r);
   bool is_store = kind == 1u;
-  uint value = SEL(0u, rec(c, r, 6u), is_store);
-  bool known = is_store && ((rec(c, r, 1u) >> 3u) & 1u) == 1u;
+  uint value = SEL(0u, rec(c, r, W_VALUE), is_store);
+  bool known = is_store && ((rec(c, r, W_FLAGS) >> 3u) & 1u) == 1u;
   for (uint p = 0u; p < nw; p++) {
     if (!in_range(c, r, p) || !may_conflict(c, r, p)) { continue; }
     if (is_local(c, r)) {
@@ -395,17 +318,17 @@ KERNEL void refine(KERNEL_ARGS) {
   if (i >= P[P_N_ITEMS]) { return; }
   uint r = WORK[i];
   uint kind = kind_of(c, r);
-  uint lid = rec(c, r, 3u);
-  uint grp = rec(c, r, 4u);
+  uint lid = rec(c, r, W_LID);
+  uint grp = rec(c, r, W_GROUP);
   if (kind == 3u) {
     bool is_exit = is_exit_event(c, r);
     if (!is_exit || grp < P[P_LO] || grp >= P[P_HI]) { return; }
     uint b = event_slot(c, grp, 0u, true, 0u);
-    uint ordinal = rec(c, r, 5u);
+    uint ordinal = rec(c, r, W_EPOCH);
     uint wb = event_slot(c, grp, ordinal, false, 0u);
-    if (b == NONE || wb == NONE || ATOMIC_LOAD(&B[wb * BS + B_X0]) == 0u) { return; }
-    ATOMIC_MAX(&B[wb * BS + B_X2], ~((rec(c, r, 0u) << 16u) | lid));
-    ATOMIC_MAX(&B[b * BS + B_X2], ~ordinal);
+    if (b == NONE || wb == NONE || ATOMIC_LOAD(&B[wb * BUCKET_WORDS + B_X0]) == 0u) { return; }
+    ATOMIC_MAX(&B[wb * BUCKET_WORDS + B_X2], ~((rec(c, r, W_SITE) << 16u) | lid));
+    ATOMIC_MAX(&B[b * BUCKET_WORDS + B_X2], ~ordinal);
     return;
   }
   if (is_local(c, r) || size_of(c, r) == 0u) { return; }
@@ -414,7 +337,7 @@ KERNEL void refine(KERNEL_ARGS) {
     if (!in_range(c, r, p) || !may_conflict(c, r, p)) { continue; }
     uint e = lookup(c, 0u, make_key(c, 0u, r, p, T_INTER), 0u);
     if (e == NONE) { continue; }
-    uint s = e * ES;
+    uint s = e * ENTRY_WORDS;
     if (grp == ~ATOMIC_LOAD(&E[s + E_AMIN])) { ATOMIC_MAX(&E[s + E_LMIN], ~lid); }
     if (grp == ATOMIC_LOAD(&E[s + E_AMAX])) { ATOMIC_MAX(&E[s + E_LMAX], ~lid); }
   }
@@ -442,7 +365,7 @@ typedef struct {
 } Ent;
 
 DEVICE_FN Ent load_ent(Ctx* c, uint e) {
-  uint s = e * ES;
+  uint s = e * ENTRY_WORDS;
   Key k = owner_key(c, 0u, ATOMIC_LOAD(&c->E[s + E_OWNER]));
   Ent x;
   x.site = k.b[1];
@@ -501,9 +424,9 @@ DEVICE_FN uint race_slot(Ctx* c, uint key, bool create) {
   uint rcap = c->P[P_RCAP];
   uint h = mix(0x12345u, key) & (rcap - 1u);
   for (uint probes = 0u; probes < rcap; probes++) {
-    uint cur = ATOMIC_LOAD(&c->R[h * RS]);
+    uint cur = ATOMIC_LOAD(&c->R[h * RACE_WORDS]);
     if (cur == 0u && create) {
-      uint old = ATOMIC_CAS(&c->R[h * RS], 0u, key);
+      uint old = ATOMIC_CAS(&c->R[h * RACE_WORDS], 0u, key);
       if (old == 0u) { return h; }
       cur = old;
     }
@@ -516,8 +439,8 @@ DEVICE_FN uint race_slot(Ctx* c, uint key, bool create) {
 }
 
 DEVICE_FN void add_pairs(Ctx* c, uint slot, uint n) {
-  uint old = ATOMIC_ADD(&c->R[slot * RS + R_PLO], n);
-  if (old + n < old) { ATOMIC_ADD(&c->R[slot * RS + R_PHI], 1u); }
+  uint old = ATOMIC_ADD(&c->R[slot * RACE_WORDS + R_PLO], n);
+  if (old + n < old) { ATOMIC_ADD(&c->R[slot * RACE_WORDS + R_PHI], 1u); }
 }
 
 DEVICE_FN void add_pair_count(Ctx* c, uint slot, uint ca, uint cb, bool same) {
@@ -533,7 +456,7 @@ DEVICE_FN void add_pair_count(Ctx* c, uint slot, uint ca, uint cb, bool same) {
   add_pairs(c, slot, xl * yl);
   uint mid = xh * yl + xl * yh;
   add_pairs(c, slot, mid << 16u);
-  ATOMIC_ADD(&c->R[slot * RS + R_PHI], (mid >> 16u) + xh * yh);
+  ATOMIC_ADD(&c->R[slot * RACE_WORDS + R_PHI], (mid >> 16u) + xh * yh);
 }
 
 typedef struct {
@@ -554,7 +477,7 @@ typedef struct {
 DEVICE_FN void list_instance(Ctx* c, Inst inst) {
   uint i = ATOMIC_ADD(&c->I[0], 1u);
   if (i >= c->P[P_ALL_CAP]) { return; }
-  uint s = 1u + i * IW;
+  uint s = 1u + i * INSTANCE_WORDS;
   ATOMIC_STORE(&c->I[s + 0u], inst.key);
   ATOMIC_STORE(&c->I[s + 1u], inst.o1);
   ATOMIC_STORE(&c->I[s + 2u], inst.o2);
@@ -573,7 +496,7 @@ DEVICE_FN bool fold(Ctx* c, Inst inst) {
   uint phase = c->P[P_PHASE];
   uint slot = race_slot(c, inst.key, phase == 1u);
   if (slot == NONE) { return false; }
-  uint s = slot * RS;
+  uint s = slot * RACE_WORDS;
   GLOBAL uint* R = c->R;
   if (phase == 1u) {
     ATOMIC_ADD(&R[s + R_INST], 1u);
@@ -652,7 +575,7 @@ DEVICE_FN void visit_pair(Ctx* c, PairAcc* acc, Ent a0, Ent b0, uint ia0, uint i
   }
 }
 
-DEVICE_FN uint next_entry(Ctx* c, uint e) { return ATOMIC_LOAD(&c->E[(e - 1u) * ES + E_NEXT]); }
+DEVICE_FN uint next_entry(Ctx* c, uint e) { return ATOMIC_LOAD(&c->E[(e - 1u) * ENTRY_WORDS + E_NEXT]); }
 
 DEVICE_FN bool walk_access_bucket(Ctx* c, uint b, Key k) {
   uint t = k.a[0];
@@ -661,7 +584,7 @@ DEVICE_FN bool walk_access_bucket(Ctx* c, uint b, Key k) {
   uint grp = k.a[3];
   PairAcc acc;
   acc.nk = 0u;
-  uint head = ATOMIC_LOAD(&c->B[b * BS + B_HEAD]);
+  uint head = ATOMIC_LOAD(&c->B[b * BUCKET_WORDS + B_HEAD]);
   uint n = 0u;
   for (uint e = head; e != 0u && n <= MAXE; e = next_entry(c, e)) { n += 1u; }
   if (n <= MAXE) {
@@ -744,7 +667,7 @@ DEVICE_FN bool div_inst(Ctx* c, uint grp, uint ordinal, uint sa, uint la, uint s
 }
 
 DEVICE_FN bool walk_event_bucket(Ctx* c, uint b, Key k) {
-  uint s = b * BS;
+  uint s = b * BUCKET_WORDS;
   uint grp = k.a[3];
   GLOBAL uint* B = c->B;
   if (ATOMIC_LOAD(&B[s + B_X0]) == 0u) { return false; }  // an unused dense slot
@@ -759,8 +682,8 @@ DEVICE_FN bool walk_event_bucket(Ctx* c, uint b, Key k) {
   uint low = ~ATOMIC_LOAD(&B[s + B_X2]);
   uint wb = event_slot(c, grp, low, false, 0u);
   if (wb == NONE) { return false; }
-  uint waiting = ~ATOMIC_LOAD(&B[wb * BS + B_X0]);
-  uint exiting = ~ATOMIC_LOAD(&B[wb * BS + B_X2]);
+  uint waiting = ~ATOMIC_LOAD(&B[wb * BUCKET_WORDS + B_X0]);
+  uint exiting = ~ATOMIC_LOAD(&B[wb * BUCKET_WORDS + B_X2]);
   uint first = umin(waiting, exiting);
   uint second = umax(waiting, exiting);
   return div_inst(c, grp, low, first >> 16u, first & 0xffffu, second >> 16u, second & 0xffffu);
@@ -774,7 +697,7 @@ KERNEL void walk(KERNEL_ARGS) {
   uint llen = P[P_L_LEN];
   uint base = SEL(umin(ATOMIC_LOAD(&C[C_LIVE]), llen), 0u, P[P_PHASE] == 1u);
   uint b = L[base + i];
-  Key k = owner_key(c, 1u, ATOMIC_LOAD(&B[b * BS + B_OWNER]));
+  Key k = owner_key(c, 1u, ATOMIC_LOAD(&B[b * BUCKET_WORDS + B_OWNER]));
   bool any = false;
   if (k.a[0] >= T_BARRIER) {
     any = walk_event_bucket(c, b, k);
@@ -793,9 +716,9 @@ KERNEL void walk_dense(KERNEL_ARGS) {
   CTX_INIT
   uint b = GID();
   if (b >= dense_slots(c)) { return; }
-  uint gi = b / (DK + 1u);
-  uint o = b % (DK + 1u);
-  Key k = key4(SEL(T_BARRIER, T_EXIT, o == DK), 0u, 0u, P[P_LO] + gi, SEL(o, 0u, o == DK), 0u, 0u,
+  uint gi = b / (DENSE_EVENTS + 1u);
+  uint o = b % (DENSE_EVENTS + 1u);
+  Key k = key4(SEL(T_BARRIER, T_EXIT, o == DENSE_EVENTS), 0u, 0u, P[P_LO] + gi, SEL(o, 0u, o == DENSE_EVENTS), 0u, 0u,
                0u);
   walk_event_bucket(c, b, k);
 }

@@ -48,98 +48,49 @@ struct Key {
 @group(0) @binding(9) var<storage, read_write> I: array<atomic<u32>>;  // --all: count, instances
 @group(0) @binding(10) var<storage, read_write> WORK: array<u32>;  // records insert must visit
 
-const RW = 8u;     // record words
-const ES = 10u;    // entry slot words
-const BS = 6u;     // bucket slot words
-const RS = 16u;    // race slot words
-const NONE = 0xffffffffu;
-
-// counters (C)
-const C_E_FULL = 0u;
-const C_B_FULL = 1u;
-const C_R_FULL = 2u;
-const C_LIVE = 3u;
-const C_RACY = 4u;
-const C_BUCKET_FULL = 5u;   // a bucket held more entries / race keys than a walk can hold
-const C_SITE_RANGE = 6u;    // a site id too large for the packed race key
-const C_LIST_FULL = 7u;
-const C_NEED_ENTRIES = 8u;  // count: entry insertions the tables must hold
-const C_NEED_EVENTS = 9u;   // count: events that need hashed bucket slots
-const C_WORK = 10u;         // count: records listed in WORK (insert and refine visit only those)
+// The record words (W_*), the table layouts (ENTRY_WORDS and E_* entry fields,
+// BUCKET_WORDS and B_*, RACE_WORDS and R_*, INSTANCE_WORDS), the counters (C_*), the
+// bucket tags (T_*) and the walk's limits (MAXE, MAXK) are gpurace/abi.py's,
+// prepended by the host (shaders/__init__.py). Inverted fields hold ~x, kept with
+// atomicMax: E_AMIN, E_VMIN, E_LMIN/E_LMAX (the lowest lid among pieces in group
+// amin/amax, inter), R_O1..R_O3 (the example order). Event buckets: B_X0 barrier
+// (site<<16|lid) min inverted / exit ordinal min inverted; B_X1 barrier
+// (site<<16|~lid) max / exit ordinal max; B_X2 barrier: the lowest exit
+// (site<<16|lid) at its ordinal, inverted; exit: the lowest exit ordinal at which
+// the group also has a barrier event, inverted.
 
 fn push_work(r: u32) {
   let i = atomicAdd(&C[C_WORK], 1u);
   if (i < arrayLength(&WORK)) { WORK[i] = r; }
 }
 
-// entry slot fields
-const E_OWNER = 0u;
-const E_COUNT = 1u;
-const E_AMIN = 2u;     // stored inverted (~x) with atomicMax
-const E_AMAX = 3u;
-const E_VMIN = 4u;     // inverted
-const E_VMAX = 5u;
-const E_UNKNOWN = 6u;  // 1 if some piece's value is not known
-const E_NEXT = 7u;     // next entry of the bucket + 1
-const E_LMIN = 8u;     // inverted: lowest lid among pieces in group amin (inter)
-const E_LMAX = 9u;     // inverted: lowest lid among pieces in group amax (inter)
-
-// bucket slot fields
-const B_OWNER = 0u;
-const B_HEAD = 1u;
-const B_X0 = 2u;   // events: barrier (site<<16|lid) min inverted; exit ordinal min inverted
-const B_X1 = 3u;   // events: barrier (site<<16|~lid) max; exit ordinal max
-// events: barrier: exit (site<<16|lid) min inverted among exits at this ordinal;
-// exit: lowest exit ordinal inverted at which the group also has a barrier event
-const B_X2 = 4u;
-const B_X3 = 5u;
-
-// race slot fields
-const R_KEY = 0u;
-const R_INST = 1u;
-const R_PLO = 2u;
-const R_PHI = 3u;
-const R_O1 = 4u;   // inverted minima of the example order
-const R_O2 = 5u;
-const R_O3 = 6u;
-const R_EX = 7u;   // var, address, group_a, lid_a, group_b, lid_b, epoch_a, epoch_b
-
-const T_LOCAL = 0u;
-const T_INTRA = 1u;
-const T_INTER = 2u;
-const T_BARRIER = 3u;
-const T_EXIT = 4u;
-
-const MAXE = 32u;  // entries a walk holds per bucket
-const MAXK = 32u;  // distinct race keys a walk holds per bucket
-
 fn thread_index(gid: vec3<u32>) -> u32 {
   return gid.x + gid.y * P.row;
 }
 
 fn rec(r: u32, w: u32) -> u32 {
-  return LOG[r * RW + w];
+  return LOG[r * RECORD_WORDS + w];
 }
 
-fn kind_of(r: u32) -> u32 { return rec(r, 1u) & 3u; }
-// an atomic that only read (a failed compare-exchange): flags bit 4
-fn reads_of(r: u32) -> u32 { return select(0u, (rec(r, 1u) >> 4u) & 1u, kind_of(r) == 2u); }
-fn size_of(r: u32) -> u32 { return (rec(r, 1u) >> 8u) & 0xffu; }
-fn var_of(r: u32) -> u32 { return (rec(r, 1u) >> 16u) & 0xffu; }
-fn is_local(r: u32) -> bool { return ((rec(r, 1u) >> 2u) & 1u) == 1u; }
-fn is_exit_event(r: u32) -> bool { return ((rec(r, 1u) >> 24u) & 0xfu) == 1u; }
+fn kind_of(r: u32) -> u32 { return rec(r, W_FLAGS) & 3u; }
+// an atomic that only read (a failed compare-exchange): flags bit F_READS_SHIFT
+fn reads_of(r: u32) -> u32 { return select(0u, (rec(r, W_FLAGS) >> F_READS_SHIFT) & 1u, kind_of(r) == 2u); }
+fn size_of(r: u32) -> u32 { return (rec(r, W_FLAGS) >> 8u) & 0xffu; }
+fn var_of(r: u32) -> u32 { return (rec(r, W_FLAGS) >> 16u) & 0xffu; }
+fn is_local(r: u32) -> bool { return ((rec(r, W_FLAGS) >> 2u) & 1u) == 1u; }
+fn is_exit_event(r: u32) -> bool { return ((rec(r, W_FLAGS) >> 24u) & 0xfu) == 1u; }
 
 // The 4-byte words an access touches (its pieces), for a record of size > 0.
 fn word_count(r: u32) -> u32 {
-  let off = rec(r, 2u);
+  let off = rec(r, W_OFFSET);
   return (off + size_of(r) - 1u) / 4u - off / 4u + 1u;
 }
 
 // The key of table slot `which` (0 entries, 1 buckets) for record r, piece p, tag t.
 fn make_key(which: u32, r: u32, p: u32, t: u32) -> Key {
   var k: Key;
-  let grp = rec(r, 4u);
-  let epoch = rec(r, 5u);
+  let grp = rec(r, W_GROUP);
+  let epoch = rec(r, W_EPOCH);
   if (t == T_BARRIER) {
     k.a = vec4<u32>(t, 0u, 0u, grp);
     k.b = vec4<u32>(epoch, 0u, 0u, 0u);
@@ -150,7 +101,7 @@ fn make_key(which: u32, r: u32, p: u32, t: u32) -> Key {
     k.b = vec4<u32>(0u, 0u, 0u, 0u);
     return k;
   }
-  let w = rec(r, 2u) / 4u + p;
+  let w = rec(r, W_OFFSET) / 4u + p;
   let g = select(grp, 0u, t == T_INTER);
   k.a = vec4<u32>(t, var_of(r), w, g);
   if (which == 1u) {
@@ -158,7 +109,7 @@ fn make_key(which: u32, r: u32, p: u32, t: u32) -> Key {
   } else {
     let ep = select(epoch, 0u, t == T_INTER);
     let ks = kind_of(r) | (size_of(r) << 2u) | (reads_of(r) << 7u);
-    k.b = vec4<u32>(ep, rec(r, 0u), ks, rec(r, 2u));
+    k.b = vec4<u32>(ep, rec(r, W_SITE), ks, rec(r, W_OFFSET));
   }
   return k;
 }
@@ -196,7 +147,7 @@ var<private> claimed: bool;
 fn lookup(which: u32, key: Key, owner: u32) -> u32 {
   claimed = false;
   let cap = select(P.ecap, P.bcap, which == 1u);
-  let stride = select(ES, BS, which == 1u);
+  let stride = select(ENTRY_WORDS, BUCKET_WORDS, which == 1u);
   var h = hash_key(key) % cap;
   var probes = 0u;
   loop {
@@ -234,15 +185,13 @@ fn lookup(which: u32, key: Key, owner: u32) -> u32 {
 
 // Whether piece p (a word) of record r lies in this pass's address range.
 fn in_range(r: u32, p: u32) -> bool {
-  let a = VBASE[var_of(r)] + (rec(r, 2u) / 4u + p) * 4u;
+  let a = VBASE[var_of(r)] + (rec(r, W_OFFSET) / 4u + p) * 4u;
   return a >= P.lo && a < P.hi;
 }
 
-const MULTI = 0xffffffffu;
-
 // The shadow index of piece p of record r, or NONE outside the shadow's window.
 fn shadow_index(r: u32, p: u32) -> u32 {
-  let a = VBASE[var_of(r)] + (rec(r, 2u) / 4u + p) * 4u;
+  let a = VBASE[var_of(r)] + (rec(r, W_OFFSET) / 4u + p) * 4u;
   let i = (a - P.lo) / 4u;
   return select(NONE, i, a >= P.lo && i < P.swords);
 }
@@ -262,8 +211,8 @@ fn mark(@builtin(global_invocation_id) gid: vec3<u32>) {
   if (r >= P.n_records) { return; }
   let kind = kind_of(r);
   if (kind == 3u || size_of(r) == 0u) { return; }
-  let lid = rec(r, 3u);
-  let actor = select(rec(r, 4u) * P.wgsize + lid, lid, is_local(r)) + 1u;
+  let lid = rec(r, W_LID);
+  let actor = select(rec(r, W_GROUP) * P.wgsize + lid, lid, is_local(r)) + 1u;
   let nw = word_count(r);
   for (var p = 0u; p < nw; p++) {
     let i = shadow_index(r, p);
@@ -285,18 +234,17 @@ fn mark(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 
 // Events of the first dgroups groups of the range use direct-mapped bucket slots:
-// DK barrier ordinals and one exit slot per group, ahead of the hashed buckets.
-const DK = 16u;
+// DENSE_EVENTS barrier ordinals and one exit slot per group, ahead of the hashed buckets.
 
-fn DENSE_SLOTS() -> u32 { return P.dgroups * (DK + 1u); }
+fn DENSE_SLOTS() -> u32 { return P.dgroups * (DENSE_EVENTS + 1u); }
 
 // The bucket slot of an event (barrier ordinal, or exit when is_exit) of group grp:
 // dense when it has one, else found or (with owner != 0) claimed in the hash table.
 fn event_slot(grp: u32, ordinal: u32, is_exit: bool, owner: u32) -> u32 {
   claimed = false;
   let gi = grp - P.lo;
-  if (gi < P.dgroups && (is_exit || ordinal < DK)) {
-    return gi * (DK + 1u) + select(ordinal, DK, is_exit);
+  if (gi < P.dgroups && (is_exit || ordinal < DENSE_EVENTS)) {
+    return gi * (DENSE_EVENTS + 1u) + select(ordinal, DENSE_EVENTS, is_exit);
   }
   var k: Key;
   k.a = vec4<u32>(select(T_BARRIER, T_EXIT, is_exit), 0u, 0u, grp);
@@ -311,10 +259,10 @@ fn count(@builtin(global_invocation_id) gid: vec3<u32>) {
   if (r >= P.n_records) { return; }
   let kind = kind_of(r);
   if (kind == 3u) {
-    let grp = rec(r, 4u);
+    let grp = rec(r, W_GROUP);
     if (grp < P.lo || grp >= P.hi) { return; }
     let is_exit = is_exit_event(r);
-    if (grp - P.lo >= P.dgroups || (!is_exit && rec(r, 5u) >= DK)) {
+    if (grp - P.lo >= P.dgroups || (!is_exit && rec(r, W_EPOCH) >= DENSE_EVENTS)) {
       atomicAdd(&C[C_NEED_EVENTS], 1u);
     }
     push_work(r);
@@ -342,7 +290,7 @@ fn insert_piece(r: u32, p: u32, t: u32, actor: u32, value: u32, known: bool) {
   let e = lookup(0u, make_key(0u, r, p, t), owner);
   if (e == NONE) { return; }
   let fresh = claimed;
-  let s = e * ES;
+  let s = e * ENTRY_WORDS;
   atomicAdd(&E[s + E_COUNT], 1u);
   atomicMax(&E[s + E_AMIN], ~actor);
   atomicMax(&E[s + E_AMAX], actor);
@@ -353,7 +301,7 @@ fn insert_piece(r: u32, p: u32, t: u32, actor: u32, value: u32, known: bool) {
     let b = lookup(1u, make_key(1u, r, p, t), owner);
     if (b == NONE) { return; }
     if (claimed) { push_live(b); }
-    let old = atomicExchange(&B[b * BS + B_HEAD], e + 1u);
+    let old = atomicExchange(&B[b * BUCKET_WORDS + B_HEAD], e + 1u);
     atomicStore(&E[s + E_NEXT], old);
   }
 }
@@ -369,21 +317,21 @@ fn insert(@builtin(global_invocation_id) gid: vec3<u32>) {
   if (i >= P.n_items) { return; }
   let r = WORK[i];
   let kind = kind_of(r);
-  let lid = rec(r, 3u);
-  let grp = rec(r, 4u);
+  let lid = rec(r, W_LID);
+  let grp = rec(r, W_GROUP);
   if (kind == 3u) {
     if (grp < P.lo || grp >= P.hi) { return; }
     let is_exit = is_exit_event(r);
-    let site = rec(r, 0u);
+    let site = rec(r, W_SITE);
     if (site > 0xffffu) { atomicAdd(&C[C_SITE_RANGE], 1u); return; }
     let t = select(T_BARRIER, T_EXIT, is_exit);
-    let b = event_slot(grp, rec(r, 5u), is_exit, owner_of(r, 0u, t));
+    let b = event_slot(grp, rec(r, W_EPOCH), is_exit, owner_of(r, 0u, t));
     if (b == NONE) { return; }
     if (claimed) { push_live(b); }
-    let s = b * BS;
+    let s = b * BUCKET_WORDS;
     if (is_exit) {
-      atomicMax(&B[s + B_X0], ~rec(r, 5u));
-      atomicMax(&B[s + B_X1], rec(r, 5u));
+      atomicMax(&B[s + B_X0], ~rec(r, W_EPOCH));
+      atomicMax(&B[s + B_X1], rec(r, W_EPOCH));
     } else {
       atomicMax(&B[s + B_X0], ~((site << 16u) | lid));
       atomicMax(&B[s + B_X1], (site << 16u) | (0xffffu - lid));
@@ -394,8 +342,8 @@ fn insert(@builtin(global_invocation_id) gid: vec3<u32>) {
   if (size == 0u) { return; }
   let nw = word_count(r);
   let is_store = kind == 1u;
-  let value = select(0u, rec(r, 6u), is_store);
-  let known = is_store && ((rec(r, 1u) >> 3u) & 1u) == 1u;
+  let value = select(0u, rec(r, W_VALUE), is_store);
+  let known = is_store && ((rec(r, W_FLAGS) >> 3u) & 1u) == 1u;
   for (var p = 0u; p < nw; p++) {
     if (!in_range(r, p) || !may_conflict(r, p)) { continue; }
     if (is_local(r)) {
@@ -413,17 +361,17 @@ fn refine(@builtin(global_invocation_id) gid: vec3<u32>) {
   if (i >= P.n_items) { return; }
   let r = WORK[i];
   let kind = kind_of(r);
-  let lid = rec(r, 3u);
-  let grp = rec(r, 4u);
+  let lid = rec(r, W_LID);
+  let grp = rec(r, W_GROUP);
   if (kind == 3u) {
     let is_exit = is_exit_event(r);
     if (!is_exit || grp < P.lo || grp >= P.hi) { return; }
     let b = event_slot(grp, 0u, true, 0u);
-    let ordinal = rec(r, 5u);
+    let ordinal = rec(r, W_EPOCH);
     let wb = event_slot(grp, ordinal, false, 0u);
-    if (b == NONE || wb == NONE || atomicLoad(&B[wb * BS + B_X0]) == 0u) { return; }
-    atomicMax(&B[wb * BS + B_X2], ~((rec(r, 0u) << 16u) | lid));
-    atomicMax(&B[b * BS + B_X2], ~ordinal);
+    if (b == NONE || wb == NONE || atomicLoad(&B[wb * BUCKET_WORDS + B_X0]) == 0u) { return; }
+    atomicMax(&B[wb * BUCKET_WORDS + B_X2], ~((rec(r, W_SITE) << 16u) | lid));
+    atomicMax(&B[b * BUCKET_WORDS + B_X2], ~ordinal);
     return;
   }
   if (is_local(r) || size_of(r) == 0u) { return; }
@@ -432,7 +380,7 @@ fn refine(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (!in_range(r, p) || !may_conflict(r, p)) { continue; }
     let e = lookup(0u, make_key(0u, r, p, T_INTER), 0u);
     if (e == NONE) { continue; }
-    let s = e * ES;
+    let s = e * ENTRY_WORDS;
     if (grp == ~atomicLoad(&E[s + E_AMIN])) { atomicMax(&E[s + E_LMIN], ~lid); }
     if (grp == atomicLoad(&E[s + E_AMAX])) { atomicMax(&E[s + E_LMAX], ~lid); }
   }
@@ -460,7 +408,7 @@ struct Ent {
 }
 
 fn load_ent(e: u32) -> Ent {
-  let s = e * ES;
+  let s = e * ENTRY_WORDS;
   let k = owner_key(0u, atomicLoad(&E[s + E_OWNER]));
   var x: Ent;
   x.site = k.b.y;
@@ -517,9 +465,9 @@ fn race_key(cls: u32, sa: u32, ka: u32, sb: u32, kb: u32) -> u32 {
 fn race_slot(key: u32, create: bool) -> u32 {
   var h = mix(0x12345u, key) & (P.rcap - 1u);
   for (var probes = 0u; probes < P.rcap; probes++) {
-    var cur = atomicLoad(&R[h * RS]);
+    var cur = atomicLoad(&R[h * RACE_WORDS]);
     if (cur == 0u && create) {
-      let res = atomicCompareExchangeWeak(&R[h * RS], 0u, key);
+      let res = atomicCompareExchangeWeak(&R[h * RACE_WORDS], 0u, key);
       if (res.exchanged) { return h; }
       cur = res.old_value;
       if (cur == 0u) { probes -= 1u; continue; }
@@ -533,8 +481,8 @@ fn race_slot(key: u32, create: bool) -> u32 {
 }
 
 fn add_pairs(slot: u32, n: u32) {
-  let old = atomicAdd(&R[slot * RS + R_PLO], n);
-  if (old + n < old) { atomicAdd(&R[slot * RS + R_PHI], 1u); }
+  let old = atomicAdd(&R[slot * RACE_WORDS + R_PLO], n);
+  if (old + n < old) { atomicAdd(&R[slot * RACE_WORDS + R_PHI], 1u); }
 }
 
 // pairs of a x b (or a choose 2), added as 16-bit halves to stay in 32 bits.
@@ -551,7 +499,7 @@ fn add_pair_count(slot: u32, ca: u32, cb: u32, same: bool) {
   add_pairs(slot, xl * yl);
   let mid = xh * yl + xl * yh;  // may overflow only for counts beyond 2^31, ignored
   add_pairs(slot, mid << 16u);
-  atomicAdd(&R[slot * RS + R_PHI], (mid >> 16u) + xh * yh);
+  atomicAdd(&R[slot * RACE_WORDS + R_PHI], (mid >> 16u) + xh * yh);
 }
 
 // An instance found in one bucket, to fold into the race table.
@@ -570,12 +518,11 @@ struct Inst {
   eb: u32,
 }
 
-const IW = 12u;  // words per listed instance: the Inst fields in order
-
+// INSTANCE_WORDS words per listed instance: the Inst fields in order
 fn list_instance(inst: Inst) {
   let i = atomicAdd(&I[0], 1u);
   if (i >= P.all_cap) { return; }
-  let s = 1u + i * IW;
+  let s = 1u + i * INSTANCE_WORDS;
   atomicStore(&I[s + 0u], inst.key);
   atomicStore(&I[s + 1u], inst.o1);
   atomicStore(&I[s + 2u], inst.o2);
@@ -593,7 +540,7 @@ fn list_instance(inst: Inst) {
 fn fold(inst: Inst) -> bool {
   let slot = race_slot(inst.key, P.phase == 1u);
   if (slot == NONE) { return false; }
-  let s = slot * RS;
+  let s = slot * RACE_WORDS;
   if (P.phase == 1u) {
     atomicAdd(&R[s + R_INST], 1u);
     atomicMax(&R[s + R_O1], ~inst.o1);
@@ -671,7 +618,7 @@ fn visit_pair(acc: ptr<function, PairAcc>, a0: Ent, b0: Ent, ia0: u32, ib0: u32,
 }
 
 fn next_entry(e: u32) -> u32 {
-  return atomicLoad(&E[(e - 1u) * ES + E_NEXT]);
+  return atomicLoad(&E[(e - 1u) * ENTRY_WORDS + E_NEXT]);
 }
 
 fn walk_access_bucket(b: u32, k: Key) -> bool {
@@ -680,7 +627,7 @@ fn walk_access_bucket(b: u32, k: Key) -> bool {
   let w = k.a.z;
   let grp = k.a.w;
   var acc: PairAcc;
-  let head = atomicLoad(&B[b * BS + B_HEAD]);
+  let head = atomicLoad(&B[b * BUCKET_WORDS + B_HEAD]);
   var n = 0u;
   for (var e = head; e != 0u && n <= MAXE; e = next_entry(e)) { n += 1u; }
   if (n <= MAXE) {
@@ -764,7 +711,7 @@ fn div_inst(grp: u32, ordinal: u32, sa: u32, la: u32, sb: u32, lb: u32) -> bool 
 }
 
 fn walk_event_bucket(b: u32, k: Key) -> bool {
-  let s = b * BS;
+  let s = b * BUCKET_WORDS;
   let grp = k.a.w;
   if (atomicLoad(&B[s + B_X0]) == 0u) { return false; }  // an unused dense slot
   if (k.a.x == T_BARRIER) {
@@ -777,8 +724,8 @@ fn walk_event_bucket(b: u32, k: Key) -> bool {
   let low = ~atomicLoad(&B[s + B_X2]);
   let wb = event_slot(grp, low, false, 0u);
   if (wb == NONE) { return false; }
-  let waiting = ~atomicLoad(&B[wb * BS + B_X0]);
-  let exiting = ~atomicLoad(&B[wb * BS + B_X2]);
+  let waiting = ~atomicLoad(&B[wb * BUCKET_WORDS + B_X0]);
+  let exiting = ~atomicLoad(&B[wb * BUCKET_WORDS + B_X2]);
   let first = min(waiting, exiting);
   let second = max(waiting, exiting);
   return div_inst(grp, low, first >> 16u, first & 0xffffu, second >> 16u, second & 0xffffu);
@@ -791,7 +738,7 @@ fn walk(@builtin(global_invocation_id) gid: vec3<u32>) {
   // phase 1 walks the live list from its start; later phases the racy list after it
   let base = select(min(atomicLoad(&C[C_LIVE]), arrayLength(&L)), 0u, P.phase == 1u);
   let b = L[base + i];
-  let k = owner_key(1u, atomicLoad(&B[b * BS + B_OWNER]));
+  let k = owner_key(1u, atomicLoad(&B[b * BUCKET_WORDS + B_OWNER]));
   var any = false;
   if (k.a.x >= T_BARRIER) {
     any = walk_event_bucket(b, k);
@@ -810,10 +757,10 @@ fn walk(@builtin(global_invocation_id) gid: vec3<u32>) {
 fn walk_dense(@builtin(global_invocation_id) gid: vec3<u32>) {
   let b = thread_index(gid);
   if (b >= DENSE_SLOTS()) { return; }
-  let gi = b / (DK + 1u);
-  let o = b % (DK + 1u);
+  let gi = b / (DENSE_EVENTS + 1u);
+  let o = b % (DENSE_EVENTS + 1u);
   var k: Key;
-  k.a = vec4<u32>(select(T_BARRIER, T_EXIT, o == DK), 0u, 0u, P.lo + gi);
-  k.b = vec4<u32>(select(o, 0u, o == DK), 0u, 0u, 0u);
+  k.a = vec4<u32>(select(T_BARRIER, T_EXIT, o == DENSE_EVENTS), 0u, 0u, P.lo + gi);
+  k.b = vec4<u32>(select(o, 0u, o == DENSE_EVENTS), 0u, 0u, 0u);
   walk_event_bucket(b, k);
 }

@@ -9,14 +9,11 @@
 // the same text as CUDA C++ (gpurace.determinism_cuda), where the few names below
 // stand for CUDA's. The OpenCL side of the #if is OpenCL C's own spelling, so the
 // OpenCL kernel is token for token what it was before CUDA shared this file.
-
-#define GOLDEN 0x9e3779b1u
-#define LANE_B 0x7f4a7c15u
-#define WG 256
+// HASH_GOLDEN, HASH_LANE_B and HASH_WORKGROUP are gpurace/abi.py's (prepended).
 
 #ifdef __CUDACC__
 typedef unsigned int uint;
-#define HASH_KERNEL extern "C" __global__ void __launch_bounds__(WG)
+#define HASH_KERNEL extern "C" __global__ void __launch_bounds__(HASH_WORKGROUP)
 #define HASH_FN __device__
 #define HASH_GLOBAL
 #define HASH_LOCAL __shared__
@@ -27,7 +24,7 @@ typedef unsigned int uint;
 #define HASH_ROTATE16(w) (((w) << 16) | ((w) >> 16))
 #define HASH_ATOMIC_ADD(p, v) atomicAdd((p), (v))
 #else
-#define HASH_KERNEL __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+#define HASH_KERNEL __kernel __attribute__((reqd_work_group_size(HASH_WORKGROUP, 1, 1))) void
 #define HASH_FN
 #define HASH_GLOBAL __global
 #define HASH_LOCAL __local
@@ -51,22 +48,22 @@ HASH_FN uint fmix32(uint h) {
 
 // data: the buffer as words; acc[2 * slot], acc[2 * slot + 1]: lanes a and b.
 HASH_KERNEL hash(HASH_GLOBAL const uint* data, uint n_words, uint slot, HASH_GLOBAL uint* acc) {
-    HASH_LOCAL uint part_a[WG];
-    HASH_LOCAL uint part_b[WG];
+    HASH_LOCAL uint part_a[HASH_WORKGROUP];
+    HASH_LOCAL uint part_b[HASH_WORKGROUP];
     uint lid = HASH_LOCAL_ID();
-    uint stride = HASH_NUM_GROUPS() * WG;
+    uint stride = HASH_NUM_GROUPS() * HASH_WORKGROUP;
     uint a = 0u;
     uint b = 0u;
-    for (uint i = HASH_GROUP_ID() * WG + lid; i < n_words; i += stride) {
+    for (uint i = HASH_GROUP_ID() * HASH_WORKGROUP + lid; i < n_words; i += stride) {
         uint w = data[i];
-        uint p = i * GOLDEN;
+        uint p = i * HASH_GOLDEN;
         a += fmix32(w ^ p);
-        b += fmix32(HASH_ROTATE16(w) ^ (p + LANE_B));
+        b += fmix32(HASH_ROTATE16(w) ^ (p + HASH_LANE_B));
     }
     part_a[lid] = a;
     part_b[lid] = b;
     HASH_BARRIER();
-    for (uint s = WG / 2; s > 0u; s >>= 1) {
+    for (uint s = HASH_WORKGROUP / 2; s > 0u; s >>= 1) {
         if (lid < s) {
             part_a[lid] += part_a[lid + s];
             part_b[lid] += part_b[lid + s];

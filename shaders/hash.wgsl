@@ -24,11 +24,9 @@ struct Params {
 @group(0) @binding(1) var<uniform> params: Params;
 @group(0) @binding(2) var<storage, read_write> acc: array<atomic<u32>>;
 
-const GOLDEN: u32 = 0x9e3779b1u;
-const LANE_B: u32 = 0x7f4a7c15u;
-
-var<workgroup> part_a: array<u32, 256>;
-var<workgroup> part_b: array<u32, 256>;
+// HASH_GOLDEN, HASH_LANE_B and HASH_WORKGROUP are gpurace/abi.py's (prepended).
+var<workgroup> part_a: array<u32, HASH_WORKGROUP>;
+var<workgroup> part_b: array<u32, HASH_WORKGROUP>;
 
 // MurmurHash3's 32-bit finaliser: a bijection with good avalanche.
 fn fmix32(x: u32) -> u32 {
@@ -41,25 +39,25 @@ fn fmix32(x: u32) -> u32 {
     return h;
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(HASH_WORKGROUP)
 fn hash(
     @builtin(local_invocation_index) lid: u32,
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
-    let stride = nwg.x * 256u;
+    let stride = nwg.x * HASH_WORKGROUP;
     var a = 0u;
     var b = 0u;
-    for (var i = wid.x * 256u + lid; i < params.n_words; i += stride) {
+    for (var i = wid.x * HASH_WORKGROUP + lid; i < params.n_words; i += stride) {
         let w = data[i];
-        let p = i * GOLDEN;
+        let p = i * HASH_GOLDEN;
         a += fmix32(w ^ p);
-        b += fmix32(((w << 16u) | (w >> 16u)) ^ (p + LANE_B));
+        b += fmix32(((w << 16u) | (w >> 16u)) ^ (p + HASH_LANE_B));
     }
     part_a[lid] = a;
     part_b[lid] = b;
     workgroupBarrier();
-    for (var s = 128u; s > 0u; s >>= 1u) {
+    for (var s = HASH_WORKGROUP / 2u; s > 0u; s >>= 1u) {
         if (lid < s) {
             part_a[lid] += part_a[lid + s];
             part_b[lid] += part_b[lid + s];

@@ -8,8 +8,15 @@ import numpy as np
 import pytest
 
 from gpurace import api
+from gpurace.abi import PAIR_WORDS, SHD_UNSEEN
 from gpurace.backends import opencl_backend
-from gpurace.backends.prefilter import SHADOW_BUILD, SHADOW_FILTER, SHADOW_HEAD, local_order_words
+from gpurace.backends.prefilter import (
+    SHADOW_BUILD,
+    SHADOW_FILTER,
+    SHADOW_HEAD,
+    Prefilter,
+    local_order_words,
+)
 from gpurace.instrument import opencl
 from gpurace.instrument.opencl.runtime import prelude
 from gpurace.launch import LaunchSpec
@@ -194,7 +201,8 @@ def test_groups_beyond_the_local_area_use_the_launch_wide_shadow(monkeypatch):
     covered = []
 
     def small(words, local_words, num_groups, _limit):
-        g = real(words, local_words, num_groups, 4 * (SHADOW_HEAD + 2 * words + 2 * 2 * 64))
+        room = SHADOW_HEAD + PAIR_WORDS * words + 2 * 2 * 64  # 2 groups' states and masks
+        g = real(words, local_words, num_groups, 4 * room)
         covered.append(g)
         return g
 
@@ -297,8 +305,9 @@ def _drive(driver, mode: int, ops, mask: int = 0) -> tuple[list[int], int, int, 
 
     queue, program = driver
     ctx, mf = queue.context, cl.mem_flags
-    # the header of backends/prefilter.py: L = 1, G = 1, local area at word 8
-    shd = np.array([mode, 0, 64, 0, 1, 1, SHADOW_HEAD, 0, 0, mask], np.uint32)
+    # the header of backends/prefilter.py: W = 0, L = 1, G = 1; the local area follows it
+    head = Prefilter(None, 0, 64, mode, local_words=1, groups=1).header()
+    shd = np.array(head + [0, mask], np.uint32)
     ctl = np.zeros(16, np.uint32)
     flat = np.array([x for op in ops for x in op] or [0], np.uint32)
     bufs = [cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=a) for a in (flat, ctl, shd)]
@@ -309,7 +318,13 @@ def _drive(driver, mode: int, ops, mask: int = 0) -> tuple[list[int], int, int, 
     cl.enqueue_nd_range_kernel(queue, k, (1,), (1,))
     cl.enqueue_copy(queue, out, out_buf)
     cl.enqueue_copy(queue, shd, bufs[2], is_blocking=True)
-    return [int(x) for x in out[: len(ops)]], int(shd[8]), int(shd[9]), int(shd[3])
+    state, mask_word = SHADOW_HEAD, SHADOW_HEAD + 1
+    return (
+        [int(x) for x in out[: len(ops)]],
+        int(shd[state]),
+        int(shd[mask_word]),
+        int(shd[SHD_UNSEEN]),
+    )
 
 
 def _state(actor: int, kinds: int, epoch: int) -> int:

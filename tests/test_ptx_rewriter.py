@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gpurace import abi
 from gpurace.instrument.ptx import (
     assemble,
     compile_cuda,
@@ -441,20 +442,22 @@ def _emulate_launch(
         bases, _ = linear_layout(sizes, prod(launch.grid))
         if slotted is None:
             slotted = cuda_backend.event_slot_groups(launch.grid)
-        head = [0, capacity, 0, 0xFFFFFFFF, 0, 0, *bases, *sizes, 0, slotted]
+        head = abi.control_words(capacity, (0, 0xFFFFFFFF), 0, 0, bases, sizes, slotted)
         ctl = np.array(head + [0] * (EVENT_SLOTS * slotted), np.uint32)
-        log = emu.mem.alloc(bytes(capacity * 32))
+        log = emu.mem.alloc(bytes(capacity * 4 * abi.RECORD_WORDS))
         ctl_at = emu.mem.alloc(ctl.tobytes())
-        sync = emu.mem.alloc(np.array([0, 1024] + [0] * (8 + 1024 * 8), np.uint32).tobytes())
-        shd = emu.mem.alloc(bytes(32))  # the prefilter's header: mode 0, log everything
+        sync_words = [0, 1024] + [0] * (abi.SYNC_HEAD - 2 + 1024 * abi.RECORD_WORDS)
+        sync = emu.mem.alloc(np.array(sync_words, np.uint32).tobytes())
+        shd = emu.mem.alloc(bytes(4 * abi.SHADOW_HEAD))  # the header: mode 0, log everything
         args += [log, ctl_at, sync, shd]
     emu.launch(kernel, launch.grid, launch.block, args, launch.shared_bytes)
     outputs = {i: emu.mem.read(addr, n) for i, (addr, n) in bufs.items()}
     if not instrumented:
         return outputs, None, None, inst
-    words = np.frombuffer(emu.mem.read(ctl_at, 4 * (7 + 2 * nv)), np.uint32)
-    n = min(int(words[0]), capacity)
-    records = np.frombuffer(emu.mem.read(log, n * 32), np.uint32).reshape(n, 8)
+    words = np.frombuffer(emu.mem.read(ctl_at, 4 * abi.ctl_bins(nv)), np.uint32)
+    n = min(int(words[abi.CTL_REQUESTED]), capacity)
+    raw = emu.mem.read(log, n * 4 * abi.RECORD_WORDS)
+    records = np.frombuffer(raw, np.uint32).reshape(n, abi.RECORD_WORDS)
     return outputs, records, words, inst
 
 
@@ -488,8 +491,8 @@ def _check_labels_on_the_interpreter(case, debug: bool) -> None:
     plain, _, _, _ = _emulate(case, False, debug=debug)
     outputs, records, words, inst = _emulate(case, True, debug=debug)
     nv = len(inst.variables)
-    assert int(words[0]) == len(records) > 0
-    assert int(words[6 + 2 * nv]) == 0, "unattributed accesses"
+    assert int(words[abi.CTL_REQUESTED]) == len(records) > 0
+    assert int(words[abi.ctl_unattributed(nv)]) == 0, "unattributed accesses"
     assert outputs == plain
     races = [
         r
@@ -571,7 +574,8 @@ def test_triton_ptx(name):
     launch = cuda_launch_from_dict(TRITON[name], f"{name}.toml")
     plain, _, _, _ = _emulate_launch(launch, inst, False)
     outputs, records, words, _ = _emulate_launch(launch, inst, True)
-    assert outputs == plain and len(records) and words[6 + 2 * len(inst.variables)] == 0
+    unattributed = words[abi.ctl_unattributed(len(inst.variables))]
+    assert outputs == plain and len(records) and unattributed == 0
     assert analyse(records, {v.id: v.space for v in inst.variables}) == []
     if name == "triton_add":
         x, y = (a.buffer.data for a in launch.args[:2])

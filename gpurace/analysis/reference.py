@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpurace.abi import F_READS_SHIFT
 from gpurace.model import (
     RECORD_WORDS,
     Event,
@@ -121,7 +122,7 @@ def analyse(
     for row in recs.tolist():
         site, flags, off, lid, grp, epoch, value = row[:7]
         kind = flags & 3
-        reads = kind == Kind.ATOMIC and bool((flags >> 4) & 1)
+        reads = kind == Kind.ATOMIC and bool((flags >> F_READS_SHIFT) & 1)
         known = bool((flags >> 3) & 1)
         size = (flags >> 8) & 0xFF
         var = (flags >> 16) & 0xFF

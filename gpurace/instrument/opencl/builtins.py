@@ -15,11 +15,15 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from gpurace.abi import F_READS_SHIFT
 from gpurace.model import Event, Kind, Space
 
 from . import frontend
 from .edits import Edit
 from .runtime import CMPXCHG, PS, atomic_op
+
+# the kind word of a compare-exchange that failed: an atomic that only read
+READ_ONLY_ATOMIC = int(Kind.ATOMIC) | 1 << F_READS_SHIFT
 from .types import access_size, c_type, is_pointer, own_space, tracked_space
 
 RV, ADDR = "rv", "addr"  # visiting contexts: value used, or only the address/parts
@@ -266,7 +270,7 @@ class BuiltinCalls:
             return (
                 f"{ret} {h}({', '.join(params)}, {PS}s, uint site) {{\n"
                 f"  {ret} r = {call};\n"
-                f"  {log.format(f'({failed}) ? 18u : 2u')}\n"
+                f"  {log.format(f'({failed}) ? {READ_ONLY_ATOMIC}u : 2u')}\n"
                 "  return r;\n}"
             )
 

@@ -313,7 +313,7 @@ class Rewriter(AccessHelpers, BuiltinCalls):
                     )
                     track.append(
                         f"_gr_track(_gr_s, (ulong){p.spelling}, {int(space)}u, {var}u, "
-                        f"_gr_ctl[6u + _GR_NV + {var}u], {self.local_first_word(var)});"
+                        f"_gr_ctl[_GR_CTL_SIZES + {var}u], {self.local_first_word(var)});"
                     )
                 access = "read" if pointee.is_const_qualified() else "read_write"
                 ptype = param_type(pointee)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gpurace import abi
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site, Space, TrackedVar
 
 from . import emit
@@ -280,7 +281,7 @@ class _Entry:
             "cvta.to.global.u64 %_gr_sync, %_gr_sync;",
             "ld.param.u64 %_gr_shd, [_gr_shd];",
             "cvta.to.global.u64 %_gr_shd, %_gr_shd;",
-            f"add.s64 %_gr_unat, %_gr_ctl, {4 * (6 + 2 * nv)};",
+            f"add.s64 %_gr_unat, %_gr_ctl, {4 * abi.ctl_unattributed(nv)};",
         ]
         for reg, special in (("%_gr_lid", "tid"), ("%_gr_grp", "ctaid")):
             n = "ntid" if special == "tid" else "nctaid"
@@ -306,7 +307,7 @@ class _Entry:
         for v in self.vars:
             code += [
                 v.base,
-                f"ld.global.u32 %_gr_t0, [%_gr_ctl+{4 * (6 + nv + v.id)}];",
+                f"ld.global.u32 %_gr_t0, [%_gr_ctl+{4 * abi.ctl_size(nv, v.id)}];",
                 "cvt.u64.u32 %_gr_d0, %_gr_t0;",
                 f"add.s64 %_gr_e{v.id}, %_gr_b{v.id}, %_gr_d0;",
             ]
@@ -317,7 +318,7 @@ class _Entry:
             if v.space == Space.LOCAL:
                 code += [
                     f"mov.u32 %_gr_lw{v.id}, %_gr_t1;",
-                    f"ld.global.u32 %_gr_t0, [%_gr_ctl+{4 * (6 + nv + v.id)}];",
+                    f"ld.global.u32 %_gr_t0, [%_gr_ctl+{4 * abi.ctl_size(nv, v.id)}];",
                     "add.u32 %_gr_t0, %_gr_t0, 3;",
                     "shr.u32 %_gr_t0, %_gr_t0, 2;",
                     "add.u32 %_gr_t1, %_gr_t1, %_gr_t0;",

@@ -13,7 +13,7 @@ from . import ast as A
 from .lexer import _Scanner
 from .parser import Parser, parse_bounded
 from .rewriter import FunctionRewriter, ModuleRewriter, SiteTable
-from .runtime import FNV_HELPER, TrackedInfo, local_order, log_bindings, prelude
+from .runtime import TrackedInfo, local_order, log_bindings, prelude
 from .semantics import ModuleScope, Sym
 from .types import (
     Array,
@@ -340,7 +340,7 @@ def instrument(
     # Exit records only matter next to barriers ("finished while others wait"): a
     # module without barriers logs none, one record per work-item fewer.
     log_exits = any(site.event == Event.BARRIER for site in sites.sites)
-    parts.append(log_bindings(log_group) + "\n" + prelude(len(m.tracked), log_exits) + FNV_HELPER)
+    parts.append(log_bindings(log_group) + "\n" + prelude(len(m.tracked), log_exits))
     parts += mr.runtime.decls
     parts += out_fns
     return Instrumented(

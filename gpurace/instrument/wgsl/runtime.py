@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpurace import abi, shaders
 from gpurace.model import Event, Kind, Space, pack_flags
 
 from .types import (
@@ -27,8 +28,7 @@ from .types import (
     wgsl,
 )
 
-FNV_OFFSET = 2166136261
-FNV_PRIME = 16777619
+FNV_OFFSET = abi.FNV_OFFSET
 SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3, "r": 0, "g": 1, "b": 2, "a": 3}
 BARRIER_EXTRA = {"workgroupBarrier": 1, "storageBarrier": 2, "textureBarrier": 0}
 
@@ -91,297 +91,26 @@ def local_order(sizes: list[int]) -> tuple[list[int], int]:
 
 
 def prelude(nvars: int, log_exits: bool = True) -> str:
-    """Private state, the prologue ``_gr_init`` and the record appender ``_gr_rec``.
+    """The logging runtime of a module with `nvars` tracked variables: the ABI's
+    constants, this module's own part, then ``shaders/runtime.wgsl`` (private state,
+    the prologue ``_gr_init``, the record appender ``_gr_rec``, the prefilter's
+    shadows and ``_gr_fnv``).
 
     ``_gr_ctl`` (docs/internals.md §1): [0] records requested, [1] capacity,
     [2]/[3] the address range [lo, hi) to log, [4]/[5] histogram bins and bin width
     (a counting run when bins > 0), [6 + var] each variable's base in the linear
-    address order, then the bins. An access is logged only if a 4-byte word it
-    touches lies in the range; events if the work-group's linear id does.
+    address order, then (gpurace/abi.py) the bins. An access is logged only if a
+    4-byte word it touches lies in the range; events if the work-group's linear id
+    does.
     """
-    n = max(1, nvars)  # the private array needs at least one element
-    bases = "\n".join(f"  _gr_base[{v}] = _gr_par[{6 + v}];" for v in range(nvars))
-    return f"""\
-const _GR_LOG_EXITS: bool = {"true" if log_exits else "false"};
-var<private> _gr_lid: u32;
-var<private> _gr_grp: u32;
-var<private> _gr_cap: u32;
-var<private> _gr_lo: u32;
-var<private> _gr_hi: u32;
-var<private> _gr_nbins: u32;
-var<private> _gr_binw: u32;
-var<private> _gr_base: array<u32, {n}>;
-var<private> _gr_ep_l: u32;
-var<private> _gr_ep_g: u32;
-var<private> _gr_nbar: u32;
-var<workgroup> _gr_evs: array<atomic<u32>, 5>;
-// Which run this is, fixed when the pipeline is made (docs/internals.md §2) so
-// that the driver compiles only that run's code (lavapipe executes both sides of
-// every branch under a lane mask): 0 log every access in the range, 1 build the
-// shadow, 2 log what the shadow lets through; _gr_count: a counting run.
-override _gr_mode: u32 = 0u;
-override _gr_count: bool = false;
-// The shadow's per-group local area: 0 none (local accesses use the launch-wide
-// pairs), 1 it covers every group, 2 only groups below _gr_lgroups (a run-time test).
-override _gr_lmode: u32 = 0u;
-var<private> _gr_swords: u32;
-var<private> _gr_wgs: u32;
-var<private> _gr_lwords: u32;
-var<private> _gr_lgroups: u32;
-var<private> _gr_loff: u32;
-var<private> _gr_loob: u32;
-
-fn _gr_init(l: u32, w: vec3<u32>, n: vec3<u32>) {{
-  _gr_lid = l;
-  _gr_grp = w.x + n.x * (w.y + n.y * w.z);
-  // plain loads from the read-only copy: an atomic load per work-item and word
-  // costs more than a small kernel itself on lavapipe
-  _gr_cap = _gr_par[1];
-  _gr_lo = _gr_par[2];
-  _gr_hi = _gr_par[3];
-  _gr_nbins = _gr_par[4];
-  _gr_binw = max(1u, _gr_par[5]);
-{bases}
-  _gr_ep_l = 0u;
-  _gr_ep_g = 0u;
-  _gr_nbar = 0u;
-  _gr_swords = _gr_par[{7 + nvars}];
-  _gr_wgs = _gr_par[{8 + nvars}];
-  _gr_lwords = _gr_par[{9 + nvars}];
-  _gr_lgroups = _gr_par[{10 + nvars}];
-  _gr_loff = _gr_par[{11 + nvars}];
-  if _gr_mode == 2u && _gr_lmode != 0u {{
-    _gr_loob = atomicLoad(&_gr_shd[7]);  // the build run saw a local access out of bounds
-  }}
-}}
-
-// Whether this work-item logs its event (barrier ordinal or exit, at `site`): not
-// when a work-item of its group with a lower local index logged the same (kind,
-// ordinal, site), since the analysis keeps only the lowest local index of each
-// (docs/internals.md §1). Slot `slot` (ordinal % 4 for barriers, 4 for exits)
-// holds the latest (ordinal + 1, site, local index) claimed there; ordinals from
-// 255, sites or local indices from 4096 are always logged.
-fn _gr_ev_new(slot: u32, ordinal: u32, site: u32) -> bool {{
-  var fresh = true;
-  if ordinal < 255u && site < 4096u && _gr_lid < 4096u {{
-    let mine = ((ordinal + 1u) << 24u) | (site << 12u) | _gr_lid;
-    var cur = atomicLoad(&_gr_evs[slot]);
-    loop {{
-      if (cur >> 12u) == (mine >> 12u) && (cur & 0xfffu) < _gr_lid {{
-        fresh = false;
-        break;
-      }}
-      let res = atomicCompareExchangeWeak(&_gr_evs[slot], cur, mine);
-      if res.exchanged {{ break; }}
-      cur = res.old_value;
-    }}
-  }}
-  return fresh;
-}}
-
-// The launch-wide shadow (docs/internals.md §2), a word pair (actor, kinds) per
-// 4 bytes of the linear address order. Mode 1 marks the words an access touches
-// (nothing is logged); mode 2 says whether the access touches a word where a
-// conflict is possible or one the shadow does not cover (only those accesses are
-// logged), and counts in [3] the words this run touches in a way mode 1 did not see.
-fn _gr_shadow(flags: u32, first: u32, last: u32) -> bool {{
-  let bit = 1u << (flags & 3u);
-  var actor = _gr_lid + 1u;
-  if ((flags >> 2u) & 1u) == 0u {{
-    actor = _gr_grp * _gr_wgs + _gr_lid + 1u;
-  }}
-  var needed = false;
-  var unseen = false;
-  let n = (last - first) / 4u + 1u;
-  for (var k = 0u; k < n; k++) {{
-    let i = first / 4u + k;
-    if i >= _gr_swords {{
-      needed = true;
-      if _gr_mode == 1u {{
-        atomicStore(&_gr_shd[0], 0xffffffffu);  // a word beyond the shadow: see [0]
-      }}
-      continue;
-    }}
-    let s = 8u + 2u * i;  // after the SHADOW_HEAD header (backends/prefilter.py)
-    if _gr_mode == 1u {{
-      if (atomicLoad(&_gr_shd[s + 1u]) & bit) == 0u {{
-        atomicOr(&_gr_shd[s + 1u], bit);
-      }}
-      var cur = atomicLoad(&_gr_shd[s]);
-      loop {{
-        if cur == actor || cur == 0xffffffffu {{ break; }}
-        if cur != 0u {{
-          atomicStore(&_gr_shd[s], 0xffffffffu);
-          break;
-        }}
-        let res = atomicCompareExchangeWeak(&_gr_shd[s], 0u, actor);
-        if res.exchanged {{ break; }}
-        cur = res.old_value;
-      }}
-    }} else {{
-      let who = atomicLoad(&_gr_shd[s]);
-      let kinds = atomicLoad(&_gr_shd[s + 1u]);
-      if who == 0xffffffffu && ((kinds & 2u) != 0u || (kinds & 5u) == 5u) {{
-        needed = true;
-      }} else if (who != actor && who != 0xffffffffu) || (kinds & bit) == 0u {{
-        unseen = true;
-      }}
-    }}
-  }}
-  if unseen {{
-    atomicAdd(&_gr_shd[3], 1u);
-  }}
-  return needed;
-}}
-
-// The local area's state machine (docs/internals.md §2) for state word `i` and an
-// access `mine` (epoch & 0xffff << 16 | kind bit << 13 | actor): whether the word's
-// bucket (group, word, local epoch) may hold a conflict (several actors, and a
-// store or atomics beside plain accesses: the analysis' own `mark` test). A state
-// of a newer epoch (out of order: barrier divergence) is left alone: "may conflict".
-//
-// One atomicMax does the common cases in one atomic (lavapipe runs every atomic
-// lane by lane): an empty state or one of an older epoch becomes `mine`; one of a
-// newer epoch stays. In the same epoch it may have replaced the state by `mine`, so
-// a compare-exchange loop writes the merge of both (actor: equal, else several;
-// kinds: or) and of whatever other work-items merged meanwhile; whoever writes a
-// state has computed it, so the state that stays is one its writer tested. Epochs
-// compare as 16-bit numbers: past 65535 barriers every state looks newer
-// (conservative, like out of order).
-fn _gr_lmerge(cur: u32, mine: u32) -> u32 {{
-  var actor = cur & 0x1fffu;
-  if actor != (mine & 0x1fffu) {{
-    actor = 0x1fffu;
-  }}
-  return (cur & 0xffffe000u) | (mine & 0xe000u) | actor;
-}}
-
-fn _gr_lstate(i: u32, mine: u32) -> bool {{
-  let old = atomicMax(&_gr_shd[i], mine);
-  var next = mine;
-  if old != 0u && (old >> 16u) == (mine >> 16u) {{
-    next = _gr_lmerge(old, mine);
-    var cur = max(old, mine);
-    loop {{
-      if next == cur {{ break; }}
-      let res = atomicCompareExchangeWeak(&_gr_shd[i], cur, next);
-      if res.exchanged {{ break; }}
-      cur = res.old_value;
-      if (cur >> 16u) != (mine >> 16u) {{
-        return true;  // a newer epoch meanwhile (out of order)
-      }}
-      next = _gr_lmerge(cur, next);
-    }}
-  }} else if old > mine {{
-    return true;
-  }}
-  let k = next & 0xe000u;  // a store, or an atomic beside a load or a store
-  let mixed = (k & 0x4000u) != 0u || ((k & 0x8000u) != 0u && k != 0x8000u);
-  return (next & 0x1fffu) == 0x1fffu && mixed;
-}}
-
-// A workgroup-memory access of a group the local area covers, at byte `off` of a
-// variable whose words are [lw0, lw0 + lwn) of the local order. Mode 1 updates the
-// states and sets bit (epoch % 32) of the mask of each word whose bucket may hold a
-// conflict; mode 2 updates the states the same way, counts in [3] a bucket that may
-// conflict whose bit the build run did not set, and says whether a word's bit is
-// set (the access is logged). An access beyond its variable is always logged (the
-// analysis may see it alias another variable's word): a build run says so in [7],
-// and then filter runs log every local access; a filter run that meets one the
-// build run did not counts it in [3].
-fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32) -> bool {{
-  let w0 = off / 4u;
-  let w1 = (off + ((flags >> 8u) & 0xffu) - 1u) / 4u;
-  if w0 >= lwn || w1 >= lwn {{
-    if _gr_mode == 1u {{
-      atomicStore(&_gr_shd[7], 1u);
-    }} else if _gr_loob == 0u {{
-      atomicAdd(&_gr_shd[3], 1u);
-    }}
-    return true;
-  }}
-  if _gr_mode == 2u && _gr_loob != 0u {{
-    return true;
-  }}
-  let actor = min(_gr_lid + 1u, 0x1fffu);
-  let mine = ((epoch & 0xffffu) << 16u) | (0x2000u << (flags & 3u)) | actor;
-  let bit = 1u << (epoch & 31u);
-  let row = _gr_loff + _gr_grp * _gr_lwords + lw0;
-  let masks = _gr_lgroups * _gr_lwords;
-  var needed = false;
-  for (var w = w0; w <= w1; w++) {{
-    let s = row + w;
-    if _gr_lstate(s, mine) {{
-      needed = true;
-      if _gr_mode == 1u {{
-        if (atomicLoad(&_gr_shd[s + masks]) & bit) == 0u {{
-          atomicOr(&_gr_shd[s + masks], bit);
-        }}
-      }} else if (atomicOr(&_gr_shd[s + masks], bit) & bit) == 0u {{
-        atomicAdd(&_gr_shd[3], 1u);
-      }}
-    }} else if _gr_mode == 2u && (atomicLoad(&_gr_shd[s + masks]) & bit) != 0u {{
-      needed = true;
-    }}
-  }}
-  return needed;
-}}
-
-fn _gr_rec(
-  site: u32, flags: u32, off: u32, epoch: u32, value: u32, extra: u32, lw0: u32, lwn: u32
-) {{
-  var keep = _gr_grp >= _gr_lo && _gr_grp < _gr_hi;
-  var at = _gr_grp;
-  if (flags & 3u) != 3u {{
-    let base = _gr_base[(flags >> 16u) & 0xffu];
-    let first = base + (off & ~3u);
-    let last = base + ((off + ((flags >> 8u) & 0xffu) - 1u) & ~3u);
-    keep = first < _gr_hi && last >= _gr_lo;
-    at = max(first, _gr_lo);
-    if _gr_mode != 0u && _gr_lmode != 0u && ((flags >> 2u) & 1u) != 0u
-        && (_gr_lmode == 1u || _gr_grp < _gr_lgroups) {{
-      // every run updates the states of every access (whatever the range), so that
-      // each run's states are the build run's
-      keep = _gr_local(flags, off, epoch, lw0, lwn) && keep && _gr_mode == 2u;
-    }} else if _gr_mode != 0u && (keep || _gr_mode == 1u) {{
-      keep = _gr_shadow(flags, first, last) && _gr_mode == 2u;
-    }}
-  }}
-  if keep && _gr_count {{
-    // a counting run: how many records each address bin of the range would log
-    let bin = min((at - _gr_lo) / _gr_binw, _gr_nbins - 1u);
-    atomicAdd(&_gr_ctl[6u + {nvars}u + bin], 1u);
-    return;
-  }}
-  if keep {{
-    let i = atomicAdd(&_gr_ctl[0], 1u);
-    if i < _gr_cap {{
-      let b = i * 8u;
-      _gr_log[b] = site;
-      _gr_log[b + 1u] = flags;
-      _gr_log[b + 2u] = off;
-      _gr_log[b + 3u] = _gr_lid;
-      _gr_log[b + 4u] = _gr_grp;
-      _gr_log[b + 5u] = epoch;
-      _gr_log[b + 6u] = value;
-      _gr_log[b + 7u] = extra;
-    }}
-  }}
-}}
-
-"""
-
-
-FNV_HELPER = f"""\
-// FNV-1a over the low n bytes of w (little-endian), continuing from hash h.
-fn _gr_fnv(h: u32, w: u32, n: u32) -> u32 {{
-  var x = h;
-  for (var b = 0u; b < n; b++) {{
-    x = (x ^ ((w >> (8u * b)) & 0xffu)) * {FNV_PRIME}u;
-  }}
-  return x;
-}}
-"""
+    bases = "".join(f"  _gr_base[{v}] = _gr_par[_GR_CTL_BASES + {v}u];\n" for v in range(nvars))
+    own = (
+        f"const _GR_LOG_EXITS: bool = {'true' if log_exits else 'false'};\n"
+        # the private array of bases needs at least one element
+        f"const _GR_NBASES: u32 = {max(1, nvars)}u;\n"
+        f"fn _gr_load_bases() {{\n{bases}}}\n"
+    )
+    return abi.runtime_wgsl(nvars) + own + shaders.text("runtime.wgsl")
 
 
 def log_bindings(group: int) -> str:
@@ -657,7 +386,7 @@ class Runtime:
     def barrier_rec(self, site: int, extra: int) -> str:
         flags = pack_flags(int(Kind.EVENT), 0, 0, 0, False, int(Event.BARRIER))
         return (
-            f"if _gr_ev_new(_gr_nbar & 3u, _gr_nbar, {site}u) "
+            f"if _gr_ev_new(_gr_nbar % {abi.EV_ORDINALS}u, _gr_nbar, {site}u) "
             f"{{ _gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, {extra}u, 0u, 0u); }}"
         )
 
@@ -685,7 +414,7 @@ class Runtime:
     def exit(self, site: int) -> str:
         flags = pack_flags(int(Kind.EVENT), 0, 0, 0, False, int(Event.EXIT))
         body = [
-            f"if _GR_LOG_EXITS && _gr_ev_new(4u, _gr_nbar, {site}u) "
+            f"if _GR_LOG_EXITS && _gr_ev_new({abi.WGSL_EXIT_SLOT}u, _gr_nbar, {site}u) "
             f"{{ _gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, 0u, 0u, 0u); }}"
         ]
         return self._add("_gr_exit", [], None, body)

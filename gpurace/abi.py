@@ -1,0 +1,308 @@
+"""The device ABI: every word layout that host code and device code share.
+
+The log record, the control words, the prefilter's shadow, the event slots, the
+analysis kernels' tables and the content hash are defined here once. The shaders
+do not restate them: `shaders.source` prepends the WGSL ``const``s or C
+``#define``s that `wgsl_consts` / `c_defines` generate from this module, and the
+rewriters' runtimes get the same text (prefixed ``_GR_``, so that no name of the
+user's program is taken). tests/test_abi.py fails if a shader defines its own copy
+of a generated name or uses one that does not exist. docs/internals.md §1, §2 and
+§5 describe the meaning of each word; this module is where the numbers live.
+
+Where the backends still differ, the difference is named here:
+
+- `SHD_LOCAL_OOB` (shadow header word 7) is set only by WGSL kernels: a
+  workgroup access beyond its variable (robustness clamps the real access). The
+  OpenCL and CUDA runtimes attribute every access by address, so they never meet
+  one and leave it 0.
+- The control words' sizes, unattributed counter and event slots are filled and
+  read by the OpenCL and CUDA backends only; WGSL kernels attribute statically,
+  deduplicate events in workgroup memory (`WGSL_EVENT_SLOTS`) and are given 0
+  there. The layout (and so every index below) is the same on all three APIs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+# ---------------------------------------------------------------------------
+# Log records (docs/internals.md §1): RECORD_WORDS little-endian u32 words.
+# ---------------------------------------------------------------------------
+
+RECORD_WORDS = 8
+W_SITE = 0  # site id (index into the instrumented module's site table)
+W_FLAGS = 1  # kind | space<<2 | value_known<<3 | size<<8 | var<<16 | event<<24
+W_OFFSET = 2  # byte offset inside the tracked variable
+W_LID = 3  # local invocation index (linear, inside the work-group)
+W_GROUP = 4  # work-group linear id: x + y*nx + z*nx*ny
+W_EPOCH = 5  # epoch of the access's space; for barrier/exit events: barrier ordinal
+W_VALUE = 6  # stored bits (<= 4 bytes) or FNV-1a hash of the stored words
+W_EXTRA = 7  # atomics: op code; barriers: which epochs advanced (1 local, 2 global)
+
+# fields of W_FLAGS
+F_KIND_MASK = 0x3  # bits 0-1: model.Kind
+F_SPACE_SHIFT = 2  # bit 2: model.Space
+F_KNOWN_SHIFT = 3  # bit 3: the value word holds the stored value
+F_READS_SHIFT = 4  # bit 4, atomics only: it only read (a failed compare-exchange)
+F_SIZE_SHIFT = 8  # bits 8-15: bytes accessed
+F_VAR_SHIFT = 16  # bits 16-23: TrackedVar.id
+F_EVENT_SHIFT = 24  # bits 24-27: model.Event (events only)
+F_BYTE_MASK = 0xFF  # the size and var fields
+F_EVENT_MASK = 0xF
+KIND_EVENT = 3  # model.Kind.EVENT: a record whose kind is this is a barrier or an exit
+
+FNV_OFFSET = 2166136261  # FNV-1a of the stored bytes of a store wider than 4 bytes
+FNV_PRIME = 16777619
+
+# ---------------------------------------------------------------------------
+# Control words (docs/internals.md §1, §5): one layout for every API.
+# ---------------------------------------------------------------------------
+
+CTL_REQUESTED = 0  # records requested (atomic bump; may exceed the capacity)
+CTL_CAPACITY = 1  # records the log holds
+CTL_LO = 2  # the address range [lo, hi) of the linear order to log
+CTL_HI = 3
+CTL_NBINS = 4  # histogram bins (> 0: a counting run) ...
+CTL_BINW = 5  # ... and their width in addresses
+CTL_BASES = 6  # then each variable's base in the linear address order
+
+
+def ctl_base(v: int) -> int:
+    """Variable `v`'s base in the linear address order."""
+    return CTL_BASES + v
+
+
+def ctl_size(nv: int, v: int) -> int:
+    """Variable `v`'s extent in bytes in this launch (OpenCL, CUDA; 0 on WGSL)."""
+    return CTL_BASES + nv + v
+
+
+def ctl_unattributed(nv: int) -> int:
+    """The counter of accesses that point into no tracked variable (OpenCL, CUDA)."""
+    return CTL_BASES + 2 * nv
+
+
+def ctl_bins(nv: int) -> int:
+    """The first histogram bin of a counting run."""
+    return ctl_unattributed(nv) + 1
+
+
+def ctl_event_groups(nv: int, nbins: int) -> int:
+    """`E`, the work-groups with event slots (0 on WGSL), after the bins."""
+    return ctl_bins(nv) + nbins
+
+
+def ctl_event_slots(nv: int, nbins: int) -> int:
+    """The first of the EVENT_SLOTS words of each of the `E` groups."""
+    return ctl_event_groups(nv, nbins) + 1
+
+
+def control_words(
+    capacity: int,
+    log_range: Sequence[int],
+    nbins: int,
+    width: int,
+    bases: Sequence[int],
+    sizes: Sequence[int] | None = None,
+    slotted: int = 0,
+) -> list[int]:
+    """The control words of one launch up to its event slots (which start at 0):
+    the counters and bins zero, `sizes` 0 where the API does not attribute by
+    address, `slotted` groups with event slots."""
+    nv = len(bases)
+    head = [0, capacity, *log_range, nbins, width, *bases, *(sizes or [0] * nv)]
+    return head + [0] * (1 + nbins) + [slotted]
+
+
+def par_shadow(nv: int) -> int:
+    """WGSL's read-only copy of the parameters (``_gr_par``) is the control words up to
+    the bins, then the shadow's header: where that header starts."""
+    return ctl_bins(nv)
+
+
+def per_kernel(nv: int) -> dict[str, int]:
+    """The indices that depend on the kernel's `nv` tracked variables, as the runtimes
+    name them (prefixed like the rest: ``_GR_NV``, ``_GR_CTL_BINS0`` ...); the event
+    groups and slots follow the run's bins: ``ctl[_GR_CTL_EVG0 + nbins]``."""
+    return {
+        "NV": nv,
+        "CTL_SIZES": ctl_size(nv, 0),
+        "CTL_UNATTRIBUTED": ctl_unattributed(nv),
+        "CTL_BINS0": ctl_bins(nv),
+        "CTL_EVG0": ctl_event_groups(nv, 0),
+        "CTL_EVS0": ctl_event_slots(nv, 0),
+        "PAR_SHD": par_shadow(nv),
+    }
+
+
+# Event slots (docs/internals.md §1, §5): a work-group's events are deduplicated by
+# claiming a slot with (ordinal + 1) << EV_ORDINAL_SHIFT | site << EV_SITE_SHIFT | lid.
+EVENT_SLOTS = 16  # control words per group (OpenCL, CUDA): 4 ordinals x 4 event codes
+EV_ORDINALS = 4  # slots per event code: ordinal % EV_ORDINALS
+EV_ORDINAL_SHIFT = 24
+EV_SITE_SHIFT = 12
+EV_ORDINAL_LIMIT = 255  # ordinals from this one are always logged
+EV_ID_LIMIT = 4096  # as are sites and local indices from this one
+EV_LID_MASK = EV_ID_LIMIT - 1
+WGSL_EVENT_SLOTS = 5  # WGSL's var<workgroup> slots: 4 barrier ordinals, then the exit
+WGSL_EXIT_SLOT = 4
+# at most this many work-groups get event slots in the control buffer (16 MiB of
+# control words; OpenCL and CUDA): the events of later groups are all logged
+MAX_EVENT_SLOT_GROUPS = 1 << 18
+
+# sync-event log of the CUDA backend: [0] requested, [1] capacity, records from SYNC_HEAD
+SYNC_W_REQUESTED, SYNC_W_CAPACITY, SYNC_HEAD = 0, 1, 8
+
+# ---------------------------------------------------------------------------
+# The prefilter's shadow (backends/prefilter.py, docs/internals.md §2, §5).
+# ---------------------------------------------------------------------------
+
+SHADOW_HEAD = 8  # header words
+SHD_MODE = 0  # SHADOW_OFF, SHADOW_BUILD or SHADOW_FILTER
+SHD_WORDS = 1  # launch-wide words covered `W`
+SHD_WGSIZE = 2  # work-items per group
+# build runs: 1 if an access touched a word beyond the shadow; filter runs: the
+# *unseen* counter (accesses the build run did not see: the run is repeated unfiltered)
+SHD_UNSEEN = 3
+SHD_LWORDS = 4  # local words per group `L`
+SHD_LGROUPS = 5  # groups with a local area `G`
+SHD_LOFF = 6  # the local area's first word (SHADOW_HEAD + 2 W)
+SHD_LOCAL_OOB = 7  # WGSL only: the build run met a workgroup access beyond its variable
+SHADOW_OFF, SHADOW_BUILD, SHADOW_FILTER = 0, 1, 2
+PAIR_WORDS = 2  # launch-wide area: (actor, kinds) per word
+MULTI = 0xFFFFFFFF  # an actor word: several actors
+# a kinds word (and a local state's kinds field): bit 1 << model.Kind
+KB_LOAD, KB_STORE, KB_ATOMIC = 1, 2, 4
+# a local state: bits 0-12 actor (lid + 1; LS_MULTI several), 13-15 kinds, 16-31 epoch
+LS_MULTI = 0x1FFF
+LS_KIND_SHIFT = 13
+LS_EPOCH_SHIFT = 16
+MASK_EPOCHS = 32  # a local mask word: bit epoch % MASK_EPOCHS
+
+
+def shadow_pair(word: int) -> int:
+    """The actor word of launch-wide word `word` (its kinds word follows)."""
+    return SHADOW_HEAD + PAIR_WORDS * word
+
+
+# ---------------------------------------------------------------------------
+# The analysis kernels (shaders/analysis.*, backends/analysis_driver.py).
+# ---------------------------------------------------------------------------
+
+NONE = 0xFFFFFFFF  # an empty slot / no variable
+ENTRY_WORDS = 10  # entry slot words
+BUCKET_WORDS = 6  # bucket slot words
+RACE_WORDS = 16  # race slot words
+INSTANCE_WORDS = 12  # --all: words per listed instance
+DENSE_EVENTS = 16  # barrier ordinals with direct-mapped slots per work-group
+MAXE = 32  # entries a walk holds per bucket
+MAXK = 32  # distinct race keys a walk holds per bucket
+
+# Params: PARAM_WORDS u32 (WGSL's uniform struct Params, a buffer in C)
+PARAM_WORDS = 16
+P_N_RECORDS, P_ECAP, P_BCAP, P_RCAP, P_UNIFORM_RACE, P_PHASE, P_N_ITEMS, P_ROW = range(8)
+P_LO, P_HI, P_WGSIZE, P_SWORDS, P_DGROUPS, P_ALL_CAP, P_L_LEN, P_WORK_LEN = range(8, 16)
+
+# counters (C)
+C_E_FULL, C_B_FULL, C_R_FULL, C_LIVE, C_RACY, C_BUCKET_FULL = range(6)
+C_SITE_RANGE, C_LIST_FULL, C_NEED_ENTRIES, C_NEED_EVENTS, C_WORK = range(6, 11)
+COUNTER_WORDS = 16
+
+# entry slot fields
+E_OWNER, E_COUNT, E_AMIN, E_AMAX, E_VMIN, E_VMAX, E_UNKNOWN, E_NEXT, E_LMIN, E_LMAX = range(10)
+# bucket slot fields
+B_OWNER, B_HEAD, B_X0, B_X1, B_X2, B_X3 = range(6)
+# race slot fields; R_EX: var, address, group_a, lid_a, group_b, lid_b, epoch_a, epoch_b
+R_KEY, R_INST, R_PLO, R_PHI, R_O1, R_O2, R_O3, R_EX = range(8)
+EX_WORDS = 8
+# bucket tags
+T_LOCAL, T_INTRA, T_INTER, T_BARRIER, T_EXIT = range(5)
+
+# the race key: class << 29 | kind_a << 27 | kind_b << 25 | site_a << 13 | site_b
+RK_CLASS_SHIFT, RK_KIND_A_SHIFT, RK_KIND_B_SHIFT, RK_SITE_A_SHIFT = 29, 27, 25, 13
+RK_SITE_LIMIT = 4096
+
+# ---------------------------------------------------------------------------
+# The content hash (shaders/hash.*, gpurace.determinism.hash_words).
+# ---------------------------------------------------------------------------
+
+HASH_GOLDEN = 0x9E3779B1
+HASH_LANE_B = 0x7F4A7C15
+HASH_WORKGROUP = 256
+
+# ---------------------------------------------------------------------------
+# Generated shader text.
+# ---------------------------------------------------------------------------
+
+# name groups a shader may ask for
+GROUPS: dict[str, list[str]] = {
+    "record": (
+        "RECORD_WORDS W_SITE W_FLAGS W_OFFSET W_LID W_GROUP W_EPOCH W_VALUE W_EXTRA "
+        "F_KIND_MASK F_SPACE_SHIFT F_KNOWN_SHIFT F_READS_SHIFT F_SIZE_SHIFT F_VAR_SHIFT F_EVENT_SHIFT "
+        "F_BYTE_MASK F_EVENT_MASK KIND_EVENT FNV_OFFSET FNV_PRIME"
+    ).split(),
+    "control": (
+        "CTL_REQUESTED CTL_CAPACITY CTL_LO CTL_HI CTL_NBINS CTL_BINW CTL_BASES "
+        "EVENT_SLOTS EV_ORDINALS EV_ORDINAL_SHIFT EV_SITE_SHIFT EV_ORDINAL_LIMIT EV_ID_LIMIT "
+        "EV_LID_MASK WGSL_EVENT_SLOTS WGSL_EXIT_SLOT SYNC_W_REQUESTED SYNC_W_CAPACITY SYNC_HEAD"
+    ).split(),
+    "shadow": (
+        "SHADOW_HEAD SHD_MODE SHD_WORDS SHD_WGSIZE SHD_UNSEEN SHD_LWORDS SHD_LGROUPS SHD_LOFF "
+        "SHD_LOCAL_OOB SHADOW_OFF SHADOW_BUILD SHADOW_FILTER PAIR_WORDS MULTI "
+        "KB_LOAD KB_STORE KB_ATOMIC LS_MULTI LS_KIND_SHIFT LS_EPOCH_SHIFT MASK_EPOCHS"
+    ).split(),
+    "analysis": (
+        "NONE ENTRY_WORDS BUCKET_WORDS RACE_WORDS INSTANCE_WORDS DENSE_EVENTS MAXE MAXK "
+        "PARAM_WORDS P_N_RECORDS P_ECAP P_BCAP P_RCAP P_UNIFORM_RACE P_PHASE P_N_ITEMS P_ROW "
+        "P_LO P_HI P_WGSIZE P_SWORDS P_DGROUPS P_ALL_CAP P_L_LEN P_WORK_LEN "
+        "C_E_FULL C_B_FULL C_R_FULL C_LIVE C_RACY C_BUCKET_FULL C_SITE_RANGE C_LIST_FULL "
+        "C_NEED_ENTRIES C_NEED_EVENTS C_WORK "
+        "E_OWNER E_COUNT E_AMIN E_AMAX E_VMIN E_VMAX E_UNKNOWN E_NEXT E_LMIN E_LMAX "
+        "B_OWNER B_HEAD B_X0 B_X1 B_X2 B_X3 R_KEY R_INST R_PLO R_PHI R_O1 R_O2 R_O3 R_EX "
+        "EX_WORDS T_LOCAL T_INTRA T_INTER T_BARRIER T_EXIT "
+        "RK_CLASS_SHIFT RK_KIND_A_SHIFT RK_KIND_B_SHIFT RK_SITE_A_SHIFT RK_SITE_LIMIT"
+    ).split(),
+    "hash": ["HASH_GOLDEN", "HASH_LANE_B", "HASH_WORKGROUP"],
+}
+
+# The runtimes' prefix: their names live in the user's program.
+RUNTIME_PREFIX = "_GR_"
+RUNTIME_GROUPS = ("record", "control", "shadow")
+
+
+def runtime_wgsl(nv: int) -> str:
+    """The ABI constants a WGSL runtime of a module with `nv` tracked variables uses."""
+    return wgsl_consts(RUNTIME_GROUPS, RUNTIME_PREFIX, per_kernel(nv))
+
+
+def runtime_c(nv: int) -> str:
+    """The ABI #defines an OpenCL C runtime of a program with `nv` tracked variables uses."""
+    return c_defines(RUNTIME_GROUPS, RUNTIME_PREFIX, per_kernel(nv))
+
+
+def values(groups: Sequence[str]) -> dict[str, int]:
+    """Name -> value of every constant of `groups` (in order)."""
+    g = globals()
+    return {name: int(g[name]) for group in groups for name in GROUPS[group]}
+
+
+def _value(v: int) -> str:
+    return f"{v:#x}" if v > 0xFFFF else str(v)
+
+
+def _header(groups: Sequence[str], line: str, prefix: str, extra: dict[str, int] | None) -> str:
+    pairs = {**values(groups), **(extra or {})}
+    body = "".join(line.format(name=prefix + n, value=_value(v)) for n, v in pairs.items())
+    return f"// generated from gpurace/abi.py: do not edit, do not redefine\n{body}"
+
+
+def wgsl_consts(
+    groups: Sequence[str], prefix: str = "", extra: dict[str, int] | None = None
+) -> str:
+    """WGSL ``const`` declarations of `groups` (and of `extra`: per-kernel values)."""
+    return _header(groups, "const {name}: u32 = {value}u;\n", prefix, extra)
+
+
+def c_defines(groups: Sequence[str], prefix: str = "", extra: dict[str, int] | None = None) -> str:
+    """C ``#define``s of `groups` (and of `extra`: per-kernel values)."""
+    return _header(groups, "#define {name} {value}u\n", prefix, extra)

@@ -1,0 +1,311 @@
+/* gpurace: the OpenCL C logging runtime that the rewriter adds to every instrumented
+   program (docs/internals.md §1, §5). The host compiles it behind the ABI #defines
+   that gpurace/abi.py generates (_GR_*) and the program's own part
+   (gpurace/instrument/opencl/runtime.py: _GR_SLOTS, the most tracked variables of one
+   kernel). tests/test_runtime_shaders.py builds it with PoCL. */
+typedef struct {
+  __global uint *log;
+  volatile __global uint *ctl;
+  volatile __global uint *shd;
+  volatile __global uint *evs;
+  uint lid, grp, ep_l, ep_g, nbar, cap, lo, hi, nbins, binw, n, mode, swords, wgs, evg;
+  uint lwords, lgroups, larea;
+  ulong addr[_GR_SLOTS];
+  uint size[_GR_SLOTS], id[_GR_SLOTS], space[_GR_SLOTS], lbase[_GR_SLOTS], lw0[_GR_SLOTS];
+} _gr_state_t;
+
+void _gr_init(__private _gr_state_t *s, __global uint *log, volatile __global uint *ctl,
+              volatile __global uint *shd) {
+  s->log = log;
+  s->ctl = ctl;
+  s->shd = shd;
+  s->lid = (uint)(get_local_id(0) + get_local_size(0) * (get_local_id(1)
+           + get_local_size(1) * get_local_id(2)));
+  s->grp = (uint)(get_group_id(0) + get_num_groups(0) * (get_group_id(1)
+           + get_num_groups(1) * get_group_id(2)));
+  s->cap = ctl[_GR_CTL_CAPACITY];
+  s->lo = ctl[_GR_CTL_LO];
+  s->hi = ctl[_GR_CTL_HI];
+  s->nbins = ctl[_GR_CTL_NBINS];
+  s->binw = max(1u, ctl[_GR_CTL_BINW]);
+  /* after the bins: the groups with event slots, then their slots */
+  s->evg = ctl[_GR_CTL_EVG0 + s->nbins];
+  s->evs = ctl + _GR_CTL_EVS0 + s->nbins;
+  s->ep_l = 0u;
+  s->ep_g = 0u;
+  s->nbar = 0u;
+  s->n = 0u;
+  s->mode = shd[_GR_SHD_MODE];
+  s->swords = shd[_GR_SHD_WORDS];
+  s->wgs = shd[_GR_SHD_WGSIZE];
+  /* the per-group local area (backends/prefilter.py), used when this group has one */
+  s->lwords = shd[_GR_SHD_LWORDS];
+  s->lgroups = shd[_GR_SHD_LGROUPS];
+  s->larea = shd[_GR_SHD_LOFF];
+  if (s->mode == _GR_SHADOW_OFF || s->grp >= s->lgroups) s->lwords = 0u;
+}
+
+/* Words of tracked variable `id` in a group's local order (its launch extent). */
+uint _gr_lw(volatile __global uint *ctl, uint id) {
+  return (ctl[_GR_CTL_SIZES + id] + 3u) / 4u;
+}
+
+void _gr_track(__private _gr_state_t *s, ulong addr, uint space, uint id, uint size, uint lw0) {
+  uint k = s->n++;
+  s->addr[k] = addr;
+  s->space[k] = space;
+  s->id[k] = id;
+  s->size[k] = size;
+  s->lbase[k] = s->ctl[_GR_CTL_BASES + id];
+  s->lw0[k] = lw0;
+}
+
+/* Whether this work-item logs its event of kind `code` (0 barrier, 1 exit, ...) at
+   `ordinal` and `site`: not when a work-item of its group with a lower local index
+   (or this one: a prediction, then the barrier it predicted) logged the same
+   (code, ordinal, site), since the analysis keeps only the lowest
+   local index of each (docs/internals.md §1, §5). Slot `code * 4 + ordinal % 4` of
+   the group's _GR_EVENT_SLOTS control words holds the latest (ordinal + 1, site, local
+   index) claimed there; codes from 4, ordinals from 255, sites or local indices from
+   4096 and groups without slots always log (gpurace/abi.py's EV_*). */
+int _gr_ev_new(__private _gr_state_t *s, uint code, uint ordinal, uint site) {
+  if (code >= _GR_EVENT_SLOTS / _GR_EV_ORDINALS || ordinal >= _GR_EV_ORDINAL_LIMIT
+      || site >= _GR_EV_ID_LIMIT || s->lid >= _GR_EV_ID_LIMIT || s->grp >= s->evg)
+    return 1;
+  volatile __global uint *p = s->evs + s->grp * _GR_EVENT_SLOTS + code * _GR_EV_ORDINALS
+                              + ordinal % _GR_EV_ORDINALS;
+  uint mine = ((ordinal + 1u) << _GR_EV_ORDINAL_SHIFT) | (site << _GR_EV_SITE_SHIFT) | s->lid;
+  uint cur = *p;
+  for (;;) {
+    if ((cur >> _GR_EV_SITE_SHIFT) == (mine >> _GR_EV_SITE_SHIFT)
+        && (cur & _GR_EV_LID_MASK) <= s->lid)
+      return 0;  // logged by it or me
+    uint old = atomic_cmpxchg(p, cur, mine);
+    if (old == cur) return 1;
+    cur = old;
+  }
+}
+
+/* The launch-wide shadow (docs/internals.md §5), a word pair (actor, kinds) per 4
+   bytes of the linear address order. Mode 1 marks the words an access touches
+   (nothing is logged; a word beyond the shadow sets [3]); mode 2 says whether the
+   access touches a word where a conflict is possible or one the shadow does not
+   cover (only those accesses are logged), and counts in [3] the accesses that touch
+   a word in a way mode 1 did not see. */
+int _gr_shadow(__private _gr_state_t *s, uint flags, uint first, uint last) {
+  volatile __global uint *shd = s->shd;
+  uint bit = 1u << (flags & _GR_F_KIND_MASK);
+  uint actor = ((flags >> _GR_F_SPACE_SHIFT) & 1u) ? s->lid + 1u : s->grp * s->wgs + s->lid + 1u;
+  int needed = 0, unseen = 0;
+  for (uint i = first / 4u; i <= last / 4u; i++) {
+    if (i >= s->swords) {
+      needed = 1;
+      if (s->mode == _GR_SHADOW_BUILD) shd[_GR_SHD_UNSEEN] = 1u;
+      continue;
+    }
+    uint w = _GR_SHADOW_HEAD + _GR_PAIR_WORDS * i;
+    if (s->mode == _GR_SHADOW_BUILD) {
+      if ((shd[w + 1u] & bit) == 0u) atomic_or(&shd[w + 1u], bit);
+      uint cur = shd[w];
+      while (cur != actor && cur != _GR_MULTI) {
+        if (cur != 0u) {
+          atomic_xchg(&shd[w], _GR_MULTI);
+          break;
+        }
+        cur = atomic_cmpxchg(&shd[w], 0u, actor);
+        if (cur == 0u) break;
+      }
+    } else {
+      uint who = shd[w], kinds = shd[w + 1u];
+      if (who == _GR_MULTI && ((kinds & _GR_KB_STORE) != 0u || (kinds & 5u) == 5u)) needed = 1;
+      else if ((who != actor && who != _GR_MULTI) || (kinds & bit) == 0u) unseen = 1;
+    }
+  }
+  if (unseen) atomic_inc(&shd[_GR_SHD_UNSEEN]);
+  return needed;
+}
+
+/* The per-group, per-local-epoch state machine of the local area (backends/
+   prefilter.py), over local words [first, last] of this group's local order, in
+   build (1) and filter (2) runs. Each word's state summarises its current local
+   epoch (actor, kinds, epoch); when the access leaves it "may conflict" (several
+   actors and a store, or an atomic beside plain accesses; or an epoch older than the
+   state's: barrier divergence), bit epoch % 32 of the word's mask is set. A filter
+   run counts in [3] the bits it sets that the build run did not, and the access is
+   logged iff one of its words has its bit set. */
+int _gr_local(__private _gr_state_t *s, uint flags, uint first, uint last) {
+  volatile __global uint *shd = s->shd;
+  uint a = min(s->lid + 1u, _GR_LS_MULTI);
+  uint k = 1u << (_GR_LS_KIND_SHIFT + (flags & _GR_F_KIND_MASK));
+  uint e = s->ep_l & 0xffffu;
+  uint bit = 1u << (s->ep_l % _GR_MASK_EPOCHS);
+  int logged = 0, unseen = 0;
+  for (uint lw = first; lw <= last; lw++) {
+    volatile __global uint *st = shd + s->larea + s->grp * s->lwords + lw;
+    volatile __global uint *mask = st + s->lgroups * s->lwords;
+    uint cur = *st, nw = 0u;
+    int may = 0;
+    for (;;) {
+      uint ep = cur >> _GR_LS_EPOCH_SHIFT;
+      if (cur == 0u || (ep != e && ((e - ep) & 0xffffu) < 0x8000u)) {
+        nw = (e << _GR_LS_EPOCH_SHIFT) | k | a;  /* the first access of the word in this epoch */
+      } else if (ep == e) {
+        nw = cur | k | ((cur & _GR_LS_MULTI) == a ? 0u : _GR_LS_MULTI);
+      } else {
+        may = 1;  /* the state is at a later epoch: conservative */
+        break;
+      }
+      if (nw == cur) break;
+      uint old = atomic_cmpxchg(st, cur, nw);
+      if (old == cur) break;
+      cur = old;
+    }
+    uint kinds = (nw >> _GR_LS_KIND_SHIFT) & 7u;
+    may = may || ((nw & _GR_LS_MULTI) == _GR_LS_MULTI && ((kinds & _GR_KB_STORE) != 0u || (kinds & 5u) == 5u));
+    if (may) {
+      if ((*mask & bit) == 0u && (atomic_or(mask, bit) & bit) == 0u && s->mode == _GR_SHADOW_FILTER)
+        unseen = 1;
+      logged = 1;
+    } else if (s->mode == _GR_SHADOW_FILTER && (*mask & bit) != 0u) {
+      logged = 1;
+    }
+  }
+  if (unseen) atomic_inc(&shd[_GR_SHD_UNSEEN]);
+  return logged && s->mode == _GR_SHADOW_FILTER;
+}
+
+void _gr_put(__private _gr_state_t *s, uint site, uint flags, uint off, uint epoch, uint value, uint extra,
+             uint at) {
+  if (s->nbins > 0u) {
+    uint bin = min((at - s->lo) / s->binw, s->nbins - 1u);
+    atomic_inc(&s->ctl[_GR_CTL_BINS0 + bin]);
+    return;
+  }
+  uint i = atomic_inc(&s->ctl[_GR_CTL_REQUESTED]);
+  if (i < s->cap) {
+    __global uint *r = s->log + (ulong)i * _GR_RECORD_WORDS;
+    r[_GR_W_SITE] = site;
+    r[_GR_W_FLAGS] = flags;
+    r[_GR_W_OFFSET] = off;
+    r[_GR_W_LID] = s->lid;
+    r[_GR_W_GROUP] = s->grp;
+    r[_GR_W_EPOCH] = epoch;
+    r[_GR_W_VALUE] = value;
+    r[_GR_W_EXTRA] = extra;
+  }
+}
+
+/* One record: an event (logged in every mode, once per distinct (kind, ordinal,
+   site) and group where the slots allow), or an access at byte `off` of a variable
+   whose linear base is `lbase` (filtered by the shadow in modes 1 and 2). */
+void _gr_rec(__private _gr_state_t *s, uint site, uint flags, uint off, uint epoch, uint value, uint extra,
+             uint lbase) {
+  if ((flags & _GR_F_KIND_MASK) == _GR_KIND_EVENT) {
+    if (s->grp >= s->lo && s->grp < s->hi && _gr_ev_new(s, (flags >> _GR_F_EVENT_SHIFT) & _GR_F_EVENT_MASK, epoch, site))
+      _gr_put(s, site, flags, off, epoch, value, extra, s->grp);
+    return;
+  }
+  uint size = (flags >> _GR_F_SIZE_SHIFT) & _GR_F_BYTE_MASK;
+  uint first = lbase + (off & ~3u);
+  uint last = lbase + ((off + size - 1u) & ~3u);
+  int keep = first < s->hi && last >= s->lo;
+  if (s->mode != _GR_SHADOW_OFF && (keep || s->mode == _GR_SHADOW_BUILD))
+    keep = _gr_shadow(s, flags, first, last) && s->mode == _GR_SHADOW_FILTER;
+  if (keep) _gr_put(s, site, flags, off, epoch, value, extra, max(first, s->lo));
+}
+
+/* A local access at byte `off` of the variable in slot `v`, through the group's local
+   area (when it has one and the word lies in it), else as any access. */
+void _gr_rec_local(__private _gr_state_t *s, uint site, uint flags, uint off, uint epoch, uint value,
+                   uint extra, uint v) {
+  uint size = (flags >> _GR_F_SIZE_SHIFT) & _GR_F_BYTE_MASK;
+  uint first = s->lw0[v] + off / 4u, last = s->lw0[v] + (off + size - 1u) / 4u;
+  if (last >= s->lwords) {
+    _gr_rec(s, site, flags, off, epoch, value, extra, s->lbase[v]);
+    return;
+  }
+  uint lfirst = s->lbase[v] + (off & ~3u);
+  uint llast = s->lbase[v] + ((off + size - 1u) & ~3u);
+  if (_gr_local(s, flags, first, last) && lfirst < s->hi && llast >= s->lo)
+    _gr_put(s, site, flags, off, epoch, value, extra, max(lfirst, s->lo));
+}
+
+/* The stored bits (<= 4 bytes, little-endian) or FNV-1a over the bytes. */
+uint _gr_value(const __private uchar *b, uint n) {
+  uint v = 0u;
+  if (n <= 4u) {
+    for (uint k = 0u; k < n; k++) v |= (uint)b[k] << (8u * k);
+    return v;
+  }
+  v = _GR_FNV_OFFSET;
+  for (uint k = 0u; k < n; k++) v = (v ^ (uint)b[k]) * _GR_FNV_PRIME;
+  return v;
+}
+
+/* Log one access of `size` bytes at address `a` (records of at most 16 bytes). */
+void _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site, uint kind,
+             const __private uchar *bytes, uint known, uint extra) {
+  for (uint k = 0u; k < s->n; k++) {
+    if (s->space[k] == space && a >= s->addr[k] && a - s->addr[k] < (ulong)s->size[k]) {
+      uint off = (uint)(a - s->addr[k]);
+      uint ep = space ? s->ep_l : s->ep_g;
+      for (uint c = 0u; c < size; c += 16u) {
+        uint n = min(16u, size - c);
+        uint val = known ? _gr_value(bytes + c, n) : 0u;
+        uint flags = kind | (space << _GR_F_SPACE_SHIFT) | (known << _GR_F_KNOWN_SHIFT)
+                     | (n << _GR_F_SIZE_SHIFT) | (s->id[k] << _GR_F_VAR_SHIFT);
+        if (space && s->lwords)
+          _gr_rec_local(s, site, flags, off + c, ep, val, extra, k);
+        else
+          _gr_rec(s, site, flags, off + c, ep, val, extra, s->lbase[k]);
+      }
+      return;
+    }
+  }
+  atomic_inc(&s->ctl[_GR_CTL_UNATTRIBUTED]);
+}
+
+void _gr_exit(__private _gr_state_t *s, uint site) {
+  _gr_rec(s, site, _GR_KIND_EVENT | (1u << _GR_F_EVENT_SHIFT), 0u, s->nbar, 0u, 0u, 0u);
+}
+
+void _gr_event(__private _gr_state_t *s, uint site, uint extra) {
+  _gr_rec(s, site, _GR_KIND_EVENT, 0u, s->nbar, 0u, extra, 0u);
+}
+
+/* A branch's condition, once the event its direction reaches next is logged
+   (docs/internals.md §5): code 0 nothing, 1 an exit, 4 | spaces a barrier. PoCL
+   takes a branch around a barrier to be uniform and computes what it depends on
+   for one work-item only; the branch therefore reads the condition back from a
+   volatile copy, so that the logging here uses each work-item's own value. */
+int _gr_pred(int c, __private _gr_state_t *s, uint ts, uint tc, uint fs, uint fc) {
+  volatile int v = c;
+  int d = v;
+  uint site = d ? ts : fs, code = d ? tc : fc;
+  if (code == 1u) _gr_exit(s, site);
+  else if (code >= 4u) _gr_event(s, site, code & 3u);
+  return v;
+}
+
+uint _gr_fence_bits(cl_mem_fence_flags f) {
+  return ((f & CLK_LOCAL_MEM_FENCE) ? 1u : 0u) | ((f & CLK_GLOBAL_MEM_FENCE) ? 2u : 0u);
+}
+
+// wait_group_events: a work-group function that completes the async copies; treated
+// as a barrier of both spaces (docs/internals.md §5)
+void _gr_wait_events(int n, event_t *events, __private _gr_state_t *s, uint site) {
+  _gr_event(s, site, 3u);
+  wait_group_events(n, events);
+  s->nbar++;
+  s->ep_l++;
+  s->ep_g++;
+}
+
+void _gr_barrier(cl_mem_fence_flags f, __private _gr_state_t *s, uint site) {
+  uint x = _gr_fence_bits(f);
+  _gr_event(s, site, x);
+  barrier(f);
+  s->nbar++;
+  s->ep_l += x & 1u;
+  s->ep_g += x >> 1;
+}

@@ -1,0 +1,284 @@
+// gpurace: the WGSL logging runtime that the rewriter adds to every instrumented
+// module (docs/internals.md §1, §2). The host compiles it behind its bindings
+// (`_gr_log`, `_gr_ctl`, `_gr_shd`, `_gr_par`), the ABI constants that gpurace/abi.py
+// generates (`_GR_*`) and the module's own part (gpurace/instrument/wgsl/runtime.py:
+// `_GR_LOG_EXITS`, `_GR_NBASES` and `_gr_load_bases`, which reads each tracked
+// variable's base). tests/test_runtime_shaders.py compiles it with naga.
+
+var<private> _gr_lid: u32;
+var<private> _gr_grp: u32;
+var<private> _gr_cap: u32;
+var<private> _gr_lo: u32;
+var<private> _gr_hi: u32;
+var<private> _gr_nbins: u32;
+var<private> _gr_binw: u32;
+var<private> _gr_base: array<u32, _GR_NBASES>;
+var<private> _gr_ep_l: u32;
+var<private> _gr_ep_g: u32;
+var<private> _gr_nbar: u32;
+var<workgroup> _gr_evs: array<atomic<u32>, _GR_WGSL_EVENT_SLOTS>;
+// Which run this is, fixed when the pipeline is made (docs/internals.md §2) so
+// that the driver compiles only that run's code (lavapipe executes both sides of
+// every branch under a lane mask): 0 log every access in the range, 1 build the
+// shadow, 2 log what the shadow lets through; _gr_count: a counting run.
+override _gr_mode: u32 = 0u;
+override _gr_count: bool = false;
+// The shadow's per-group local area: 0 none (local accesses use the launch-wide
+// pairs), 1 it covers every group, 2 only groups below _gr_lgroups (a run-time test).
+override _gr_lmode: u32 = 0u;
+var<private> _gr_swords: u32;
+var<private> _gr_wgs: u32;
+var<private> _gr_lwords: u32;
+var<private> _gr_lgroups: u32;
+var<private> _gr_loff: u32;
+var<private> _gr_loob: u32;
+
+fn _gr_init(l: u32, w: vec3<u32>, n: vec3<u32>) {
+  _gr_lid = l;
+  _gr_grp = w.x + n.x * (w.y + n.y * w.z);
+  // plain loads from the read-only copy: an atomic load per work-item and word
+  // costs more than a small kernel itself on lavapipe
+  _gr_cap = _gr_par[_GR_CTL_CAPACITY];
+  _gr_lo = _gr_par[_GR_CTL_LO];
+  _gr_hi = _gr_par[_GR_CTL_HI];
+  _gr_nbins = _gr_par[_GR_CTL_NBINS];
+  _gr_binw = max(1u, _gr_par[_GR_CTL_BINW]);
+  _gr_load_bases();
+  _gr_ep_l = 0u;
+  _gr_ep_g = 0u;
+  _gr_nbar = 0u;
+  _gr_swords = _gr_par[_GR_PAR_SHD + _GR_SHD_WORDS];
+  _gr_wgs = _gr_par[_GR_PAR_SHD + _GR_SHD_WGSIZE];
+  _gr_lwords = _gr_par[_GR_PAR_SHD + _GR_SHD_LWORDS];
+  _gr_lgroups = _gr_par[_GR_PAR_SHD + _GR_SHD_LGROUPS];
+  _gr_loff = _gr_par[_GR_PAR_SHD + _GR_SHD_LOFF];
+  if _gr_mode == _GR_SHADOW_FILTER && _gr_lmode != 0u {
+    // the build run saw a local access out of bounds
+    _gr_loob = atomicLoad(&_gr_shd[_GR_SHD_LOCAL_OOB]);
+  }
+}
+
+// Whether this work-item logs its event (barrier ordinal or exit, at `site`): not
+// when a work-item of its group with a lower local index logged the same (kind,
+// ordinal, site), since the analysis keeps only the lowest local index of each
+// (docs/internals.md §1). Slot `slot` (ordinal % 4 for barriers, 4 for exits)
+// holds the latest (ordinal + 1, site, local index) claimed there; ordinals from
+// 255, sites or local indices from 4096 are always logged.
+fn _gr_ev_new(slot: u32, ordinal: u32, site: u32) -> bool {
+  var fresh = true;
+  if ordinal < _GR_EV_ORDINAL_LIMIT && site < _GR_EV_ID_LIMIT && _gr_lid < _GR_EV_ID_LIMIT {
+    let mine = ((ordinal + 1u) << _GR_EV_ORDINAL_SHIFT) | (site << _GR_EV_SITE_SHIFT) | _gr_lid;
+    var cur = atomicLoad(&_gr_evs[slot]);
+    loop {
+      let same = (cur >> _GR_EV_SITE_SHIFT) == (mine >> _GR_EV_SITE_SHIFT);
+      if same && (cur & _GR_EV_LID_MASK) < _gr_lid {
+        fresh = false;
+        break;
+      }
+      let res = atomicCompareExchangeWeak(&_gr_evs[slot], cur, mine);
+      if res.exchanged { break; }
+      cur = res.old_value;
+    }
+  }
+  return fresh;
+}
+
+// The launch-wide shadow (docs/internals.md §2), a word pair (actor, kinds) per
+// 4 bytes of the linear address order. Mode 1 marks the words an access touches
+// (nothing is logged); mode 2 says whether the access touches a word where a
+// conflict is possible or one the shadow does not cover (only those accesses are
+// logged), and counts in [3] the words this run touches in a way mode 1 did not see;
+// a word beyond the shadow sets [3] in mode 1 (names: gpurace/abi.py's SHD_*).
+fn _gr_shadow(flags: u32, first: u32, last: u32) -> bool {
+  let bit = 1u << (flags & _GR_F_KIND_MASK);
+  var actor = _gr_lid + 1u;
+  if ((flags >> _GR_F_SPACE_SHIFT) & 1u) == 0u {
+    actor = _gr_grp * _gr_wgs + _gr_lid + 1u;
+  }
+  var needed = false;
+  var unseen = false;
+  let n = (last - first) / 4u + 1u;
+  for (var k = 0u; k < n; k++) {
+    let i = first / 4u + k;
+    if i >= _gr_swords {
+      needed = true;
+      if _gr_mode == _GR_SHADOW_BUILD {
+        atomicStore(&_gr_shd[_GR_SHD_UNSEEN], 1u);  // a word beyond the shadow
+      }
+      continue;
+    }
+    let s = _GR_SHADOW_HEAD + _GR_PAIR_WORDS * i;
+    if _gr_mode == _GR_SHADOW_BUILD {
+      if (atomicLoad(&_gr_shd[s + 1u]) & bit) == 0u {
+        atomicOr(&_gr_shd[s + 1u], bit);
+      }
+      var cur = atomicLoad(&_gr_shd[s]);
+      loop {
+        if cur == actor || cur == _GR_MULTI { break; }
+        if cur != 0u {
+          atomicStore(&_gr_shd[s], _GR_MULTI);
+          break;
+        }
+        let res = atomicCompareExchangeWeak(&_gr_shd[s], 0u, actor);
+        if res.exchanged { break; }
+        cur = res.old_value;
+      }
+    } else {
+      let who = atomicLoad(&_gr_shd[s]);
+      let kinds = atomicLoad(&_gr_shd[s + 1u]);
+      if who == _GR_MULTI && ((kinds & _GR_KB_STORE) != 0u || (kinds & 5u) == 5u) {
+        needed = true;
+      } else if (who != actor && who != _GR_MULTI) || (kinds & bit) == 0u {
+        unseen = true;
+      }
+    }
+  }
+  if unseen {
+    atomicAdd(&_gr_shd[_GR_SHD_UNSEEN], 1u);
+  }
+  return needed;
+}
+
+// The local area's state machine (docs/internals.md §2) for state word `i` and an
+// access `mine` (epoch & 0xffff << 16 | kind bit << 13 | actor): whether the word's
+// bucket (group, word, local epoch) may hold a conflict (several actors, and a
+// store or atomics beside plain accesses: the analysis' own `mark` test). A state
+// of a newer epoch (out of order: barrier divergence) is left alone: "may conflict".
+//
+// One atomicMax does the common cases in one atomic (lavapipe runs every atomic
+// lane by lane): an empty state or one of an older epoch becomes `mine`; one of a
+// newer epoch stays. In the same epoch it may have replaced the state by `mine`, so
+// a compare-exchange loop writes the merge of both (actor: equal, else several;
+// kinds: or) and of whatever other work-items merged meanwhile; whoever writes a
+// state has computed it, so the state that stays is one its writer tested. Epochs
+// compare as 16-bit numbers: past 65535 barriers every state looks newer
+// (conservative, like out of order).
+fn _gr_lmerge(cur: u32, mine: u32) -> u32 {
+  var actor = cur & _GR_LS_MULTI;
+  if actor != (mine & _GR_LS_MULTI) {
+    actor = _GR_LS_MULTI;
+  }
+  return (cur & 0xffffe000u) | (mine & 0xe000u) | actor;
+}
+
+fn _gr_lstate(i: u32, mine: u32) -> bool {
+  let old = atomicMax(&_gr_shd[i], mine);
+  var next = mine;
+  if old != 0u && (old >> _GR_LS_EPOCH_SHIFT) == (mine >> _GR_LS_EPOCH_SHIFT) {
+    next = _gr_lmerge(old, mine);
+    var cur = max(old, mine);
+    loop {
+      if next == cur { break; }
+      let res = atomicCompareExchangeWeak(&_gr_shd[i], cur, next);
+      if res.exchanged { break; }
+      cur = res.old_value;
+      if (cur >> _GR_LS_EPOCH_SHIFT) != (mine >> _GR_LS_EPOCH_SHIFT) {
+        return true;  // a newer epoch meanwhile (out of order)
+      }
+      next = _gr_lmerge(cur, next);
+    }
+  } else if old > mine {
+    return true;
+  }
+  let k = next & 0xe000u;  // a store, or an atomic beside a load or a store
+  let mixed = (k & 0x4000u) != 0u || ((k & 0x8000u) != 0u && k != 0x8000u);
+  return (next & _GR_LS_MULTI) == _GR_LS_MULTI && mixed;
+}
+
+// A workgroup-memory access of a group the local area covers, at byte `off` of a
+// variable whose words are [lw0, lw0 + lwn) of the local order. Mode 1 updates the
+// states and sets bit (epoch % 32) of the mask of each word whose bucket may hold a
+// conflict; mode 2 updates the states the same way, counts in [3] a bucket that may
+// conflict whose bit the build run did not set, and says whether a word's bit is
+// set (the access is logged). An access beyond its variable is always logged (the
+// analysis may see it alias another variable's word): a build run says so in [7],
+// and then filter runs log every local access; a filter run that meets one the
+// build run did not counts it in [3] (_GR_SHD_LOCAL_OOB, _GR_SHD_UNSEEN).
+fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32) -> bool {
+  let w0 = off / 4u;
+  let w1 = (off + ((flags >> _GR_F_SIZE_SHIFT) & _GR_F_BYTE_MASK) - 1u) / 4u;
+  if w0 >= lwn || w1 >= lwn {
+    if _gr_mode == _GR_SHADOW_BUILD {
+      atomicStore(&_gr_shd[_GR_SHD_LOCAL_OOB], 1u);
+    } else if _gr_loob == 0u {
+      atomicAdd(&_gr_shd[_GR_SHD_UNSEEN], 1u);
+    }
+    return true;
+  }
+  if _gr_mode == _GR_SHADOW_FILTER && _gr_loob != 0u {
+    return true;
+  }
+  let actor = min(_gr_lid + 1u, _GR_LS_MULTI);
+  let mine = ((epoch & 0xffffu) << _GR_LS_EPOCH_SHIFT) | ((1u << _GR_LS_KIND_SHIFT) << (flags & _GR_F_KIND_MASK)) | actor;
+  let bit = 1u << (epoch % _GR_MASK_EPOCHS);
+  let row = _gr_loff + _gr_grp * _gr_lwords + lw0;
+  let masks = _gr_lgroups * _gr_lwords;
+  var needed = false;
+  for (var w = w0; w <= w1; w++) {
+    let s = row + w;
+    if _gr_lstate(s, mine) {
+      needed = true;
+      if _gr_mode == _GR_SHADOW_BUILD {
+        if (atomicLoad(&_gr_shd[s + masks]) & bit) == 0u {
+          atomicOr(&_gr_shd[s + masks], bit);
+        }
+      } else if (atomicOr(&_gr_shd[s + masks], bit) & bit) == 0u {
+        atomicAdd(&_gr_shd[_GR_SHD_UNSEEN], 1u);
+      }
+    } else if _gr_mode == _GR_SHADOW_FILTER && (atomicLoad(&_gr_shd[s + masks]) & bit) != 0u {
+      needed = true;
+    }
+  }
+  return needed;
+}
+
+fn _gr_rec(
+  site: u32, flags: u32, off: u32, epoch: u32, value: u32, extra: u32, lw0: u32, lwn: u32
+) {
+  var keep = _gr_grp >= _gr_lo && _gr_grp < _gr_hi;
+  var at = _gr_grp;
+  if (flags & _GR_F_KIND_MASK) != _GR_KIND_EVENT {
+    let base = _gr_base[(flags >> _GR_F_VAR_SHIFT) & _GR_F_BYTE_MASK];
+    let first = base + (off & ~3u);
+    let last = base + ((off + ((flags >> _GR_F_SIZE_SHIFT) & _GR_F_BYTE_MASK) - 1u) & ~3u);
+    keep = first < _gr_hi && last >= _gr_lo;
+    at = max(first, _gr_lo);
+    if _gr_mode != _GR_SHADOW_OFF && _gr_lmode != 0u && ((flags >> _GR_F_SPACE_SHIFT) & 1u) != 0u
+        && (_gr_lmode == 1u || _gr_grp < _gr_lgroups) {
+      // every run updates the states of every access (whatever the range), so that
+      // each run's states are the build run's
+      keep = _gr_local(flags, off, epoch, lw0, lwn) && keep && _gr_mode == _GR_SHADOW_FILTER;
+    } else if _gr_mode != _GR_SHADOW_OFF && (keep || _gr_mode == _GR_SHADOW_BUILD) {
+      keep = _gr_shadow(flags, first, last) && _gr_mode == _GR_SHADOW_FILTER;
+    }
+  }
+  if keep && _gr_count {
+    // a counting run: how many records each address bin of the range would log
+    let bin = min((at - _gr_lo) / _gr_binw, _gr_nbins - 1u);
+    atomicAdd(&_gr_ctl[_GR_CTL_BINS0 + bin], 1u);
+    return;
+  }
+  if keep {
+    let i = atomicAdd(&_gr_ctl[_GR_CTL_REQUESTED], 1u);
+    if i < _gr_cap {
+      let b = i * _GR_RECORD_WORDS;
+      _gr_log[b + _GR_W_SITE] = site;
+      _gr_log[b + _GR_W_FLAGS] = flags;
+      _gr_log[b + _GR_W_OFFSET] = off;
+      _gr_log[b + _GR_W_LID] = _gr_lid;
+      _gr_log[b + _GR_W_GROUP] = _gr_grp;
+      _gr_log[b + _GR_W_EPOCH] = epoch;
+      _gr_log[b + _GR_W_VALUE] = value;
+      _gr_log[b + _GR_W_EXTRA] = extra;
+    }
+  }
+}
+
+// FNV-1a over the low n bytes of w (little-endian), continuing from hash h.
+fn _gr_fnv(h: u32, w: u32, n: u32) -> u32 {
+  var x = h;
+  for (var b = 0u; b < n; b++) {
+    x = (x ^ ((w >> (8u * b)) & 0xffu)) * _GR_FNV_PRIME;
+  }
+  return x;
+}
