@@ -21,10 +21,10 @@ from gpurace.model import Event, Kind, Space
 from . import frontend
 from .edits import Edit
 from .runtime import CMPXCHG, PS, atomic_op
+from .types import access_size, c_type, is_pointer, own_space, tracked_space
 
 # the kind word of a compare-exchange that failed: an atomic that only read
 READ_ONLY_ATOMIC = int(Kind.ATOMIC) | 1 << F_READS_SHIFT
-from .types import access_size, c_type, is_pointer, own_space, tracked_space
 
 RV, ADDR = "rv", "addr"  # visiting contexts: value used, or only the address/parts
 VLOAD = re.compile(r"^(vloada?_half|vload|vstorea?_half|vstore)(\d*)(_rt[enpz]+)?$")
