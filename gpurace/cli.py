@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 import click
 
 from gpurace.model import DeviceHang, GpuraceError
+from gpurace.options import Options, debug_enabled
 from gpurace.report.common import relpath
 
 EXIT_ERROR = 2
@@ -65,7 +66,7 @@ def _guarded(fn: Callable[[], int]) -> NoReturn:
     except KeyboardInterrupt:
         _fail("error: interrupted")
     except Exception as err:  # the last line of defence: never a traceback by default
-        if os.environ.get("GPURACE_DEBUG"):
+        if debug_enabled():
             raise
         _fail(
             f"error: internal error: {type(err).__name__}: {err} "
@@ -453,6 +454,7 @@ def _run_program(
             repeat=_positive(repeat_text, "--repeat", 1),
             uniform_writes=uniform_writes,
             device=device,
+            check=Options.from_env(device=device, uniform_writes=uniform_writes),
         )
         session, result = run_session.run(command, options)
         notes: list[str] = []
