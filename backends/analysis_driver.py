@@ -9,7 +9,6 @@ launches and read-backs (docs/internals.md §6).
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -62,7 +61,6 @@ COUNTER_NAMES = (
 KERNELS = ("mark", "count", "insert", "refine", "walk", "walk_dense")
 # Buffers in binding / argument order after the log, leaving out Params (binding 1).
 BUFFER_ORDER = ("V", "E", "B", "R", "C", "L", "S", "I", "W")
-PROFILE = bool(os.environ.get("GPURACE_PROFILE"))  # print each analysis pass's time
 
 
 class KernelApi(Protocol):
@@ -123,6 +121,7 @@ def analyse(
     race_capacity: int = 4096,
     list_instances: int = 0,
     splittable: bool = False,
+    profile: bool = False,
 ) -> DeviceAnalysis:
     """Run the analysis kernels through `api` over the first n_records of log_buf;
     `limit` is the most bytes one buffer may hold.
@@ -176,7 +175,7 @@ def analyse(
         )
         t0 = time.perf_counter()
         api.run(kernel, n_threads, p, [log_buf] + [bufs[n] for n in BUFFER_ORDER])
-        if PROFILE:
+        if profile:  # $GPURACE_PROFILE (`Options.profile`): each pass's time
             counters()  # wait for the pass
             ms = (time.perf_counter() - t0) * 1e3
             print(f"gpurace: {kernel}/{phase} {n_threads} threads: {ms:.1f} ms", file=sys.stderr)

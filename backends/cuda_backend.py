@@ -15,8 +15,9 @@ import functools
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -52,14 +53,13 @@ from gpurace.backends.prefilter import (
     SHADOW_OFF,
     Prefilter,
     local_groups,
-    local_order_words,
     shadow_words,
 )
 from gpurace.instrument.ptx.launch import CudaLaunch, scalar_bytes
 from gpurace.model import RECORD_WORDS, Binding, DeviceHang, GpuraceError, Instrumented, Space
+from gpurace.options import Options
 
 ANALYSIS_BLOCK = 64
-KERNEL_TIMEOUT_S = 60.0  # a launch that runs longer is taken for a hang ($GPURACE_KERNEL_TIMEOUT)
 SYNC_CAPACITY = 1 << 14  # sync events kept for later analyses (more are counted)
 SYNC_NAMES = {
     1: "warp sync",
@@ -80,9 +80,17 @@ def _cupy():
     return cupy
 
 
-def list_devices() -> list[tuple[str, str, bool]]:
-    """(name, description, is_default) of every CUDA device; none without cupy, a
-    driver or a GPU (for `gpurace devices`)."""
+@dataclass(frozen=True)
+class CudaDevice:
+    """A CUDA device the user can choose with --device."""
+
+    name: str
+    description: str
+
+
+def list_devices() -> list[CudaDevice]:
+    """Every CUDA device, device 0 (the default) first; none without cupy, a driver
+    or a GPU (for `gpurace devices`)."""
     try:
         import cupy as cp
 
@@ -94,20 +102,19 @@ def list_devices() -> list[tuple[str, str, bool]]:
         props = cp.cuda.runtime.getDeviceProperties(i)
         name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         desc = f"{name} (CUDA, sm_{props['major']}{props['minor']})"
-        found.append((name, desc, i == 0))
+        found.append(CudaDevice(name, desc))
     return found
 
 
 @functools.cache
 def get_device(name: str | None = None) -> tuple[object, str]:
-    """The CUDA device whose name contains `name` (or $GPURACE_CUDA_DEVICE), else
-    device 0; returns (cupy Device, description)."""
+    """The CUDA device whose name contains `name`, else device 0; returns (cupy
+    Device, description). `gpurace.registry.open_device` resolves $GPURACE_CUDA_DEVICE."""
     cp = _cupy()
     try:
         count = cp.cuda.runtime.getDeviceCount()
     except cp.cuda.runtime.CUDARuntimeError as exc:
         raise GpuraceError(f"no CUDA device: {exc}") from None
-    name = name or os.environ.get("GPURACE_CUDA_DEVICE") or None
     found = []
     for i in range(count):
         props = cp.cuda.runtime.getDeviceProperties(i)
@@ -133,7 +140,7 @@ def arch_of(device) -> str:
 _modules: dict[tuple[int, str], object] = {}
 
 
-def load_module(device, ptx: str) -> object:
+def load_module(device, ptx: str) -> Any:
     """A cupy RawModule from PTX text (cached per device and text). cupy loads PTX
     from a file (``RawModule(path=...)``); the file is kept, named by its hash."""
     import hashlib
@@ -184,7 +191,7 @@ def launch(
     path: str,
     kernel: str,
     params: list[Binding],
-    args: dict[int, object],
+    args: dict[int, Any],
     grid: Sequence[int],
     block: Sequence[int],
     shared_bytes: int = 0,
@@ -197,6 +204,7 @@ def launch(
     histogram_width: int = 0,
     sync_capacity: int = SYNC_CAPACITY,
     prefilter: Prefilter | None = None,
+    timeout: float | None = None,
 ) -> CudaLaunchResult:
     """Run `kernel` of `ptx` once, as `opencl_backend.launch` does: `args[i]` is a
     NumPy array for a pointer parameter (copied back in `outputs[(0, i)]`) or a
@@ -255,7 +263,7 @@ def launch(
         except cp.cuda.driver.CUDADriverError as exc:
             raise GpuraceError(f"launch of '{kernel}' failed: {exc}", path) from None
         stop.record()
-        wait_for(stop, kernel, path)
+        wait_for(stop, kernel, path, timeout)
         result = CudaLaunchResult({}, log, 0, log_capacity)
         result.seconds = cp.cuda.get_elapsed_time(start, stop) / 1e3
         for b in params:
@@ -326,14 +334,15 @@ def event_slot_groups(grid: Sequence[int]) -> int:
 
 def wait_for(event, kernel: str, path: str, timeout: float | None = None) -> None:
     """Wait until `event` (recorded after a launch of `kernel`) has happened, at most
-    `timeout` seconds ($GPURACE_KERNEL_TIMEOUT, else KERNEL_TIMEOUT_S).
+    `timeout` seconds (`Options.kernel_timeout_s`; None: the environment's, for the
+    determinism replayer, which does not take Options yet).
 
     A block whose threads wait at different barriers, or at a barrier that some never
     reach, is undefined behaviour that hangs an NVIDIA GPU (seen on an H200 with
     `if (t % 2) __syncthreads(); else __syncthreads();`): gpurace says so instead of
     waiting for ever."""
     if timeout is None:
-        timeout = float(os.environ.get("GPURACE_KERNEL_TIMEOUT", KERNEL_TIMEOUT_S))
+        timeout = Options.from_env().kernel_timeout_s
     deadline = time.monotonic() + timeout
     pause = 2e-5
     while not event.done:
@@ -374,7 +383,7 @@ def _sync_summary(cp, sync, capacity: int) -> dict[str, int]:
     return out
 
 
-def read_log(result: CudaLaunchResult) -> np.ndarray:
+def read_log(device, result: CudaLaunchResult) -> np.ndarray:
     """The logged records as an (n, 8) u32 array (tests and the reference use this)."""
     cp = _cupy()
     n = min(result.requested, result.capacity)
@@ -450,22 +459,6 @@ class _CupyKernels:
             return self.cp.asnumpy(buf)
 
 
-def cuda_races(analysis: DeviceAnalysis) -> DeviceAnalysis:
-    """Drop the storage-exchange warnings: in CUDA, __syncthreads() orders global
-    memory among the block's threads (PTX memory model: bar.sync is a fence at CTA
-    scope), so an exchange through global memory across it is correct code; the
-    warning is for WGSL/OpenCL's storage barriers (design.md §2)."""
-    from gpurace.model import RaceClass
-
-    keep = [r for r in analysis.races if r.cls != RaceClass.STORAGE_EXCHANGE]
-    analysis.orders = {
-        k: v for k, v in analysis.orders.items() if k[0] != RaceClass.STORAGE_EXCHANGE
-    }
-    analysis.listed = [x for x in analysis.listed if x[1].cls != RaceClass.STORAGE_EXCHANGE]
-    analysis.races = keep
-    return analysis
-
-
 def analyse_on_device(
     device, log_buf, n_records: int, var_bases: list[int], uniform_writes_race: bool, **options
 ) -> DeviceAnalysis:
@@ -497,109 +490,13 @@ def analyse_records(
     )
 
 
-# ---------------------------------------------------------------------------
-# One launch made ready for the language-neutral pass loop (gpurace.api.check)
-# ---------------------------------------------------------------------------
-
-
 def launch_args(launch: CudaLaunch) -> dict[int, object]:
     """A CUDA launch file's arguments as `launch` takes them."""
     return {a.index: (a.buffer.data if a.buffer is not None else a.value) for a in launch.args}
 
 
-def types_from_launch(inst: Instrumented, kernel: str, launch: CudaLaunch) -> None:
-    """Give pointer parameters whose element type the kernel does not tell (PTX input,
-    templates) the launch file's type, so reports name elements (``x[5]``)."""
-    from dataclasses import replace
+def replayer() -> Callable[..., Any]:
+    """The determinism replayer on cupy (`gpurace.interfaces.Backend.replayer`)."""
+    from gpurace.determinism_cuda import repeat_cuda
 
-    for k, v in enumerate(inst.variables):
-        if v.kernel != kernel or v.binding is None or v.elem_stride:
-            continue
-        a = launch.args[v.binding] if v.binding < len(launch.args) else None
-        if a is not None and a.buffer is not None and a.buffer.count:
-            stride = a.buffer.nbytes // a.buffer.count
-            inst.variables[k] = replace(v, elem_stride=stride, elem_type=a.buffer.type)
-
-
-def make_target(
-    source: str,
-    launch: CudaLaunch,
-    path: str,
-    device: str | None,
-    entry: str | None,
-    uniform_writes_race: bool,
-    use_prefilter: bool | None = None,
-):
-    """A `gpurace.api.Target` for a CUDA (.cu) or PTX kernel: what `api.check` needs
-    to run the pass loop (`prepare = {"wgsl": _wgsl_target, "cuda": make_target}`).
-    Runs go through `prefilter.filtered_run` with a launch-wide shadow (internals §7)
-    unless `use_prefilter` is False (default: `gpurace.api.PREFILTER`, as the other
-    backends)."""
-    from math import prod
-
-    from gpurace import api
-    from gpurace.api import filtered_target, linear_layout
-    from gpurace.backends import cuda_backend  # this module, as filtered_target takes it
-    from gpurace.instrument.ptx import instrument, resolve_kernel
-    from gpurace.instrument.ptx.launch import validate_cuda
-
-    if use_prefilter is None:
-        use_prefilter = api.PREFILTER
-    dev, dev_name = get_device(device)
-    if entry is not None:
-        launch.entry = entry
-    inst = instrument(source, path, launch.options, launch.name_expressions, arch_of(dev))
-    kernel = resolve_kernel(inst, launch)
-    params = inst.params[kernel]
-    validate_cuda(launch, params, kernel)
-    types_from_launch(inst, kernel, launch)
-    args = launch_args(launch)
-    sizes = var_sizes(inst, kernel, params, args, launch.shared_bytes)
-    bases, total = linear_layout(sizes, prod(launch.grid))
-    block, grid = launch.block, launch.grid
-    sync_seen: dict[str, int] = {}
-
-    def launch_run(lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0, pre_=None):
-        result = launch_fn(
-            dev,
-            inst.source,
-            path,
-            kernel,
-            params,
-            args,
-            grid,
-            block,
-            launch.shared_bytes,
-            var_bases=bases,
-            var_sizes=sizes,
-            log_capacity=capacity,
-            log_range=(lo, hi),
-            histogram_bins=bins,
-            histogram_width=width,
-            prefilter=pre_,
-        )
-        sync_seen.update(result.sync_events)
-        partial = sync_seen.get(SYNC_NAMES[4], 0)
-        note = (
-            f"{path}: {partial} named-barrier waits over part of the block: the ordering "
-            "among their participants is not modelled"
-        )
-        if partial and not any("named-barrier" in n for n in inst.not_instrumented):
-            inst.not_instrumented.append(note)
-        return result
-
-    pre = None
-    if use_prefilter:
-        local_words = local_order_words(inst.variables, sizes)
-        pre = prefilter(dev, total, prod(block), local_words, prod(grid))
-
-    def cuda_analysis(*args, **options):  # looked up per call: tests substitute it
-        return cuda_races(analyse_on_device(*args, **options))
-
-    return filtered_target(
-        cuda_backend, dev, dev_name, inst, kernel, tuple(block), tuple(grid),
-        bases, total, pre, launch_run, uniform_writes_race, cuda_analysis,
-    )  # fmt: skip
-
-
-launch_fn = launch  # make_target's `run` calls this (a name tests may wrap)
+    return repeat_cuda

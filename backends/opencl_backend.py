@@ -11,8 +11,9 @@ import functools
 import os
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -45,6 +46,7 @@ from gpurace.backends.prefilter import (
     shadow_words,
 )
 from gpurace.model import RECORD_WORDS, Binding, GpuraceError
+from gpurace.options import Options
 
 
 @dataclass(frozen=True)
@@ -84,14 +86,12 @@ def list_devices() -> list[ClDevice]:
     return sorted(found, key=lambda x: not x.is_gpu)
 
 
-def get_queue(name: str | None = None) -> tuple[object, str]:
-    """A command queue on the device named `name` (a substring), or the default; one
-    per device and process, so buffers from any caller share its context.
-
-    The default is $GPURACE_OPENCL_DEVICE if set, else the first GPU, else the CPU
-    (PoCL).
-    """
-    return _queue(name or os.environ.get("GPURACE_OPENCL_DEVICE") or None)
+def get_device(name: str | None = None) -> tuple[object, str]:
+    """A command queue on the device named `name` (a substring), or the default: the
+    first GPU, else the CPU (PoCL); one per device and process, so buffers from any
+    caller share its context (`gpurace.registry.open_device` resolves
+    $GPURACE_OPENCL_DEVICE)."""
+    return _queue(name or None)  # one cache key for get_device() and get_device(None)
 
 
 @functools.cache
@@ -192,7 +192,7 @@ def launch(
     path: str,
     kernel: str,
     params: list[Binding],
-    args: dict[int, object],
+    args: dict[int, Any],
     global_size: Sequence[int],
     local_size: Sequence[int] | None,
     *,
@@ -471,7 +471,7 @@ class _ClKernels:
             self.queue, k, (groups * ANALYSIS_WORKGROUP,), (ANALYSIS_WORKGROUP,)
         )
 
-    def read(self, buf: object) -> np.ndarray:
+    def read(self, buf: Any) -> np.ndarray:
         out = np.empty(buf.size // 4, np.uint32)
         self.cl.enqueue_copy(self.queue, out, buf, is_blocking=True)
         return out
@@ -507,3 +507,17 @@ def analyse_records(
     return analysis_driver.analyse_host_log(
         analyse_on_device, upload_log, queue, records, var_bases, uniform_writes_race
     )
+
+
+def replayer() -> Callable[..., Any]:
+    """The determinism replayer on OpenCL (`gpurace.interfaces.Backend.replayer`)."""
+    from gpurace.determinism_opencl import repeat_opencl
+
+    return repeat_opencl
+
+
+def get_queue(name: str | None = None) -> tuple[object, str]:
+    """`get_device` under its old name, for `gpurace.determinism_opencl` until the
+    determinism package takes its device through `registry.open_device`; reads
+    $GPURACE_OPENCL_DEVICE as it did."""
+    return get_device(name or Options.from_env().device_for("opencl"))

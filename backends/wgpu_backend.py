@@ -12,8 +12,10 @@ import functools
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
+from typing import Any
 
 import numpy as np
 
@@ -76,11 +78,11 @@ class Adapter:
 
     name: str
     description: str
-    adapter: object
+    adapter: Any  # wgpu.GPUAdapter
     is_gpu: bool
 
 
-def list_adapters() -> list[Adapter]:
+def list_devices() -> list[Adapter]:
     """Every compute-capable adapter wgpu offers, best first (GPUs, then the CPU)."""
     found = []
     for a in wgpu.gpu.enumerate_adapters_sync():
@@ -98,12 +100,10 @@ def list_adapters() -> list[Adapter]:
 
 @functools.cache
 def get_device(name: str | None = None) -> tuple[object, str]:
-    """The wgpu device for `name` (substring of the adapter's name), or the default.
-
-    The default is $GPURACE_DEVICE if set, else the first GPU, else the CPU driver.
-    """
-    name = name or os.environ.get("GPURACE_DEVICE") or None
-    adapters = list_adapters()
+    """The wgpu device for `name` (substring of the adapter's name), or the default:
+    the first GPU, else the CPU driver (`gpurace.registry.open_device` resolves
+    $GPURACE_DEVICE)."""
+    adapters = list_devices()
     if not adapters:
         raise GpuraceError(
             "no Vulkan adapter found; install a GPU driver or mesa-vulkan-drivers (lavapipe)"
@@ -133,18 +133,19 @@ def get_device(name: str | None = None) -> tuple[object, str]:
     return device, adapter.description
 
 
-def binding_limit(device) -> int:
+def analysis_limit(device) -> int:
+    """Bytes of the largest storage binding (the log, the shadow, each analysis table)."""
     return int(device.limits["max-storage-buffer-binding-size"])
 
 
 def max_shadow_words(device) -> int:
     """Words of the linear address order one pass's shadow covers (2 u32 each)."""
-    return binding_limit(device) // 8
+    return analysis_limit(device) // 8
 
 
 def max_records_per_pass(device) -> int:
     """Records one log buffer holds (the analysis may still ask for a smaller range)."""
-    return binding_limit(device) // (RECORD_WORDS * 4)
+    return analysis_limit(device) // (RECORD_WORDS * 4)
 
 
 # ---------------------------------------------------------------------------
@@ -234,7 +235,7 @@ def prefilter(
     `local_words` of the module's local order (`instrument.wgsl.local_order`) and the
     launch's `num_groups`, it has a per-group local area for as many groups as the
     binding limit allows (docs/internals.md §2). Its build run logs the events."""
-    limit = binding_limit(device)
+    limit = analysis_limit(device)
     words = shadow_words(address_end, limit)
     groups = local_groups(words, local_words, num_groups, limit)
     pre = Prefilter(None, words, wgsize, local_words=local_words, groups=groups)
@@ -428,9 +429,9 @@ class _BufferPool:
 
     def __init__(self, device) -> None:
         self.device = device
-        self.free: list[object] = []
-        self.log: object | None = None
-        self.shadow: object | None = None
+        self.free: list[Any] = []  # wgpu.GPUBuffer
+        self.log: Any = None
+        self.shadow: Any = None
 
     def log_buffer(self, nbytes: int) -> object:
         """The one scratch log buffer, grown to `nbytes` if smaller (not cleared: only
@@ -466,7 +467,7 @@ def _rounded(device, nbytes: int) -> int:
     """Allocation size for `nbytes`: the next power of two from 64 KiB, so that a
     pooled buffer fits the next check's slightly larger request, within the limits."""
     size = max(1 << 16, 1 << (nbytes - 1).bit_length())
-    return max(nbytes, min(size, binding_limit(device)))
+    return max(nbytes, min(size, analysis_limit(device)))
 
 
 @functools.cache
@@ -697,7 +698,7 @@ class _WgpuKernels:
         cp.end()
         self.device.queue.submit([enc.finish()])
 
-    def read(self, buf: object) -> np.ndarray:
+    def read(self, buf: Any) -> np.ndarray:
         raw = self.device.queue.read_buffer(buf.buf, 0, buf.size)
         return np.frombuffer(raw, np.uint32).copy()
 
@@ -716,7 +717,7 @@ def analyse_on_device(
     try:
         return analysis_driver.analyse(
             api,
-            binding_limit(device),
+            analysis_limit(device),
             log_buf,
             n_records,
             var_bases,
@@ -741,3 +742,10 @@ def upload_log(device, records: np.ndarray):
     return device.create_buffer_with_data(
         data=log_words(records).tobytes(), usage=wgpu.BufferUsage.STORAGE
     )
+
+
+def replayer() -> Callable[..., Any]:
+    """The determinism replayer on wgpu (`gpurace.interfaces.Backend.replayer`)."""
+    from gpurace.determinism import repeat_kernel
+
+    return repeat_kernel

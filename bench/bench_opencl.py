@@ -120,7 +120,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-oclgrind", action="store_true", help="skip the Oclgrind column")
     args = ap.parse_args()
-    queue, dev_name = opencl_backend.get_queue(None)
+    queue, dev_name = opencl_backend.get_device(None)
     rows = []
     for items in [int(s) for s in args.sizes.split(",")]:
         for name in args.kernels.split(","):

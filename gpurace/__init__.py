@@ -1,6 +1,7 @@
 """gpurace: data-race detection for GPU compute kernels, on the GPU.
 
-``gpurace.check(source, launch)`` checks one launch and returns a Report;
+``gpurace.check(source, launch)`` checks one launch and returns a Report (its knobs
+in ``gpurace.Options``);
 ``gpurace.repeat(fn, runs=N)`` replays a function and compares its outputs bit for bit.
 """
 
@@ -20,6 +21,10 @@ def __getattr__(name: str) -> Any:
         from gpurace.api import check
 
         return check
+    if name == "Options":
+        from gpurace.options import Options
+
+        return Options
     if name == "LaunchSpec":
         from gpurace.launch import LaunchSpec
 

@@ -9,46 +9,38 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from math import prod
-from typing import Any
 
-from gpurace import isolate, limits
+from gpurace import isolate, limits, registry
 from gpurace.analysis.merge import merge_ranges
-from gpurace.launch import (
-    LaunchSpec,
-    load_launch,
-    resolve_entry,
-    scalar_bytes,
-    validate_against,
-    validate_opencl,
-)
-from gpurace.launch_sim import bind_sim_args, load_sim
-from gpurace.model import (
-    RECORD_WORDS,
-    Binding,
-    Event,
-    GpuraceError,
-    Instrumented,
-    Race,
-    Report,
-    Scope,
-    Space,
-)
+from gpurace.interfaces import Backend, RunFn, Target
+from gpurace.launch import LaunchSpec, load_launch
+from gpurace.launch_sim import load_sim
+from gpurace.model import RECORD_WORDS, Binding, GpuraceError, Instrumented, Race, Report, Scope
+from gpurace.options import Options
+from gpurace.registry import language_of
+from gpurace.target import FULL_RANGE, linear_layout
+
+__all__ = [
+    "FULL_RANGE",
+    "Options",
+    "Target",
+    "check",
+    "check_file",
+    "linear_layout",
+    "list_devices",
+]
 
 Progress = Callable[[str], None]
 
-# The first log size tried is a guess per work-item; a launch that asks for more is
-# re-run once with exactly what it asked for (up to the device's binding limit),
-# from the same inputs, or split into address ranges when even that is too small.
-RECORDS_PER_ITEM = 16
+# The first log size tried is a guess per work-item (`Options.records_per_item`); a
+# launch that asks for more is re-run once with exactly what it asked for (up to the
+# device's binding limit), from the same inputs, or split into address ranges when
+# even that is too small. Launches log only the accesses to words where a conflict is
+# possible, as a shadow run of the same launch says (docs/internals.md §2, §5), unless
+# `Options.prefilter` is off (tests compare against the unfiltered logs).
 MIN_LOG_RECORDS = 1 << 16
-FULL_RANGE = (0xFFFFFFFF // 16) * 16
 ALL_INSTANCES_CAP = 1 << 16  # instances --all lists per pass
-# Launches (WGSL, OpenCL C) log only the accesses to words where a conflict is possible, as a
-# shadow run of the same launch says (docs/internals.md §2, §5); tests turn it off to
-# compare against the unfiltered logs.
-PREFILTER = True
 
 
 def instrument(
@@ -56,43 +48,18 @@ def instrument(
 ) -> Instrumented:
     """Rewrite `source` for logging; `language` picks the rewriter (OpenCL C takes the
     build options, whose -D/-I apply to its preprocessing)."""
-    if language == "opencl":
-        from gpurace.instrument.opencl import instrument as instrument_opencl
-
-        return instrument_opencl(source, path, options)
-    if language != "wgsl":
-        raise GpuraceError(f"language '{language}' is not supported yet", path)
-    from gpurace.instrument.wgsl import instrument as instrument_wgsl
-
-    return instrument_wgsl(source, path)
-
-
-LANGUAGES = {".wgsl": "wgsl", ".cl": "opencl", ".cu": "cuda", ".ptx": "cuda"}
-
-
-def language_of(path: str) -> str:
-    """The kernel language of a file, from its extension."""
-    ext = os.path.splitext(path)[1].lower()
-    if ext in LANGUAGES:
-        return LANGUAGES[ext]
-    raise GpuraceError(
-        f"unsupported kernel file type '{ext or path}': gpurace checks "
-        + " and ".join(LANGUAGES)
-        + " kernels",
-        path,
-    )
+    try:
+        lang = registry.language(language)
+    except GpuraceError as err:
+        raise GpuraceError(err.message, path) from None
+    return lang.instrument(source, path, options)
 
 
 def list_devices() -> list[tuple[str, str, bool]]:
     """(name, description, is_default) for every device gpurace can use: the Vulkan
-    adapters (WGSL) and the OpenCL devices (OpenCL C); each API has its default."""
-    from gpurace.backends import cuda_backend, opencl_backend, wgpu_backend
-
-    adapters = wgpu_backend.list_adapters()
-    found = [(a.name, a.description, i == 0) for i, a in enumerate(adapters)]
-    cl_devices = opencl_backend.list_devices()
-    found += [(d.name, d.description, i == 0) for i, d in enumerate(cl_devices)]
-    return found + cuda_backend.list_devices()
+    adapters (WGSL), the OpenCL devices (OpenCL C) and the CUDA devices; each API has
+    its default."""
+    return registry.list_devices()
 
 
 def check_file(
@@ -103,6 +70,7 @@ def check_file(
     entry: str | None = None,
     progress: Progress | None = None,
     all_instances: bool = False,
+    options: Options | None = None,
     build_options: str | None = None,
 ) -> Report:
     """Check the kernel file with the launch file (the `gpurace check` command).
@@ -126,6 +94,7 @@ def check_file(
         entry=entry,
         progress=progress,
         all_instances=all_instances,
+        options=options,
     )
 
 
@@ -137,12 +106,13 @@ def read_launch(launch_path: str, kernel_path: str | None = None) -> tuple[str, 
     if launch_path.lower().endswith(".sim"):
         sim_kernel, spec = load_sim(launch_path)
         kernel_path = kernel_path or sim_kernel
-    elif kernel_path is not None and language_of(kernel_path) == "cuda":
-        from gpurace.instrument.ptx.launch import load_cuda_launch
-
-        spec = load_cuda_launch(launch_path)
     else:
-        spec = load_launch(launch_path)
+        known = registry.extensions()
+        name = known.get(os.path.splitext(kernel_path or "")[1].lower())
+        # an unknown kernel type is reported below, after the launch file's own errors
+        spec = (
+            registry.language(name).read_launch(launch_path) if name else load_launch(launch_path)
+        )
     if kernel_path is None:
         raise GpuraceError("no kernel file: pass KERNEL or a .sim file that names one")
     language_of(kernel_path)
@@ -165,29 +135,6 @@ def read_kernel(kernel_path: str) -> str:
         raise GpuraceError(f"cannot read kernel: {exc.strerror}", kernel_path) from None
 
 
-@dataclass
-class Target:
-    """One launch made ready on one backend: what the language-neutral pass loop needs.
-
-    `run(lo, hi, capacity, bins, width)` launches the instrumented kernel logging the
-    address range [lo, hi) (or, with bins, counting records per bin);
-    `analyse(result, n, lo, hi, list_instances, splittable)` runs the companion kernels.
-    """
-
-    inst: Instrumented
-    kernel: str
-    device: str
-    workgroup_size: tuple[int, int, int]
-    num_groups: tuple[int, int, int]
-    bases: list[int]
-    total: int  # end of the linear address order
-    max_records: int  # records one log buffer holds
-    max_words: int  # words one analysis pass's shadow covers
-    run: Callable[..., object]
-    analyse: Callable[..., object]
-    held_bytes: int = 0  # device memory held for the whole check (WGSL: the shadow)
-
-
 def check(
     source: str,
     launch: LaunchSpec,
@@ -199,31 +146,38 @@ def check(
     progress: Progress | None = None,
     all_instances: bool = False,
     language: str | None = None,
+    options: Options | None = None,
+    backend: Backend | None = None,
 ) -> Report:
     """Rewrite, launch and analyse one launch of a kernel; return the report.
 
-    `language` ("wgsl", "opencl" or "cuda") defaults to what `path`'s extension says. With
-    `all_instances`, the report also lists every instance of each race (up to
+    `language` ("wgsl", "opencl" or "cuda") defaults to what `path`'s extension says,
+    `backend` to the language's (`gpurace.registry`). `options` default to
+    `Options.from_env()`; `device` and `uniform_writes`, when given, override theirs.
+    With `all_instances`, the report also lists every instance of each race (up to
     ALL_INSTANCES_CAP per pass; more makes the result incomplete).
     """
     language = language or language_of(path)
-    if language == "opencl" and isolate.wanted():  # a kernel's fault must not end us
+    if language == "opencl" and backend is None and isolate.wanted():  # a fault must not end us
         return isolate.in_child(
             lambda: check(
                 source, launch, path=path, device=device, uniform_writes=uniform_writes,
                 entry=entry, progress=progress, all_instances=all_instances, language=language,
+                options=options,
             ),
             lambda how: crashed(launch, entry, how),
         )  # fmt: skip
     say = progress or (lambda _msg: None)
-    mode = uniform_writes or launch.uniform_writes or "tolerate"
+    opts = (options or Options.from_env()).with_(device=device, uniform_writes=uniform_writes)
+    mode = opts.uniform_writes or launch.uniform_writes or "tolerate"
     if mode not in ("tolerate", "race"):
         raise GpuraceError(f"--uniform-writes must be 'tolerate' or 'race', not '{mode}'")
-    prepare = {"wgsl": _wgsl_target, "opencl": _opencl_target, "cuda": _cuda_target}[language]
-    t = prepare(source, launch, path, device, entry, mode == "race")
+    opts = opts.with_(uniform_writes=mode)
+    lang = registry.language(language)
+    t = lang.target(source, launch, path, backend or registry.backend_for(lang, opts), entry, opts)
     work_items = prod(t.num_groups) * prod(t.workgroup_size)
     # (lo, hi, log records to try first): a guess per work-item, then what was seen
-    pending = [(a, b, RECORDS_PER_ITEM * work_items) for a, b in subranges(
+    pending = [(a, b, opts.records_per_item * work_items) for a, b in subranges(
         0, FULL_RANGE, t.total, -(-t.total // (4 * t.max_words)))]  # fmt: skip
     parts, saturated, listed = [], [], []
     logged = dropped = peak = unattributed = 0
@@ -313,263 +267,6 @@ def crashed(launch: LaunchSpec, entry: str | None, how: str) -> GpuraceError:
     )
 
 
-def _wgsl_target(
-    source: str,
-    launch: LaunchSpec,
-    path: str,
-    device: str | None,
-    entry: str | None,
-    uniform_writes_race: bool,
-) -> Target:
-    """A WGSL launch on wgpu."""
-    from gpurace.backends import wgpu_backend
-    from gpurace.instrument.wgsl.overrides import set_overrides
-    from gpurace.instrument.wgsl.runtime import local_order
-
-    if launch.language != "wgsl":
-        raise GpuraceError(
-            "this launch file describes an OpenCL launch; a WGSL kernel needs workgroups "
-            "and [[binding]] tables (docs/launch-files.md)",
-            launch.path,
-        )
-    dev, dev_name = wgpu_backend.get_device(device)
-    if launch.overrides:
-        line = launch.key_lines.get("overrides", 0)
-        source = set_overrides(source, launch.overrides, launch.path, line)
-    wgpu_backend.validate_source(dev, source, path)  # naga's reason, in the user's file
-    inst = instrument(source, path)
-    entries = inst.entry_points or {inst.entry: inst.workgroup_size}
-    name = resolve_entry(launch, list(entries), entry)
-    validate_against(launch, inst.bindings)
-    limits.check_wgsl_launch(dev.limits, dev_name, launch, inst.bindings, entries[name], path)
-    data = {(b.group, b.binding): b.data for b in launch.buffers}
-    bases, total = address_layout(inst, launch)
-    limits.check_address_space(total, launch.path, launch.key_lines.get("binding", 0))
-    groups = tuple(launch.workgroups)
-
-    local_sizes = [v.size or 0 for v in inst.variables if v.space == Space.LOCAL]
-    local_words = local_order(local_sizes)[1]
-    pre = (
-        wgpu_backend.prefilter(dev, total, prod(entries[name]), local_words, prod(groups))
-        if PREFILTER
-        else None
-    )
-
-    def launch(lo: int, hi: int, capacity: int, bins: int, width: int, prefilter=None):
-        return wgpu_backend.launch(
-            dev,
-            inst.source,
-            path,
-            name,
-            inst.bindings,
-            data,
-            groups,
-            log_group=inst.log_group,
-            log_capacity=capacity,
-            log_range=(lo, hi),
-            var_bases=bases,
-            histogram_bins=bins,
-            histogram_width=width,
-            reuse_log=True,  # each pass's log is analysed before the next launch
-            prefilter=prefilter,
-            read_outputs=False,
-        )
-
-    return filtered_target(
-        wgpu_backend, dev, dev_name, inst, name, entries[name], groups, bases, total, pre,
-        launch, uniform_writes_race,
-    )  # fmt: skip
-
-
-def filtered_target(
-    backend: Any,
-    device: object,
-    dev_name: str,
-    inst: Instrumented,
-    name: str,
-    workgroup_size: tuple[int, int, int],
-    groups: tuple[int, int, int],
-    bases: list[int],
-    total: int,
-    pre: Any,
-    launch: Callable[..., Any],
-    uniform_writes_race: bool,
-    analyse_on_device: Callable[..., object] | None = None,
-) -> Target:
-    """The Target of a backend with the shadow prefilter (wgpu_backend, opencl_backend,
-    cuda_backend name their functions alike): runs go through `prefilter.filtered_run`
-    on top of the backend's `launch`, analyses through `analyser` (with the backend's
-    `analyse_on_device` unless one is given)."""
-    from gpurace.backends.prefilter import filtered_run
-
-    barriers = any(s.event == Event.BARRIER for s in inst.sites)
-    run = filtered_run(
-        launch,
-        pre,
-        barriers,
-        lambda p: backend.shadow_may_conflict(device, p),
-        FULL_RANGE,
-        events_end=prod(groups),
-    )
-    analyse = analyser(
-        analyse_on_device or backend.analyse_on_device, device, bases, total,
-        workgroup_size, groups, uniform_writes_race,
-    )  # fmt: skip
-    return Target(
-        inst,
-        name,
-        dev_name,
-        workgroup_size,
-        groups,
-        bases,
-        total,
-        backend.max_records_per_pass(device),
-        backend.max_shadow_words(device),
-        run,
-        analyse,
-        pre.nbytes if pre else 0,
-    )
-
-
-def analyser(
-    analyse_on_device: Callable[..., object],
-    device: object,
-    bases: list[int],
-    total: int,
-    workgroup_size: tuple[int, int, int],
-    groups: tuple[int, int, int],
-    uniform_writes_race: bool,
-) -> Callable[..., object]:
-    """A Target's `analyse`: one address range of a launch's log through a backend's
-    `analyse_on_device` (the launch's layout and grid fixed)."""
-
-    def analyse(result, n: int, lo: int, hi: int, **options):
-        return analyse_on_device(
-            device,
-            result.log,
-            n,
-            bases,
-            uniform_writes_race,
-            address_range=(lo, hi),
-            address_end=total,
-            wgsize=prod(workgroup_size),
-            groups=prod(groups),
-            **options,
-        )
-
-    return analyse
-
-
-def _cuda_target(
-    source: str,
-    launch: LaunchSpec,
-    path: str,
-    device: str | None,
-    entry: str | None,
-    uniform_writes_race: bool,
-) -> Target:
-    """A CUDA C++ or PTX launch on cupy (an NVIDIA GPU; `launch` is a CudaLaunch)."""
-    from gpurace.backends import cuda_backend
-
-    return cuda_backend.make_target(source, launch, path, device, entry, uniform_writes_race)
-
-
-def _opencl_target(
-    source: str,
-    launch: LaunchSpec,
-    path: str,
-    device: str | None,
-    entry: str | None,
-    uniform_writes_race: bool,
-) -> Target:
-    """An OpenCL C launch on pyopencl (PoCL on the CPU)."""
-    from gpurace.backends import opencl_backend
-    from gpurace.backends.prefilter import local_order_words
-
-    if launch.language != "opencl":
-        raise GpuraceError(
-            "this launch file describes a WGSL launch; an OpenCL kernel needs global_size, "
-            "local_size and [[arg]] tables (docs/launch-files.md)",
-            launch.path,
-        )
-    inst = instrument(source, path, "opencl", launch.options)
-    name = resolve_entry(launch, list(inst.entry_points), entry)
-    params = inst.params[name]
-    if launch.path.lower().endswith(".sim"):
-        launch = bind_sim_args(launch, params)
-    local = validate_opencl(launch, params, inst.entry_points[name])
-    groups = tuple(g // n for g, n in zip(launch.global_size, local, strict=True))
-    queue, dev_name = opencl_backend.get_queue(device)
-    limits.check_opencl_launch(queue.device, dev_name, launch, local, params)
-    args = opencl_args(launch, params)
-    extents = opencl_extents(inst, name, launch)
-    bases, total = linear_layout(extents, prod(groups))
-    limits.check_address_space(total, launch.path, launch.key_lines.get("arg", 0))
-    pre = None
-    if PREFILTER:
-        local_words = local_order_words(inst.variables, extents)
-        pre = opencl_backend.prefilter(queue, total, prod(local), local_words, prod(groups))
-
-    def launch_cl(lo: int, hi: int, capacity: int, bins: int, width: int, prefilter=None):
-        return opencl_backend.launch(
-            queue,
-            inst.source,
-            path,
-            name,
-            params,
-            args,
-            launch.global_size,
-            local,
-            options=launch.options,
-            var_bases=bases,
-            var_sizes=extents,
-            log_capacity=capacity,
-            log_range=(lo, hi),
-            histogram_bins=bins,
-            histogram_width=width,
-            prefilter=prefilter,
-        )
-
-    return filtered_target(
-        opencl_backend, queue, dev_name, inst, name, local, groups, bases, total, pre,
-        launch_cl, uniform_writes_race,
-    )  # fmt: skip
-
-
-def opencl_args(launch: LaunchSpec, params: Sequence[Binding]) -> dict[int, object]:
-    """Each kernel argument as the OpenCL backend takes it: the buffer's array, the
-    scalar's value (checked to fit the parameter's C type), or the __local byte count."""
-    args: dict[int, object] = {}
-    for arg, param in zip(launch.args, params, strict=True):
-        if arg.kind == "buffer":  # no buffer: a NULL pointer (a .sim's `null`)
-            args[arg.index] = arg.buffer.data if arg.buffer is not None else None
-        elif arg.kind == "scalar":
-            scalar_bytes(arg, param, launch.path)  # one located error if it does not fit
-            args[arg.index] = arg.value
-        else:
-            args[arg.index] = arg.local_bytes
-    return args
-
-
-def opencl_extents(inst: Instrumented, kernel: str, launch: LaunchSpec) -> list[int]:
-    """Bytes of each tracked variable in this launch: the buffer or __local size for
-    the kernel's parameters, the static size of its __local variables, 0 for other
-    kernels' variables (docs/internals.md §5)."""
-    by_index = {a.index: a for a in launch.args}
-    extents = []
-    for v in inst.variables:
-        arg = by_index.get(v.binding) if v.kernel == kernel and v.binding is not None else None
-        if v.kernel != kernel:
-            extents.append(0)
-        elif arg is None:
-            extents.append(v.size or 0)
-        elif arg.kind == "buffer":
-            extents.append(arg.buffer.nbytes if arg.buffer is not None else 0)
-        else:
-            extents.append(arg.local_bytes or 0)
-    return extents
-
-
 def group_instances(listed: list[tuple[tuple, Race]]) -> dict[tuple, list[Race]]:
     """Instances per race key, in the order the examples are chosen by."""
     grouped: dict[tuple, list[Race]] = {}
@@ -579,31 +276,24 @@ def group_instances(listed: list[tuple[tuple, Race]]) -> dict[tuple, list[Race]]
 
 
 def address_layout(inst: Instrumented, launch: LaunchSpec) -> tuple[list[int], int]:
-    """Each tracked variable's base in the linear address order, and the order's size
-    (for a WGSL launch: storage buffers have the launch's sizes)."""
-    sizes = {(b.group, b.binding): b.nbytes for b in launch.buffers}
-    extents = [
-        v.size or 0
-        if v.space == Space.LOCAL or v.group is None
-        else sizes.get((v.group, v.binding), v.size or 0)
-        for v in inst.variables
-    ]
-    return linear_layout(extents, prod(launch.workgroups))
+    """A WGSL launch's variable bases and address order end (`languages.wgsl`)."""
+    from gpurace.languages import wgsl
+
+    return wgsl.address_layout(inst, launch)
 
 
-def linear_layout(extents: list[int], groups: int) -> tuple[list[int], int]:
-    """Bases of variables of `extents` bytes in the linear address order, and its end.
+def opencl_args(launch: LaunchSpec, params: Sequence[Binding]) -> dict[int, object]:
+    """An OpenCL launch's arguments as the backend takes them (`languages.opencl`)."""
+    from gpurace.languages import opencl
 
-    Reports pick the lowest (variable, byte) as the example and large launches are
-    split by address; the device compares one u32, so variables are laid end to end
-    in id order, 16-byte aligned, after one address per work-group (a group's
-    barrier and exit events live at its linear id).
-    """
-    bases, total = [], (groups + 15) // 16 * 16
-    for extent in extents:
-        bases.append(total)
-        total = (total + extent + 15) // 16 * 16
-    return bases, total
+    return opencl.opencl_args(launch, params)
+
+
+def opencl_extents(inst: Instrumented, kernel: str, launch: LaunchSpec) -> list[int]:
+    """Bytes of each tracked variable in an OpenCL launch (`languages.opencl`)."""
+    from gpurace.languages import opencl
+
+    return opencl.opencl_extents(inst, kernel, launch)
 
 
 def var_bases(inst: Instrumented, launch: LaunchSpec) -> list[int]:
@@ -613,7 +303,9 @@ def var_bases(inst: Instrumented, launch: LaunchSpec) -> list[int]:
 HISTOGRAM_BINS = 4096
 
 
-def balanced_ranges(run, lo: int, hi: int, total: int, budget: int) -> list[tuple[int, int, int]]:
+def balanced_ranges(
+    run: RunFn, lo: int, hi: int, total: int, budget: int
+) -> list[tuple[int, int, int]]:
     """Cut [lo, hi) into ranges of at most `budget` records each, as a counting run says.
 
     Records are far from uniform over addresses (a group's barrier events, a hot

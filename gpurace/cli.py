@@ -24,6 +24,7 @@ import click
 
 from gpurace import isolate
 from gpurace.model import DeviceHang, GpuraceError
+from gpurace.options import Options, debug_enabled
 from gpurace.report.common import relpath
 
 EXIT_ERROR = 2
@@ -71,7 +72,7 @@ def _guarded(fn: Callable[[], int]) -> NoReturn:
     except KeyboardInterrupt as err:
         _fail(f"error: interrupted{' (SIGTERM)' if isinstance(err, Terminated) else ''}")
     except Exception as err:  # the last line of defence: never a traceback by default
-        if os.environ.get("GPURACE_DEBUG"):
+        if debug_enabled():
             raise
         _fail(
             f"error: internal error: {type(err).__name__}: {err} "
@@ -509,6 +510,7 @@ def _run_program(
             repeat=_positive(repeat_text, "--repeat", 1),
             uniform_writes=uniform_writes,
             device=device,
+            check=Options.from_env(device=device, uniform_writes=uniform_writes),
         )
         session, result = run_session.run(command, options)
         notes: list[str] = []

@@ -11,6 +11,8 @@ import pytest
 from gpurace import api
 from gpurace.analysis import analyse
 from gpurace.backends import opencl_backend
+from gpurace.languages import opencl
+from gpurace.options import Options
 from tests.corpus import assert_matches_labels, cases
 
 CASES = cases("opencl", ".cl")
@@ -34,9 +36,10 @@ def test_verdict_and_sites_on_the_gpu(case, gpu):
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_device_analysis_equals_reference_on_the_gpu(case, gpu):
     source, spec = case.load()
-    target = api._opencl_target(source, spec, str(case.kernel), gpu, None, False)
+    on_gpu = Options(device=gpu)
+    target = opencl.target(source, spec, str(case.kernel), opencl_backend, None, on_gpu)
     result = target.run(0, api.FULL_RANGE, 1 << 16)
-    queue = opencl_backend.get_queue(gpu)[0]
+    queue = opencl_backend.get_device(gpu)[0]
     log = opencl_backend.read_log(queue, result)
     spaces = {v.id: v.space for v in target.inst.variables}
     got = opencl_backend.analyse_records(queue, log, target.bases, False)

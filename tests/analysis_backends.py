@@ -39,10 +39,10 @@ class AnalysisBackend:
 
 def wgpu() -> AnalysisBackend:
     """The WGSL kernels on the default wgpu device (lavapipe here)."""
-    return AnalysisBackend("wgpu", wgpu_backend, wgpu_backend.get_device()[0], "binding_limit")
+    return AnalysisBackend("wgpu", wgpu_backend, wgpu_backend.get_device()[0], "analysis_limit")
 
 
 def opencl() -> AnalysisBackend:
     """The C kernels (shaders/analysis.cl) on PoCL, the CPU OpenCL device."""
-    queue = opencl_backend.get_queue("Portable Computing Language")[0]
+    queue = opencl_backend.get_device("Portable Computing Language")[0]
     return AnalysisBackend("opencl", opencl_backend, queue, "analysis_limit")

@@ -7,6 +7,7 @@ from gpurace import api
 from gpurace.backends import wgpu_backend
 from gpurace.model import Kind
 from tests.corpus import cases
+from tests.patched import Patched
 
 NAMES = ["matmul_tiled_missing_barrier", "inter_and_intra", "storage_jacobi_storage_barrier",
          "divergence_if_else", "matmul_tiled", "tile_missing_barrier"]  # fmt: skip
@@ -27,8 +28,8 @@ def test_small_passes_equal_one_pass(case, monkeypatch):
     # a third of the (prefiltered) log, but at least the events of 16 groups: those
     # live at their group's address and the smallest address bin is 16 addresses
     most = max(whole.scope.accesses_logged // 3, max_bin_events(source, spec, case) + 1)
-    monkeypatch.setattr(wgpu_backend, "max_records_per_pass", lambda _dev: most)
-    split = api.check(source, spec, path=str(case.kernel))
+    small = Patched(wgpu_backend, max_records_per_pass=lambda _dev: most)
+    split = api.check(source, spec, path=str(case.kernel), backend=small)
     assert split.scope.passes > 1
     assert split.scope.complete, split.scope
     assert split.races == whole.races
@@ -63,15 +64,15 @@ def max_bin_events(source, spec, case) -> int:
     return int(np.bincount(events[:, 4] // 16).max()) if len(events) else 0
 
 
-def test_what_cannot_be_split_is_dropped_and_incomplete(monkeypatch):
+def test_what_cannot_be_split_is_dropped_and_incomplete():
     """A word hotter than one pass holds cannot be split: the result says incomplete.
     (128 work-items store one value to one word: no race, but every store is logged;
     an atomic-only hot word would not do: the prefilter logs none of its accesses,
     since atomics do not race with atomics.)"""
     case = next(c for c in cases("wgsl", ".wgsl") if c.id == "storage_same_value")
     source, spec = case.load()
-    monkeypatch.setattr(wgpu_backend, "max_records_per_pass", lambda _dev: 4)
-    report = api.check(source, spec, path=str(case.kernel))
+    small = Patched(wgpu_backend, max_records_per_pass=lambda _dev: 4)
+    report = api.check(source, spec, path=str(case.kernel), backend=small)
     assert report.scope.accesses_dropped > 0
     assert not report.scope.complete
     assert report.exit_code == 2
@@ -83,9 +84,9 @@ def test_tables_too_small_for_one_pass_split_the_range(case, monkeypatch):
     source, spec = case.load()
     launch_wide_if_events_only(case, monkeypatch)
     whole = api.check(source, spec, path=str(case.kernel))
-    monkeypatch.setattr(wgpu_backend, "max_records_per_pass", lambda _dev: 1 << 20)
-    monkeypatch.setattr(wgpu_backend, "binding_limit", lambda _dev: 8192)
-    split = api.check(source, spec, path=str(case.kernel))
+    monkeypatch.setattr(wgpu_backend, "analysis_limit", lambda _dev: 8192)  # used inside
+    big_log = Patched(wgpu_backend, max_records_per_pass=lambda _dev: 1 << 20)
+    split = api.check(source, spec, path=str(case.kernel), backend=big_log)
     assert split.scope.passes > 1
     assert split.scope.complete, split.scope
     assert split.races == whole.races

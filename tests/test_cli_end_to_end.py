@@ -114,7 +114,7 @@ def test_devices_names_each_device_once():
     p = gpurace("devices")
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
-    names = [a.name for a in wgpu_backend.list_adapters()]
+    names = [a.name for a in wgpu_backend.list_devices()]
     names += [d.name for d in opencl_backend.list_devices()]
     assert len(lines) == len(names) and len(set(names)) == len(names)
     width = max(map(len, names))

@@ -8,6 +8,8 @@ import pytest
 from gpurace import api
 from gpurace.analysis import analyse
 from gpurace.backends import opencl_backend
+from gpurace.languages import opencl
+from gpurace.options import Options
 from tests.corpus import assert_matches_labels, cases
 
 CASES = cases("opencl", ".cl")
@@ -34,13 +36,12 @@ def _run(case, instrumented: bool):
     """One launch of the case on PoCL, plain or instrumented with an unfiltered log
     (every access; tests/test_prefilter.py holds the filtered runs to the same report)."""
     source, spec = case.load()
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(api, "PREFILTER", False)
-        target = api._opencl_target(source, spec, str(case.kernel), None, None, False)
+    unfiltered = Options(prefilter=False)
+    target = opencl.target(source, spec, str(case.kernel), opencl_backend, None, unfiltered)
     if instrumented:
         return target, target.run(0, api.FULL_RANGE, 1 << 16)
     params = target.inst.params[target.kernel]
-    queue = opencl_backend.get_queue()[0]
+    queue = opencl_backend.get_device()[0]
     plain = opencl_backend.launch(
         queue,
         source,
@@ -70,7 +71,7 @@ def test_race_free_outputs_bit_identical(case):
 def test_device_analysis_equals_reference_on_corpus_logs(case):
     target, result = _run(case, instrumented=True)
     assert 0 < result.requested <= result.capacity
-    queue = opencl_backend.get_queue()[0]
+    queue = opencl_backend.get_device()[0]
     log = opencl_backend.read_log(queue, result)
     spaces = {v.id: v.space for v in target.inst.variables}
     for uniform_race in (False, True):

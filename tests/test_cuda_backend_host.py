@@ -1,4 +1,4 @@
-"""The CUDA backend's host side on the CPU: `cuda_backend.launch` and `make_target`
+"""The CUDA backend's host side on the CPU: `cuda_backend.launch` and `languages.cuda.target`
 with a stand-in for cupy whose kernels run on the PTX interpreter
 (tests/ptx_emulator.py). This checks what the host does (argument packing, the
 control words of internals §5/§7, log and sync-log read-back, counting runs and
@@ -19,11 +19,14 @@ import pytest
 from gpurace import api
 from gpurace.api import linear_layout
 from gpurace.backends import cuda_backend
+from gpurace.languages import cuda
 from gpurace.model import RECORD_WORDS, DeviceHang
+from gpurace.options import Options
 from tests.ptx_emulator import Emulator
 from tests.test_ptx_rewriter import CUDA_CASES, _emulate, _prepare
 
 ROOT = Path(__file__).resolve().parent.parent
+UNFILTERED = Options(prefilter=False)
 
 
 class _Device:
@@ -123,7 +126,7 @@ def test_launch_logs_what_the_kernel_does(fake_cupy, name):
     got = {k[1]: v.tobytes() for k, v in checked.outputs.items()}
     assert got == {k[1]: v.tobytes() for k, v in plain.outputs.items()} == outputs
     assert checked.requested == len(records) and checked.unattributed == 0
-    assert np.array_equal(cuda_backend.read_log(checked), records)
+    assert np.array_equal(cuda_backend.read_log(None, checked), records)
     if name == "cp_async_clean":  # a commit and a wait per thread, 128 threads
         assert checked.sync_events == {"async-copy group": 256}
     else:
@@ -131,19 +134,19 @@ def test_launch_logs_what_the_kernel_does(fake_cupy, name):
 
 
 def test_counting_runs_and_address_ranges(fake_cupy):
-    """Through make_target's run: a counting run's bins add up to the records of the
+    """Through the CUDA Target's run: a counting run's bins add up to the records of the
     full range, and a sub-range logs exactly the records with a word in it."""
     case = _case("tile_nosync_race")
     launch, _ = _prepare(case)
-    target = cuda_backend.make_target(
-        case.kernel.read_text(), launch, "tile_nosync_race.cu", None, None, False
+    target = cuda.target(
+        case.kernel.read_text(), launch, "tile_nosync_race.cu", cuda_backend, None, Options()
     )
     full = target.run(0, 0xFFFFFFF0, 1 << 14)
-    records = cuda_backend.read_log(full)
+    records = cuda_backend.read_log(None, full)
     counted = target.run(0, 0xFFFFFFF0, 0, 64, 16)
     assert counted.histogram.sum() == len(records) == full.requested
     lo, hi = target.bases[2], target.bases[2] + 64  # the first 16 words of `tile`
-    part = cuda_backend.read_log(target.run(lo, hi, 1 << 14))
+    part = cuda_backend.read_log(None, target.run(lo, hi, 1 << 14))
     wide = records.astype(np.int64)
     base = np.array(target.bases)[(wide[:, 1] >> 16) & 0xFF]
     size = (wide[:, 1] >> 8) & 0xFF
@@ -163,12 +166,12 @@ def test_ptx_input_elements_are_named_from_the_launch(fake_cupy):
 
     ptx = (CORPUS / "ptx" / "triton_add.ptx").read_text()
     launch = cuda_launch_from_dict(TRITON["triton_add"], "add.toml")
-    target = cuda_backend.make_target(ptx, launch, "triton_add.ptx", None, None, False, False)
+    target = cuda.target(ptx, launch, "triton_add.ptx", cuda_backend, None, UNFILTERED)
     x = target.inst.variables[0]
     assert (x.name, x.elem_stride, x.elem_type) == ("add_param_0", 4, "float")
     assert target.run(0, 0xFFFFFFF0, 1 << 14).requested == 3 * 1000
     # with the prefilter, no word has two threads: nothing is logged
-    target = cuda_backend.make_target(ptx, launch, "triton_add.ptx", None, None, False, True)
+    target = cuda.target(ptx, launch, "triton_add.ptx", cuda_backend, None, Options())
     assert target.run(0, 0xFFFFFFF0, 1 << 14).requested == 0
 
 
@@ -178,7 +181,7 @@ def pocl_analysis(monkeypatch):
     interpreter's log: api.check's whole pass loop runs on the CPU."""
     from gpurace.backends import opencl_backend
 
-    queue = opencl_backend.get_queue("Portable Computing Language")[0]
+    queue = opencl_backend.get_device("Portable Computing Language")[0]
 
     def analyse(device, log, n, bases, uniform, **kw):
         buf = None  # a prefiltered launch that logged nothing has no log
@@ -193,7 +196,7 @@ def pocl_analysis(monkeypatch):
 @pytest.mark.parametrize("name", [c.id for c in CUDA_CASES])
 def test_check_end_to_end(fake_cupy, pocl_analysis, name):
     """`gpurace check KERNEL.cu --launch KERNEL.toml` as the lead will wire it
-    (api.check with cuda_backend.make_target): the labelled report and exit code."""
+    (api.check with the cuda Language's target): the labelled report and exit code."""
     from gpurace.instrument.ptx.launch import load_cuda_launch
     from tests.corpus import expected, reported
 
@@ -247,12 +250,12 @@ class _NeverDone(_Event):
 
 
 def test_a_launch_that_never_finishes_is_a_device_hang(fake_cupy, monkeypatch):
-    """The wait for a launch gives up after GPURACE_KERNEL_TIMEOUT seconds with an error
-    that names the kernel and the likely cause, instead of waiting for ever."""
+    """The wait for a launch gives up after its timeout (`Options.kernel_timeout_s`,
+    $GPURACE_KERNEL_TIMEOUT) with an error that names the kernel and the likely cause,
+    instead of waiting for ever."""
     monkeypatch.setattr(FAKE_CUPY.cuda, "Event", _NeverDone)
-    monkeypatch.setenv("GPURACE_KERNEL_TIMEOUT", "0.05")
     with pytest.raises(DeviceHang) as err:
-        _launch(_case("divergence_two_barriers"), True)
+        _launch(_case("divergence_two_barriers"), True, timeout=0.05)
     assert "kernel 'two_barriers' did not finish within 0.05 s" in str(err.value)
     assert "barrier divergence" in str(err.value)
 

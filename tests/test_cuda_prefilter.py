@@ -14,21 +14,25 @@ from gpurace.backends import cuda_backend
 from gpurace.backends.prefilter import SHADOW_BUILD, SHADOW_FILTER
 from gpurace.instrument.ptx.launch import cuda_launch_from_dict, load_cuda_launch
 from gpurace.model import Space
+from gpurace.options import Options
+from tests.patched import Patched
 from tests.test_cuda_backend_host import fake_cupy, pocl_analysis  # noqa: F401 (fixtures)
 from tests.test_ptx_rewriter import CUDA_CASES
 
 
-def _check(source: str, launch, path: str, prefilter: bool, monkeypatch):
-    with monkeypatch.context() as m:
-        m.setattr(api, "PREFILTER", prefilter)
-        return api.check(source, launch, path=path, all_instances=True)
+def _check(source: str, launch, path: str, prefilter: bool, monkeypatch, backend=None):
+    options = Options(prefilter=prefilter)
+    return api.check(
+        source, launch, path=path, all_instances=True, options=options, backend=backend
+    )
 
 
-def _runs(monkeypatch) -> list[tuple[int, int, int]]:
-    """Record (shadow mode, unseen, records requested) of every launch make_target's
-    runs make (mode 0: unfiltered)."""
+def _runs(launch=None) -> tuple[list[tuple[int, int, int]], Patched]:
+    """Record (shadow mode, unseen, records requested) of every launch the CUDA
+    Target's runs make (mode 0: unfiltered) through `launch` (default: the backend's):
+    the records and the backend to check with."""
     seen: list[tuple[int, int, int]] = []
-    real = cuda_backend.launch_fn
+    real = launch or cuda_backend.launch
 
     def wrapped(*a, **kw):
         pre = kw.get("prefilter")
@@ -37,8 +41,7 @@ def _runs(monkeypatch) -> list[tuple[int, int, int]]:
         seen.append((mode, result.unseen, result.requested))
         return result
 
-    monkeypatch.setattr(cuda_backend, "launch_fn", wrapped)
-    return seen
+    return seen, Patched(cuda_backend, launch=wrapped)
 
 
 @pytest.mark.parametrize("name", [c.id for c in CUDA_CASES])
@@ -74,7 +77,7 @@ extern "C" __global__ void saxpy(float a, const float *x, float *y) {
 def test_saxpy_logs_nothing(fake_cupy, pocl_analysis, monkeypatch):  # noqa: F811
     """Every word has one thread: the build run shows no possible conflict, so it
     stands for every run; nothing is logged (no barriers: not even events)."""
-    runs = _runs(monkeypatch)
+    runs, backend = _runs()
     launch = cuda_launch_from_dict(
         {
             "grid": [4],
@@ -87,7 +90,7 @@ def test_saxpy_logs_nothing(fake_cupy, pocl_analysis, monkeypatch):  # noqa: F81
         },
         "saxpy.toml",
     )
-    report = _check(SAXPY, launch, "saxpy.cu", True, monkeypatch)
+    report = _check(SAXPY, launch, "saxpy.cu", True, monkeypatch, backend)
     assert report.races == [] and report.scope.complete and report.exit_code == 0
     assert report.scope.accesses_logged == 0
     assert runs == [(SHADOW_BUILD, 0, 0)]
@@ -112,8 +115,7 @@ def test_a_run_that_strays_from_the_build_run_is_repeated_unfiltered(
     without the prefilter."""
     spec = {"grid": [2], "block": [32], "arg": [{"type": "int", "count": 65}, {"value": 64}]}
     full = _check(SHIFT, cuda_launch_from_dict(spec, "s.toml"), "shift.cu", False, monkeypatch)
-    runs = _runs(monkeypatch)
-    real = cuda_backend.launch_fn
+    real = cuda_backend.launch
 
     def fewer_in_the_build_run(dev, ptx, path, kernel, params, args, *rest, **kw):
         pre = kw.get("prefilter")
@@ -121,8 +123,9 @@ def test_a_run_that_strays_from_the_build_run_is_repeated_unfiltered(
             args = {**args, 1: 2}
         return real(dev, ptx, path, kernel, params, args, *rest, **kw)
 
-    monkeypatch.setattr(cuda_backend, "launch_fn", fewer_in_the_build_run)
-    report = _check(SHIFT, cuda_launch_from_dict(spec, "s.toml"), "shift.cu", True, monkeypatch)
+    runs, backend = _runs(fewer_in_the_build_run)
+    launch = cuda_launch_from_dict(spec, "s.toml")
+    report = _check(SHIFT, launch, "shift.cu", True, monkeypatch, backend)
     modes = [(m, u > 0) for m, u, _ in runs]
     assert modes == [(SHADOW_BUILD, False), (SHADOW_FILTER, True), (0, False)]
     assert report.races == full.races and report.races
@@ -140,8 +143,8 @@ def test_reduce_logs_only_its_events_in_one_launch(fake_cupy, pocl_analysis, mon
     area marks nothing; the build run (which logs the events: 9 per block) stands
     for every run: one instrumented launch, no access logged, no race."""
     source, launch_path, path = _corpus("reduce_clean")
-    runs = _runs(monkeypatch)
-    report = _check(source, load_cuda_launch(launch_path), path, True, monkeypatch)
+    runs, backend = _runs()
+    report = _check(source, load_cuda_launch(launch_path), path, True, monkeypatch, backend)
     assert runs == [(SHADOW_BUILD, 0, 2 * 9)]
     assert report.races == [] and report.scope.complete and report.exit_code == 0
 
@@ -169,8 +172,7 @@ def test_local_accesses_that_stray_from_the_build_run_repeat_unfiltered(
     a check without the prefilter."""
     spec = {"grid": [2], "block": [64], "arg": [{"type": "int", "count": 128}, {"value": 64}]}
     full = _check(LOCAL_SHIFT, cuda_launch_from_dict(spec, "l.toml"), "l.cu", False, monkeypatch)
-    runs = _runs(monkeypatch)
-    real = cuda_backend.launch_fn
+    real = cuda_backend.launch
 
     def fewer_in_the_build_run(dev, ptx, path, kernel, params, args, *rest, **kw):
         pre = kw.get("prefilter")
@@ -178,8 +180,9 @@ def test_local_accesses_that_stray_from_the_build_run_repeat_unfiltered(
             args = {**args, 1: 1}
         return real(dev, ptx, path, kernel, params, args, *rest, **kw)
 
-    monkeypatch.setattr(cuda_backend, "launch_fn", fewer_in_the_build_run)
-    report = _check(LOCAL_SHIFT, cuda_launch_from_dict(spec, "l.toml"), "l.cu", True, monkeypatch)
+    runs, backend = _runs(fewer_in_the_build_run)
+    launch = cuda_launch_from_dict(spec, "l.toml")
+    report = _check(LOCAL_SHIFT, launch, "l.cu", True, monkeypatch, backend)
     assert [(m, u > 0) for m, u, _ in runs] == [
         (SHADOW_BUILD, False),
         (SHADOW_FILTER, True),

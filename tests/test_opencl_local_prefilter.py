@@ -21,6 +21,8 @@ from gpurace.instrument import opencl
 from gpurace.instrument.opencl.runtime import prelude
 from gpurace.launch import LaunchSpec
 from gpurace.model import Event, Kind, unpack_flags
+from gpurace.options import Options
+from tests.patched import Patched
 
 # a tree reduction over a __local tile: every tile word is touched by one work-item
 # per local epoch, so no tile access can conflict
@@ -45,6 +47,7 @@ REDUCE_RACY = REDUCE.replace(
     "        barrier(CLK_LOCAL_MEM_FENCE);\n    }",
     "        if (s > 4) barrier(CLK_LOCAL_MEM_FENCE);\n    }",
 )
+UNFILTERED = Options(prefilter=False)  # every access logged, as a reference
 GROUPS, WG = 8, 64
 
 
@@ -58,12 +61,10 @@ def _spec(kernel: str = "reduce") -> LaunchSpec:
 
 
 def _unfiltered(monkeypatch, source: str, spec: LaunchSpec, path: str):
-    with monkeypatch.context() as m:
-        m.setattr(api, "PREFILTER", False)
-        return api.check(source, spec, path=path, all_instances=True)
+    return api.check(source, spec, path=path, all_instances=True, options=UNFILTERED)
 
 
-def _counted_launches(monkeypatch) -> list[int | None]:
+def _counted_launches() -> tuple[list[int | None], Patched]:
     """The mode of every instrumented launch a check makes (None: unfiltered)."""
     real, modes = opencl_backend.launch, []
 
@@ -71,8 +72,7 @@ def _counted_launches(monkeypatch) -> list[int | None]:
         modes.append(kw["prefilter"].mode if kw.get("prefilter") else None)
         return real(*args, **kw)
 
-    monkeypatch.setattr(opencl_backend, "launch", counted)
-    return modes
+    return modes, Patched(opencl_backend, launch=counted)
 
 
 def _launch(queue, inst, spec, pre=None, mode0_capacity: int = 1 << 16):
@@ -108,7 +108,7 @@ def _decoded(queue, inst, result) -> list[tuple[int, ...]]:
 def test_events_are_logged_once_per_group_when_all_pass_the_same_barriers():
     """An unfiltered run: each group logs its 7 barriers and its exit once, by local
     index 0, instead of once per work-item (64 times as many)."""
-    queue, _ = opencl_backend.get_queue()
+    queue, _ = opencl_backend.get_device()
     inst = opencl.instrument(REDUCE, "reduce.cl")
     recs = _decoded(queue, inst, _launch(queue, inst, _spec()))
     events = [r for r in recs if r[1] == Kind.EVENT]
@@ -140,7 +140,7 @@ __kernel void exits(__global uint *out)
 def test_the_lowest_local_index_of_each_distinct_event_is_logged():
     """Two exit sites: the `return` (local indices 48..63) and the closing brace
     (0..47): each group logs each once, by its lowest local index."""
-    queue, _ = opencl_backend.get_queue()
+    queue, _ = opencl_backend.get_device()
     inst = opencl.instrument(EXITS, "exits.cl")
     spec = LaunchSpec.from_dict(
         {"kernel": "exits", "global_size": [GROUPS * WG], "local_size": [WG],
@@ -161,9 +161,9 @@ def test_the_lowest_local_index_of_each_distinct_event_is_logged():
 def test_reduce_logs_only_events_in_one_instrumented_launch(monkeypatch):
     """No tile word can conflict, so the build run (which logs the events) stands for
     the filter run: one instrumented launch, and the log holds the events only."""
-    queue, _ = opencl_backend.get_queue()
-    modes = _counted_launches(monkeypatch)
-    report = api.check(REDUCE, _spec(), path="reduce.cl", all_instances=True)
+    queue, _ = opencl_backend.get_device()
+    modes, backend = _counted_launches()
+    report = api.check(REDUCE, _spec(), path="reduce.cl", all_instances=True, backend=backend)
     assert modes == [SHADOW_BUILD]
     assert report.races == [] and report.scope.complete
     assert report.scope.accesses_logged == GROUPS * 8  # 7 barriers and the exit
@@ -183,11 +183,13 @@ def test_reduce_logs_only_events_in_one_instrumented_launch(monkeypatch):
 def test_a_local_race_is_logged_and_reported_as_without_the_prefilter(monkeypatch):
     """The racy reduction: the build run's masks hold the racy (word, epoch) buckets,
     so the filter run logs their accesses and the tile's other accesses not."""
-    queue, _ = opencl_backend.get_queue()
+    queue, _ = opencl_backend.get_device()
     full = _unfiltered(monkeypatch, REDUCE_RACY, _spec(), "reduce.cl")
     assert {r.cls.name for r in full.races} == {"LOCAL"}
-    modes = _counted_launches(monkeypatch)
-    filtered = api.check(REDUCE_RACY, _spec(), path="reduce.cl", all_instances=True)
+    modes, backend = _counted_launches()
+    filtered = api.check(
+        REDUCE_RACY, _spec(), path="reduce.cl", all_instances=True, backend=backend
+    )
     assert modes == [SHADOW_BUILD, SHADOW_FILTER]
     assert filtered.races == full.races and filtered.instances == full.instances
     assert filtered.scope.accesses_logged < full.scope.accesses_logged // 4
@@ -260,11 +262,15 @@ def test_a_filter_run_whose_local_accesses_differ_is_counted_and_repeated(monkey
         unseen.append(result.unseen)
         return result
 
-    monkeypatch.setattr(opencl_backend, "launch", build_with_own_indices)
-    report = api.check(SCATTER, hot, path="scatter.cl", all_instances=True)
+    report = api.check(
+        SCATTER,
+        hot,
+        path="scatter.cl",
+        all_instances=True,
+        backend=Patched(opencl_backend, launch=build_with_own_indices),
+    )
     assert calls == [SHADOW_BUILD, SHADOW_FILTER, None]
     assert unseen[1] > 0
-    monkeypatch.setattr(opencl_backend, "launch", real)
     full = _unfiltered(monkeypatch, SCATTER, hot, "scatter.cl")
     assert report.races == full.races and report.instances == full.instances
     assert [(r.cls.name, r.pairs) for r in report.races] == [("LOCAL", 64 * 63 // 2)]
@@ -293,7 +299,7 @@ LOAD, STORE, ATOMIC = 0, 1, 2
 
 @pytest.fixture(scope="module")
 def driver():
-    queue, _ = opencl_backend.get_queue()
+    queue, _ = opencl_backend.get_device()
     program = opencl_backend.build(queue, prelude(1, 1) + DRIVER, "driver.cl")
     return queue, program
 
@@ -375,9 +381,9 @@ def test_a_check_split_into_address_ranges_is_the_same(monkeypatch):
     would drop records: the racy tile words' accesses of all 8 groups share one
     address of the linear order, and one address cannot be split.)"""
     full = _unfiltered(monkeypatch, REDUCE_RACY, _spec(), "reduce.cl")
-    monkeypatch.setattr(opencl_backend, "max_records_per_pass", lambda _q: 96)
-    modes = _counted_launches(monkeypatch)
-    split = api.check(REDUCE_RACY, _spec(), path="reduce.cl", all_instances=True)
+    modes, counted = _counted_launches()
+    backend = Patched(counted, max_records_per_pass=lambda _q: 96)
+    split = api.check(REDUCE_RACY, _spec(), path="reduce.cl", all_instances=True, backend=backend)
     assert split.scope.passes > 1 and split.scope.complete
     assert modes[0] == SHADOW_BUILD and set(modes[1:]) == {SHADOW_FILTER}
     assert split.races == full.races and split.instances == full.instances

@@ -290,7 +290,7 @@ def write_case(tmp_path: Path, name: str, source: str, launch: str) -> Case:
 def events(case: Case) -> set[tuple[int, int, int, int]]:
     """The distinct (event kind, group, ordinal, site) of one unfiltered PoCL run."""
     _, result = _run(case, instrumented=True)
-    log = opencl_backend.read_log(opencl_backend.get_queue()[0], result)
+    log = opencl_backend.read_log(opencl_backend.get_device()[0], result)
     ev = log[(log[:, 1] & 3) == Kind.EVENT]
     return {(int(r[1] >> 24) & 0xF, int(r[4]), int(r[5]), int(r[0])) for r in ev}
 

@@ -32,7 +32,7 @@ from tests.test_wgsl_rewriter import (
 
 @pytest.fixture(scope="module")
 def queue():
-    return opencl_backend.get_queue()[0]
+    return opencl_backend.get_device()[0]
 
 
 def linear_layout(inst: Instrumented, kernel: str, groups: int, sizes: dict[str, int]):

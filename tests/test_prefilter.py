@@ -14,17 +14,19 @@ from gpurace.instrument import opencl
 from gpurace.instrument.wgsl import instrument
 from gpurace.launch import LaunchSpec
 from gpurace.model import RECORD_WORDS, Kind, Space
+from gpurace.options import Options
 from tests.corpus import cases
+from tests.patched import Patched
 
 CASES = cases("wgsl", ".wgsl")
 # PoCL segfaults on different barriers in if and else (tests/test_corpus_opencl.py)
 CL_CASES = [c for c in cases("opencl", ".cl") if c.id != "divergence_if_else"]
 
+UNFILTERED = Options(prefilter=False)  # every access logged, as a reference
+
 
 def _unfiltered(monkeypatch, source, spec, path, **kw):
-    with monkeypatch.context() as m:
-        m.setattr(api, "PREFILTER", False)
-        return api.check(source, spec, path=path, **kw)
+    return api.check(source, spec, path=path, **kw, options=UNFILTERED)
 
 
 @pytest.mark.parametrize("case", CASES + CL_CASES, ids=lambda c: f"{c.language}-{c.id}")
@@ -174,7 +176,6 @@ def test_a_run_that_strays_from_the_shadow_run_is_counted_and_repeated(monkeypat
             args = (*args[:5], own, *args[6:])
         return real(*args, **kw)
 
-    monkeypatch.setattr(wgpu_backend, "launch", build_with_own_indices)
     hot_spec = LaunchSpec.from_dict(
         {
             "entry": "main",
@@ -186,9 +187,9 @@ def test_a_run_that_strays_from_the_shadow_run_is_counted_and_repeated(monkeypat
         },
         path="hot.toml",
     )
-    report = api.check(SHIFT, hot_spec, path="shift.wgsl")
+    backend = Patched(wgpu_backend, launch=build_with_own_indices)
+    report = api.check(SHIFT, hot_spec, path="shift.wgsl", backend=backend)
     assert calls == [wgpu_backend.SHADOW_BUILD, wgpu_backend.SHADOW_FILTER, None]
-    monkeypatch.setattr(wgpu_backend, "launch", real)
     assert report.races == _unfiltered(monkeypatch, SHIFT, hot_spec, "shift.wgsl").races
     assert [(r.cls.name, r.pairs) for r in report.races] == [("GLOBAL_INTRA", 120)]
 
@@ -215,7 +216,7 @@ def test_words_beyond_a_small_shadow_are_still_checked(monkeypatch):
     )  # fmt: skip
     whole = api.check(WIDE, spec, path="wide.wgsl")
     assert [(r.cls.name, r.instances) for r in whole.races] == [("GLOBAL_INTRA", 32)]
-    monkeypatch.setattr(wgpu_backend, "binding_limit", lambda _dev: 8192)
+    monkeypatch.setattr(wgpu_backend, "analysis_limit", lambda _dev: 8192)
     small = api.check(WIDE, spec, path="wide.wgsl")
     assert small.races == whole.races and small.scope.complete
 
@@ -232,10 +233,10 @@ def test_a_clean_kernel_without_barriers_needs_only_the_shadow_run(monkeypatch):
         modes.append(kw["prefilter"].mode if kw.get("prefilter") else None)
         return real(*args, **kw)
 
-    monkeypatch.setattr(wgpu_backend, "launch", counted)
-    report = api.check(source, spec, path=str(case.kernel))
+    report = api.check(
+        source, spec, path=str(case.kernel), backend=Patched(wgpu_backend, launch=counted)
+    )
     assert modes == [wgpu_backend.SHADOW_BUILD] and report.scope.accesses_logged == 0
-    monkeypatch.setattr(wgpu_backend, "launch", real)
     full = _unfiltered(monkeypatch, source, spec, str(case.kernel))
     assert report.races == full.races == [] and full.scope.accesses_logged > 0
 
@@ -337,7 +338,7 @@ def _accesses(recs) -> list[tuple[int, ...]]:
 
 
 def test_opencl_filtered_log_is_the_unfiltered_log_on_words_that_may_conflict():
-    queue, _ = opencl_backend.get_queue()
+    queue, _ = opencl_backend.get_device()
     inst = opencl.instrument(CL_SHIFT, "shift.cl")
     rng = np.random.default_rng(3)
     spec = _cl_spec(rng.integers(0, 4, 16).astype(np.uint32))  # several items per word
@@ -371,7 +372,7 @@ def test_opencl_run_that_strays_from_the_shadow_run_is_counted_and_repeated(monk
     two sharing word 14 (a build run without any possible conflict would stand for
     the filter runs: its log is complete for what it ran), the checked runs write
     word 0 from every work-item."""
-    queue, _ = opencl_backend.get_queue()
+    queue, _ = opencl_backend.get_device()
     inst = opencl.instrument(CL_SHIFT, "shift.cl")
     mostly_own = np.arange(16, dtype=np.uint32)
     mostly_own[15] = 14
@@ -393,10 +394,13 @@ def test_opencl_run_that_strays_from_the_shadow_run_is_counted_and_repeated(monk
             args = (*args[:5], own_args, *args[6:])
         return real(*args, **kw)
 
-    monkeypatch.setattr(opencl_backend, "launch", build_with_own_indices)
-    report = api.check(CL_SHIFT, hot, path="shift.cl")
+    report = api.check(
+        CL_SHIFT,
+        hot,
+        path="shift.cl",
+        backend=Patched(opencl_backend, launch=build_with_own_indices),
+    )
     assert calls == [SHADOW_BUILD, SHADOW_FILTER, None]
-    monkeypatch.setattr(opencl_backend, "launch", real)
     assert report.races == _unfiltered(monkeypatch, CL_SHIFT, hot, "shift.cl").races
     assert [(r.cls.name, r.pairs) for r in report.races] == [("GLOBAL_INTRA", 120)]
 
@@ -411,10 +415,10 @@ def test_opencl_clean_kernel_without_barriers_needs_only_the_shadow_run(monkeypa
         modes.append(kw["prefilter"].mode if kw.get("prefilter") else None)
         return real(*args, **kw)
 
-    monkeypatch.setattr(opencl_backend, "launch", counted)
-    report = api.check(source, spec, path=str(case.kernel))
+    report = api.check(
+        source, spec, path=str(case.kernel), backend=Patched(opencl_backend, launch=counted)
+    )
     assert modes == [SHADOW_BUILD] and report.scope.accesses_logged == 0
-    monkeypatch.setattr(opencl_backend, "launch", real)
     full = _unfiltered(monkeypatch, source, spec, str(case.kernel))
     assert report.races == full.races == [] and full.scope.accesses_logged > 0
 

@@ -18,18 +18,20 @@ from gpurace.instrument.wgsl import instrument
 from gpurace.instrument.wgsl.overrides import set_overrides
 from gpurace.launch import LaunchSpec
 from gpurace.model import Kind, Space
+from gpurace.options import Options
 from tests.corpus import cases
+from tests.patched import Patched
 
 LOCAL_CASES = [c for c in cases("wgsl", ".wgsl") if "var<workgroup>" in c.load()[0]]
 
+UNFILTERED = Options(prefilter=False)  # every access logged, as a reference
+
 
 def _unfiltered(monkeypatch, source, spec, path, **kw):
-    with monkeypatch.context() as m:
-        m.setattr(api, "PREFILTER", False)
-        return api.check(source, spec, path=path, **kw)
+    return api.check(source, spec, path=path, **kw, options=UNFILTERED)
 
 
-def _record_launches(monkeypatch) -> list[tuple[int | None, object]]:
+def _record_launches() -> tuple[list[tuple[int | None, object]], Patched]:
     """Every instrumented launch of a check: (prefilter mode, its LaunchResult)."""
     real, calls = wgpu_backend.launch, []
 
@@ -40,19 +42,17 @@ def _record_launches(monkeypatch) -> list[tuple[int | None, object]]:
         calls.append((mode, result))
         return result
 
-    monkeypatch.setattr(wgpu_backend, "launch", counted)
-    return calls
+    return calls, Patched(wgpu_backend, launch=counted)
 
 
-def _record_prefilters(monkeypatch) -> list[prefilter_mod.Prefilter]:
+def _record_prefilters() -> tuple[list[prefilter_mod.Prefilter], Patched]:
     real, made = wgpu_backend.prefilter, []
 
     def recorded(*args, **kw):
         made.append(real(*args, **kw))
         return made[-1]
 
-    monkeypatch.setattr(wgpu_backend, "prefilter", recorded)
-    return made
+    return made, Patched(wgpu_backend, prefilter=recorded)
 
 
 @pytest.mark.parametrize("case", LOCAL_CASES, ids=lambda c: c.id)
@@ -60,8 +60,8 @@ def test_local_area_covers_every_group_and_changes_no_report(case, monkeypatch):
     source, spec = case.load()
     path = str(case.kernel)
     full = _unfiltered(monkeypatch, source, spec, path, all_instances=True)
-    made = _record_prefilters(monkeypatch)
-    filtered = api.check(source, spec, path=path, all_instances=True)
+    made, backend = _record_prefilters()
+    filtered = api.check(source, spec, path=path, all_instances=True, backend=backend)
     inst = instrument(set_overrides(source, spec.overrides, spec.path), path)
     words = sum(ceil(v.size / 4) for v in inst.variables if v.space == Space.LOCAL)
     assert [(p.local_words, p.groups) for p in made] == [(words, prod(spec.workgroups))]
@@ -79,8 +79,8 @@ def test_a_local_area_for_only_the_first_group_is_still_exact(case, monkeypatch)
     path = str(case.kernel)
     full = _unfiltered(monkeypatch, source, spec, path, all_instances=True)
     monkeypatch.setattr(wgpu_backend, "local_groups", lambda *a: min(1, a[2]))
-    made = _record_prefilters(monkeypatch)
-    filtered = api.check(source, spec, path=path, all_instances=True)
+    made, backend = _record_prefilters()
+    filtered = api.check(source, spec, path=path, all_instances=True, backend=backend)
     assert [p.groups for p in made] == [1]
     assert filtered.races == full.races
     assert filtered.instances == full.instances
@@ -123,15 +123,14 @@ def test_a_reduction_logs_only_its_events_in_one_instrumented_launch(monkeypatch
     may conflict, so the build run's log (events only: one per barrier and one exit
     per group) stands for the check."""
     spec = _reduce_spec(8)
-    calls = _record_launches(monkeypatch)
-    report = api.check(REDUCE, spec, path="reduce.wgsl")
+    calls, backend = _record_launches()
+    report = api.check(REDUCE, spec, path="reduce.wgsl", backend=backend)
     assert [mode for mode, _ in calls] == [SHADOW_BUILD]
     dev, _ = wgpu_backend.get_device(None)
     log = wgpu_backend.read_log(dev, calls[0][1])
     assert len(log) == 8 * (7 + 1)  # 7 barriers and the exit, in each of 8 groups
     assert np.all(log[:, 1] & 3 == Kind.EVENT)
     assert report.scope.accesses_logged == len(log) and report.scope.complete
-    monkeypatch.setattr(wgpu_backend, "launch", calls and wgpu_backend.launch)
     full = _unfiltered(monkeypatch, REDUCE, spec, "reduce.wgsl")
     assert report.races == full.races == []
     assert full.scope.accesses_logged > 8 * 64 * 3
@@ -146,8 +145,8 @@ RACY_REDUCE = REDUCE.replace(
 def test_a_reduction_without_its_step_barrier_logs_only_the_racing_buckets(monkeypatch):
     spec = _reduce_spec(4)
     full = _unfiltered(monkeypatch, RACY_REDUCE, spec, "reduce.wgsl", all_instances=True)
-    calls = _record_launches(monkeypatch)
-    filtered = api.check(RACY_REDUCE, spec, path="reduce.wgsl", all_instances=True)
+    calls, backend = _record_launches()
+    filtered = api.check(RACY_REDUCE, spec, path="reduce.wgsl", all_instances=True, backend=backend)
     assert [mode for mode, _ in calls] == [SHADOW_BUILD, SHADOW_FILTER]
     assert filtered.races and filtered.races == full.races
     assert filtered.instances == full.instances
@@ -228,10 +227,13 @@ def test_a_filter_run_whose_local_accesses_stray_from_the_build_run_is_counted(m
             args = (*args[:5], build_data, *args[6:])
         return real(*args, **kw)
 
-    monkeypatch.setattr(wgpu_backend, "launch", build_with_own_indices)
-    report = api.check(SCATTER, hot, path="scatter.wgsl")
+    report = api.check(
+        SCATTER,
+        hot,
+        path="scatter.wgsl",
+        backend=Patched(wgpu_backend, launch=build_with_own_indices),
+    )
     assert calls == [SHADOW_BUILD, SHADOW_FILTER, None]
-    monkeypatch.setattr(wgpu_backend, "launch", real)
     full = _unfiltered(monkeypatch, SCATTER, hot, "scatter.wgsl")
     assert report.races == full.races
     assert [(r.cls.name, r.pairs) for r in report.races] == [("LOCAL", 120)]
@@ -297,8 +299,8 @@ def test_a_workgroup_access_beyond_its_variable_is_always_logged(monkeypatch):
         path="oob.toml",
     )  # fmt: skip
     full = _unfiltered(monkeypatch, OUT_OF_BOUNDS, spec, "oob.wgsl", all_instances=True)
-    calls = _record_launches(monkeypatch)
-    filtered = api.check(OUT_OF_BOUNDS, spec, path="oob.wgsl", all_instances=True)
+    calls, backend = _record_launches()
+    filtered = api.check(OUT_OF_BOUNDS, spec, path="oob.wgsl", all_instances=True, backend=backend)
     assert [mode for mode, _ in calls] == [SHADOW_BUILD, SHADOW_FILTER]
     assert calls[1][1].unseen == 0
     assert filtered.races == full.races

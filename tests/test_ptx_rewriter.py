@@ -497,7 +497,7 @@ def _check_labels_on_the_interpreter(case, debug: bool) -> None:
     races = [
         r
         for r in analyse(records, {v.id: v.space for v in inst.variables})
-        if r.cls != RaceClass.STORAGE_EXCHANGE  # as cuda_backend.cuda_races: not for CUDA
+        if r.cls != RaceClass.STORAGE_EXCHANGE  # as languages.cuda.results: not for CUDA
     ]
     report = Report("k", str(case.kernel), "cuda", "ptx interpreter", races, inst.sites,
                     inst.variables, Scope())  # fmt: skip

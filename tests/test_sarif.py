@@ -25,6 +25,7 @@ from gpurace import api
 from gpurace.launch import load_launch
 from gpurace.report.common import RULE_IDS
 from gpurace.report.sarif import to_sarif
+from tests.patched import Patched
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = "tests/corpus/wgsl"
@@ -302,15 +303,15 @@ def test_fingerprints_are_stable_across_runs(runs: dict[str, Run], tmp_path: Pat
     assert len(first.results) == 2
 
 
-def test_dropped_accesses_become_a_notification(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dropped_accesses_become_a_notification() -> None:
     """A log too small for one pass: the real check drops records, SARIF says so.
     (A hot word that is stored to: atomic-only words are not logged at all.)"""
     from gpurace.backends import wgpu_backend
 
     kernel = ROOT / CORPUS / "storage_same_value.wgsl"
     spec = load_launch(str(kernel.with_suffix(".toml")))
-    monkeypatch.setattr(wgpu_backend, "max_records_per_pass", lambda _dev: 4)
-    report = api.check(kernel.read_text(), spec, path=str(kernel))
+    small = Patched(wgpu_backend, max_records_per_pass=lambda _dev: 4)
+    report = api.check(kernel.read_text(), spec, path=str(kernel), backend=small)
     doc = to_sarif(report, cwd=str(ROOT))
     validate_sarif(doc)
     invocation = doc["runs"][0]["invocations"][0]

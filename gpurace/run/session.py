@@ -12,10 +12,9 @@ names it, it does not choose another one).
 The session is independent of the GPU API: a hook module (``hooks_wgpu``) calls
 ``kernel`` when a launch is submitted, ``next_launch`` to learn whether that launch
 is selected, and ``launch`` with a host snapshot of the bound buffers; the session
-builds a ``LaunchSpec`` from it and reuses ``gpurace.api.check`` (races) and
-``gpurace.determinism.repeat_kernel`` (determinism; ``determinism_opencl.repeat_opencl``
-for OpenCL, ``determinism_cuda.repeat_cuda`` for cupy) on gpurace's own device, so the
-program's buffers are never touched.
+builds a ``LaunchSpec`` from it and reuses ``gpurace.api.check`` (races) and the
+kernel's backend's determinism replayer (``Backend.replayer``, `gpurace.registry`) on
+gpurace's own device, so the program's buffers are never touched.
 """
 
 from __future__ import annotations
@@ -33,7 +32,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpurace import registry
 from gpurace.model import GpuraceError, Report
+from gpurace.options import Options as CheckOptions
 from gpurace.report.common import relpath
 
 TOOLS = ("race", "determinism", "all")
@@ -65,6 +66,8 @@ class Options:
     repeat: int = 20
     uniform_writes: str | None = None
     device: str | None = None
+    # how each launch is checked: the environment's (read at the run's start) unless given
+    check: CheckOptions = field(default_factory=CheckOptions.from_env)
 
     def __post_init__(self) -> None:
         if self.tool not in TOOLS:
@@ -247,13 +250,7 @@ class Session:
         kernel.shapes[shape] = done + 1
         kernel.selected_launches += 1
         if kernel.source is None:
-            why = "its override constants cannot be written into the source"
-            if kernel.language == "opencl":
-                why = "built from a binary or IL, not OpenCL C source"
-            elif kernel.language == "cuda":
-                why = "loaded from a binary (cubin/fatbin), not CUDA C++ or PTX source"
-            elif not kernel.variant:
-                why = "not WGSL source (gpurace rewrites WGSL text only)"
+            why = registry.language(kernel.language).no_source_reason(kernel.variant)
             self.skip(kernel, index, why)
             return None
         return index
@@ -305,55 +302,39 @@ class Session:
             except GpuraceError as err:
                 self.skip(kernel, index, str(err))
             except Exception as err:  # a gpurace bug must not take the program down
-                if os.environ.get("GPURACE_DEBUG"):
+                if self.options.check.debug:
                     raise
                 self.skip(kernel, index, f"internal error: {type(err).__name__}: {err}")
 
     # -- checking ---------------------------------------------------------------
 
     def _check(self, kernel: Kernel, index: int, spec: Any) -> None:
-        from gpurace import api, determinism
+        from gpurace import api
 
         assert kernel.source is not None
         opts = self.options
-        replay = opts.tool in ("determinism", "all")
-        replayable = kernel.language in ("wgsl", "opencl", "cuda")
-        if replay and not replayable and opts.tool == "determinism":
-            raise GpuraceError("determinism replay runs WGSL, OpenCL and CUDA kernels only")
+        check = opts.check.with_(device=opts.device, uniform_writes=opts.uniform_writes)
         if opts.tool in ("race", "all"):
             report = api.check(
                 kernel.source,
                 spec,
                 path=kernel.file,
-                device=opts.device,
-                uniform_writes=opts.uniform_writes,
                 entry=kernel.entry,
                 language=kernel.language,
+                options=check,
             )
             for race in report.races:
                 race.launch = index  # the text report's "launch N"
             kernel.reports.append((index, report))
-        if replay and not replayable:
-            kernel.checked.append(index)
-            why = "determinism replay runs WGSL, OpenCL and CUDA kernels only (races checked)"
-            self.skip(kernel, index, why)
-            return
-        if replay:
-            repeat_kernel: Callable[..., Any] = determinism.repeat_kernel
-            if kernel.language == "opencl":
-                from gpurace.determinism_opencl import repeat_opencl
-
-                repeat_kernel = repeat_opencl
-            elif kernel.language == "cuda":
-                from gpurace.determinism_cuda import repeat_cuda
-
-                repeat_kernel = repeat_cuda
+        if opts.tool in ("determinism", "all"):
+            lang = registry.language(kernel.language)
+            repeat_kernel = registry.backend_for(lang, check).replayer()
             result = repeat_kernel(
                 kernel.source,
                 spec,
                 runs=opts.repeat,
                 path=kernel.file,
-                device=opts.device,
+                device=registry.device_name(kernel.language, check),
                 entry=kernel.entry,
             )
             kernel.repeats.append((index, result))

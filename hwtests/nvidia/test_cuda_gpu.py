@@ -133,7 +133,7 @@ def test_device_analysis_equals_reference(case, device):
         var_bases=bases, var_sizes=sizes, log_capacity=1 << 20,
     )  # fmt: skip
     assert result.requested <= result.capacity and result.unattributed == 0
-    records = cuda_backend.read_log(result)
+    records = cuda_backend.read_log(None, result)
     spaces = {v.id: v.space for v in inst.variables}
     want = analyse(records, spaces, uniform_writes_race=False)
     got = cuda_backend.analyse_on_device(

@@ -30,7 +30,7 @@ def _pocl_analysis() -> None:
     from gpurace.backends import cuda_backend, opencl_backend
     from gpurace.model import RECORD_WORDS
 
-    queue = opencl_backend.get_queue("Portable Computing Language")[0]
+    queue = opencl_backend.get_device("Portable Computing Language")[0]
 
     def analyse(device, log, n, bases, uniform, **kw):
         buf = None  # a prefiltered launch that logged nothing has no log

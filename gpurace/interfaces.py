@@ -1,0 +1,211 @@
+"""The two extension points: a kernel `Language` and a device `Backend` (docs/internals.md §0).
+
+A language (WGSL, OpenCL C, CUDA) is one module under `gpurace.languages`; a backend
+(wgpu, OpenCL, CUDA) is one module under `gpurace.backends`. Both are duck-typed
+modules that satisfy these protocols (mypy checks modules against protocols), picked
+by `gpurace.registry`; `gpurace.api.check`, the CLI and ``gpurace run`` only ever talk
+to them through these names, so adding a language or a device API is adding modules.
+
+A `Target` is one launch made ready on one backend: what the language-neutral pass
+loop of `gpurace.api.check` drives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from gpurace.backends.analysis_driver import DeviceAnalysis
+    from gpurace.backends.common import LaunchResult
+    from gpurace.backends.prefilter import Prefilter
+    from gpurace.model import Instrumented
+    from gpurace.options import Options
+
+
+# A language's launch description: `gpurace.launch.LaunchSpec` (WGSL, OpenCL C) or
+# `gpurace.instrument.ptx.launch.CudaLaunch` (CUDA).
+L = TypeVar("L")
+
+
+class DeviceInfo(Protocol):
+    """One entry of `Backend.list_devices` (what ``gpurace devices`` prints)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+
+
+class Backend(Protocol):
+    """One device API (a module of `gpurace.backends`). Device handles are opaque
+    (`object`): a wgpu device, an OpenCL command queue, a cupy Device."""
+
+    def list_devices(self) -> Sequence[DeviceInfo]:
+        """Every usable device of this API, the default (best) first; [] when the API
+        or its driver is missing."""
+        ...
+
+    def get_device(self, name: str | None = None) -> tuple[Any, str]:
+        """(device handle, description) of the first device whose description contains
+        `name` (any case), or the API's default (GPUs first) for None; one handle per
+        device and process. `gpurace.registry.open_device` resolves the user's name."""
+        ...
+
+    # The instrumented launch: `launch(device, source, path, kernel, <the language's
+    # grid and arguments>, *, var_bases, log_capacity, log_range, histogram_bins,
+    # histogram_width, prefilter, ...) -> LaunchResult`. Its positional middle is the
+    # one thing a language and its backend agree on privately, so it is a plain
+    # callable here; the Language's `target` is its only caller in a check.
+    launch: Callable[..., LaunchResult]
+
+    def prefilter(
+        self, device: Any, address_end: int, wgsize: int, local_words: int = 0, num_groups: int = 0
+    ) -> Prefilter:
+        """A cleared shadow for the prefilter's runs (docs/internals.md §2): launch-wide
+        words up to `address_end`, plus per-group local areas where they fit."""
+        ...
+
+    def shadow_may_conflict(self, device: Any, pre: Prefilter) -> bool:
+        """After the build run: whether any shadow word shows a possible conflict
+        (none: one run was enough, nothing needs logging)."""
+        ...
+
+    def max_records_per_pass(self, device: Any) -> int:
+        """Log records one instrumented launch's log buffer can hold."""
+        ...
+
+    def max_shadow_words(self, device: Any) -> int:
+        """Words of the linear address order one analysis pass covers."""
+        ...
+
+    def analysis_limit(self, device: Any) -> int:
+        """Bytes of the largest buffer the analysis kernels may bind."""
+        ...
+
+    def analyse_on_device(
+        self,
+        device: Any,
+        log_buf: Any,
+        n_records: int,
+        var_bases: list[int],
+        uniform_writes_race: bool,
+        **options: Any,
+    ) -> DeviceAnalysis:
+        """Run the analysis kernels (`shaders/analysis.*`) on the first `n_records` of a
+        launch's log where it lies; keyword options: `analysis_driver.analyse`."""
+        ...
+
+    def upload_log(self, device: Any, records: np.ndarray) -> Any:
+        """A host-side log as the device buffer `analyse_on_device` reads (tests)."""
+        ...
+
+    def read_log(self, device: Any, result: LaunchResult) -> np.ndarray:
+        """A launch's log records read back to the host (tests, debugging)."""
+        ...
+
+    def replayer(self) -> Callable[..., Any]:
+        """The determinism replayer of this API: ``repeat(source, spec, *, runs, path,
+        device, entry) -> RepeatResult`` (``gpurace run --tool determinism``). A slot for
+        now: it returns the existing `gpurace.determinism*` function (``gpurace repeat``
+        still picks its own); the determinism package moves behind it once split."""
+        ...
+
+
+class RunFn(Protocol):
+    """A Target's `run`: one instrumented launch logging the addresses [lo, hi) into a
+    log of `capacity` records, or (`bins` > 0) counting records per address bin of
+    `width` bytes (`LaunchResult.histogram`)."""
+
+    def __call__(
+        self, lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0
+    ) -> LaunchResult: ...
+
+
+class AnalyseFn(Protocol):
+    """A Target's `analyse`: the analysis of the first `n` records of `result`'s log for
+    the address range [lo, hi); `list_instances` caps the instances listed,
+    `splittable` says whether too-big tables may be answered with `too_big`."""
+
+    def __call__(
+        self,
+        result: LaunchResult,
+        n: int,
+        lo: int,
+        hi: int,
+        *,
+        list_instances: int = 0,
+        splittable: bool = False,
+    ) -> DeviceAnalysis: ...
+
+
+@dataclass
+class Target:
+    """One launch made ready on one backend: what the language-neutral pass loop needs."""
+
+    inst: Instrumented
+    kernel: str
+    device: str
+    workgroup_size: tuple[int, int, int]
+    num_groups: tuple[int, int, int]
+    bases: list[int]
+    total: int  # end of the linear address order
+    max_records: int  # records one log buffer holds
+    max_words: int  # words one analysis pass's shadow covers
+    run: RunFn
+    analyse: AnalyseFn
+    held_bytes: int = 0  # device memory held for the whole check (the prefilter's shadow)
+
+
+class Language(Protocol[L]):
+    """One kernel language (a module of `gpurace.languages`); `L` is its launch type."""
+
+    @property
+    def name(self) -> str:
+        """The language's name in reports and launch specs ("wgsl", "opencl", "cuda")."""
+        ...
+
+    @property
+    def extensions(self) -> tuple[str, ...]:
+        """Kernel file extensions, lower case with the dot (".wgsl")."""
+        ...
+
+    @property
+    def default_backend(self) -> str:
+        """The name of the backend that runs it by default (`gpurace.registry.backend`)."""
+        ...
+
+    def read_launch(self, path: str) -> L:
+        """Read and check a launch file in this language's schema (docs/launch-files.md)."""
+        ...
+
+    def instrument(self, source: str, path: str, options: Sequence[str] = ()) -> Instrumented:
+        """Rewrite `source` for logging (`options`: the launch's build options)."""
+        ...
+
+    def target(
+        self,
+        source: str,
+        launch: L,
+        path: str,
+        backend: Backend,
+        entry: str | None,
+        options: Options,
+    ) -> Target:
+        """Instrument, validate `launch` against the kernel, open the device
+        (`registry.open_device`), lay out the addresses and make the launch's Target
+        on `backend`."""
+        ...
+
+    def results(self, analysis: DeviceAnalysis) -> DeviceAnalysis:
+        """This language's policy on one pass's analysis (e.g. races CUDA's memory model
+        does not count); most languages return it as it is."""
+        ...
+
+    def no_source_reason(self, variant: str) -> str:
+        """Why ``gpurace run`` cannot check a launch of this language whose kernel has
+        no source text (`variant`: the pipeline variant, WGSL's override constants)."""
+        ...

@@ -1,0 +1,2 @@
+"""Kernel languages, one module each (`gpurace.interfaces.Language`): ``wgsl``,
+``opencl``, ``cuda``. `gpurace.registry` picks one by file extension."""

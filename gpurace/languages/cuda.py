@@ -1,0 +1,142 @@
+"""CUDA C++ and PTX: compiled to PTX and rewritten by `gpurace.instrument.ptx`, run on
+cupy (`gpurace.interfaces.Language`; internals §7)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from math import prod
+from typing import Any, cast
+
+from gpurace.backends.analysis_driver import DeviceAnalysis
+from gpurace.backends.common import LaunchResult
+from gpurace.backends.prefilter import Prefilter, local_order_words
+from gpurace.instrument.ptx.launch import CudaLaunch, load_cuda_launch
+from gpurace.interfaces import Backend, Target
+from gpurace.model import Instrumented, RaceClass
+from gpurace.options import Options
+from gpurace.target import filtered_target, linear_layout
+
+Grid = tuple[int, int, int]
+name = "cuda"
+extensions = (".cu", ".ptx")
+default_backend = "cuda"
+
+
+def read_launch(path: str) -> CudaLaunch:
+    """A CUDA launch file (grid, block, shared_bytes, [[arg]] tables)."""
+    return load_cuda_launch(path)
+
+
+def instrument(
+    source: str, path: str, options: Sequence[str] = (), name_expressions: Sequence[str] = ()
+) -> Instrumented:
+    """CUDA C++ compiled to PTX (or PTX as it is), rewritten for the default arch."""
+    from gpurace.instrument.ptx import instrument as instrument_ptx
+
+    return instrument_ptx(source, path, options, name_expressions)
+
+
+def types_from_launch(inst: Instrumented, kernel: str, launch: CudaLaunch) -> None:
+    """Give pointer parameters whose element type the kernel does not tell (PTX input,
+    templates) the launch file's type, so reports name elements (``x[5]``)."""
+    for k, v in enumerate(inst.variables):
+        if v.kernel != kernel or v.binding is None or v.elem_stride:
+            continue
+        a = launch.args[v.binding] if v.binding < len(launch.args) else None
+        if a is not None and a.buffer is not None and a.buffer.count:
+            stride = a.buffer.nbytes // a.buffer.count
+            inst.variables[k] = replace(v, elem_stride=stride, elem_type=a.buffer.type)
+
+
+def target(
+    source: str,
+    launch: CudaLaunch,
+    path: str,
+    backend: Backend,
+    entry: str | None,
+    options: Options,
+) -> Target:
+    """A CUDA C++ or PTX launch on cupy (an NVIDIA GPU). Runs go through
+    `prefilter.filtered_run` with a launch-wide shadow (internals §7) unless
+    `options.prefilter` is off."""
+    from gpurace import registry
+    from gpurace.backends import cuda_backend
+    from gpurace.instrument.ptx import instrument as instrument_ptx
+    from gpurace.instrument.ptx import resolve_kernel
+    from gpurace.instrument.ptx.launch import validate_cuda
+
+    dev, dev_name = registry.open_device(backend, options)
+    if entry is not None:
+        launch.entry = entry
+    arch = cuda_backend.arch_of(dev)
+    inst = instrument_ptx(source, path, launch.options, launch.name_expressions, arch)
+    kernel = resolve_kernel(inst, launch)
+    params = inst.params[kernel]
+    validate_cuda(launch, params, kernel)
+    types_from_launch(inst, kernel, launch)
+    args = cuda_backend.launch_args(launch)
+    sizes = cuda_backend.var_sizes(inst, kernel, params, args, launch.shared_bytes)
+    bases, total = linear_layout(sizes, prod(launch.grid))
+    block, grid = launch.block, launch.grid
+    sync_seen: dict[str, int] = {}
+
+    def run(
+        lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0, pre_: Any = None
+    ) -> LaunchResult:
+        result: Any = backend.launch(
+            dev,
+            inst.source,
+            path,
+            kernel,
+            params,
+            args,
+            grid,
+            block,
+            launch.shared_bytes,
+            var_bases=bases,
+            var_sizes=sizes,
+            log_capacity=capacity,
+            log_range=(lo, hi),
+            histogram_bins=bins,
+            histogram_width=width,
+            prefilter=pre_,
+            timeout=options.kernel_timeout_s,
+        )
+        sync_seen.update(result.sync_events)
+        partial = sync_seen.get(cuda_backend.SYNC_NAMES[4], 0)
+        note = (
+            f"{path}: {partial} named-barrier waits over part of the block: the ordering "
+            "among their participants is not modelled"
+        )
+        if partial and not any("named-barrier" in n for n in inst.not_instrumented):
+            inst.not_instrumented.append(note)
+        return result
+
+    pre: Prefilter | None = None
+    if options.prefilter:
+        local_words = local_order_words(inst.variables, sizes)
+        pre = backend.prefilter(dev, total, prod(block), local_words, prod(grid))
+
+    return filtered_target(
+        backend, dev, dev_name, inst, kernel, cast(Grid, tuple(block)), cast(Grid, tuple(grid)),
+        bases, total, pre, run, options, results,
+    )  # fmt: skip
+
+
+def results(analysis: DeviceAnalysis) -> DeviceAnalysis:
+    """Drop the storage-exchange warnings: in CUDA, __syncthreads() orders global
+    memory among the block's threads (PTX memory model: bar.sync is a fence at CTA
+    scope), so an exchange through global memory across it is correct code; the
+    warning is for WGSL/OpenCL's storage barriers (design.md §2)."""
+    keep = [r for r in analysis.races if r.cls != RaceClass.STORAGE_EXCHANGE]
+    analysis.orders = {
+        k: v for k, v in analysis.orders.items() if k[0] != RaceClass.STORAGE_EXCHANGE
+    }
+    analysis.listed = [x for x in analysis.listed if x[1].cls != RaceClass.STORAGE_EXCHANGE]
+    analysis.races = keep
+    return analysis
+
+
+def no_source_reason(variant: str) -> str:
+    return "loaded from a binary (cubin/fatbin), not CUDA C++ or PTX source"

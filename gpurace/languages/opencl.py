@@ -1,0 +1,143 @@
+"""OpenCL C: rewritten by `gpurace.instrument.opencl`, run on pyopencl
+(`gpurace.interfaces.Language`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import prod
+from typing import cast
+
+from gpurace.backends.analysis_driver import DeviceAnalysis
+from gpurace.backends.common import LaunchResult
+from gpurace.backends.prefilter import Prefilter, local_order_words
+from gpurace.interfaces import Backend, Target
+from gpurace.launch import LaunchSpec, load_launch, resolve_entry, scalar_bytes, validate_opencl
+from gpurace.launch_sim import bind_sim_args
+from gpurace.model import Binding, GpuraceError, Instrumented
+from gpurace.options import Options
+from gpurace.target import filtered_target, linear_layout
+
+Grid = tuple[int, int, int]
+name = "opencl"
+extensions = (".cl",)
+default_backend = "opencl"
+
+
+def read_launch(path: str) -> LaunchSpec:
+    """An OpenCL launch file (global_size, local_size, [[arg]] tables)."""
+    return load_launch(path)
+
+
+def instrument(source: str, path: str, options: Sequence[str] = ()) -> Instrumented:
+    """The OpenCL C rewriter; the build options' -D/-I apply to its preprocessing."""
+    from gpurace.instrument.opencl import instrument as instrument_opencl
+
+    return instrument_opencl(source, path, options)
+
+
+def opencl_args(launch: LaunchSpec, params: Sequence[Binding]) -> dict[int, object]:
+    """Each kernel argument as the OpenCL backend takes it: the buffer's array, the
+    scalar's value (checked to fit the parameter's C type), or the __local byte count."""
+    args: dict[int, object] = {}
+    for arg, param in zip(launch.args, params, strict=True):
+        if arg.kind == "buffer":  # no buffer: a NULL pointer (a .sim's `null`)
+            args[arg.index] = arg.buffer.data if arg.buffer is not None else None
+        elif arg.kind == "scalar":
+            scalar_bytes(arg, param, launch.path)  # one located error if it does not fit
+            args[arg.index] = arg.value
+        else:
+            args[arg.index] = arg.local_bytes
+    return args
+
+
+def opencl_extents(inst: Instrumented, kernel: str, launch: LaunchSpec) -> list[int]:
+    """Bytes of each tracked variable in this launch: the buffer or __local size for
+    the kernel's parameters, the static size of its __local variables, 0 for other
+    kernels' variables (docs/internals.md §5)."""
+    by_index = {a.index: a for a in launch.args}
+    extents = []
+    for v in inst.variables:
+        arg = by_index.get(v.binding) if v.kernel == kernel and v.binding is not None else None
+        if v.kernel != kernel:
+            extents.append(0)
+        elif arg is None:
+            extents.append(v.size or 0)
+        elif arg.kind == "buffer":
+            extents.append(arg.buffer.nbytes if arg.buffer is not None else 0)
+        else:
+            extents.append(arg.local_bytes or 0)
+    return extents
+
+
+def target(
+    source: str,
+    launch: LaunchSpec,
+    path: str,
+    backend: Backend,
+    entry: str | None,
+    options: Options,
+) -> Target:
+    """An OpenCL C launch on pyopencl (PoCL on the CPU)."""
+    from gpurace import limits, registry
+
+    if launch.language != "opencl":
+        raise GpuraceError(
+            "this launch file describes a WGSL launch; an OpenCL kernel needs global_size, "
+            "local_size and [[arg]] tables (docs/launch-files.md)",
+            launch.path,
+        )
+    inst = instrument(source, path, launch.options)
+    kernel = resolve_entry(launch, list(inst.entry_points), entry)
+    params = inst.params[kernel]
+    if launch.path.lower().endswith(".sim"):
+        launch = bind_sim_args(launch, params)
+    local = validate_opencl(launch, params, inst.entry_points[kernel])
+    assert launch.global_size is not None  # an OpenCL launch always has one
+    groups = cast(Grid, tuple(g // n for g, n in zip(launch.global_size, local, strict=True)))
+    queue, dev_name = registry.open_device(backend, options)
+    limits.check_opencl_launch(queue.device, dev_name, launch, local, params)
+    args = opencl_args(launch, params)
+    extents = opencl_extents(inst, kernel, launch)
+    bases, total = linear_layout(extents, prod(groups))
+    limits.check_address_space(total, launch.path, launch.key_lines.get("arg", 0))
+    pre = None
+    if options.prefilter:
+        local_words = local_order_words(inst.variables, extents)
+        pre = backend.prefilter(queue, total, prod(local), local_words, prod(groups))
+    spec = launch
+
+    def run(
+        lo: int, hi: int, capacity: int, bins: int, width: int, prefilter: Prefilter | None = None
+    ) -> LaunchResult:
+        return backend.launch(
+            queue,
+            inst.source,
+            path,
+            kernel,
+            params,
+            args,
+            spec.global_size,
+            local,
+            options=spec.options,
+            var_bases=bases,
+            var_sizes=extents,
+            log_capacity=capacity,
+            log_range=(lo, hi),
+            histogram_bins=bins,
+            histogram_width=width,
+            prefilter=prefilter,
+        )
+
+    return filtered_target(
+        backend, queue, dev_name, inst, kernel, local, groups, bases, total, pre,
+        run, options, results,
+    )  # fmt: skip
+
+
+def results(analysis: DeviceAnalysis) -> DeviceAnalysis:
+    """Every race OpenCL's memory model has is reported as found."""
+    return analysis
+
+
+def no_source_reason(variant: str) -> str:
+    return "built from a binary or IL, not OpenCL C source"

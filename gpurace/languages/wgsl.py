@@ -1,0 +1,128 @@
+"""WGSL: rewritten by `gpurace.instrument.wgsl`, run on wgpu (`gpurace.interfaces.Language`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import prod
+from typing import cast
+
+from gpurace.backends.analysis_driver import DeviceAnalysis
+from gpurace.backends.common import LaunchResult
+from gpurace.backends.prefilter import Prefilter
+from gpurace.interfaces import Backend, Target
+from gpurace.launch import LaunchSpec, load_launch, resolve_entry, validate_against
+from gpurace.model import GpuraceError, Instrumented, Space
+from gpurace.options import Options
+from gpurace.target import filtered_target, linear_layout
+
+name = "wgsl"
+extensions = (".wgsl",)
+default_backend = "wgpu"
+
+
+def read_launch(path: str) -> LaunchSpec:
+    """A WGSL launch file (workgroups, [[binding]] tables)."""
+    return load_launch(path)
+
+
+def instrument(source: str, path: str, options: Sequence[str] = ()) -> Instrumented:
+    """The WGSL rewriter (WGSL has no build options)."""
+    from gpurace.instrument.wgsl import instrument as instrument_wgsl
+
+    return instrument_wgsl(source, path)
+
+
+def address_layout(inst: Instrumented, launch: LaunchSpec) -> tuple[list[int], int]:
+    """Each tracked variable's base in the linear address order, and the order's size
+    (storage buffers have the launch's sizes)."""
+    sizes: dict[tuple[int | None, int | None], int] = {
+        (b.group, b.binding): b.nbytes for b in launch.buffers
+    }
+    extents = [
+        v.size or 0
+        if v.space == Space.LOCAL or v.group is None
+        else sizes.get((v.group, v.binding), v.size or 0)
+        for v in inst.variables
+    ]
+    return linear_layout(extents, prod(launch.workgroups))
+
+
+def target(
+    source: str,
+    launch: LaunchSpec,
+    path: str,
+    backend: Backend,
+    entry: str | None,
+    options: Options,
+) -> Target:
+    """A WGSL launch on wgpu."""
+    from gpurace import limits, registry
+    from gpurace.backends.wgpu_backend import validate_source
+    from gpurace.instrument.wgsl.overrides import set_overrides
+    from gpurace.instrument.wgsl.runtime import local_order
+
+    if launch.language != "wgsl":
+        raise GpuraceError(
+            "this launch file describes an OpenCL launch; a WGSL kernel needs workgroups "
+            "and [[binding]] tables (docs/launch-files.md)",
+            launch.path,
+        )
+    dev, dev_name = registry.open_device(backend, options)
+    if launch.overrides:
+        line = launch.key_lines.get("overrides", 0)
+        source = set_overrides(source, launch.overrides, launch.path, line)
+    validate_source(dev, source, path)  # naga's reason, in the user's file
+    inst = instrument(source, path)
+    entries = inst.entry_points or {inst.entry: inst.workgroup_size}
+    kernel = resolve_entry(launch, list(entries), entry)
+    validate_against(launch, inst.bindings)
+    limits.check_wgsl_launch(dev.limits, dev_name, launch, inst.bindings, entries[kernel], path)
+    data = {(b.group, b.binding): b.data for b in launch.buffers}
+    bases, total = address_layout(inst, launch)
+    limits.check_address_space(total, launch.path, launch.key_lines.get("binding", 0))
+    groups = cast(tuple[int, int, int], tuple(launch.workgroups))
+
+    local_sizes = [v.size or 0 for v in inst.variables if v.space == Space.LOCAL]
+    local_words = local_order(local_sizes)[1]
+    pre = (
+        backend.prefilter(dev, total, prod(entries[kernel]), local_words, prod(groups))
+        if options.prefilter
+        else None
+    )
+
+    def run(
+        lo: int, hi: int, capacity: int, bins: int, width: int, prefilter: Prefilter | None = None
+    ) -> LaunchResult:
+        return backend.launch(
+            dev,
+            inst.source,
+            path,
+            kernel,
+            inst.bindings,
+            data,
+            groups,
+            log_group=inst.log_group,
+            log_capacity=capacity,
+            log_range=(lo, hi),
+            var_bases=bases,
+            histogram_bins=bins,
+            histogram_width=width,
+            reuse_log=True,  # each pass's log is analysed before the next launch
+            prefilter=prefilter,
+            read_outputs=False,
+        )
+
+    return filtered_target(
+        backend, dev, dev_name, inst, kernel, entries[kernel], groups, bases, total,
+        pre, run, options, results,
+    )  # fmt: skip
+
+
+def results(analysis: DeviceAnalysis) -> DeviceAnalysis:
+    return analysis
+
+
+def no_source_reason(variant: str) -> str:
+    if variant:
+        return "its override constants cannot be written into the source"
+    return "not WGSL source (gpurace rewrites WGSL text only)"

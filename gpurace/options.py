@@ -1,0 +1,80 @@
+"""Every knob of a check in one typed object, and the one place the environment is read.
+
+The ``GPURACE_*`` environment variables are read once, at the edge (the CLI, ``gpurace
+run``, or `gpurace.api.check` when its caller passes no options), by `Options.from_env`;
+everything below takes the `Options` it is handed, so that a test or a program sets a
+knob by passing a value rather than by patching a module global.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from gpurace.model import GpuraceError
+
+#: Backend name -> the environment variable that names its default device.
+DEVICE_VARIABLES = MappingProxyType(
+    {"wgpu": "GPURACE_DEVICE", "opencl": "GPURACE_OPENCL_DEVICE", "cuda": "GPURACE_CUDA_DEVICE"}
+)
+KERNEL_TIMEOUT_S = 60.0  # a CUDA launch that runs longer is taken for a hang
+RECORDS_PER_ITEM = 16  # first log size tried, per work-item (docs/internals.md §2)
+
+
+@dataclass(frozen=True)
+class Options:
+    """How one check runs. Defaults are gpurace's; `from_env` adds the environment's.
+
+    `uniform_writes` None means the launch file's choice, else "tolerate". `device`
+    is the user's --device (a substring of a device's description, for whichever
+    backend the kernel's language runs on); `default_devices` the per-backend
+    defaults ($GPURACE_DEVICE, $GPURACE_OPENCL_DEVICE, $GPURACE_CUDA_DEVICE) used when
+    `device` is None. `backend` forces a backend by name (default: the language's).
+    """
+
+    uniform_writes: str | None = None
+    prefilter: bool = True  # log only words where a conflict is possible (internals §2)
+    records_per_item: int = RECORDS_PER_ITEM
+    kernel_timeout_s: float = KERNEL_TIMEOUT_S  # $GPURACE_KERNEL_TIMEOUT
+    device: str | None = None
+    default_devices: Mapping[str, str] = field(default_factory=dict)
+    backend: str | None = None
+    profile: bool = False  # $GPURACE_PROFILE: print each analysis pass's time
+    debug: bool = False  # $GPURACE_DEBUG: show tracebacks of internal errors
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **given: object) -> Options:
+        """Options from the environment (`os.environ` unless given), then `given`'s
+        keyword values on top (None values are left out: "not given")."""
+        env = os.environ if environ is None else environ
+        timeout = env.get("GPURACE_KERNEL_TIMEOUT")
+        try:
+            seconds = float(timeout) if timeout else KERNEL_TIMEOUT_S
+        except ValueError:
+            raise GpuraceError(
+                f"GPURACE_KERNEL_TIMEOUT must be a number of seconds, not '{timeout}'"
+            ) from None
+        found = cls(
+            kernel_timeout_s=seconds,
+            default_devices={b: env[v] for b, v in DEVICE_VARIABLES.items() if env.get(v)},
+            profile=bool(env.get("GPURACE_PROFILE")),
+            debug=debug_enabled(env),
+        )
+        return found.with_(**given)
+
+    def with_(self, **given: object) -> Options:
+        """A copy with the given (not None) fields replaced."""
+        return replace(self, **{k: v for k, v in given.items() if v is not None})  # type: ignore[arg-type]
+
+    def device_for(self, backend: str) -> str | None:
+        """The device name to open on `backend`: --device, else that backend's default
+        from the environment, else None (the backend's own default: GPUs first)."""
+        return self.device or self.default_devices.get(backend) or None
+
+
+def debug_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """$GPURACE_DEBUG: whether an internal error shows its traceback (read by the CLI's
+    and ``gpurace run``'s last line of defence, which must not fail itself)."""
+    return bool((os.environ if environ is None else environ).get("GPURACE_DEBUG"))
