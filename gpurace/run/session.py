@@ -13,8 +13,8 @@ The session is independent of the GPU API: a hook module (``hooks_wgpu``) calls
 ``kernel`` when a launch is submitted, ``next_launch`` to learn whether that launch
 is selected, and ``launch`` with a host snapshot of the bound buffers; the session
 builds a ``LaunchSpec`` from it and reuses ``gpurace.api.check`` (races) and
-``gpurace.determinism.repeat_kernel`` (determinism; ``determinism_opencl.repeat_opencl``
-for OpenCL, ``determinism_cuda.repeat_cuda`` for cupy) on gpurace's own device, so the
+``gpurace.determinism.repeater`` (determinism: ``repeat_kernel`` for WGSL,
+``repeat_opencl`` for OpenCL, ``repeat_cuda`` for cupy) on gpurace's own device, so the
 program's buffers are never touched.
 """
 
@@ -243,9 +243,9 @@ class Session:
         assert kernel.source is not None
         opts = self.options
         replay = opts.tool in ("determinism", "all")
-        replayable = kernel.language in ("wgsl", "opencl", "cuda")
+        replayable = kernel.language in determinism.REPEATERS
         if replay and not replayable and opts.tool == "determinism":
-            raise GpuraceError("determinism replay runs WGSL, OpenCL and CUDA kernels only")
+            raise GpuraceError(determinism.NOT_REPLAYABLE)
         if opts.tool in ("race", "all"):
             report = api.check(
                 kernel.source,
@@ -261,20 +261,11 @@ class Session:
             kernel.reports.append((index, report))
         if replay and not replayable:
             kernel.checked.append(index)
-            why = "determinism replay runs WGSL, OpenCL and CUDA kernels only (races checked)"
+            why = f"{determinism.NOT_REPLAYABLE} (races checked)"
             self.skip(kernel, index, why)
             return
         if replay:
-            repeat_kernel: Callable[..., Any] = determinism.repeat_kernel
-            if kernel.language == "opencl":
-                from gpurace.determinism_opencl import repeat_opencl
-
-                repeat_kernel = repeat_opencl
-            elif kernel.language == "cuda":
-                from gpurace.determinism_cuda import repeat_cuda
-
-                repeat_kernel = repeat_cuda
-            result = repeat_kernel(
+            result = determinism.repeater(kernel.language)(
                 kernel.source,
                 spec,
                 runs=opts.repeat,
