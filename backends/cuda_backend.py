@@ -497,6 +497,6 @@ def launch_args(launch: CudaLaunch) -> dict[int, object]:
 
 def replayer() -> Callable[..., Any]:
     """The determinism replayer on cupy (`gpurace.interfaces.Backend.replayer`)."""
-    from gpurace.determinism_cuda import repeat_cuda
+    from gpurace.determinism import repeat_cuda
 
     return repeat_cuda

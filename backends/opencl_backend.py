@@ -511,7 +511,7 @@ def analyse_records(
 
 def replayer() -> Callable[..., Any]:
     """The determinism replayer on OpenCL (`gpurace.interfaces.Backend.replayer`)."""
-    from gpurace.determinism_opencl import repeat_opencl
+    from gpurace.determinism import repeat_opencl
 
     return repeat_opencl
 

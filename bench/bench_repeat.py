@@ -34,7 +34,8 @@ except ImportError:
 
 from gpurace import api
 from gpurace.backends import wgpu_backend
-from gpurace.determinism import _Replayer, repeat_kernel
+from gpurace.determinism import repeat_kernel
+from gpurace.determinism.replay_wgpu import WgpuReplayer
 from gpurace.launch import LaunchSpec
 
 
@@ -63,7 +64,7 @@ def main() -> None:
             return repeat_kernel(source, spec, runs=args.runs, path=path, device=args.device)
 
         writable = [b for b in bindings if b.kind == "storage" and b.access != "read"]
-        bare = _Replayer(dev, source, path, "main", bindings, spec, writable, set())
+        bare = WgpuReplayer(dev, source, path, "main", bindings, spec, writable, set())
         bare.restore, bare.hash_jobs = [], []  # the kernel alone, buffers on the device
 
         def dispatch_only(bare=bare):

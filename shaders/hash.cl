@@ -5,9 +5,9 @@
 // NumPy version (gpurace.determinism.hash_words) checks all three. Read hash.wgsl for
 // the why; keep them in step.
 //
-// Self-contained: OpenCL builds it as is (gpurace.determinism_opencl); NVRTC builds
-// the same text as CUDA C++ (gpurace.determinism_cuda), where the few names below
-// stand for CUDA's. The OpenCL side of the #if is OpenCL C's own spelling, so the
+// Self-contained: OpenCL builds it as is (gpurace.determinism.replay_opencl); NVRTC
+// builds the same text as CUDA C++ (gpurace.determinism.replay_cuda), where the few
+// names below stand for CUDA's. The OpenCL side of the #if is OpenCL C's own spelling, so the
 // OpenCL kernel is token for token what it was before CUDA shared this file.
 // HASH_GOLDEN, HASH_LANE_B and HASH_WORKGROUP are gpurace/abi.py's (prepended).
 

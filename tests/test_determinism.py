@@ -308,7 +308,7 @@ def test_device_hash_equals_host_hash(device: object) -> None:
         )
         r = repeat_kernel(NOOP, spec, runs=2, path="noop.wgsl", keep_outputs=True)
         assert r.identical
-        expected = f"{hash_words(arr):016x}{hash_words(determinism._words_of(halves)):016x}"
+        expected = f"{hash_words(arr):016x}{hash_words(determinism.words_of(halves)):016x}"
         assert r.results[0].key == expected
         assert np.array_equal(r.representatives[0]["buf"], arr)
         results[name] = r.results[0].key

@@ -63,7 +63,7 @@ def launch(kernel: str, grid: int, block: int, *args: dict, **top: object) -> Cu
 
 
 def repeat(source: str, spec: CudaLaunch, **kw: object) -> determinism.RepeatResult:
-    from gpurace.determinism_cuda import repeat_cuda
+    from gpurace.determinism.replay_cuda import repeat_cuda
 
     return repeat_cuda(source, spec, **kw)  # type: ignore[arg-type]
 
@@ -74,7 +74,7 @@ def repeat(source: str, spec: CudaLaunch, **kw: object) -> determinism.RepeatRes
 
 
 def test_nvrtc_built_hash_kernel_equals_host_hash() -> None:
-    from gpurace.determinism_cuda import hash_ptx
+    from gpurace.determinism.replay_cuda import hash_ptx
 
     ptx = hash_ptx("compute_90")
     rng = np.random.default_rng(3)
@@ -111,7 +111,7 @@ def test_replayed_hashes_equal_host_hashes() -> None:
         )
         r = repeat(source, spec, runs=2, path="noop.cu", keep_outputs=True)
         assert r.identical and r.device == DEVICE
-        expected = f"{hash_words(arr):016x}{hash_words(determinism._words_of(odd)):016x}"
+        expected = f"{hash_words(arr):016x}{hash_words(determinism.words_of(odd)):016x}"
         assert r.results[0].key == expected
         assert np.array_equal(r.representatives[0]["a"], arr)
         assert np.array_equal(r.representatives[0]["b"], odd)

@@ -32,7 +32,7 @@ import pytest
 
 from gpurace import determinism
 from gpurace.determinism import hash_words
-from gpurace.determinism_opencl import repeat_opencl
+from gpurace.determinism.replay_opencl import repeat_opencl
 from gpurace.launch import LaunchSpec
 from gpurace.model import GpuraceError
 from tests.test_run import PROGRAMS
@@ -64,7 +64,7 @@ def test_device_hash_equals_host_hash() -> None:
         )
         r = repeat_opencl(source, spec, runs=2, path="noop.cl", keep_outputs=True)
         assert r.identical
-        expected = f"{hash_words(arr):016x}{hash_words(determinism._words_of(odd)):016x}"
+        expected = f"{hash_words(arr):016x}{hash_words(determinism.words_of(odd)):016x}"
         assert r.results[0].key == expected
         assert np.array_equal(r.representatives[0]["a"], arr)
         assert np.array_equal(r.representatives[0]["b"], odd)

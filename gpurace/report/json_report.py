@@ -189,8 +189,14 @@ def _suppressions(sup: Suppressions | None, cwd: str | None) -> dict[str, Any] |
 
 
 def dumps(report: Report, cwd: str | None = None, suppressions: Suppressions | None = None) -> str:
-    """The JSON text, indented and newline-terminated (friendly to diffs and ``jq``)."""
-    return json.dumps(to_json(report, cwd, suppressions), indent=2) + "\n"
+    """The JSON text of the report (``document``)."""
+    return document(to_json(report, cwd, suppressions))
+
+
+def document(data: Any) -> str:
+    """A JSON document as every gpurace report writes it (check, SARIF, repeat, run):
+    indented and newline-terminated, friendly to diffs and ``jq``."""
+    return json.dumps(data, indent=2) + "\n"
 
 
 def write_text(text: str, path: str | os.PathLike[str]) -> None:
@@ -202,6 +208,11 @@ def write_text(text: str, path: str | os.PathLike[str]) -> None:
         return
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
+
+
+def write_document(data: Any, path: str | os.PathLike[str]) -> None:
+    """Write ``document(data)`` to ``path`` ("-" for standard output)."""
+    write_text(document(data), path)
 
 
 def write_json(

@@ -35,7 +35,14 @@ from .common import (
     views,
     who,
 )
-from .json_report import instance_json, race_fields, scope_json, tool_version, write_text
+from .json_report import (
+    document,
+    instance_json,
+    race_fields,
+    scope_json,
+    tool_version,
+    write_text,
+)
 from .suppress import Suppressions
 
 SARIF_VERSION = "2.1.0"
@@ -343,8 +350,8 @@ def dumps(
     cwd: str | None = None,
     suppressions: Suppressions | None = None,
 ) -> str:
-    """The SARIF text, indented and newline-terminated."""
-    return json.dumps(to_sarif(reports, cwd, suppressions), indent=2) + "\n"
+    """The SARIF text, indented and newline-terminated (``json_report.document``)."""
+    return document(to_sarif(reports, cwd, suppressions))
 
 
 def write_sarif(

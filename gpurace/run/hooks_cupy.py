@@ -17,7 +17,7 @@ What is wrapped (undone by the returned callable):
   values. Then the program's launch runs unchanged, and once cupy accepted it the
   snapshot goes to the session (``Session.launch_cuda``), which checks it on
   gpurace's own device (``--tool race``: ``api.check``; ``determinism``:
-  ``determinism_cuda.repeat_cuda``); a launch cupy rejects is listed as not checked, with its
+  ``determinism.repeat_cuda``); a launch cupy rejects is listed as not checked, with its
   error, which reaches the program as usual.
 
 A launch is listed as not checked, with the reason, when gpurace cannot reproduce

@@ -2,7 +2,7 @@
 
 Race blocks, summaries and scope lines are the ``gpurace check`` text
 (``gpurace.report.text``) and the determinism lines are ``gpurace repeat``'s
-(``gpurace.determinism.format_text``), so a user reads one format everywhere. A race
+(``gpurace.determinism.formatting.format_text``), so a user reads one format everywhere. A race
 found in several launches of a kernel is shown once, from the first launch that
 had it (its work-items are that launch's).
 """
@@ -10,13 +10,13 @@ had it (its work-items are that launch's).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Sequence
 from typing import Any
 
 from gpurace.model import Report, Scope
 from gpurace.report.common import plural, relpath, views
+from gpurace.report.json_report import write_document
 from gpurace.report.text import format_race, scope_lines, summary_line, suppressed_lines
 from gpurace.run.session import Kernel, ProgramResult, Session
 
@@ -178,14 +178,8 @@ def exit_code(session: Session, program: ProgramResult) -> int:
 
 
 def write_json(data: dict[str, Any], path: str) -> None:
-    text = json.dumps(data, indent=2) + "\n"
-    if path == "-":
-        import sys
-
-        sys.stdout.write(text)
-        return
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+    """Write the run's JSON (``to_json``) to ``path`` ("-" for standard output)."""
+    write_document(data, path)
 
 
 def reports(session: Session) -> list[Report]:
@@ -234,6 +228,5 @@ NOT_CHECKED = "gpurace/incomplete/not-checked"
 
 
 def write_sarif(doc: dict[str, Any], path: str) -> None:
-    from gpurace.report.json_report import write_text
-
-    write_text(json.dumps(doc, indent=2) + "\n", path)
+    """Write the run's SARIF log (``to_sarif``) to ``path`` ("-" for standard output)."""
+    write_document(doc, path)

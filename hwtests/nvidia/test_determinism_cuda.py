@@ -11,7 +11,7 @@ import pytest
 from gpurace import determinism
 from gpurace.backends import cuda_backend
 from gpurace.determinism import hash_words
-from gpurace.determinism_cuda import repeat_cuda
+from gpurace.determinism.replay_cuda import repeat_cuda
 from gpurace.instrument.ptx import instrument, resolve_kernel
 from gpurace.instrument.ptx.launch import cuda_launch_from_dict, load_cuda_launch
 from tests.corpus import cases

@@ -1,8 +1,8 @@
 """Determinism replay of one CUDA launch (``gpurace repeat KERNEL.cu``, ``gpurace run
 --tool determinism`` on cupy programs).
 
-The CUDA twin of ``determinism_opencl.repeat_opencl``; only what is API-specific lives
-here, the replay loop and every statistic are ``determinism.replay_and_compare``:
+The CUDA twin of ``replay_opencl.repeat_opencl``; only what is API-specific lives
+here, the replay loop and every statistic are ``replay.replay_and_compare``:
 
 * The kernel is compiled as ``gpurace check`` compiles it (NVRTC for the device's
   architecture, the launch's options and name expressions) and the **plain** PTX
@@ -45,21 +45,19 @@ from typing import Any
 import numpy as np
 
 from gpurace import shaders
-from gpurace.determinism import (
-    DEFAULT_RUNS,
-    HASH_GROUPS,
-    HASH_WORDS,
-    HASH_WORKGROUP,
-    MAX_KEPT,
-    Progress,
-    RepeatResult,
-    ReplayOutput,
-    _padded,
-    replay_and_compare,
-)
 from gpurace.instrument.ptx.launch import CudaLaunch, element_type
 from gpurace.launch import ArgSpec
 from gpurace.model import Binding, GpuraceError
+
+from .replay import (
+    HASH_WORKGROUP,
+    ReplayOutput,
+    check_runs,
+    hash_groups,
+    padded,
+    replay_and_compare,
+)
+from .results import DEFAULT_RUNS, MAX_KEPT, Progress, RepeatResult
 
 
 def hash_source() -> str:
@@ -92,16 +90,22 @@ def _shape(a: ArgSpec) -> tuple[int, ...]:
     return (a.buffer.count, lanes) if lanes > 1 else (a.buffer.count,)
 
 
+def _output(a: ArgSpec) -> ReplayOutput:
+    """A compared buffer argument as the report names and shapes it."""
+    assert a.buffer is not None
+    return ReplayOutput(_name(a), _where(a), a.buffer.type, _shape(a))
+
+
 def _words(a: ArgSpec) -> np.ndarray:
     """A buffer argument's bytes as u32 words, zero-padded as the device buffers are."""
     assert a.buffer is not None
     raw = np.ascontiguousarray(a.buffer.data).reshape(-1).view(np.uint8)
-    words = np.zeros(_padded(raw.size) // 4, np.uint32)
+    words = np.zeros(padded(raw.size) // 4, np.uint32)
     words.view(np.uint8)[: raw.size] = raw
     return words
 
 
-class _CudaReplayer:
+class CudaReplayer:
     """Arrays, kernel and hash jobs of one CUDA launch, set up once, replayed N times."""
 
     def __init__(
@@ -125,6 +129,7 @@ class _CudaReplayer:
         self.name = name
         self.launch = launch
         self.compare = list(compare)
+        self.outputs = [_output(a) for a in self.compare]
         self.fn = cuda_backend.load_module(device, ptx).get_function(name)
         hash_module = cuda_backend.load_module(device, hash_ptx(cuda_backend.arch_of(device)))
         self.working: dict[int, Any] = {}
@@ -143,15 +148,14 @@ class _CudaReplayer:
                     assert a.value is not None  # validate_cuda: a value for each scalar
                     kargs.append(cuda_backend.scalar_arg(b, a.value))
             self.kargs = tuple(kargs)
-            self.acc = cp.zeros(_padded(8 * len(self.compare)) // 4, cp.uint32)
+            self.acc = cp.zeros(padded(8 * len(self.compare)) // 4, cp.uint32)
         self.hash = hash_module.get_function("hash")
         self.hash_jobs: list[tuple[int, tuple[Any, ...]]] = []
         for slot, a in enumerate(self.compare):
             assert a.buffer is not None
             n_words = -(-a.buffer.nbytes // 4)
-            groups = min(HASH_GROUPS, max(1, -(-n_words // (HASH_WORKGROUP * HASH_WORDS))))
             args = (self.working[a.index], np.uint32(n_words), np.uint32(slot), self.acc)
-            self.hash_jobs.append((groups, args))
+            self.hash_jobs.append((hash_groups(n_words), args))
 
     def replay(self) -> tuple[int, ...]:
         """Restore, launch, hash; wait and return the per-buffer 64-bit hashes."""
@@ -208,7 +212,7 @@ def repeat_cuda(
 ) -> RepeatResult:
     """Replay the plain CUDA kernel ``runs`` times from the launch's initial buffers.
 
-    The arguments mean what they mean for ``determinism.repeat_kernel``, except that
+    The arguments mean what they mean for ``replay_wgpu.repeat_kernel``, except that
     ``keep_state`` lists argument indices (buffers neither restored nor compared)
     and ``launch`` is a CUDA launch (``grid``, ``block`` and ``[[arg]]`` tables;
     ``instrument.ptx.launch.load_cuda_launch``). ``source`` is CUDA C++ or PTX (a
@@ -219,8 +223,7 @@ def repeat_cuda(
     from gpurace.instrument.ptx import instrument, resolve_kernel
     from gpurace.instrument.ptx.launch import validate_cuda
 
-    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
-        raise GpuraceError(f"--runs must be a positive integer, not {runs!r}")
+    check_runs(runs)
     if not isinstance(launch, CudaLaunch):
         raise GpuraceError(
             "this launch file does not describe a CUDA launch; a CUDA kernel needs grid, "
@@ -247,12 +250,8 @@ def repeat_cuda(
     compare = [a for a in args if a.buffer is not None and a.index not in keep]
     say = progress or (lambda _msg: None)
     say(f"setting up '{name}' on {dev_name}")
-    replayer = _CudaReplayer(dev, plain, path, name, params, launch, compare, keep)
-    outputs = []
-    for a in compare:
-        assert a.buffer is not None
-        outputs.append(ReplayOutput(_name(a), _where(a), a.buffer.type, _shape(a)))
+    replayer = CudaReplayer(dev, plain, path, name, params, launch, compare, keep)
     shown = launch.entry or name  # "scale<float>" rather than its mangled name
     return replay_and_compare(
-        replayer, outputs, shown, runs, path, dev_name, t0, max_kept, keep_outputs, say
+        replayer, shown, runs, path, dev_name, t0, max_kept, keep_outputs, say
     )

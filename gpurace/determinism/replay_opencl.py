@@ -1,8 +1,8 @@
 """Determinism replay of one OpenCL C launch (``gpurace repeat KERNEL.cl``, ``gpurace
 run --tool determinism`` on pyopencl programs).
 
-The OpenCL twin of ``determinism.repeat_kernel``; only what is API-specific lives
-here, the replay loop and every statistic are ``determinism.replay_and_compare``:
+The OpenCL twin of ``replay_wgpu.repeat_kernel``; only what is API-specific lives
+here, the replay loop and every statistic are ``replay.replay_and_compare``:
 
 * Every writable ``__global`` buffer argument (not ``const``, not ``__constant``) is
   uploaded once into a working buffer and once into a snapshot on the device. Each
@@ -30,20 +30,18 @@ from typing import Any
 import numpy as np
 
 from gpurace import shaders
-from gpurace.determinism import (
-    DEFAULT_RUNS,
-    HASH_GROUPS,
-    HASH_WORDS,
-    HASH_WORKGROUP,
-    MAX_KEPT,
-    Progress,
-    RepeatResult,
-    ReplayOutput,
-    _padded,
-    replay_and_compare,
-)
 from gpurace.launch import LaunchSpec, element_type, resolve_entry, validate_opencl
 from gpurace.model import Binding, GpuraceError
+
+from .replay import (
+    HASH_WORKGROUP,
+    ReplayOutput,
+    check_runs,
+    hash_groups,
+    padded,
+    replay_and_compare,
+)
+from .results import DEFAULT_RUNS, MAX_KEPT, Progress, RepeatResult
 
 _hash_programs: dict[int, Any] = {}
 
@@ -74,7 +72,7 @@ def _shape(spec: Any) -> tuple[int, ...]:
     return (spec.count, lanes) if lanes > 1 else (spec.count,)
 
 
-class _ClReplayer:
+class OpenclReplayer:
     """Buffers, kernel and hash jobs of one OpenCL launch, set up once, replayed N times."""
 
     def __init__(
@@ -100,6 +98,10 @@ class _ClReplayer:
         self.name = name
         self.launch = launch
         self.compare = list(compare)
+        self.outputs = [
+            ReplayOutput(b.name, _where(b), self._spec(b).type, _shape(self._spec(b)))
+            for b in self.compare
+        ]
         self.gsize = tuple(int(x) for x in launch.global_size or (1, 1, 1))
         self.lsize = tuple(int(x) for x in local)
         ctx = queue.context
@@ -116,7 +118,7 @@ class _ClReplayer:
                 kargs.append(None)  # a NULL pointer (a .sim's `null`): nothing to compare
             elif b.kind in ("global", "constant"):
                 arr = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
-                size = _padded(arr.size)
+                size = padded(arr.size)
                 data = np.zeros(size, np.uint8)
                 data[: arr.size] = arr
                 buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=data)
@@ -132,7 +134,7 @@ class _ClReplayer:
         self.kernel.set_args(*kargs)
 
         hash_program = _hash_program(ctx)
-        self.acc = cl.Buffer(ctx, mf.READ_WRITE, _padded(8 * len(self.compare)))
+        self.acc = cl.Buffer(ctx, mf.READ_WRITE, padded(8 * len(self.compare)))
         self.acc_host = np.empty(self.acc.size // 4, np.uint32)
         self.hash_jobs: list[tuple[Any, int]] = []
         for slot, b in enumerate(self.compare):
@@ -140,8 +142,7 @@ class _ClReplayer:
             n_words = -(-spec.nbytes // 4)
             k = cl.Kernel(hash_program, "hash")
             k.set_args(self.working[b.binding], np.uint32(n_words), np.uint32(slot), self.acc)
-            groups = min(HASH_GROUPS, max(1, -(-n_words // (HASH_WORKGROUP * HASH_WORDS))))
-            self.hash_jobs.append((k, groups))
+            self.hash_jobs.append((k, hash_groups(n_words)))
 
     def _spec(self, b: Binding) -> Any:
         spec = self.launch.args[b.binding].buffer
@@ -203,7 +204,7 @@ def repeat_opencl(
 ) -> RepeatResult:
     """Replay the plain OpenCL kernel ``runs`` times from the launch's initial buffers.
 
-    The arguments mean what they mean for ``determinism.repeat_kernel``, except that
+    The arguments mean what they mean for ``replay_wgpu.repeat_kernel``, except that
     ``keep_state`` lists argument indices (buffers neither restored nor compared)
     and ``launch`` is an OpenCL launch (``global_size`` and ``[[arg]]`` tables, or a
     ``.sim`` file's). Kernel parameters come from the OpenCL rewriter, so the launch
@@ -213,8 +214,7 @@ def repeat_opencl(
     from gpurace.backends import opencl_backend
     from gpurace.launch_sim import bind_sim_args
 
-    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
-        raise GpuraceError(f"--runs must be a positive integer, not {runs!r}")
+    check_runs(runs)
     if launch.language != "opencl":
         raise GpuraceError(
             "this launch file describes a WGSL launch; an OpenCL kernel needs global_size, "
@@ -240,11 +240,5 @@ def repeat_opencl(
     queue, dev_name = opencl_backend.get_queue(device)
     say = progress or (lambda _msg: None)
     say(f"setting up '{name}' on {dev_name}")
-    replayer = _ClReplayer(queue, source, path, name, params, launch, local, compare, keep)
-    outputs = []
-    for b in compare:
-        spec = replayer._spec(b)
-        outputs.append(ReplayOutput(b.name, _where(b), spec.type, _shape(spec)))
-    return replay_and_compare(
-        replayer, outputs, name, runs, path, dev_name, t0, max_kept, keep_outputs, say
-    )
+    replayer = OpenclReplayer(queue, source, path, name, params, launch, local, compare, keep)
+    return replay_and_compare(replayer, name, runs, path, dev_name, t0, max_kept, keep_outputs, say)

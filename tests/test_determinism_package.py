@@ -1,0 +1,50 @@
+"""The layout of gpurace.determinism: which replayer runs which language, and what
+importing the package costs (docs/determinism.md, "Code layout")."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from gpurace import determinism
+from gpurace.determinism import replay_cuda, replay_opencl, replay_wgpu
+from gpurace.model import GpuraceError
+
+
+def test_each_language_replays_on_its_device_api():
+    assert determinism.repeater("wgsl") is replay_wgpu.repeat_kernel
+    assert determinism.repeater("opencl") is replay_opencl.repeat_opencl
+    assert determinism.repeater("cuda") is replay_cuda.repeat_cuda
+
+
+def test_a_substituted_repeater_is_the_one_that_runs(monkeypatch):
+    def fake(*args, **kwargs):
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr(determinism, "repeat_opencl", fake)
+    assert determinism.repeater("opencl") is fake
+
+
+def test_another_language_is_a_clear_error():
+    with pytest.raises(GpuraceError) as err:
+        determinism.repeater("glsl")
+    assert str(err.value) == "error: determinism replay runs WGSL, OpenCL and CUDA kernels only"
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["results", "statistics", "formatting", "function", "replay", "replay_wgpu",
+     "replay_opencl", "replay_cuda", "dispatch"],
+)  # fmt: skip
+def test_every_module_imports_first_without_a_cycle(module):
+    """Each module imports on its own in a fresh interpreter (a cycle fails here for
+    the module that enters it first); only the CUDA replayer loads the PTX rewriter."""
+    code = (
+        f"import sys, gpurace.determinism.{module}\n"
+        "print('gpurace.instrument.ptx.rewriter' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(module == "replay_cuda")
