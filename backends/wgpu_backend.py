@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,6 +62,16 @@ from gpurace.backends.prefilter import (  # noqa: F401 - re-exported for callers
     Prefilter,
     local_groups,
     shadow_words,
+)
+from gpurace.backends.wgpu_pipelines import (  # noqa: F401 - re-exported for callers
+    Groups,
+    binding_type,
+    cached_module_pipeline,
+    cached_pipeline,
+    compile_module,
+    compute_pipeline,
+    one_line,
+    validate_source,
 )
 from gpurace.model import RECORD_WORDS, Binding, GpuraceError
 
@@ -207,7 +216,9 @@ def shadow_may_conflict(device, pre: Prefilter) -> bool:
     for entry, threads in (("pairs", pre.words), ("masks", masks)):
         if entry == "masks" and not masks:
             continue
-        pipeline, layouts = _pipeline(device, _SHADOW_ANY, "<shadow_any>", entry, layout)
+        pipeline, layouts = cached_module_pipeline(
+            device, _SHADOW_ANY, "<shadow_any>", entry, layout
+        )
         bind = device.create_bind_group(
             layout=layouts[0],
             entries=[
@@ -244,176 +255,6 @@ def prefilter(
     enc.clear_buffer(pre.buf, 0, pre.nbytes)
     device.queue.submit([enc.finish()])
     return pre
-
-
-def compile_module(device, source: str, path: str):
-    """Create a shader module, turning naga's error into a one-line GpuraceError."""
-    try:
-        return device.create_shader_module(code=source)
-    except Exception as exc:  # wgpu raises GPUValidationError with naga's text
-        raise naga_error(exc, path) from None
-
-
-def validate_source(device, source: str, path: str) -> None:
-    """Validate the user's own module with naga before it is rewritten.
-
-    naga's reason then points at the user's file (line and column in characters, as
-    naga counts them); a module that fails only after rewriting is a gpurace bug,
-    reported as such by `compile_module`'s caller."""
-    compile_module(device, source, path)
-
-
-# naga's diagnostics: "Shader '' parsing error: REASON" or "Shader validation error:
-# REASON", then a codespan box whose first line is "┌─ wgsl:LINE:COL", then notes
-# ("= ...") and labels ("^^^ label").
-_NAGA_HEAD = re.compile(r"^Shader (?:'[^']*' )?(?:parsing|validation) error: (.*)$")
-_NAGA_AT = re.compile(r"┌─ [^:]*:(\d+):(\d+)")
-_NAGA_NOTE = re.compile(r"^= (.*)$")
-_NAGA_LABEL = re.compile(r"^\d*\s*│\s*\^+\s*(.*)$")
-
-
-# naga's words for a type the device does not offer -> what the user can do
-_MISSING_FEATURE = {
-    "SHADER_INT64_ATOMIC": "64-bit atomics (atomic<u64>, atomic<i64>) are not supported by "
-    "gpurace yet; use atomic<u32>",
-    "Capabilities::SHADER_INT64`": "this device does not offer 64-bit integers (feature "
-    "'shader-int64'); use u32 pairs, or pick a device that has it (gpurace devices)",
-    "`f16` extension is not supported": "this device does not offer f16 (feature "
-    "'shader-f16'); use f32, or pick a device that has it (gpurace devices)",
-}
-
-
-def naga_error(exc: Exception, path: str) -> GpuraceError:
-    """naga's multi-line message as one located GpuraceError: the reason, the label
-    under the position and the first note, at the position naga gives."""
-    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-    reason, line, col, extra = "", 0, 0, []
-    for ln in lines:
-        head, at = _NAGA_HEAD.match(ln), _NAGA_AT.search(ln)
-        note, label = _NAGA_NOTE.match(ln), _NAGA_LABEL.match(ln)
-        if head and not reason:
-            reason = head.group(1).strip()
-        elif at and not line:
-            line, col = int(at.group(1)), int(at.group(2))
-        elif label and label.group(1) and len(extra) < 2:
-            extra.append(label.group(1).strip())
-        elif note and len(extra) < 2:
-            extra.append(note.group(1).strip())
-    for words, advice in _MISSING_FEATURE.items():
-        if any(words in ln for ln in lines):
-            return GpuraceError(advice, path, line, col)
-    if not reason:  # not a naga diagnostic: the first lines as they are
-        return GpuraceError(" ".join(lines[:3]) if lines else type(exc).__name__, path)
-    message = reason + "".join(f" ({e})" for e in dict.fromkeys(extra) if e != reason)
-    return GpuraceError(message, path, line, col)
-
-
-def one_line(exc: Exception) -> str:
-    """naga's/wgpu's multi-line validation message as one line for the user."""
-    return naga_error(exc, "").message
-
-
-def binding_type(b: Binding) -> str:
-    """The bind-group-layout buffer type the kernel's declaration of `b` needs."""
-    if b.kind == "uniform":
-        return wgpu.BufferBindingType.uniform
-    if b.access == "read":
-        return wgpu.BufferBindingType.read_only_storage
-    return wgpu.BufferBindingType.storage
-
-
-# per bind group: (binding, buffer binding type, buffer)
-Groups = dict[int, list[tuple[int, str, object]]]
-
-
-def compute_pipeline(device, module, entry: str, path: str, groups: Groups):
-    """Explicit bind groups 0..max (empty ones where the kernel has none) and the
-    pipeline for `entry`; returns (pipeline, bind groups in order).
-
-    Explicit layouts, not "auto": "auto" drops bindings the entry point does not
-    use, and the same buffers must bind to every entry point of a module.
-    """
-    layouts, bind_groups = [], []
-    for g in range(max(groups) + 1 if groups else 0):
-        items = sorted(groups.get(g, []), key=lambda x: x[0])
-        layout = device.create_bind_group_layout(
-            entries=[
-                {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": t}}
-                for i, t, _ in items
-            ]
-        )
-        layouts.append(layout)
-        bind_groups.append(
-            device.create_bind_group(
-                layout=layout,
-                entries=[{"binding": i, "resource": {"buffer": buf}} for i, _, buf in items],
-            )
-        )
-    try:
-        pipeline = device.create_compute_pipeline(
-            layout=device.create_pipeline_layout(bind_group_layouts=layouts),
-            compute={"module": module, "entry_point": entry},
-        )
-    except Exception as exc:  # naga/wgpu validation: one line, like a compile error
-        raise GpuraceError(one_line(exc), path) from None
-    return pipeline, bind_groups
-
-
-PIPELINE_CACHE = 32  # compiled (module, entry, layout) pipelines kept per process
-
-
-@functools.lru_cache(maxsize=PIPELINE_CACHE)
-def _pipeline(
-    device, source: str, path: str, entry: str, layout_key: tuple, constants: tuple = ()
-) -> tuple:
-    """The pipeline and bind group layouts of `entry` for bindings of `layout_key`
-    ((group, ((binding, type), ...)), ...) and override `constants` ((name, value),
-    ...). Compiled once: naga's validation and the driver's compile (LLVM on
-    lavapipe) cost more than a small launch, and a check launches the same module
-    once per address range."""
-    try:
-        module = device.create_shader_module(code=source)
-    except Exception as exc:  # the user's module validated (validate_source): our bug
-        raise GpuraceError(
-            "the instrumented module does not validate (a gpurace bug; please report it "
-            f"with the kernel): {naga_error(exc, path).message}",
-            path,
-        ) from None
-    layouts = [
-        device.create_bind_group_layout(
-            entries=[
-                {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": t}}
-                for i, t in dict(layout_key).get(g, ())
-            ]
-        )
-        for g in range(max((g for g, _ in layout_key), default=-1) + 1)
-    ]
-    try:
-        pipeline = device.create_compute_pipeline(
-            layout=device.create_pipeline_layout(bind_group_layouts=layouts),
-            compute={"module": module, "entry_point": entry, "constants": dict(constants)},
-        )
-    except Exception as exc:  # naga/wgpu validation: one line, like a compile error
-        raise GpuraceError(one_line(exc), path) from None
-    return pipeline, layouts
-
-
-def cached_pipeline(
-    device, source: str, path: str, entry: str, groups: Groups, constants: tuple = ()
-):
-    """`compute_pipeline` with the pipeline compiled once per (device, module, entry,
-    binding types, override constants); only the bind groups are made per launch."""
-    items = {g: sorted(groups[g], key=lambda x: x[0]) for g in groups}
-    key = tuple((g, tuple((i, t) for i, t, _ in items[g])) for g in sorted(items))
-    pipeline, layouts = _pipeline(device, source, path, entry, key, constants)
-    bind_groups = [
-        device.create_bind_group(
-            layout=layout,
-            entries=[{"binding": i, "resource": {"buffer": b}} for i, _, b in items.get(g, [])],
-        )
-        for g, layout in enumerate(layouts)
-    ]
-    return pipeline, bind_groups
 
 
 class _BufferPool:

@@ -7,6 +7,7 @@ import pytest
 
 from gpurace import api
 from gpurace.backends import wgpu_backend
+from gpurace.backends.naga_errors import naga_error
 from gpurace.instrument.wgsl.overrides import set_overrides, substitute
 from gpurace.launch import load_launch
 from gpurace.model import GpuraceError
@@ -66,12 +67,12 @@ NO_F16 = (
 
 
 def test_a_type_the_device_lacks_says_which_feature():
-    err = wgpu_backend.naga_error(Exception(NO_INT64), "k.wgsl")
+    err = naga_error(Exception(NO_INT64), "k.wgsl")
     assert str(err) == (
         "k.wgsl: error: this device does not offer 64-bit integers (feature "
         "'shader-int64'); use u32 pairs, or pick a device that has it (gpurace devices)"
     )
-    err = wgpu_backend.naga_error(Exception(NO_F16), "k.wgsl")
+    err = naga_error(Exception(NO_F16), "k.wgsl")
     assert str(err).startswith("k.wgsl:1:8: error: this device does not offer f16")
 
 

@@ -6,16 +6,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from math import prod
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from gpurace.backends.analysis_driver import DeviceAnalysis
-from gpurace.backends.common import LaunchResult
-from gpurace.backends.prefilter import Prefilter, local_order_words
 from gpurace.instrument.ptx.launch import CudaLaunch, load_cuda_launch
 from gpurace.interfaces import Backend, Target
 from gpurace.model import Instrumented, RaceClass
 from gpurace.options import Options
 from gpurace.target import filtered_target, linear_layout
+
+if TYPE_CHECKING:  # the backends import pyopencl: only where a check runs (isolate.py)
+    from gpurace.backends.analysis_driver import DeviceAnalysis
+    from gpurace.backends.common import LaunchResult
+    from gpurace.backends.prefilter import Prefilter
 
 Grid = tuple[int, int, int]
 name = "cuda"
@@ -115,6 +117,8 @@ def target(
 
     pre: Prefilter | None = None
     if options.prefilter:
+        from gpurace.backends.prefilter import local_order_words
+
         local_words = local_order_words(inst.variables, sizes)
         pre = backend.prefilter(dev, total, prod(block), local_words, prod(grid))
 

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from math import prod
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-from gpurace.backends.analysis_driver import DeviceAnalysis
-from gpurace.backends.common import LaunchResult
-from gpurace.backends.prefilter import Prefilter, local_order_words
 from gpurace.interfaces import Backend, Target
 from gpurace.launch import LaunchSpec, load_launch, resolve_entry, scalar_bytes, validate_opencl
 from gpurace.launch_sim import bind_sim_args
 from gpurace.model import Binding, GpuraceError, Instrumented
 from gpurace.options import Options
 from gpurace.target import filtered_target, linear_layout
+
+if TYPE_CHECKING:  # the backends import pyopencl: only where a check runs (isolate.py)
+    from gpurace.backends.analysis_driver import DeviceAnalysis
+    from gpurace.backends.common import LaunchResult
+    from gpurace.backends.prefilter import Prefilter
 
 Grid = tuple[int, int, int]
 name = "opencl"
@@ -102,6 +104,8 @@ def target(
     limits.check_address_space(total, launch.path, launch.key_lines.get("arg", 0))
     pre = None
     if options.prefilter:
+        from gpurace.backends.prefilter import local_order_words
+
         local_words = local_order_words(inst.variables, extents)
         pre = backend.prefilter(queue, total, prod(local), local_words, prod(groups))
     spec = launch

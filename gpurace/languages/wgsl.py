@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from math import prod
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-from gpurace.backends.analysis_driver import DeviceAnalysis
-from gpurace.backends.common import LaunchResult
-from gpurace.backends.prefilter import Prefilter
 from gpurace.interfaces import Backend, Target
 from gpurace.launch import LaunchSpec, load_launch, resolve_entry, validate_against
 from gpurace.model import GpuraceError, Instrumented, Space
 from gpurace.options import Options
 from gpurace.target import filtered_target, linear_layout
+
+if TYPE_CHECKING:  # the backends import pyopencl: only where a check runs (isolate.py)
+    from gpurace.backends.analysis_driver import DeviceAnalysis
+    from gpurace.backends.common import LaunchResult
+    from gpurace.backends.prefilter import Prefilter
 
 name = "wgsl"
 extensions = (".wgsl",)
@@ -57,7 +59,7 @@ def target(
 ) -> Target:
     """A WGSL launch on wgpu."""
     from gpurace import limits, registry
-    from gpurace.backends.wgpu_backend import validate_source
+    from gpurace.backends.wgpu_pipelines import validate_source
     from gpurace.instrument.wgsl.overrides import set_overrides
     from gpurace.instrument.wgsl.runtime import local_order
 

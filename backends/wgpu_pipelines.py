@@ -1,0 +1,142 @@
+"""Shader modules and compute pipelines on wgpu, compiled once.
+
+naga's validation and the driver's compile (LLVM on lavapipe) cost more than a small
+launch, and a check launches the same module once per address range, so pipelines
+are cached per (device, module, entry, binding types, override constants). A user's
+module is validated before it is rewritten (`validate_source`), so naga's reason
+points at the user's file; a rewrite that fails afterwards is gpurace's bug.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import wgpu
+
+from gpurace.backends.naga_errors import naga_error
+from gpurace.model import Binding, GpuraceError
+
+
+def compile_module(device, source: str, path: str):
+    """Create a shader module, turning naga's error into a one-line GpuraceError."""
+    try:
+        return device.create_shader_module(code=source)
+    except Exception as exc:  # wgpu raises GPUValidationError with naga's text
+        raise naga_error(exc, path) from None
+
+
+def validate_source(device, source: str, path: str) -> None:
+    """Validate the user's own module with naga before it is rewritten.
+
+    naga's reason then points at the user's file (line and column in characters, as
+    naga counts them); a module that fails only after rewriting is a gpurace bug,
+    reported as such by `compile_module`'s caller."""
+    compile_module(device, source, path)
+
+
+def one_line(exc: Exception) -> str:
+    """naga's/wgpu's multi-line validation message as one line for the user."""
+    return naga_error(exc, "").message
+
+
+def binding_type(b: Binding) -> str:
+    """The bind-group-layout buffer type the kernel's declaration of `b` needs."""
+    if b.kind == "uniform":
+        return wgpu.BufferBindingType.uniform
+    if b.access == "read":
+        return wgpu.BufferBindingType.read_only_storage
+    return wgpu.BufferBindingType.storage
+
+
+# per bind group: (binding, buffer binding type, buffer)
+Groups = dict[int, list[tuple[int, str, object]]]
+
+
+def compute_pipeline(device, module, entry: str, path: str, groups: Groups):
+    """Explicit bind groups 0..max (empty ones where the kernel has none) and the
+    pipeline for `entry`; returns (pipeline, bind groups in order).
+
+    Explicit layouts, not "auto": "auto" drops bindings the entry point does not
+    use, and the same buffers must bind to every entry point of a module.
+    """
+    layouts, bind_groups = [], []
+    for g in range(max(groups) + 1 if groups else 0):
+        items = sorted(groups.get(g, []), key=lambda x: x[0])
+        layout = device.create_bind_group_layout(
+            entries=[
+                {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": t}}
+                for i, t, _ in items
+            ]
+        )
+        layouts.append(layout)
+        bind_groups.append(
+            device.create_bind_group(
+                layout=layout,
+                entries=[{"binding": i, "resource": {"buffer": buf}} for i, _, buf in items],
+            )
+        )
+    try:
+        pipeline = device.create_compute_pipeline(
+            layout=device.create_pipeline_layout(bind_group_layouts=layouts),
+            compute={"module": module, "entry_point": entry},
+        )
+    except Exception as exc:  # naga/wgpu validation: one line, like a compile error
+        raise GpuraceError(one_line(exc), path) from None
+    return pipeline, bind_groups
+
+
+PIPELINE_CACHE = 32  # compiled (module, entry, layout) pipelines kept per process
+
+
+@functools.lru_cache(maxsize=PIPELINE_CACHE)
+def cached_module_pipeline(
+    device, source: str, path: str, entry: str, layout_key: tuple, constants: tuple = ()
+) -> tuple:
+    """The pipeline and bind group layouts of `entry` for bindings of `layout_key`
+    ((group, ((binding, type), ...)), ...) and override `constants` ((name, value),
+    ...). Compiled once: naga's validation and the driver's compile (LLVM on
+    lavapipe) cost more than a small launch, and a check launches the same module
+    once per address range."""
+    try:
+        module = device.create_shader_module(code=source)
+    except Exception as exc:  # the user's module validated (validate_source): our bug
+        raise GpuraceError(
+            "the instrumented module does not validate (a gpurace bug; please report it "
+            f"with the kernel): {naga_error(exc, path).message}",
+            path,
+        ) from None
+    layouts = [
+        device.create_bind_group_layout(
+            entries=[
+                {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": t}}
+                for i, t in dict(layout_key).get(g, ())
+            ]
+        )
+        for g in range(max((g for g, _ in layout_key), default=-1) + 1)
+    ]
+    try:
+        pipeline = device.create_compute_pipeline(
+            layout=device.create_pipeline_layout(bind_group_layouts=layouts),
+            compute={"module": module, "entry_point": entry, "constants": dict(constants)},
+        )
+    except Exception as exc:  # naga/wgpu validation: one line, like a compile error
+        raise GpuraceError(one_line(exc), path) from None
+    return pipeline, layouts
+
+
+def cached_pipeline(
+    device, source: str, path: str, entry: str, groups: Groups, constants: tuple = ()
+):
+    """`compute_pipeline` with the pipeline compiled once per (device, module, entry,
+    binding types, override constants); only the bind groups are made per launch."""
+    items = {g: sorted(groups[g], key=lambda x: x[0]) for g in groups}
+    key = tuple((g, tuple((i, t) for i, t, _ in items[g])) for g in sorted(items))
+    pipeline, layouts = cached_module_pipeline(device, source, path, entry, key, constants)
+    bind_groups = [
+        device.create_bind_group(
+            layout=layout,
+            entries=[{"binding": i, "resource": {"buffer": b}} for i, _, b in items.get(g, [])],
+        )
+        for g, layout in enumerate(layouts)
+    ]
+    return pipeline, bind_groups
