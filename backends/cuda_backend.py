@@ -55,7 +55,7 @@ from gpurace.backends.prefilter import (
     local_groups,
     shadow_words,
 )
-from gpurace.instrument.ptx.launch import CudaLaunch, scalar_bytes
+from gpurace.launch.cuda import CudaLaunch, scalar_bytes
 from gpurace.model import RECORD_WORDS, Binding, DeviceHang, GpuraceError, Instrumented, Space
 from gpurace.options import Options
 

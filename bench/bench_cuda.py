@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from gpurace import api  # noqa: E402
 from gpurace.backends import cuda_backend  # noqa: E402
 from gpurace.instrument.ptx import compile_cuda, instrument  # noqa: E402
-from gpurace.instrument.ptx.launch import cuda_launch_from_dict  # noqa: E402
+from gpurace.launch.cuda import cuda_launch_from_dict  # noqa: E402
 
 KERNELS = Path(__file__).parent / "kernels"
 SANITIZER_TIMEOUT = 60  # seconds per kernel (--sanitizer-timeout): hwtests/run.sh is minutes
@@ -77,7 +77,7 @@ def sanitizer_seconds(name: str, ptx_path: Path, launch: dict, timeout: float) -
         f"import sys, json; sys.path.insert(0, {str(ROOT)!r})\n"
         "from gpurace.backends import cuda_backend as cb\n"
         "from gpurace.instrument.ptx import instrument_ptx, resolve_kernel\n"
-        "from gpurace.instrument.ptx.launch import cuda_launch_from_dict\n"
+        "from gpurace.launch.cuda import cuda_launch_from_dict\n"
         f"ptx = open({str(ptx_path)!r}).read()\n"
         f"l = cuda_launch_from_dict(json.loads({json.dumps(launch)!r}))\n"
         "inst = instrument_ptx(ptx, 'k.ptx'); k = resolve_kernel(inst, l)\n"

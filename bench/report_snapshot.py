@@ -93,7 +93,7 @@ def corpus_checks() -> Iterator[tuple[str, Callable[[], Report]]]:
 def _checker(language: str, kernel: Path, launch_path: Path) -> Callable[[], Report]:
     def check() -> Report:
         if language == "cuda":
-            from gpurace.instrument.ptx.launch import load_cuda_launch
+            from gpurace.launch.cuda import load_cuda_launch
 
             spec = load_cuda_launch(launch_path)
         else:
@@ -107,7 +107,7 @@ def _checker(language: str, kernel: Path, launch_path: Path) -> Callable[[], Rep
 
 def _ptx_checker(name: str, launch: dict) -> Callable[[], Report]:
     def check() -> Report:
-        from gpurace.instrument.ptx.launch import cuda_launch_from_dict
+        from gpurace.launch.cuda import cuda_launch_from_dict
 
         path = CORPUS / "ptx" / f"{name}.ptx"
         spec = cuda_launch_from_dict(launch, f"{name}.toml")

@@ -15,7 +15,7 @@ from gpurace import isolate, limits, registry
 from gpurace.analysis.merge import merge_ranges
 from gpurace.interfaces import Backend, RunFn, Target
 from gpurace.launch import LaunchSpec, load_launch
-from gpurace.launch_sim import load_sim
+from gpurace.launch.sim import load_sim
 from gpurace.model import RECORD_WORDS, Binding, GpuraceError, Instrumented, Race, Report, Scope
 from gpurace.options import Options
 from gpurace.registry import language_of

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 # A language's launch description: `gpurace.launch.LaunchSpec` (WGSL, OpenCL C) or
-# `gpurace.instrument.ptx.launch.CudaLaunch` (CUDA).
+# `gpurace.launch.cuda.CudaLaunch` (CUDA).
 L = TypeVar("L")
 
 

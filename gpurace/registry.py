@@ -22,9 +22,9 @@ BACKEND_MODULES = ("wgpu", "opencl", "cuda")
 
 if TYPE_CHECKING:  # mypy checks each module against its protocol
     from gpurace.backends import cuda_backend, opencl_backend, wgpu_backend
-    from gpurace.instrument.ptx.launch import CudaLaunch
     from gpurace.languages import cuda, opencl, wgsl
     from gpurace.launch import LaunchSpec
+    from gpurace.launch.cuda import CudaLaunch
 
     _WGSL: Language[LaunchSpec] = wgsl
     _OPENCL: Language[LaunchSpec] = opencl

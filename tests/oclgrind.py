@@ -191,7 +191,7 @@ def _params(cl, kernel) -> list:
 
 def run_launch(cl, ctx, queue, kernel_path: str, launch_path: str) -> None:
     from gpurace.launch import load_launch, scalar_bytes, validate_opencl
-    from gpurace.launch_sim import bind_sim_args, load_sim
+    from gpurace.launch.sim import bind_sim_args, load_sim
 
     sim = launch_path.lower().endswith(".sim")  # an Oclgrind simulator file
     spec = load_sim(launch_path)[1] if sim else load_launch(launch_path)

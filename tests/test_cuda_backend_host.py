@@ -160,7 +160,7 @@ def test_counting_runs_and_address_ranges(fake_cupy):
 
 def test_ptx_input_elements_are_named_from_the_launch(fake_cupy):
     """Triton's PTX says nothing of element types: the launch file's do."""
-    from gpurace.instrument.ptx.launch import cuda_launch_from_dict
+    from gpurace.launch.cuda import cuda_launch_from_dict
     from tests.corpus import CORPUS
     from tests.test_ptx_rewriter import TRITON
 
@@ -197,7 +197,7 @@ def pocl_analysis(monkeypatch):
 def test_check_end_to_end(fake_cupy, pocl_analysis, name):
     """`gpurace check KERNEL.cu --launch KERNEL.toml` as the lead will wire it
     (api.check with the cuda Language's target): the labelled report and exit code."""
-    from gpurace.instrument.ptx.launch import load_cuda_launch
+    from gpurace.launch.cuda import load_cuda_launch
     from tests.corpus import expected, reported
 
     case = _case(name)
@@ -232,7 +232,7 @@ def test_named_barrier_over_part_of_the_block(fake_cupy, pocl_analysis):
     accesses, which the epoch analysis does not model. The waits are logged as sync
     events, no epoch advances, the exchange is reported (conservatively) and the
     result says it is incomplete."""
-    from gpurace.instrument.ptx.launch import cuda_launch_from_dict
+    from gpurace.launch.cuda import cuda_launch_from_dict
 
     launch = cuda_launch_from_dict(
         {"grid": [1], "block": [128], "arg": [{"type": "int", "count": 128}]}, "p.toml"

@@ -11,7 +11,7 @@ import numpy as np
 from gpurace.analysis import analyse
 from gpurace.backends import cuda_backend
 from gpurace.backends.prefilter import MAX_EVENT_SLOT_GROUPS
-from gpurace.instrument.ptx.launch import load_cuda_launch
+from gpurace.launch.cuda import load_cuda_launch
 from tests.test_ptx_rewriter import CUDA_CASES, _emulate_launch, _prepare
 
 

@@ -12,7 +12,7 @@ import pytest
 from gpurace import api
 from gpurace.backends import cuda_backend
 from gpurace.backends.prefilter import SHADOW_BUILD, SHADOW_FILTER
-from gpurace.instrument.ptx.launch import cuda_launch_from_dict, load_cuda_launch
+from gpurace.launch.cuda import cuda_launch_from_dict, load_cuda_launch
 from gpurace.model import Space
 from gpurace.options import Options
 from tests.patched import Patched

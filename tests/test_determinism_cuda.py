@@ -33,7 +33,7 @@ import pytest
 from gpurace import determinism
 from gpurace.determinism import hash_words
 from gpurace.instrument.ptx.compile import compile_cuda
-from gpurace.instrument.ptx.launch import CudaLaunch, cuda_launch_from_dict
+from gpurace.launch.cuda import CudaLaunch, cuda_launch_from_dict
 from gpurace.model import GpuraceError
 from tests import fake_cupy
 from tests.ptx_emulator import Emulator

@@ -52,7 +52,7 @@ def front_end(folder: Path, args: list[str]) -> None:
         name = resolve_entry(spec, list(inst.entry_points))
         params = inst.params[name]
         if spec.path.endswith(".sim"):
-            from gpurace.launch_sim import bind_sim_args
+            from gpurace.launch.sim import bind_sim_args
 
             spec = bind_sim_args(spec, params)
         validate_opencl(spec, params, inst.entry_points[name])

@@ -14,7 +14,7 @@ import pytest
 
 from gpurace import api
 from gpurace.launch import validate_opencl
-from gpurace.launch_sim import bind_sim_args, load_sim
+from gpurace.launch.sim import bind_sim_args, load_sim
 from gpurace.model import GpuraceError
 from tests.corpus import Case, reported
 from tests.oclgrind import run_cases

@@ -22,8 +22,8 @@ from gpurace.instrument.ptx import (
     strip_inserted,
 )
 from gpurace.instrument.ptx.emit import CLOSE, EVENT_SLOTS, OPEN
-from gpurace.instrument.ptx.launch import load_cuda_launch, validate_cuda
 from gpurace.instrument.ptx.parse import parse_instr, parse_module
+from gpurace.launch.cuda import load_cuda_launch, validate_cuda
 from gpurace.model import Event, GpuraceError, Kind, RaceClass
 from tests.corpus import CORPUS, cases
 
@@ -420,7 +420,7 @@ def _emulate_launch(
 
     from gpurace.api import linear_layout
     from gpurace.backends import cuda_backend
-    from gpurace.instrument.ptx.launch import scalar_bytes
+    from gpurace.launch.cuda import scalar_bytes
     from tests.ptx_emulator import Emulator
 
     kernel = resolve_kernel(inst, launch)
@@ -559,7 +559,7 @@ def test_triton_ptx(name):
     import numpy as np
 
     from gpurace.analysis import analyse
-    from gpurace.instrument.ptx.launch import cuda_launch_from_dict
+    from gpurace.launch.cuda import cuda_launch_from_dict
 
     path = CORPUS / "ptx" / f"{name}.ptx"
     ptx = path.read_text()
@@ -589,7 +589,7 @@ def test_numba_style_ptx():
     are the tracked buffers, sites are the Python lines, and the interpreter finds
     exactly the store-store race of out[i // 2]."""
     from gpurace.analysis import analyse
-    from gpurace.instrument.ptx.launch import cuda_launch_from_dict
+    from gpurace.launch.cuda import cuda_launch_from_dict
 
     path = CORPUS / "ptx" / "numba_scatter.ptx"
     ptx = path.read_text()

@@ -45,8 +45,8 @@ from typing import Any
 import numpy as np
 
 from gpurace import shaders
-from gpurace.instrument.ptx.launch import CudaLaunch, element_type
 from gpurace.launch import ArgSpec
+from gpurace.launch.cuda import CudaLaunch, element_type
 from gpurace.model import Binding, GpuraceError
 
 from .replay import (
@@ -221,7 +221,7 @@ def repeat_cuda(
     """
     from gpurace.backends import cuda_backend
     from gpurace.instrument.ptx import instrument, resolve_kernel
-    from gpurace.instrument.ptx.launch import validate_cuda
+    from gpurace.launch.cuda import validate_cuda
 
     check_runs(runs)
     if not isinstance(launch, CudaLaunch):

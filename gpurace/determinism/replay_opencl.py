@@ -212,7 +212,7 @@ def repeat_opencl(
     """
     from gpurace import api
     from gpurace.backends import opencl_backend
-    from gpurace.launch_sim import bind_sim_args
+    from gpurace.launch.sim import bind_sim_args
 
     check_runs(runs)
     if launch.language != "opencl":

@@ -8,8 +8,8 @@ from dataclasses import replace
 from math import prod
 from typing import TYPE_CHECKING, Any, cast
 
-from gpurace.instrument.ptx.launch import CudaLaunch, load_cuda_launch
 from gpurace.interfaces import Backend, Target
+from gpurace.launch.cuda import CudaLaunch, load_cuda_launch
 from gpurace.model import Instrumented, RaceClass
 from gpurace.options import Options
 from gpurace.target import filtered_target, linear_layout
@@ -66,7 +66,7 @@ def target(
     from gpurace.backends import cuda_backend
     from gpurace.instrument.ptx import instrument as instrument_ptx
     from gpurace.instrument.ptx import resolve_kernel
-    from gpurace.instrument.ptx.launch import validate_cuda
+    from gpurace.launch.cuda import validate_cuda
 
     dev, dev_name = registry.open_device(backend, options)
     if entry is not None:

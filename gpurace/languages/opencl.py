@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, cast
 
 from gpurace.interfaces import Backend, Target
 from gpurace.launch import LaunchSpec, load_launch, resolve_entry, scalar_bytes, validate_opencl
-from gpurace.launch_sim import bind_sim_args
+from gpurace.launch.sim import bind_sim_args
 from gpurace.model import Binding, GpuraceError, Instrumented
 from gpurace.options import Options
 from gpurace.target import filtered_target, linear_layout

@@ -289,7 +289,7 @@ class Session:
         """Check one CUDA launch from its snapshot: a CUDA launch file's table (kernel,
         grid, block, shared_bytes, options, name_expressions, one ``arg`` table per
         parameter with NumPy arrays as fills; docs/launch-files.md)."""
-        from gpurace.instrument.ptx.launch import cuda_launch_from_dict
+        from gpurace.launch.cuda import cuda_launch_from_dict
 
         base = self.script_dir or os.getcwd()
         self._guarded(kernel, index, lambda: cuda_launch_from_dict(launch, kernel.file, base))

@@ -19,7 +19,7 @@ from gpurace.analysis import analyse
 from gpurace.api import linear_layout
 from gpurace.backends import cuda_backend
 from gpurace.instrument.ptx import instrument, resolve_kernel
-from gpurace.instrument.ptx.launch import load_cuda_launch, validate_cuda
+from gpurace.launch.cuda import load_cuda_launch, validate_cuda
 from gpurace.model import Space
 from tests import test_analysis_equivalence as shared
 from tests.analysis_backends import AnalysisBackend
@@ -155,7 +155,7 @@ def test_device_analysis_equals_reference(case, device):
 _CHILD = """
 import json, os, sys
 from gpurace import api
-from gpurace.instrument.ptx.launch import load_cuda_launch
+from gpurace.launch.cuda import load_cuda_launch
 from gpurace.model import DeviceHang
 from tests.corpus import reported
 launch = load_cuda_launch(sys.argv[2])

@@ -13,7 +13,7 @@ from gpurace.backends import cuda_backend
 from gpurace.determinism import hash_words
 from gpurace.determinism.replay_cuda import repeat_cuda
 from gpurace.instrument.ptx import instrument, resolve_kernel
-from gpurace.instrument.ptx.launch import cuda_launch_from_dict, load_cuda_launch
+from gpurace.launch.cuda import cuda_launch_from_dict, load_cuda_launch
 from tests.corpus import cases
 
 CLEAN = [c for c in cases("cuda", ".cu") if c.id in {"float4_clean", "reduce_clean",

@@ -16,17 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from gpurace.launch import (
-    ArgDialect,
-    ArgSpec,
-    BufferSpec,
+from gpurace.launch.opencl import ArgDialect, parse_args
+from gpurace.launch.spec import ArgSpec, BufferSpec
+from gpurace.launch.tables import (
     KeyLines,
     _is_int,
     _suggest,
     fills_dir,
     labels,
     options,
-    parse_args,
     read_toml,
     sizes,
 )
