@@ -287,7 +287,8 @@ def naga_error(exc: Exception, path: str) -> GpuraceError:
     """naga's multi-line message as one located GpuraceError: the reason, the label
     under the position and the first note, at the position naga gives."""
     lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-    reason, line, col, extra = "", 0, 0, []
+    reason, line, col = "", 0, 0
+    extra: list[str] = []
     for ln in lines:
         head, at = _NAGA_HEAD.match(ln), _NAGA_AT.search(ln)
         note, label = _NAGA_NOTE.match(ln), _NAGA_LABEL.match(ln)
@@ -529,10 +530,10 @@ def launch(
             else device.create_buffer(size=log_bytes, usage=_STORAGE)
         )
         nv = len(var_bases or [])
-        words = control_words(
+        header = control_words(
             log_capacity, log_range, histogram_bins, histogram_width, var_bases or []
         )
-        ctl = np.array(words, dtype=np.uint32)
+        ctl = np.array(header, dtype=np.uint32)
         ctl_buf = device.create_buffer(size=max(16, ctl.nbytes), usage=_STORAGE)
         device.queue.write_buffer(ctl_buf, 0, ctl.tobytes())
         pre = prefilter or Prefilter(None, 0, 0, SHADOW_OFF)

@@ -157,8 +157,8 @@ def _words(t: Scalar | Vector, v: str) -> list[tuple[str, int]]:
         return out
     if s.name in ("i64", "u64"):  # low word first (little-endian)
         u = (lambda x: x) if s.name == "u64" else (lambda x: f"bitcast<u64>({x})")
-        comps = [v] if n == 1 else [f"({v}).{c}" for c in "xyzw"[:n]]
-        return [(f"u32({u(c)} {op})", 4) for c in comps for op in ("& 0xfffffffflu", ">> 32u")]
+        words = [v] if n == 1 else [f"({v}).{c}" for c in "xyzw"[:n]]
+        return [(f"u32({u(c)} {op})", 4) for c in words for op in ("& 0xfffffffflu", ">> 32u")]
     if s.name == "bool":
         if n == 1:
             return [(f"select(0u, 1u, {v})", 4)]
