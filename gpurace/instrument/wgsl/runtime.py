@@ -265,12 +265,13 @@ class Runtime:
         site: int,
         kind: Kind,
         path: Path,
-        t: Type,
+        t: Type | None,
         off: Off,
         value: str | None,
         depth: int = 0,
     ) -> list[str]:
-        """One record per scalar/vector/matrix-column leaf; fixed arrays as loops."""
+        """One record per scalar/vector/matrix-column leaf; fixed arrays as loops (a
+        path without a type, like any other, is a ValueError)."""
         if isinstance(t, Scalar | Vector):
             v = value_bits(t, value) if value is not None else None
             return [self._rec(site, kind, path, size_of(t), off, v)]
