@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 import numpy as np
 
@@ -213,7 +213,8 @@ def analyse(
     rows = [row for row in table if row[0] != 0]
     races = [decode_race(row) for row in rows]
     orders = {
-        r.key: tuple(NONE ^ int(x) for x in row[R_O1:R_EX])
+        # R_O1, R_O2, R_O3: three words
+        r.key: cast(tuple[int, int, int], tuple(NONE ^ int(x) for x in row[R_O1:R_EX]))
         for r, row in zip(races, rows, strict=True)
     }
     races.sort(key=lambda r: r.key)
@@ -222,8 +223,8 @@ def analyse(
         raw = api.read(bufs["I"])
         if raw[0] > list_instances:
             saturated.append(f"instance list of --all ({int(raw[0])} instances)")
-        rows = raw[1 : 1 + min(int(raw[0]), list_instances) * INSTANCE_WORDS]
-        for row in rows.reshape(-1, INSTANCE_WORDS):
+        inst_rows = raw[1 : 1 + min(int(raw[0]), list_instances) * INSTANCE_WORDS]
+        for row in inst_rows.reshape(-1, INSTANCE_WORDS):
             inst = decode_race(np.concatenate([row[:1], [1, 0, 0], [0] * 3, row[4:12], [0]]))
             listed.append(((inst.key, *(int(x) for x in row[1:4])), inst))
     return DeviceAnalysis(races, saturated, live, sum(sizes.values()), orders, listed, too_big)

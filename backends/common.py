@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -12,7 +13,8 @@ class LaunchResult:
     """Buffers after a launch; `log`/`ctl` are set for instrumented launches."""
 
     outputs: dict[tuple[int, int], np.ndarray]
-    log: object | None = None
+    # the backend's device buffer (wgpu, pyopencl, cupy: untyped libraries)
+    log: Any = None
     requested: int = 0  # records the kernel tried to append
     capacity: int = 0
     histogram: np.ndarray | None = None  # counting runs: records per address bin

@@ -383,7 +383,7 @@ def _sync_summary(cp, sync, capacity: int) -> dict[str, int]:
     return out
 
 
-def read_log(device, result: CudaLaunchResult) -> np.ndarray:
+def read_log(device, result: LaunchResult) -> np.ndarray:
     """The logged records as an (n, 8) u32 array (tests and the reference use this)."""
     cp = _cupy()
     n = min(result.requested, result.capacity)

@@ -36,7 +36,8 @@ def naga_error(exc: Exception, path: str) -> GpuraceError:
     """naga's multi-line message as one located GpuraceError: the reason, the label
     under the position and the first note, at the position naga gives."""
     lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-    reason, line, col, extra = "", 0, 0, []
+    reason, line, col = "", 0, 0
+    extra: list[str] = []
     for ln in lines:
         head, at = _NAGA_HEAD.match(ln), _NAGA_AT.search(ln)
         note, label = _NAGA_NOTE.match(ln), _NAGA_LABEL.match(ln)

@@ -242,10 +242,10 @@ def launch(
     if var_bases is not None:
         nv = len(var_bases)
         slotted = event_slot_groups(global_size, local_size)
-        words = control_words(
+        header = control_words(
             log_capacity, log_range, histogram_bins, histogram_width, var_bases, var_sizes, slotted
         )
-        ctl = np.array(words, np.uint32)
+        ctl = np.array(header, np.uint32)
         log_buf = cl.Buffer(ctx, mf.READ_WRITE, max(32, log_capacity * RECORD_WORDS * 4))
         # the event slots after the words above start at zero (docs/internals.md §5)
         ctl_buf = cl.Buffer(ctx, mf.READ_WRITE, ctl.nbytes + slotted * EVENT_SLOTS * 4)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gpurace.abi import (  # noqa: F401 - MAX_EVENT_SLOT_GROUPS re-exported for the backends
     MAX_EVENT_SLOT_GROUPS,
@@ -62,7 +63,7 @@ class Prefilter:
     first `groups` work-groups; local accesses of other groups use the launch-wide
     area. `buf` is the backend's buffer (a wgpu.GPUBuffer, a pyopencl.Buffer)."""
 
-    buf: object
+    buf: Any  # untyped libraries' buffer types
     words: int
     wgsize: int
     mode: int = SHADOW_BUILD
@@ -140,6 +141,7 @@ def filtered_run(
     def run(lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0) -> LaunchResult:
         if pre is None:
             return launch(lo, hi, capacity, bins, width)
+        built: LaunchResult | None
         if pre.mode == SHADOW_BUILD:
             built = launch(0, full_range, capacity if has_barriers else 0, 0, 0, pre)
             pre.mode = SHADOW_FILTER

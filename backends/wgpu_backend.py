@@ -370,10 +370,10 @@ def launch(
             else device.create_buffer(size=log_bytes, usage=_STORAGE)
         )
         nv = len(var_bases or [])
-        words = control_words(
+        header = control_words(
             log_capacity, log_range, histogram_bins, histogram_width, var_bases or []
         )
-        ctl = np.array(words, dtype=np.uint32)
+        ctl = np.array(header, dtype=np.uint32)
         ctl_buf = device.create_buffer(size=max(16, ctl.nbytes), usage=_STORAGE)
         device.queue.write_buffer(ctl_buf, 0, ctl.tobytes())
         pre = prefilter or Prefilter(None, 0, 0, SHADOW_OFF)

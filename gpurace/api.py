@@ -103,6 +103,7 @@ def read_launch(launch_path: str, kernel_path: str | None = None) -> tuple[str, 
     Oclgrind's ``.sim`` (it names the kernel file, used when ``kernel_path`` is None),
     a CUDA launch file for a CUDA/PTX kernel, else a WGSL or OpenCL one. Shared by
     `gpurace check` and `gpurace repeat` so both read a launch the same way."""
+    spec: LaunchSpec
     if launch_path.lower().endswith(".sim"):
         sim_kernel, spec = load_sim(launch_path)
         kernel_path = kernel_path or sim_kernel
@@ -317,6 +318,7 @@ def balanced_ranges(
     end = max(min(hi, total), lo + 16)
     width = max(16, -(-(end - lo) // HISTOGRAM_BINS) + 15) // 16 * 16
     counts = run(lo, hi, 0, HISTOGRAM_BINS, width).histogram
+    assert counts is not None  # a run with bins counts
     ranges, start, acc = [], lo, 0
     for i, c in enumerate(counts.tolist()):
         cut = lo + i * width

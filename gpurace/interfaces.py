@@ -59,8 +59,10 @@ class Backend(Protocol):
     # grid and arguments>, *, var_bases, log_capacity, log_range, histogram_bins,
     # histogram_width, prefilter, ...) -> LaunchResult`. Its positional middle is the
     # one thing a language and its backend agree on privately, so it is a plain
-    # callable here; the Language's `target` is its only caller in a check.
-    launch: Callable[..., LaunchResult]
+    # callable here; the Language's `target` is its only caller in a check. (A
+    # read-only member, so that a backend's launch may return a LaunchResult subclass.)
+    @property
+    def launch(self) -> Callable[..., LaunchResult]: ...
 
     def prefilter(
         self, device: Any, address_end: int, wgsize: int, local_words: int = 0, num_groups: int = 0

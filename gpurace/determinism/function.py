@@ -66,7 +66,8 @@ def _named_outputs(value: Any, select: Sequence[str | int] | None) -> dict[str, 
 def _digest(arr: np.ndarray) -> str:
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{arr.dtype.str}{arr.shape}".encode())
-    h.update(memoryview(arr).cast("B") if arr.size else b"")
+    # numpy's stubs declare ndarray.__buffer__ only for Python 3.12+ (we target 3.11)
+    h.update(memoryview(arr).cast("B") if arr.size else b"")  # type: ignore[arg-type]
     return h.hexdigest()
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -128,7 +128,8 @@ class OpenclReplayer:
                 self.working[b.binding] = buf
                 kargs.append(buf)
             elif b.kind == "local":
-                kargs.append(cl.LocalMemory(max(1, int(value))))
+                # a __local argument's value is its byte count
+                kargs.append(cl.LocalMemory(max(1, int(cast(int, value)))))
             else:
                 kargs.append(opencl_backend._scalar(b, value))
         self.kernel.set_args(*kargs)

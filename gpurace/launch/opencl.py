@@ -272,7 +272,10 @@ def scalar_bytes(arg: ArgSpec, param: Binding, path: str = "") -> bytes:
             arg.line,
         )
     dtype, lanes = found
-    vals = arg.value if isinstance(arg.value, list) else [arg.value] * (lanes if lanes > 1 else 1)
+    # the numbers given (a list's items are whatever the launch file held: checked below)
+    vals: list = (
+        arg.value if isinstance(arg.value, list) else [arg.value] * (lanes if lanes > 1 else 1)
+    )
     want = 3 if typ.endswith("3") else lanes
     if len(vals) == 3 and want == 3:
         vals = [*vals, 0]

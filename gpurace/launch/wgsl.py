@@ -213,6 +213,7 @@ def validate_against(
     if entry_points is not None and spec.entry is not None:
         resolve_entry(spec, entry_points)
     declared = {(b.group, b.binding): b for b in bindings}
+    buf: BufferSpec | None
     for buf in spec.buffers:
         if (buf.group, buf.binding) not in declared:
             have = ", ".join(

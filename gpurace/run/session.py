@@ -30,6 +30,7 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 from gpurace import registry
@@ -144,7 +145,7 @@ class Session:
         # threads stay hooked while one thread's launch is snapshotted or checked.
         self.lock = threading.RLock()
         self._thread = threading.local()
-        self._instrumented: dict[tuple[str, str], Any] = {}
+        self._instrumented: dict[tuple[str, str, str, tuple[str, ...]], Any] = {}
         self._files: dict[str, str | None] | None = None
 
     # -- for hook modules ------------------------------------------------------
@@ -186,6 +187,7 @@ class Session:
                 for path, text in files.items():
                     at = text.find(source) if path.endswith(".py") and text else -1
                     if at >= 0:
+                        assert text is not None  # found in it
                         return path, "\n" * text.count("\n", 0, at) + source
         return f"<{label or f'shader module {number}'}>", source
 
@@ -507,7 +509,7 @@ def program_line() -> str | None:
     paths = sysconfig.get_paths()
     stdlib = [os.path.realpath(paths[k]) + os.sep for k in ("stdlib", "platstdlib")]
     sites = [os.path.realpath(paths[k]) + os.sep for k in ("purelib", "platlib")]
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         name = frame.f_code.co_filename
         module = str(frame.f_globals.get("__name__") or "")

@@ -9,6 +9,7 @@ from gpurace.model import Kind
 
 from .builtins import RV
 from .edits import Edit
+from .rewriter_api import RewriterAPI
 from .runtime import PS
 from .types import access_size, c_type, is_record, leaves, own_space, pointer_to
 
@@ -42,7 +43,7 @@ def runs(indices: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-class AccessHelpers:
+class AccessHelpers(RewriterAPI):
     """Mixin of the Rewriter: the helper of each kind of plain access."""
 
     def leaf_lines(self, t, kind: int, site: str, sp: int, value: str | None) -> list[str]:
@@ -83,7 +84,7 @@ class AccessHelpers:
             VT, ST = c_type(vt), c_type(c.type)
             idx = swizzle(sel, vt.get_canonical().element_count)
 
-            def make(name, VT=VT, ST=ST, idx=idx, sel=sel):
+            def make_vec(name, VT=VT, ST=ST, idx=idx, sel=sel):
                 body = self.run_lines(vt, idx, 0, "site", sp, None)
                 return (
                     f"{ST} {name}(const {self.pquals(vt)} {VT} *p, {PS}s, uint site) {{\n"
@@ -91,14 +92,14 @@ class AccessHelpers:
                     + f"\n  return (*p).{sel};\n}}"
                 )
 
-            h = self.helper(f"ldv|{VT}|{sel}|{self.pquals(vt)}", make)
+            h = self.helper(f"ldv|{VT}|{sel}|{self.pquals(vt)}", make_vec)
             b = base
 
-            def build(sub, h=h, b=b, sid=sid):
+            def build_vec(sub, h=h, b=b, sid=sid):
                 return f"{h}(&({sub(b.extent.start.offset, self.end(b))}), _gr_s, {sid}u)"
 
             self.parts(c)
-            self.edits.append(Edit(c.extent.start.offset, self.end(c), build))
+            self.edits.append(Edit(c.extent.start.offset, self.end(c), build_vec))
             return
         T = c_type(c.type)
 
@@ -133,7 +134,7 @@ class AccessHelpers:
             VT, ST = c_type(vt), c_type(c.type)
             idx = swizzle(sel, vt.get_canonical().element_count)
 
-            def make(name, VT=VT, ST=ST, idx=idx, sel=sel, vt=vt):
+            def make_vec(name, VT=VT, ST=ST, idx=idx, sel=sel, vt=vt):
                 body = self.run_lines(vt, idx, 1, "site", sp, "t")
                 return (
                     f"{ST} {name}({self.pquals(vt)} {VT} *p, {ST} v, {PS}s, uint site) {{\n"
@@ -142,7 +143,7 @@ class AccessHelpers:
                     + f"\n  (*p).{sel} = v;\n  return v;\n}}"
                 )
 
-            h = self.helper(f"stv|{VT}|{sel}|{self.pquals(vt)}", make)
+            h = self.helper(f"stv|{VT}|{sel}|{self.pquals(vt)}", make_vec)
         else:
             T = c_type(c.type)
 

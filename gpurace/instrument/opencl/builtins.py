@@ -20,6 +20,7 @@ from gpurace.model import Event, Kind, Space
 
 from . import frontend
 from .edits import Edit
+from .rewriter_api import RewriterAPI
 from .runtime import CMPXCHG, PS, atomic_op
 from .types import access_size, c_type, is_pointer, own_space, tracked_space
 
@@ -74,7 +75,7 @@ def family(name: str) -> str | None:
     return None
 
 
-class BuiltinCalls:
+class BuiltinCalls(RewriterAPI):
     """Mixin of the Rewriter: calls, one method per builtin family."""
 
     def call(self, c, kernel: bool) -> None:
@@ -142,6 +143,7 @@ class BuiltinCalls:
         pt, space = self.pointer_arg(args[k]) if args else (None, None)
         if space is None:
             return
+        assert pt is not None  # space is None when there is no pointer argument
         pointee = pt.get_pointee()
         sid = self.site(
             Kind.STORE, c.extent.start.offset, self.end(c), self.root_name(self.src(args[k]))
@@ -279,6 +281,7 @@ class BuiltinCalls:
 
     def vloadstore(self, c, callee, args, name) -> None:
         m = VLOAD.match(name)
+        assert m is not None  # family() sent only VLOAD names here
         fam, n = m.group(1), int(m.group(2) or 1)
         store = fam.startswith("vstore")
         pi = 2 if store else 1

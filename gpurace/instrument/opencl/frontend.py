@@ -265,7 +265,11 @@ def expand_text(text: str, macros: dict[str, Macro], active: frozenset = frozens
         args = _split_args(text[k + 1 : e]) if text[k + 1 : e].strip() else []
         args = [expand_text(a, macros, active) for a in args]
         binds = dict(zip(mac.params, args, strict=False))
-        body = _IDENT.sub(lambda mm, b=binds: b.get(mm.group(), mm.group()), mac.body)
+
+        def bound(mm: re.Match[str], b: dict[str, str] = binds) -> str:
+            return b.get(mm.group(), mm.group())
+
+        body = _IDENT.sub(bound, mac.body)
         out.append(expand_text(body, macros, active | {name}))
         i = e + 1
     return "".join(out)

@@ -168,7 +168,11 @@ class Predictor:
     def block(self, stmts: list, cont: Cont) -> None:
         for i, st in enumerate(stmts):
             rest = list(stmts[i + 1 :])
-            self.statement(st, lambda rest=rest: self.walk(rest, cont))
+
+            def after(rest: list = rest) -> Next | None:
+                return self.walk(rest, cont)
+
+            self.statement(st, after)
 
     def statement(self, st, cont: Cont) -> None:
         """Find the branches inside `st`, which falls through to `cont`."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import cast
 
 from gpurace.limits import MAX_NESTING, deep_recursion, lost_recursion, too_deep
 from gpurace.model import (
@@ -215,7 +216,7 @@ class Rewriter(AccessHelpers, BuiltinCalls):
         )
 
     def insert(self, offset: int, text: str) -> None:
-        self.edits.append(Edit(offset, offset, lambda sub, t=text: t))
+        self.edits.append(Edit(offset, offset, lambda sub: text))
 
     def function(self, fn) -> None:
         K = self.K
@@ -232,7 +233,7 @@ class Rewriter(AccessHelpers, BuiltinCalls):
             rp = self.skip_to(lp + 1, ")")
         extra = KERNEL_PARAMS if kernel else f"{PS}_gr_s"
         if lp is not None and self.text[lp + 1 : rp].strip() in ("", "void"):
-            self.edits.append(Edit(lp + 1, rp, lambda sub, t=extra: t))
+            self.edits.append(Edit(lp + 1, rp, lambda sub: extra))
         else:
             self.insert(rp, ", " + extra)
         if body is None:
@@ -280,7 +281,10 @@ class Rewriter(AccessHelpers, BuiltinCalls):
         name = fn.spelling
         head = self.text[fn.extent.start.offset : body.extent.start.offset]
         m = re.search(r"reqd_work_group_size\s*\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)", head)
-        self.entry_points[name] = tuple(int(x) for x in m.groups()) if m else (0, 0, 0)
+        self.entry_points[name] = (
+            # the pattern has three groups: a 3-tuple
+            cast(tuple[int, int, int], tuple(int(x) for x in m.groups())) if m else (0, 0, 0)
+        )
         bindings = []
         track = []
         for i, p in enumerate(params):

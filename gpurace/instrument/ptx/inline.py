@@ -118,7 +118,7 @@ class _Inliner:
                     continue  # declared only: stays a call (its .param names renamed)
                 self.count += 1
                 m = self.count
-                _, am, rm = self.locals_for(m, self.funcs[name], args, rets)  # type: ignore[index]
+                _, am, rm = self.locals_for(m, self.funcs[name], args, rets)
                 nested[k] = (m, am, rm)
                 lo, hi = block_range(callee.body, k)
                 for j in range(lo, hi):

@@ -188,7 +188,9 @@ def parse_instr(text: str) -> Instr:
 
 
 def _split_operands(s: str) -> list[str]:
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    depth = 0
+    cur: list[str] = []
     for c in s:
         if c in "[{(":
             depth += 1

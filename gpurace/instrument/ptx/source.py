@@ -131,7 +131,9 @@ def _balanced(text: str, at: int) -> str | None:
 
 
 def _top_split(s: str) -> list[str]:
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    depth = 0
+    cur: list[str] = []
     for c in s:
         if c in "(<[":
             depth += 1

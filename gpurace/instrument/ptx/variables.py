@@ -61,9 +61,11 @@ def plan_vars(
                 Binding(0, p.index, name, "global", "read_write", None, stride, elem, vid)
             )
         else:
-            size = TYPE_BYTES.get(p.type, 0) * (int(p.array[1:-1]) if p.array[1:-1] else 1)
+            nbytes = TYPE_BYTES.get(p.type, 0) * (int(p.array[1:-1]) if p.array[1:-1] else 1)
             # a scalar's elem_type is its PTX type (u32, s32, f32, u64, ...): how to pack it
-            bindings.append(Binding(0, p.index, name, "scalar", "read", size, size, p.type, None))
+            bindings.append(
+                Binding(0, p.index, name, "scalar", "read", nbytes, nbytes, p.type, None)
+            )
     used = set(re.findall(r"[\w$]+", body_text))
     for name, (size, _align) in mod.globals.items():
         if name in used:

@@ -157,8 +157,8 @@ def _words(t: Scalar | Vector, v: str) -> list[tuple[str, int]]:
         return out
     if s.name in ("i64", "u64"):  # low word first (little-endian)
         u = (lambda x: x) if s.name == "u64" else (lambda x: f"bitcast<u64>({x})")
-        comps = [v] if n == 1 else [f"({v}).{c}" for c in "xyzw"[:n]]
-        return [(f"u32({u(c)} {op})", 4) for c in comps for op in ("& 0xfffffffflu", ">> 32u")]
+        words = [v] if n == 1 else [f"({v}).{c}" for c in "xyzw"[:n]]
+        return [(f"u32({u(c)} {op})", 4) for c in words for op in ("& 0xfffffffflu", ">> 32u")]
     if s.name == "bool":
         if n == 1:
             return [(f"select(0u, 1u, {v})", 4)]
@@ -265,12 +265,13 @@ class Runtime:
         site: int,
         kind: Kind,
         path: Path,
-        t: Type,
+        t: Type | None,
         off: Off,
         value: str | None,
         depth: int = 0,
     ) -> list[str]:
-        """One record per scalar/vector/matrix-column leaf; fixed arrays as loops."""
+        """One record per scalar/vector/matrix-column leaf; fixed arrays as loops (a
+        path without a type, like any other, is a ValueError)."""
         if isinstance(t, Scalar | Vector):
             v = value_bits(t, value) if value is not None else None
             return [self._rec(site, kind, path, size_of(t), off, v)]
