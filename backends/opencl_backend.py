@@ -478,13 +478,13 @@ class _ClKernels:
 
 
 def analyse_on_device(
-    queue, log_buf, n_records: int, var_bases: list[int], uniform_writes_race: bool, **options
+    device, log_buf, n_records: int, var_bases: list[int], uniform_writes_race: bool, **options
 ) -> DeviceAnalysis:
     """The analysis of the first n_records of `log_buf` (a pyopencl.Buffer) on the
-    queue's device; keyword options: `analysis_driver.analyse`."""
+    device's queue (`get_device`'s handle); keyword options: `analysis_driver.analyse`."""
     return analysis_driver.analyse(
-        _ClKernels(queue),
-        analysis_limit(queue),
+        _ClKernels(device),
+        analysis_limit(device),
         log_buf,
         n_records,
         var_bases,

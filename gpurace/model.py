@@ -202,6 +202,9 @@ class Race:
     lid_b: int
     epoch_a: int = 0
     epoch_b: int = 0
+    # which launch of a `gpurace run` it was found in (the report's "launch N"); not
+    # part of what the race is, so equal races of two launches still compare equal
+    launch: int = field(default=0, compare=False, repr=False)
 
     @property
     def key(self) -> tuple[int, int, int, int, int]:

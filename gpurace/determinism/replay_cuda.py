@@ -145,7 +145,8 @@ class CudaReplayer:
                     self.working[a.index] = buf
                     kargs.append(buf)
                 else:
-                    assert a.value is not None  # validate_cuda: a value for each scalar
+                    # validate_cuda: one number for each scalar (CUDA's [[arg]] has no vectors)
+                    assert isinstance(a.value, int | float)
                     kargs.append(cuda_backend.scalar_arg(b, a.value))
             self.kargs = tuple(kargs)
             self.acc = cp.zeros(padded(8 * len(self.compare)) // 4, cp.uint32)

@@ -117,7 +117,7 @@ def to_json(
                 "message": message(v),
                 "explanation": explanation(v, report.language),
                 "hint": hint(v, report.language),
-                "launch": getattr(race, "launch", 0),
+                "launch": race.launch,
                 "location": {
                     "file": relpath(v.at.file, cwd),
                     "line": v.at.line,

@@ -179,7 +179,7 @@ def _result(report: Report, v: RaceView, cwd: str | None, seen: dict[str, int]) 
         "kernel": report.kernel,
         "class": v.cls,
         "type": v.type,
-        "launch": getattr(race, "launch", 0),
+        "launch": race.launch,
         "explanation": explanation(v, report.language),
         **race_fields(v, cwd),
     }

@@ -54,7 +54,7 @@ def _counts(v: RaceView) -> str | None:
 
 def format_race(report: Report, v: RaceView, cwd: str | None = None) -> list[str]:
     """The lines of one race block."""
-    launch = getattr(v.race, "launch", 0)
+    launch = v.race.launch
     loc = _loc(v.at.file, v.at.line, v.at.col, cwd)
     lines = [
         f"{loc}: {v.severity}: {message(v)}",

@@ -195,6 +195,7 @@ def install(session: Session) -> Callable[[], None]:
                 glob = _sizes(gsize, lsz if g_times_l else None)
                 why = _unsupported(kernel, offset)
                 if not why and lsz is None and not _reqd(kernel):
+                    assert glob is not None  # pyopencl takes no launch without a global size
                     lsz = driver_local_size(queue, kernel, glob)
                     if isinstance(lsz, str):
                         why, lsz = lsz, None
