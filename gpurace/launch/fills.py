@@ -37,7 +37,8 @@ def _filled(
     if not _is_int(seed) or seed < 0:
         raise err(f"{what}: seed must be a non-negative integer, not {seed!r}", "seed")
     if count is not None:  # "arange" and "random" are made in 64 bits, then converted
-        made = max(8 if fill in ("arange", "random") else 0, dtype.itemsize)
+        generated = isinstance(fill, str) and fill in ("arange", "random")
+        made = max(8 if generated else 0, dtype.itemsize)
         check_host_bytes(count * lanes * made, lambda m: err(f"{what}: {m}", "count"))
     flat = _fill(
         fill,
