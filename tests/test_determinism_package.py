@@ -40,11 +40,12 @@ def test_another_language_is_a_clear_error():
 )  # fmt: skip
 def test_every_module_imports_first_without_a_cycle(module):
     """Each module imports on its own in a fresh interpreter (a cycle fails here for
-    the module that enters it first); only the CUDA replayer loads the PTX rewriter."""
+    the module that enters it first); none loads the PTX rewriter (1.4 s) on import:
+    the CUDA replayer reads its launch schema from gpurace.launch.cuda."""
     code = (
         f"import sys, gpurace.determinism.{module}\n"
         "print('gpurace.instrument.ptx.rewriter' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == str(module == "replay_cuda")
+    assert out.stdout.strip() == "False"
