@@ -1,0 +1,99 @@
+"""Run a benchmark in two checkouts, alternating, and print their timings side by side.
+
+A restructuring is "unchanged within noise" only if old and new trees are measured in
+one sitting, under the same load: this script runs ``bench_wgsl.py`` or
+``bench_opencl.py`` (given with its own arguments after ``--``) from tree A, then tree
+B, then A again, for ``--rounds`` rounds, each run in a fresh process that imports
+its own tree's ``gpurace``. It reads the last markdown table each run prints and
+reports, per kernel, the median of the ``gpurace ms`` column over the rounds for A
+and B, and B/A. The spread column is (max - min) / median of A's rounds: a B/A
+within it is noise::
+
+    python bench/ab.py OLD_TREE NEW_TREE --rounds 3 -- bench/bench_wgsl.py --scale 0.0625
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+
+def last_table(output: str) -> dict[str, dict[str, str]]:
+    """The rows of the last markdown table in ``output``, keyed by their first cell."""
+    tables: list[list[str]] = []
+    current: list[str] = []
+    for line in output.splitlines():
+        if line.startswith("|"):
+            current.append(line)
+        elif current:
+            tables.append(current)
+            current = []
+    if current:
+        tables.append(current)
+    if not tables:
+        raise SystemExit(f"no table in the benchmark's output:\n{output}")
+    header, _rule, *rows = tables[-1]
+    names = [cell.strip() for cell in header.strip("|").split("|")]
+    table = {}
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        table[cells[0]] = dict(zip(names, cells, strict=True))
+    return table
+
+
+def run_once(tree: Path, script_and_args: list[str]) -> dict[str, dict[str, str]]:
+    """One benchmark run in ``tree``, importing that tree's gpurace."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    done = subprocess.run(
+        [sys.executable, *script_and_args],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: exit {done.returncode}\n{done.stdout}\n{done.stderr}")
+    return last_table(done.stdout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tree_a", type=Path)
+    parser.add_argument("tree_b", type=Path)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--column", default="gpurace ms")
+    argv = sys.argv[1:]
+    if "--" not in argv:
+        parser.error("give the benchmark after --, e.g. -- bench/bench_wgsl.py --scale 0.0625")
+    split = argv.index("--")
+    args = parser.parse_args(argv[:split])
+    bench = argv[split + 1 :]
+    samples: dict[str, dict[str, list[float]]] = {"A": {}, "B": {}}
+    for round_index in range(args.rounds):
+        for label, tree in (("A", args.tree_a), ("B", args.tree_b)):
+            table = run_once(tree.resolve(), bench)
+            for kernel, row in table.items():
+                value = float(row[args.column].replace(",", ""))
+                samples[label].setdefault(kernel, []).append(value)
+            print(f"round {round_index + 1} {label} done", file=sys.stderr)
+    print(f"A = {args.tree_a}, B = {args.tree_b}; {' '.join(bench)}; {args.rounds} rounds")
+    print(f"| kernel | A {args.column} | B {args.column} | B/A | A spread |")
+    print("|---|---|---|---|---|")
+    for kernel, a_values in samples["A"].items():
+        b_values = samples["B"].get(kernel, [])
+        a_median = statistics.median(a_values)
+        b_median = statistics.median(b_values) if b_values else float("nan")
+        spread = (max(a_values) - min(a_values)) / a_median if a_median else 0.0
+        print(
+            f"| {kernel} | {a_median:.1f} | {b_median:.1f} | "
+            f"{b_median / a_median:.2f} | {spread:.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
