@@ -36,19 +36,16 @@ from .semantics import (
 from .types import (
     BOOL,
     U32,
-    Array,
     Atomic,
-    Matrix,
     Opaque,
     Pointer,
     Scalar,
     Struct,
     Type,
     Vector,
-    column_stride,
     concrete,
+    indexed,
     size_of,
-    stride_of,
     wgsl,
 )
 
@@ -160,14 +157,10 @@ class ExpressionRewriter:
             path = self.build_path(e.base)
             t = path.type
             lit = _int_literal_index(e.index)
-            if isinstance(t, Array):
-                stride, elem = stride_of(t), t.elem
-            elif isinstance(t, Matrix):
-                stride, elem = column_stride(t), t.column
-            elif isinstance(t, Vector):
-                stride, elem = size_of(t.elem), t.elem
-            else:
+            step = indexed(t)
+            if step is None:
                 raise self.error(f"cannot index a value of type {wgsl(t)}", e)
+            elem, stride = step
             if lit is not None:
                 offset = int(literal_value(lit)) * stride
                 path.steps.append(Step("index", lit.text, offset, stride))
