@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 from gpurace.model import GpuraceError
 
+from ..source_text import matching_paren, split_top_level
+
 _HEADER = "opencl-c.h"
 
 
@@ -212,22 +214,6 @@ def user_macros(tu, path: str, source: str) -> dict[str, Macro]:
     return found
 
 
-def _split_args(text: str) -> list[str]:
-    args, depth, cur = [], 0, ""
-    for ch in text:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            args.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    args.append(cur.strip())
-    return args
-
-
 def expand_text(text: str, macros: dict[str, Macro], active: frozenset = frozenset()) -> str:
     """Expand the user macros in `text` (no `#`/`##`: callers check), recursively."""
     out, i = [], 0
@@ -255,14 +241,11 @@ def expand_text(text: str, macros: dict[str, Macro], active: frozenset = frozens
             out.append(name)
             i = j
             continue
-        depth, e = 0, k
-        while e < len(text):
-            depth += text[e] == "("
-            depth -= text[e] == ")"
-            if depth == 0:
-                break
-            e += 1
-        args = _split_args(text[k + 1 : e]) if text[k + 1 : e].strip() else []
+        e = matching_paren(text, k)
+        if e < 0:
+            e = len(text)
+        inner = text[k + 1 : e]
+        args = [a.strip() for a in split_top_level(inner)] if inner.strip() else []
         args = [expand_text(a, macros, active) for a in args]
         binds = dict(zip(mac.params, args, strict=False))
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 from gpurace.model import GpuraceError
 
+from ..source_text import matching_paren, split_top_level
+
 # directives that end at the end of their line rather than at a ';'
 _LINE_DIRECTIVES = (".loc", ".file", ".version", ".target", ".address_size", ".section")
 _LABEL = re.compile(r"([$%\w.]+)\s*:(?!:)")
@@ -188,22 +190,8 @@ def parse_instr(text: str) -> Instr:
 
 
 def _split_operands(s: str) -> list[str]:
-    out: list[str] = []
-    depth = 0
-    cur: list[str] = []
-    for c in s:
-        if c in "[{(":
-            depth += 1
-        elif c in "]})":
-            depth -= 1
-        if c == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(c)
-    if "".join(cur).strip():
-        out.append("".join(cur).strip())
-    return out
+    parts = [p.strip() for p in split_top_level(s)]
+    return parts[:-1] if not parts[-1] else parts
 
 
 @dataclass
@@ -320,7 +308,7 @@ def _function(ptx: str, stmts: list[Stmt], i: int, path: str) -> tuple[Function,
     seg = ptx[header.start : header.end]
     name_at = seg.find(name)
     open_paren = seg.find("(", name_at)
-    params_end = header.start + _matching_paren(seg, open_paren) if open_paren >= 0 else -1
+    params_end = header.start + matching_paren(seg, open_paren) if open_paren >= 0 else -1
     open_ = stmts[i + 1]
     depth = open_.depth
     j = i + 2
@@ -338,18 +326,6 @@ def _function(ptx: str, stmts: list[Stmt], i: int, path: str) -> tuple[Function,
                 for reg in r.group(2).split(","):
                     fn.reg_types[re.sub(r"<\d+>", "", reg.strip())] = r.group(1)
     return fn, j + 1
-
-
-def _matching_paren(seg: str, at: int) -> int:
-    depth = 0
-    for k in range(at, len(seg)):
-        if seg[k] == "(":
-            depth += 1
-        elif seg[k] == ")":
-            depth -= 1
-            if depth == 0:
-                return k
-    return -1
 
 
 def reg_type(fn: Function, reg: str) -> str | None:

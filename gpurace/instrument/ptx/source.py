@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..source_text import matching_paren, split_top_level
+
 C_TYPES: dict[str, int] = {
     "char": 1, "signed char": 1, "unsigned char": 1, "int8_t": 1, "uint8_t": 1, "bool": 1,
     "short": 2, "unsigned short": 2, "int16_t": 2, "uint16_t": 2, "__half": 2, "half": 2,
@@ -49,9 +51,10 @@ class CudaSource:
         base = _mangled_base(entry)
         text = _strip_comments(self.text)
         for m in re.finditer(rf"__global__[^;{{]*?\b{re.escape(base)}\s*\(", text):
-            args = _balanced(text, m.end() - 1)
-            if args is None:
+            close = matching_paren(text, m.end() - 1)
+            if close < 0:
                 continue
+            args = text[m.end() : close]
             parts = [p.strip() for p in _top_split(args) if p.strip() and p.strip() != "void"]
             if len(parts) != count:
                 continue
@@ -118,31 +121,6 @@ def _strip_comments(text: str) -> str:
     return re.sub(r"//[^\n]*", "", text)
 
 
-def _balanced(text: str, at: int) -> str | None:
-    depth = 0
-    for k in range(at, len(text)):
-        if text[k] == "(":
-            depth += 1
-        elif text[k] == ")":
-            depth -= 1
-            if depth == 0:
-                return text[at + 1 : k]
-    return None
-
-
 def _top_split(s: str) -> list[str]:
-    out: list[str] = []
-    depth = 0
-    cur: list[str] = []
-    for c in s:
-        if c in "(<[":
-            depth += 1
-        elif c in ")>]":
-            depth -= 1
-        if c == "," and depth == 0:
-            out.append("".join(cur))
-            cur = []
-        else:
-            cur.append(c)
-    out.append("".join(cur))
-    return out
+    """A C++ parameter list cut at its top-level commas (template ``<...>`` nest)."""
+    return split_top_level(s, "(<[", ")>]")

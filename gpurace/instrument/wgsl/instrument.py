@@ -10,9 +10,11 @@ from gpurace.limits import deep_recursion
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Space, TrackedVar
 
 from . import ast as A
+from .expressions import TRACKED_SPACES, ExpressionRewriter
 from .lexer import _Scanner
+from .module import ModuleRewriter, SiteTable
 from .parser import Parser, parse_bounded
-from .rewriter import FunctionRewriter, ModuleRewriter, SiteTable
+from .rewriter import FunctionRewriter
 from .runtime import TrackedInfo, local_order, log_bindings, prelude
 from .semantics import ModuleScope, Sym
 from .types import (
@@ -246,13 +248,11 @@ def _elem_layout(t: Type) -> tuple[int, Type]:
     return size_of(t), t
 
 
-def _typer(m: _Module) -> FunctionRewriter:
-    """A rewriter over an empty function, used to type module-scope initializers."""
+def _typer(m: _Module) -> ExpressionRewriter:
+    """An expression rewriter over an empty function, to type module-scope initializers."""
     fn = A.Function(0, 0, 0, 0, [], "_", [], [], None, A.Block(0, 0, 0, 0, []))
     sites = SiteTable(m.source, m.path, m.scanner.pos)
-    return FunctionRewriter(
-        ModuleRewriter(m.scope, m.source, m.path, sites, {}), fn, "_", {}, False
-    )
+    return ExpressionRewriter(ModuleRewriter(m.scope, m.source, m.path, sites, {}), fn, {})
 
 
 def _entry_builtins(m: _Module, fn: A.Function) -> tuple[dict[str, str], list[str]]:
@@ -315,7 +315,7 @@ def instrument(
         if any(_tracked_ptr_param(m, p) for p in fn.params):
             continue  # emitted per call shape, see ModuleRewriter.specialize
         is_entry = fn in entries
-        fr = FunctionRewriter(mr, fn, fn.name, {}, is_entry)
+        fr = FunctionRewriter(mr, fn, {}, is_entry)
         if is_entry:
             found, extra = _entry_builtins(m, fn)
             head = mr.signature(fn, fn.name, {}, extra)
@@ -328,7 +328,7 @@ def instrument(
             out_fns.append(fr.function(mr.signature(fn, fn.name, {}), []))
         while mr.pending:
             sfn, sname, aliases = mr.pending.pop(0)
-            sr = FunctionRewriter(mr, sfn, sname, aliases, False)
+            sr = FunctionRewriter(mr, sfn, aliases, False)
             out_fns.append(sr.function(mr.signature(sfn, sname, aliases), []))
 
     parts = [d.text + ";" for d in m.mod.directives]
@@ -359,4 +359,4 @@ def instrument(
 
 def _tracked_ptr_param(m: _Module, p: A.Param) -> bool:
     t = m.scope.resolve_type(p.type)
-    return isinstance(t, Pointer) and t.space in ("storage", "workgroup")
+    return isinstance(t, Pointer) and t.space in TRACKED_SPACES

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from gpurace.limits import MAX_NESTING, deep_recursion, too_deep
 from gpurace.model import GpuraceError
 
 from . import ast as A
 from .lexer import EOF, FLOAT, IDENT, INT, PUNCT, TEMPLATE_END, TEMPLATE_START, Token, tokenize
+
+# the AST nodes of the `name: type` lists (struct members, parameters)
+_Named = TypeVar("_Named", A.StructMember, A.Param)
 
 _COMPOUND_OPS = ("+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", ">>=", "<<=")
 _RELATIONAL = ("<", ">", "<=", ">=", "==", "!=")
@@ -153,20 +157,7 @@ class Parser:
         self.advance()
         name = self.ident("a struct name").value
         self.expect("{")
-        members: list[A.StructMember] = []
-        while not self.at("}"):
-            mstart = self.tok
-            mattrs = self.attributes()
-            mname = self.ident("a struct member name").value
-            self.expect(":")
-            ty = self.type_spec()
-            members.append(
-                A.StructMember(
-                    mstart.offset, self._end(), mstart.line, mstart.col, mattrs, mname, ty
-                )
-            )
-            if not self.accept(","):
-                break
+        members = self.typed_names(A.StructMember, "}", "a struct member name")
         self.expect("}", "',' or '}' in struct declaration")
         if not members:
             raise self.error("at least one struct member")
@@ -176,18 +167,7 @@ class Parser:
         self.advance()
         name = self.ident("a function name").value
         self.expect("(")
-        params: list[A.Param] = []
-        while not self.at(")"):
-            pstart = self.tok
-            pattrs = self.attributes()
-            pname = self.ident("a parameter name").value
-            self.expect(":")
-            ty = self.type_spec()
-            params.append(
-                A.Param(pstart.offset, self._end(), pstart.line, pstart.col, pattrs, pname, ty)
-            )
-            if not self.accept(","):
-                break
+        params = self.typed_names(A.Param, ")", "a parameter name")
         self.expect(")", "',' or ')' in parameter list")
         ret_attrs: list[A.Attribute] = []
         ret = None
@@ -207,6 +187,21 @@ class Parser:
             ret,
             body,
         )
+
+    def typed_names(self, node: type[_Named], close: str, what: str) -> list[_Named]:
+        """``@attrs name: type`` items, comma-separated (a trailing comma allowed), up to
+        ``close``: a struct's members and a function's parameters share this grammar."""
+        items: list[_Named] = []
+        while not self.at(close):
+            start = self.tok
+            attrs = self.attributes()
+            name = self.ident(what).value
+            self.expect(":")
+            ty = self.type_spec()
+            items.append(node(start.offset, self._end(), start.line, start.col, attrs, name, ty))
+            if not self.accept(","):
+                break
+        return items
 
     # ------------------------------------------------------------------ attributes / types
     def attributes(self) -> list[A.Attribute]:
@@ -465,48 +460,48 @@ class Parser:
             op = self.tok.value
             while self.at(op):
                 self.advance()
-                r = self.unary()
-                u = A.Binary(start.offset, self._end(), start.line, start.col, op, u, r)
+                u = self.binary(start, op, u)
             return u
         e = self.relational_rest(u, start)
         for op in ("&&", "||"):
             if self.at(op):
                 while self.at(op):
                     self.advance()
-                    rs = self.tok
-                    r = self.relational_rest(self.unary(), rs)
-                    e = A.Binary(start.offset, self._end(), start.line, start.col, op, e, r)
+                    e = self.binary(start, op, e, self.relational_rest)
                 break
         return e
+
+    def binary(
+        self,
+        start: Token,
+        op: str,
+        left: A.Expr,
+        rest: Callable[[A.Expr, Token], A.Expr] | None = None,
+    ) -> A.Binary:
+        """``left op right`` from ``start``, the operator just consumed: the right operand
+        is a unary expression, continued by ``rest`` (the next tighter level) if given."""
+        rstart = self.tok
+        right = self.unary() if rest is None else rest(self.unary(), rstart)
+        return A.Binary(start.offset, self._end(), start.line, start.col, op, left, right)
 
     def relational_rest(self, u: A.Expr, start: Token) -> A.Expr:
         e = self.shift_rest(u, start)
         if self.tok.kind == PUNCT and self.tok.value in _RELATIONAL:
-            op = self.advance().value
-            rs = self.tok
-            r = self.shift_rest(self.unary(), rs)
-            e = A.Binary(start.offset, self._end(), start.line, start.col, op, e, r)
+            e = self.binary(start, self.advance().value, e, self.shift_rest)
         return e
 
     def shift_rest(self, u: A.Expr, start: Token) -> A.Expr:
         if self.tok.kind == PUNCT and self.tok.value in ("<<", ">>"):
-            op = self.advance().value
-            r = self.unary()
-            return A.Binary(start.offset, self._end(), start.line, start.col, op, u, r)
+            return self.binary(start, self.advance().value, u)
         e = self.multiplicative_rest(u, start)
         while self.tok.kind == PUNCT and self.tok.value in ("+", "-"):
-            op = self.advance().value
-            rs = self.tok
-            r = self.multiplicative_rest(self.unary(), rs)
-            e = A.Binary(start.offset, self._end(), start.line, start.col, op, e, r)
+            e = self.binary(start, self.advance().value, e, self.multiplicative_rest)
         return e
 
     def multiplicative_rest(self, u: A.Expr, start: Token) -> A.Expr:
         e = u
         while self.tok.kind == PUNCT and self.tok.value in ("*", "/", "%"):
-            op = self.advance().value
-            r = self.unary()
-            e = A.Binary(start.offset, self._end(), start.line, start.col, op, e, r)
+            e = self.binary(start, self.advance().value, e)
         return e
 
     def unary(self) -> A.Expr:

@@ -501,3 +501,57 @@ def is_constructor(name: str, lookup) -> bool:
     return name in SCALARS or bool(
         re.fullmatch(r"(vec[234][fiuh]?|mat[234]x[234][fh]?|array|atomic)", name)
     )
+
+
+def is_swizzle(name: str) -> bool:
+    return 1 <= len(name) <= 4 and (set(name) <= set("xyzw") or set(name) <= set("rgba"))
+
+
+def element_type(t: Type | None) -> Type | None:
+    """Type of ``t[i]`` (through a pointer: ``p[i]``); None when ``t`` cannot be indexed."""
+    if isinstance(t, Pointer):
+        t = t.store
+    if isinstance(t, Array):
+        return t.elem
+    if isinstance(t, Matrix):
+        return t.column
+    if isinstance(t, Vector):
+        return t.elem
+    return None
+
+
+def member_type(t: Type | None, name: str) -> Type | None:
+    """Type of ``t.name``: a struct member or a swizzle (through a pointer too)."""
+    if isinstance(t, Pointer):
+        t = t.store
+    if isinstance(t, Struct):
+        m = t.member(name)
+        return m.type if m else None
+    if isinstance(t, Vector) and is_swizzle(name):
+        return t.elem if len(name) == 1 else Vector(len(name), t.elem)
+    return None
+
+
+def binary_type(op: str, a: Type | None, b: Type | None) -> Type | None:
+    """Result type of ``a op b`` (comparisons, shifts, matrix products, broadcasts)."""
+    if op in ("&&", "||"):
+        return BOOL
+    if op in ("<", ">", "<=", ">=", "==", "!="):
+        t = a if a is not None else b
+        if isinstance(t, Vector):
+            return Vector(t.n, BOOL)
+        return BOOL
+    if op in ("<<", ">>"):
+        return a
+    if op == "*":
+        if isinstance(a, Matrix) and isinstance(b, Vector):
+            return Vector(a.rows, scalar_of(unify(a.elem, b.elem)))  # type: ignore[arg-type]
+        if isinstance(a, Vector) and isinstance(b, Matrix):
+            return Vector(b.cols, scalar_of(unify(a.elem, b.elem)))  # type: ignore[arg-type]
+        if isinstance(a, Matrix) and isinstance(b, Matrix):
+            return Matrix(b.cols, a.rows, a.elem)
+        if isinstance(b, Matrix) and isinstance(a, Scalar):
+            return unify(b, a)
+    if isinstance(b, Vector) and isinstance(a, Scalar):
+        return unify(b, a)
+    return unify(a, b)

@@ -117,38 +117,33 @@ def round_up(k: int, n: int) -> int:
     return -(-n // k) * k
 
 
-def align_of(t: Type) -> int:
+def layout(t: Type) -> tuple[int, int]:
+    """(alignment, size) in bytes, as WGSL §14.4's table gives them; a runtime-sized
+    array's size is one element's stride. Both come from one walk of the type."""
     if isinstance(t, Scalar):
-        return SCALAR_BYTES.get(t.name, 4)
+        n = SCALAR_BYTES.get(t.name, 4)
+        return n, n
     if isinstance(t, Atomic):
-        return 4
+        return 4, 4
     if isinstance(t, Vector):
-        s = align_of(t.elem)
-        return s * (2 if t.n == 2 else 4)
+        e = size_of(t.elem)
+        return e * (2 if t.n == 2 else 4), e * t.n
     if isinstance(t, Matrix):
-        return align_of(t.column)
+        return align_of(t.column), t.cols * column_stride(t)
     if isinstance(t, Array):
-        return align_of(t.elem)
+        return align_of(t.elem), stride_of(t) * (t.count if t.count is not None else 1)
     if isinstance(t, Struct):
-        return t.align
+        return t.align, t.size
     raise ValueError(f"type {wgsl(t)} has no memory layout")
+
+
+def align_of(t: Type) -> int:
+    return layout(t)[0]
 
 
 def size_of(t: Type) -> int:
     """Size in bytes; for a runtime-sized array, the size of one element's stride."""
-    if isinstance(t, Scalar):
-        return SCALAR_BYTES.get(t.name, 4)
-    if isinstance(t, Atomic):
-        return 4
-    if isinstance(t, Vector):
-        return size_of(t.elem) * t.n
-    if isinstance(t, Matrix):
-        return t.cols * column_stride(t)
-    if isinstance(t, Array):
-        return stride_of(t) * (t.count if t.count is not None else 1)
-    if isinstance(t, Struct):
-        return t.size
-    raise ValueError(f"type {wgsl(t)} has no memory layout")
+    return layout(t)[1]
 
 
 def stride_of(t: Array) -> int:
@@ -157,6 +152,18 @@ def stride_of(t: Array) -> int:
 
 def column_stride(t: Matrix) -> int:
     return round_up(align_of(t.column), size_of(t.column))
+
+
+def indexed(t: Type | None) -> tuple[Type, int] | None:
+    """What ``t[i]`` is in memory: (element type, stride in bytes) of an array, a
+    matrix (its columns) or a vector (its components); None if ``t`` has no index."""
+    if isinstance(t, Array):
+        return t.elem, stride_of(t)
+    if isinstance(t, Matrix):
+        return t.column, column_stride(t)
+    if isinstance(t, Vector):
+        return t.elem, size_of(t.elem)
+    return None
 
 
 def make_struct(name: str, fields: list[tuple[str, Type, int | None, int | None]]) -> Struct:
