@@ -46,7 +46,6 @@ from gpurace.backends.prefilter import (
     shadow_words,
 )
 from gpurace.model import RECORD_WORDS, Binding, GpuraceError
-from gpurace.options import Options
 
 
 @dataclass(frozen=True)
@@ -514,10 +513,3 @@ def replayer() -> Callable[..., Any]:
     from gpurace.determinism import repeat_opencl
 
     return repeat_opencl
-
-
-def get_queue(name: str | None = None) -> tuple[object, str]:
-    """`get_device` under its old name, for `gpurace.determinism_opencl` until the
-    determinism package takes its device through `registry.open_device`; reads
-    $GPURACE_OPENCL_DEVICE as it did."""
-    return get_device(name or Options.from_env().device_for("opencl"))

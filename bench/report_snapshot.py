@@ -62,7 +62,7 @@ def _fake_cuda() -> None:
     from gpurace.model import RECORD_WORDS
     from tests.test_cuda_backend_host import FAKE_CUPY, _Device
 
-    queue = opencl_backend.get_queue("Portable Computing Language")[0]
+    queue = opencl_backend.get_device("Portable Computing Language")[0]
 
     def analyse(device, log, n, bases, uniform, **kw):  # type: ignore[no-untyped-def]
         buf = None

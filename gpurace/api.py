@@ -10,6 +10,7 @@ import os
 import shlex
 from collections.abc import Callable, Sequence
 from math import prod
+from typing import TypedDict, Unpack
 
 from gpurace import isolate, limits, registry
 from gpurace.analysis.merge import merge_ranges
@@ -62,22 +63,30 @@ def list_devices() -> list[tuple[str, str, bool]]:
     return registry.list_devices()
 
 
+class CheckArgs(TypedDict, total=False):
+    """The keyword arguments `check_file` passes on to `check` (which says what each
+    means), listed once."""
+
+    device: str | None
+    uniform_writes: str | None
+    entry: str | None
+    progress: Progress | None
+    all_instances: bool
+    options: Options | None
+
+
 def check_file(
     kernel_path: str | None,
     launch_path: str,
-    device: str | None = None,
-    uniform_writes: str | None = None,
-    entry: str | None = None,
-    progress: Progress | None = None,
-    all_instances: bool = False,
-    options: Options | None = None,
     build_options: str | None = None,
+    **given: Unpack[CheckArgs],
 ) -> Report:
     """Check the kernel file with the launch file (the `gpurace check` command).
 
     The launch file is a TOML file or Oclgrind's `.sim` format; a `.sim` file names
     its kernel file, used when `kernel_path` is None. `build_options` (a shell-quoted
-    string, as `oclgrind-kernel --build-options` takes) go after the launch's options.
+    string, as `oclgrind-kernel --build-options` takes) go after the launch's options;
+    the other keyword arguments are `check`'s.
     """
     kernel_path, spec = read_launch(launch_path, kernel_path)
     if build_options:
@@ -85,17 +94,7 @@ def check_file(
             raise GpuraceError("--build-options are for OpenCL and CUDA kernels, not WGSL")
         spec.options = [*spec.options, *shlex.split(build_options)]
     source = read_kernel(kernel_path)
-    return check(
-        source,
-        spec,
-        path=kernel_path,
-        device=device,
-        uniform_writes=uniform_writes,
-        entry=entry,
-        progress=progress,
-        all_instances=all_instances,
-        options=options,
-    )
+    return check(source, spec, path=kernel_path, **given)
 
 
 def read_launch(launch_path: str, kernel_path: str | None = None) -> tuple[str, LaunchSpec]:

@@ -200,6 +200,43 @@ def _find_launch(kernel: str | None, launch: str | None) -> str:
     )
 
 
+#: Options more than one command takes, declared once (click applies a decorator per
+#: command). Integer options are read as text ("N") and parsed by ``_positive``, so
+#: that a bad value is one error line like every other.
+_LAUNCH = click.option(
+    "--launch",
+    "launch_path",
+    metavar="LAUNCH.toml",
+    help="Launch file: grid, entry point and buffers (default: KERNEL's name + .toml).",
+)
+_UNIFORM_WRITES = click.option(
+    "--uniform-writes",
+    type=click.Choice(["tolerate", "race"]),
+    default=None,
+    help="Same-value plain writes by different work-items: tolerate (default) or report.",
+)
+_DEVICE = click.option("--device", metavar="NAME", help="Device to run on (see `gpurace devices`).")
+_ENTRY = click.option("--entry", metavar="NAME", help="Entry point (overrides the launch file).")
+
+
+def _count(flag: str, dest: str, default: str, help: str) -> Callable[[Any], Any]:
+    """An integer option, read as text and parsed by ``_positive``."""
+    return click.option(flag, dest, metavar="N", default=default, show_default=True, help=help)
+
+
+def _file(flag: str, dest: str, help: str) -> Callable[[Any], Any]:
+    """An option naming a file (``--json``, ``--sarif``, ``--suppress``)."""
+    return click.option(flag, dest, metavar="FILE", help=help)
+
+
+def _suppress(what: str) -> Callable[[Any], Any]:
+    return _file(
+        "--suppress",
+        "suppress_path",
+        f"Suppressions (TOML, docs/suppressions.md): known races that do not fail the {what}.",
+    )
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="gpurace", prog_name="gpurace")
 def main() -> None:
@@ -208,42 +245,24 @@ def main() -> None:
 
 @main.command()
 @click.argument("kernel", metavar="[KERNEL]", required=False)
-@click.option(
-    "--launch",
-    "launch_path",
-    metavar="LAUNCH.toml",
-    help="Launch file: grid, entry point and buffers (default: KERNEL's name + .toml).",
-)
+@_LAUNCH
 @click.option(
     "--sim",
     "sim_path",
     metavar="FILE.sim",
     help="Oclgrind's .sim launch format instead (it names the kernel file; KERNEL overrides).",
 )
-@click.option(
-    "--json", "json_path", metavar="FILE", help="Also write the report as JSON ('-': stdout)."
-)
-@click.option(
+@_file("--json", "json_path", "Also write the report as JSON ('-': stdout).")
+@_file(
     "--sarif",
     "sarif_path",
-    metavar="FILE",
-    help="Also write the report as SARIF 2.1.0 for code scanning ('-': stdout).",
+    "Also write the report as SARIF 2.1.0 for code scanning ('-': stdout).",
 )
-@click.option(
-    "--suppress",
-    "suppress_path",
-    metavar="FILE",
-    help="Suppressions (TOML, docs/suppressions.md): known races that do not fail the check.",
-)
-@click.option(
-    "--uniform-writes",
-    type=click.Choice(["tolerate", "race"]),
-    default=None,
-    help="Same-value plain writes by different work-items: tolerate (default) or report.",
-)
+@_suppress("check")
+@_UNIFORM_WRITES
 @click.option("--all", "all_instances", is_flag=True, help="List every instance of each race.")
-@click.option("--device", metavar="NAME", help="Device to run on (see `gpurace devices`).")
-@click.option("--entry", metavar="NAME", help="Entry point (overrides the launch file).")
+@_DEVICE
+@_ENTRY
 @click.option(
     "--build-options",
     metavar="OPTIONS",
@@ -316,25 +335,11 @@ def check(
 
 @main.command()
 @click.argument("kernel", metavar="KERNEL")
-@click.option(
-    "--launch",
-    "launch_path",
-    metavar="LAUNCH.toml",
-    help="Launch file: grid, entry point and buffers (default: KERNEL's name + .toml).",
-)
-@click.option(
-    "--runs",
-    "runs_text",
-    metavar="N",
-    default="20",
-    show_default=True,
-    help="Number of replays, each from the same initial buffers.",
-)
-@click.option(
-    "--json", "json_path", metavar="FILE", help="Also write the result as JSON ('-': stdout)."
-)
-@click.option("--device", metavar="NAME", help="Device to run on (see `gpurace devices`).")
-@click.option("--entry", metavar="NAME", help="Entry point (overrides the launch file).")
+@_LAUNCH
+@_count("--runs", "runs_text", "20", "Number of replays, each from the same initial buffers.")
+@_file("--json", "json_path", "Also write the result as JSON ('-': stdout).")
+@_DEVICE
+@_ENTRY
 def repeat(
     kernel: str,
     launch_path: str | None,
@@ -409,41 +414,21 @@ def devices() -> None:
     help="Check for races, replay for determinism, or both.",
 )
 @click.option("--kernel", "kernel_re", metavar="REGEX", help="Only entry points matching REGEX.")
-@click.option(
+@_count(
     "--launches",
     "launches_text",
-    metavar="N",
-    default="1",
-    show_default=True,
-    help="Check the first N launches of each kernel and launch shape (0: all).",
+    "1",
+    "Check the first N launches of each kernel and launch shape (0: all).",
 )
-@click.option(
-    "--repeat",
-    "repeat_text",
-    metavar="N",
-    default="20",
-    show_default=True,
-    help="Replays per launch with --tool determinism/all.",
-)
-@click.option("--json", "json_path", metavar="FILE", help="Also write the report as JSON.")
-@click.option(
+@_count("--repeat", "repeat_text", "20", "Replays per launch with --tool determinism/all.")
+@_file("--json", "json_path", "Also write the report as JSON.")
+@_file(
     "--sarif",
     "sarif_path",
-    metavar="FILE",
-    help="Also write the races as SARIF 2.1.0 for code scanning (one run for the program).",
+    "Also write the races as SARIF 2.1.0 for code scanning (one run for the program).",
 )
-@click.option(
-    "--suppress",
-    "suppress_path",
-    metavar="FILE",
-    help="Suppressions (TOML, docs/suppressions.md): known races that do not fail the run.",
-)
-@click.option(
-    "--uniform-writes",
-    type=click.Choice(["tolerate", "race"]),
-    default=None,
-    help="Same-value plain writes by different work-items: tolerate (default) or report.",
-)
+@_suppress("run")
+@_UNIFORM_WRITES
 @click.option("--device", metavar="NAME", help="Device gpurace checks on (see `gpurace devices`).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- python APP.py [ARGS]")
 def run_command(

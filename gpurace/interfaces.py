@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from math import prod
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -110,10 +111,10 @@ class Backend(Protocol):
         ...
 
     def replayer(self) -> Callable[..., Any]:
-        """The determinism replayer of this API: ``repeat(source, spec, *, runs, path,
-        device, entry) -> RepeatResult`` (``gpurace run --tool determinism``). A slot for
-        now: it returns the existing `gpurace.determinism*` function (``gpurace repeat``
-        still picks its own); the determinism package moves behind it once split."""
+        """The determinism replayer of this API, ``repeat(source, spec, **options:
+        determinism.ReplayOptions) -> RepeatResult``, looked up on the
+        `gpurace.determinism` package when asked; `determinism.repeater` (``gpurace
+        repeat``, ``gpurace run --tool determinism``) is the one caller."""
         ...
 
 
@@ -127,26 +128,14 @@ class RunFn(Protocol):
     ) -> LaunchResult: ...
 
 
-class AnalyseFn(Protocol):
-    """A Target's `analyse`: the analysis of the first `n` records of `result`'s log for
-    the address range [lo, hi); `list_instances` caps the instances listed,
-    `splittable` says whether too-big tables may be answered with `too_big`."""
-
-    def __call__(
-        self,
-        result: LaunchResult,
-        n: int,
-        lo: int,
-        hi: int,
-        *,
-        list_instances: int = 0,
-        splittable: bool = False,
-    ) -> DeviceAnalysis: ...
+#: A Language's result policy on one pass's analysis (`Language.results`).
+Results = Callable[["DeviceAnalysis"], "DeviceAnalysis"]
 
 
 @dataclass
 class Target:
-    """One launch made ready on one backend: what the language-neutral pass loop needs."""
+    """One launch made ready on one backend: what the language-neutral pass loop needs
+    (`gpurace.target.filtered_target` makes it for every language)."""
 
     inst: Instrumented
     kernel: str
@@ -158,8 +147,42 @@ class Target:
     max_records: int  # records one log buffer holds
     max_words: int  # words one analysis pass's shadow covers
     run: RunFn
-    analyse: AnalyseFn
+    backend: Backend  # where `analyse` runs the analysis kernels
+    handle: Any  # the device `backend` opened for this launch
+    options: Options  # a resolved `uniform_writes` ("race" or "tolerate"), `profile`
+    results: Results | None = None  # the language's result policy (none: as it is)
     held_bytes: int = 0  # device memory held for the whole check (the prefilter's shadow)
+
+    def analyse(
+        self,
+        result: LaunchResult,
+        n: int,
+        lo: int,
+        hi: int,
+        *,
+        list_instances: int = 0,
+        splittable: bool = False,
+    ) -> DeviceAnalysis:
+        """The analysis of the first `n` records of `result`'s log for the address
+        range [lo, hi) through the backend's `analyse_on_device` (this launch's layout
+        and grid), then the language's result policy; `list_instances` caps the
+        instances listed, `splittable` says whether too-big tables may be answered
+        with `too_big`."""
+        found = self.backend.analyse_on_device(
+            self.handle,
+            result.log,
+            n,
+            self.bases,
+            self.options.uniform_writes == "race",
+            address_range=(lo, hi),
+            address_end=self.total,
+            wgsize=prod(self.workgroup_size),
+            groups=prod(self.num_groups),
+            list_instances=list_instances,
+            splittable=splittable,
+            profile=self.options.profile,
+        )
+        return self.results(found) if self.results else found
 
 
 class Language(Protocol[L]):

@@ -11,17 +11,37 @@ from collections.abc import Callable
 from math import prod
 from typing import TYPE_CHECKING, Any
 
-from gpurace.interfaces import AnalyseFn, Backend, Target
-from gpurace.model import Event, Instrumented
+from gpurace.interfaces import Backend, Results, Target
+from gpurace.model import Event, GpuraceError, Instrumented
 from gpurace.options import Options
 
 if TYPE_CHECKING:
-    from gpurace.backends.analysis_driver import DeviceAnalysis
     from gpurace.backends.common import LaunchResult
-    from gpurace.backends.prefilter import Launch, Prefilter
+    from gpurace.backends.prefilter import Launch
+    from gpurace.launch import LaunchSpec
 
-Results = Callable[["DeviceAnalysis"], "DeviceAnalysis"]  # a Language's result policy
 FULL_RANGE = (0xFFFFFFFF // 16) * 16  # the whole u32 address order, 16-byte aligned
+
+#: Per `LaunchSpec.language`: what its launch file describes, and what a kernel of it
+#: needs (the error when a kernel is given another language's launch file).
+_LAUNCH_FORMS = {
+    "wgsl": ("a WGSL launch", "a WGSL kernel needs workgroups and [[binding]] tables"),
+    "opencl": (
+        "an OpenCL launch",
+        "an OpenCL kernel needs global_size, local_size and [[arg]] tables",
+    ),
+}
+
+
+def require_launch_of(launch: LaunchSpec, language: str) -> None:
+    """A launch file read in another language's schema (a WGSL one for an OpenCL
+    kernel) is one located error that says what this language's file needs."""
+    if launch.language != language:
+        described, needs = _LAUNCH_FORMS[launch.language][0], _LAUNCH_FORMS[language][1]
+        raise GpuraceError(
+            f"this launch file describes {described}; {needs} (docs/launch-files.md)",
+            launch.path,
+        )
 
 
 def linear_layout(extents: list[int], groups: int) -> tuple[list[int], int]:
@@ -39,6 +59,28 @@ def linear_layout(extents: list[int], groups: int) -> tuple[list[int], int]:
     return bases, total
 
 
+def launcher(backend_launch: Callable[..., LaunchResult], *args: Any, **fixed: Any) -> Launch:
+    """A language's `launch(lo, hi, capacity, bins=0, width=0, prefilter=None)` for
+    `filtered_target`: the backend's instrumented launch with this launch's kernel,
+    grid and arguments fixed (`args`, `fixed`) and each run's log range, log capacity,
+    address histogram and prefilter passed on as every backend names them."""
+
+    def launch(
+        lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0, prefilter: Any = None
+    ) -> LaunchResult:
+        return backend_launch(
+            *args,
+            log_capacity=capacity,
+            log_range=(lo, hi),
+            histogram_bins=bins,
+            histogram_width=width,
+            prefilter=prefilter,
+            **fixed,
+        )
+
+    return launch
+
+
 def filtered_target(
     backend: Backend,
     device: Any,
@@ -49,18 +91,24 @@ def filtered_target(
     groups: tuple[int, int, int],
     bases: list[int],
     total: int,
-    pre: Prefilter | None,
+    local_words: int,
     launch: Launch,
     options: Options,
     results: Results | None = None,
 ) -> Target:
     """The Target of one launch on `backend`: runs go through `prefilter.filtered_run`
     on top of the language's `launch(lo, hi, capacity, bins, width, prefilter=None)`,
-    analyses through `backend.analyse_on_device` and then `results` (the language's
-    result policy, `Language.results`; none: the analysis as it is). `options`: a
-    resolved `uniform_writes` ("race" or "tolerate") and `profile`."""
+    with a shadow prefilter of `local_words` words per group for local memory unless
+    `options.prefilter` is off; analyses go through `backend.analyse_on_device` and
+    then `results` (the language's result policy, `Language.results`; none: the
+    analysis as it is). `options`: a resolved `uniform_writes` ("race" or
+    "tolerate"), `prefilter` and `profile`."""
     from gpurace.backends.prefilter import filtered_run
 
+    pre = None
+    if options.prefilter:
+        wgsize, n_groups = prod(workgroup_size), prod(groups)
+        pre = backend.prefilter(device, total, wgsize, local_words, n_groups)
     barriers = any(s.event == Event.BARRIER for s in inst.sites)
     run = filtered_run(
         launch,
@@ -70,7 +118,6 @@ def filtered_target(
         FULL_RANGE,
         events_end=prod(groups),
     )
-    analyse = analyser(backend, device, bases, total, workgroup_size, groups, options, results)
     return Target(
         inst,
         name,
@@ -82,48 +129,9 @@ def filtered_target(
         backend.max_records_per_pass(device),
         backend.max_shadow_words(device),
         run,
-        analyse,
+        backend,
+        device,
+        options,
+        results,
         pre.nbytes if pre else 0,
     )
-
-
-def analyser(
-    backend: Backend,
-    device: Any,
-    bases: list[int],
-    total: int,
-    workgroup_size: tuple[int, int, int],
-    groups: tuple[int, int, int],
-    options: Options,
-    results: Results | None = None,
-) -> AnalyseFn:
-    """A Target's `analyse`: one address range of a launch's log through the backend's
-    `analyse_on_device` (the launch's layout and grid fixed), then the language's
-    result policy."""
-
-    def analyse(
-        result: LaunchResult,
-        n: int,
-        lo: int,
-        hi: int,
-        *,
-        list_instances: int = 0,
-        splittable: bool = False,
-    ) -> DeviceAnalysis:
-        found = backend.analyse_on_device(
-            device,
-            result.log,
-            n,
-            bases,
-            options.uniform_writes == "race",
-            address_range=(lo, hi),
-            address_end=total,
-            wgsize=prod(workgroup_size),
-            groups=prod(groups),
-            list_instances=list_instances,
-            splittable=splittable,
-            profile=options.profile,
-        )
-        return results(found) if results else found
-
-    return analyse

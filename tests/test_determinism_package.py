@@ -11,6 +11,7 @@ import pytest
 from gpurace import determinism
 from gpurace.determinism import replay_cuda, replay_opencl, replay_wgpu
 from gpurace.model import GpuraceError
+from gpurace.options import Options
 
 
 def test_each_language_replays_on_its_device_api():
@@ -25,6 +26,21 @@ def test_a_substituted_repeater_is_the_one_that_runs(monkeypatch):
 
     monkeypatch.setattr(determinism, "repeat_opencl", fake)
     assert determinism.repeater("opencl") is fake
+
+
+def test_the_repeater_is_the_backend_s_replayer(monkeypatch):
+    """One path: the backend the options name (else the language's) says which
+    replayer runs, as Backend.replayer."""
+    from gpurace.backends import opencl_backend
+
+    assert determinism.repeater("opencl", Options(backend="cuda")) is replay_cuda.repeat_cuda
+
+    def fake(*args, **kwargs):
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr(opencl_backend, "replayer", lambda: fake)
+    assert determinism.repeater("opencl") is fake
+    assert determinism.repeater("opencl", Options(backend="wgpu")) is replay_wgpu.repeat_kernel
 
 
 def test_another_language_is_a_clear_error():

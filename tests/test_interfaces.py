@@ -88,3 +88,25 @@ def test_the_device_is_resolved_in_one_place():
     assert asked == [None, "H200", "A100"]
     assert registry.device_name("cuda", opts) == "H200"
     assert registry.device_name("wgsl", opts) is None
+
+
+def test_a_launch_file_of_another_language_is_one_located_error():
+    from gpurace.launch import LaunchSpec
+    from gpurace.target import require_launch_of
+
+    wgsl = LaunchSpec("main", (1, 1, 1), [], path="w.toml")
+    opencl = LaunchSpec("k", (1, 1, 1), [], path="c.toml", language="opencl")
+    require_launch_of(wgsl, "wgsl")
+    require_launch_of(opencl, "opencl")
+    with pytest.raises(GpuraceError) as err:
+        require_launch_of(wgsl, "opencl")
+    assert str(err.value) == (
+        "w.toml: error: this launch file describes a WGSL launch; an OpenCL kernel needs "
+        "global_size, local_size and [[arg]] tables (docs/launch-files.md)"
+    )
+    with pytest.raises(GpuraceError) as err:
+        require_launch_of(opencl, "wgsl")
+    assert str(err.value) == (
+        "c.toml: error: this launch file describes an OpenCL launch; a WGSL kernel needs "
+        "workgroups and [[binding]] tables (docs/launch-files.md)"
+    )

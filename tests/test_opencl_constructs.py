@@ -22,7 +22,7 @@ from tests.test_wgsl_rewriter import bar, ex, fnv, kernel, last_brace, ld, st
 
 @pytest.fixture(scope="module")
 def queue():
-    return opencl_backend.get_queue()[0]
+    return opencl_backend.get_device()[0]
 
 
 # ----------------------------------------------------------------------------- encoding

@@ -109,7 +109,7 @@ def test_the_opencl_runtime_builds_with_pocl_and_logs():
 
     from gpurace.backends import opencl_backend
 
-    queue, _ = opencl_backend.get_queue()
+    queue, _ = opencl_backend.get_device()
     source = cl_runtime.prelude(1, 1) + CL_KERNEL
     assert shaders.text("runtime.cl") in source
     program = opencl_backend.build(queue, source, "rt.cl")
@@ -144,7 +144,7 @@ def test_the_opencl_runtime_builds_with_pocl_and_logs():
 def test_the_opencl_c_2_runtime_builds_with_pocl():
     from gpurace.backends import opencl_backend
 
-    queue, _ = opencl_backend.get_queue()
+    queue, _ = opencl_backend.get_device()
     kernel = CL_KERNEL.replace(
         "_gr_barrier(CLK_GLOBAL_MEM_FENCE, s, 6u);", "_gr_wg_barrier(CLK_GLOBAL_MEM_FENCE, s, 6u);"
     )

@@ -14,7 +14,8 @@ come from ``statistics.diff_outputs`` and whose text and JSON are ``formatting``
 * ``repeat_file`` (``gpurace repeat``; ``dispatch``) replays one launch on the
   device API of the kernel's language: ``replay_wgpu.repeat_kernel`` (WGSL),
   ``replay_opencl.repeat_opencl`` (OpenCL C), ``replay_cuda.repeat_cuda`` (CUDA,
-  PTX). Each is a ``replay.Replayer`` driven by the shared ``replay_and_compare``.
+  PTX), as each backend's ``replayer()`` names it (``dispatch.repeater``). Each is
+  a ``replay.Replayer`` and a ``prepare`` driven by the shared ``replay.repeat_launch``.
 
 Modules import only downwards (results/formatting, statistics, function, replay,
 the replayers, dispatch), never this package, so there is no import cycle;
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .dispatch import NOT_REPLAYABLE, REPEATERS, repeat_file, repeater
+from .dispatch import NOT_REPLAYABLE, repeat_file, repeater
 from .formatting import format_text, write_json
 from .function import RepeatSummary, assert_deterministic, repeat, repeat_each
 from .replay import (
@@ -34,8 +35,10 @@ from .replay import (
     HASH_WORDS,
     HASH_WORKGROUP,
     Replayer,
+    ReplayOptions,
     ReplayOutput,
     hash_words,
+    repeat_launch,
     replay_and_compare,
     words_of,
 )
@@ -58,13 +61,13 @@ __all__ = [
     "HASH_WORKGROUP",
     "MAX_KEPT",
     "NOT_REPLAYABLE",
-    "REPEATERS",
     "Difference",
     "DistinctResult",
     "OutputDiff",
     "Progress",
     "RepeatResult",
     "RepeatSummary",
+    "ReplayOptions",
     "ReplayOutput",
     "Replayer",
     "assert_deterministic",
@@ -77,6 +80,7 @@ __all__ = [
     "repeat_file",
     "repeat_kernel",
     "repeat_opencl",
+    "repeat_launch",
     "repeater",
     "replay_and_compare",
     "type_name",

@@ -1,36 +1,37 @@
 """Which replay runs a kernel: ``gpurace repeat``'s files, and ``gpurace run``'s launches.
 
-One table from a kernel's language to its device API's ``repeat_*`` function, shared
-by ``repeat_file`` and the ``gpurace run`` session. The functions are looked up on
-the ``gpurace.determinism`` package when called, so what a caller substitutes there
-(the tests replay a WGSL launch with ``keep_state`` through the CLI that way) is
-what runs; the OpenCL and CUDA replayers are imported only when first used.
+One path from a kernel's language to its device API's ``repeat_*`` function, shared
+by ``repeat_file`` and the ``gpurace run`` session: the registry's backend for the
+language, whose ``replayer()`` names its function (`gpurace.interfaces.Backend`).
+Each backend looks its function up on the ``gpurace.determinism`` package when
+asked, so what a caller substitutes there (the tests replay a WGSL launch with
+``keep_state`` through the CLI that way) is what runs; the OpenCL and CUDA replayers
+are imported only when first used.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable
 
 from gpurace import isolate
 from gpurace.model import GpuraceError
+from gpurace.options import Options
 
 from .results import DEFAULT_RUNS, Progress, RepeatResult
 
 #: Why a kernel of another language is not replayed.
 NOT_REPLAYABLE = "determinism replay runs WGSL, OpenCL and CUDA kernels only"
-#: The package attribute that replays a kernel of each language.
-REPEATERS = {"wgsl": "repeat_kernel", "opencl": "repeat_opencl", "cuda": "repeat_cuda"}
 
 
-def repeater(language: str) -> Callable[..., RepeatResult]:
-    """The ``repeat_*`` function of the device API that runs ``language`` kernels."""
-    import gpurace.determinism as package
+def repeater(language: str, options: Options | None = None) -> Callable[..., RepeatResult]:
+    """The ``repeat_*`` function of the device API that runs ``language`` kernels: the
+    ``replayer()`` of the backend ``options`` name, else of the language's own."""
+    from gpurace import registry
 
-    if language not in REPEATERS:
+    if language not in registry.LANGUAGE_MODULES:
         raise GpuraceError(NOT_REPLAYABLE)
-    return getattr(package, REPEATERS[language])
+    return registry.backend_for(registry.language(language), options or Options()).replayer()
 
 
 def repeat_file(
@@ -48,10 +49,14 @@ def repeat_file(
     language = api.language_of(kernel_path)
     source = api.read_kernel(kernel_path)
     spec = api.read_launch(launch_path, kernel_path)[1]
-    run = functools.partial(
-        repeater(language), source, spec, runs=runs, path=os.fspath(kernel_path),
-        device=device, entry=entry, progress=progress,
-    )  # fmt: skip
+
+    def run() -> RepeatResult:
+        # the replayer is looked up here, in the child where there is one: a backend
+        # module imports its API (pyopencl), and a process that has cannot fork safely
+        replay = repeater(language)
+        return replay(source, spec, runs=runs, path=os.fspath(kernel_path), device=device,
+                      entry=entry, progress=progress)  # fmt: skip
+
     if language == "opencl" and isolate.wanted():  # a replay that faults must not end us
         return isolate.in_child(run, lambda how: api.crashed(spec, entry, how))
     return run()

@@ -1,6 +1,11 @@
-"""Replaying one launch on a device: the ``Replayer`` protocol every device API's
-replayer implements, the replay loop and comparison they share, and the 64-bit
-buffer hash the device computes after each replay.
+"""Replaying one launch on a device: what every device API's ``repeat_*`` shares
+(``ReplayOptions``, ``repeat_launch``), the ``Replayer`` protocol each implements, the
+replay loop and comparison, and the 64-bit buffer hash the device computes after each
+replay.
+
+A device API's ``repeat_*`` is its ``prepare`` (instrument, validate, choose the
+compared buffers, open the device) handed to ``repeat_launch``, which fills in the
+defaults, checks ``runs``, says the progress lines and times the set-up.
 
 A replayer (``replay_wgpu``, ``replay_opencl``, ``replay_cuda``) sets one launch up
 once: every compared buffer gets a working buffer and an on-device snapshot. Each
@@ -16,15 +21,16 @@ replays differ, for ``statistics.diff_outputs``.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import numpy as np
 
 from gpurace import abi
 from gpurace.model import GpuraceError
 
-from .results import MAX_KEPT, DistinctResult, OutputDiff, Progress, RepeatResult
+from .results import DEFAULT_RUNS, MAX_KEPT, DistinctResult, OutputDiff, Progress, RepeatResult
 from .statistics import diff_outputs
 
 HASH_WORKGROUP = abi.HASH_WORKGROUP  # shaders/hash.* are compiled with gpurace/abi.py's
@@ -115,24 +121,99 @@ class Replayer(Protocol):
         """One kept result on the host: each output by name, shaped as its ReplayOutput."""
 
 
+class ReplayOptions(TypedDict, total=False):
+    """The keyword arguments every device API's ``repeat_*`` takes, in one place.
+
+    ``runs`` replays (default ``DEFAULT_RUNS``) of the kernel in file ``path`` on the
+    device whose description contains ``device`` (default: the API's), entry point
+    ``entry`` (default: the launch file's). ``keep_state`` lists buffers that are
+    neither restored nor compared - state carried from replay to replay, as a real
+    program's step counter would be (tests use it to make replays differ on purpose);
+    each API names them its own way. ``keep_outputs`` reads the representative back
+    even when all replays agree; at most ``max_kept`` distinct results are kept.
+    """
+
+    runs: int
+    path: str
+    device: str | None
+    entry: str | None
+    keep_state: Iterable[Any]
+    keep_outputs: bool
+    max_kept: int
+    progress: Progress | None
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a device API's ``prepare`` is asked for: ``ReplayOptions`` with the
+    defaults filled in (``repeat_launch``)."""
+
+    path: str
+    device: str | None
+    entry: str | None
+    keep_state: tuple[Any, ...]
+
+
+@dataclass
+class Setup:
+    """What a device API's ``prepare`` found before the device work: the kernel's name
+    (``shown`` in the result where it differs: CUDA's "scale<float>" for a mangled
+    name), the device's description, and how to build the Replayer."""
+
+    name: str
+    device: str
+    build: Callable[[], Replayer]
+    shown: str = ""
+
+
+#: A device API's own part of a replay: instrument or parse the kernel, validate the
+#: launch, pick what is compared and open the device.
+Prepare = Callable[[str, Any, Request], Setup]
+
+
+def repeat_launch(
+    prepare: Prepare, default_path: str, source: str, launch: Any, options: ReplayOptions
+) -> RepeatResult:
+    """The replay of one launch on one device API, shared by every API's ``repeat_*``:
+    ``prepare`` is what is the API's own, the rest (defaults, the ``runs`` check,
+    progress lines, the replay loop, timings) is here."""
+    runs = options.get("runs", DEFAULT_RUNS)
+    check_runs(runs)
+    say = options.get("progress") or (lambda _msg: None)
+    path = options.get("path", default_path)
+    t0 = time.perf_counter()
+    request = Request(
+        path, options.get("device"), options.get("entry"), tuple(options.get("keep_state", ()))
+    )
+    setup = prepare(source, launch, request)
+    say(f"setting up '{setup.name}' on {setup.device}")
+    replayer = setup.build()
+    t1 = time.perf_counter()
+    max_kept = options.get("max_kept", MAX_KEPT)
+    keep_outputs = options.get("keep_outputs", False)
+    result = replay_and_compare(
+        replayer, setup.shown or setup.name, runs, max_kept, keep_outputs, say
+    )
+    result.file, result.device = path, setup.device
+    result.timings = {"setup": t1 - t0, **result.timings}
+    return result
+
+
+def hashes_of(words: np.ndarray, n: int) -> tuple[int, ...]:
+    """The ``n`` 64-bit hashes of a read-back hash accumulator (u32 words: lane a, lane
+    b of each buffer in turn)."""
+    return tuple(int(words[2 * i]) | (int(words[2 * i + 1]) << 32) for i in range(n))
+
+
 def replay_and_compare(
-    replayer: Replayer,
-    name: str,
-    runs: int,
-    path: str,
-    device: str,
-    t0: float,
-    max_kept: int = MAX_KEPT,
-    keep_outputs: bool = False,
-    say: Progress | None = None,
+    replayer: Replayer, name: str, runs: int, max_kept: int, keep_outputs: bool, say: Progress
 ) -> RepeatResult:
     """The replay loop and the comparison, shared by every device API.
 
     ``runs`` replays are grouped by their hashes; the first replay of each new result
     keeps a device copy (at most ``max_kept``), read back only when the replays differ
-    (or ``keep_outputs``) and compared by ``diff_outputs``. ``t0`` is when set-up began.
+    (or ``keep_outputs``) and compared by ``diff_outputs``.
     """
-    say = say or (lambda _msg: None)
     outputs = replayer.outputs
     t1 = time.perf_counter()
     groups: dict[tuple[int, ...], list[int]] = {}
@@ -170,5 +251,5 @@ def replay_and_compare(
             diff.compared = len(reps) or 1
         diffs.append(diff)
     t3 = time.perf_counter()
-    timings = {"setup": t1 - t0, "replays": t2 - t1, "compare": t3 - t2}
-    return RepeatResult(name, runs, results, diffs, reps, path, device, timings)
+    timings = {"replays": t2 - t1, "compare": t3 - t2}
+    return RepeatResult(name, runs, results, diffs, reps, timings=timings)

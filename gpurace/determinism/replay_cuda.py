@@ -38,9 +38,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -49,15 +48,9 @@ from gpurace.launch import ArgSpec
 from gpurace.launch.cuda import CudaLaunch, element_type
 from gpurace.model import Binding, GpuraceError
 
-from .replay import (
-    HASH_WORKGROUP,
-    ReplayOutput,
-    check_runs,
-    hash_groups,
-    padded,
-    replay_and_compare,
-)
-from .results import DEFAULT_RUNS, MAX_KEPT, Progress, RepeatResult
+from . import replay
+from .replay import HASH_WORKGROUP, ReplayOutput, hash_groups, hashes_of, padded
+from .results import RepeatResult
 
 
 def hash_source() -> str:
@@ -179,7 +172,7 @@ class CudaReplayer:
             done.record()
             self.backend.wait_for(done, self.name, self.path)
             w = cp.asnumpy(self.acc)
-        return tuple(int(w[2 * i]) | (int(w[2 * i + 1]) << 32) for i in range(len(self.compare)))
+        return hashes_of(w, len(self.compare))
 
     def keep(self) -> list[Any]:
         """Device copies of the compared arrays as they are now (one distinct result)."""
@@ -199,60 +192,53 @@ class CudaReplayer:
 
 
 def repeat_cuda(
-    source: str,
-    launch: CudaLaunch,
-    *,
-    runs: int = DEFAULT_RUNS,
-    path: str = "kernel.cu",
-    device: str | None = None,
-    entry: str | None = None,
-    keep_state: Iterable[int] = (),
-    keep_outputs: bool = False,
-    max_kept: int = MAX_KEPT,
-    progress: Progress | None = None,
+    source: str, launch: CudaLaunch, **options: Unpack[replay.ReplayOptions]
 ) -> RepeatResult:
-    """Replay the plain CUDA kernel ``runs`` times from the launch's initial buffers.
+    """Replay the plain CUDA kernel ``options["runs"]`` times from the launch's initial
+    buffers (``replay.ReplayOptions``; ``keep_state`` lists argument indices).
 
-    The arguments mean what they mean for ``replay_wgpu.repeat_kernel``, except that
-    ``keep_state`` lists argument indices (buffers neither restored nor compared)
-    and ``launch`` is a CUDA launch (``grid``, ``block`` and ``[[arg]]`` tables;
-    ``instrument.ptx.launch.load_cuda_launch``). ``source`` is CUDA C++ or PTX (a
+    ``launch`` is a CUDA launch (``grid``, ``block`` and ``[[arg]]`` tables;
+    ``gpurace.launch.cuda.load_cuda_launch``). ``source`` is CUDA C++ or PTX (a
     ``.ptx`` path, or text that starts like PTX). Kernel parameters come from the PTX
     rewriter, so the launch is validated exactly as ``gpurace check`` validates it.
     """
+    return replay.repeat_launch(_prepare, "kernel.cu", source, launch, options)
+
+
+def _prepare(source: str, launch: CudaLaunch, request: replay.Request) -> replay.Setup:
+    """Compile for the device's architecture, validate, pick the compared buffers:
+    every pointer argument not in ``keep_state``."""
     from gpurace.backends import cuda_backend
     from gpurace.instrument.ptx import instrument, resolve_kernel
     from gpurace.launch.cuda import validate_cuda
 
-    check_runs(runs)
     if not isinstance(launch, CudaLaunch):
         raise GpuraceError(
             "this launch file does not describe a CUDA launch; a CUDA kernel needs grid, "
             "block and [[arg]] tables (docs/launch-files.md)",
             getattr(launch, "path", "") or None,
         )
-    t0 = time.perf_counter()
-    dev, dev_name = cuda_backend.get_device(device)
-    if entry is not None:
-        launch = dataclasses.replace(launch, entry=entry)
+    dev, dev_name = cuda_backend.get_device(request.device)
+    if request.entry is not None:
+        launch = dataclasses.replace(launch, entry=request.entry)
     arch = cuda_backend.arch_of(dev)
+    path = request.path
     inst = instrument(source, path, launch.options, launch.name_expressions, arch)
     name = resolve_kernel(inst, launch)
     params = inst.params[name]
     validate_cuda(launch, params, name)
     plain = getattr(inst, "original_ptx", None) or source  # PTX input: the text itself
-    keep = {int(i) for i in keep_state}
+    keep = {int(i) for i in request.keep_state}
     # the launch file's names first: a PTX input's parameters are named "_Z4k_param_0"
     args = [
         dataclasses.replace(a, name=a.name or b.name)
         for a, b in zip(launch.args, params, strict=True)
     ]
-    launch = dataclasses.replace(launch, args=args)
+    spec = dataclasses.replace(launch, args=args)
     compare = [a for a in args if a.buffer is not None and a.index not in keep]
-    say = progress or (lambda _msg: None)
-    say(f"setting up '{name}' on {dev_name}")
-    replayer = CudaReplayer(dev, plain, path, name, params, launch, compare, keep)
-    shown = launch.entry or name  # "scale<float>" rather than its mangled name
-    return replay_and_compare(
-        replayer, shown, runs, path, dev_name, t0, max_kept, keep_outputs, say
-    )
+
+    def build() -> CudaReplayer:
+        return CudaReplayer(dev, plain, path, name, params, spec, compare, keep)
+
+    # "scale<float>" rather than its mangled name
+    return replay.Setup(name, dev_name, build, shown=spec.entry or name)

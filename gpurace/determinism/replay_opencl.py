@@ -23,25 +23,19 @@ change them. The queue is in order, so restore, launch and hash need no events.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable, Sequence
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import Any, Unpack, cast
 
 import numpy as np
 
 from gpurace import shaders
 from gpurace.launch import LaunchSpec, element_type, resolve_entry, validate_opencl
 from gpurace.model import Binding, GpuraceError
+from gpurace.target import require_launch_of
 
-from .replay import (
-    HASH_WORKGROUP,
-    ReplayOutput,
-    check_runs,
-    hash_groups,
-    padded,
-    replay_and_compare,
-)
-from .results import DEFAULT_RUNS, MAX_KEPT, Progress, RepeatResult
+from . import replay
+from .replay import HASH_WORKGROUP, ReplayOutput, hash_groups, hashes_of, padded
+from .results import RepeatResult
 
 _hash_programs: dict[int, Any] = {}
 
@@ -164,8 +158,7 @@ class OpenclReplayer:
         for k, groups in self.hash_jobs:
             cl.enqueue_nd_range_kernel(q, k, (groups * HASH_WORKGROUP,), (HASH_WORKGROUP,))
         cl.enqueue_copy(q, self.acc_host, self.acc, is_blocking=True)
-        w = self.acc_host
-        return tuple(int(w[2 * i]) | (int(w[2 * i + 1]) << 32) for i in range(len(self.compare)))
+        return hashes_of(self.acc_host, len(self.compare))
 
     def keep(self) -> list[Any]:
         """Device copies of the compared buffers as they are now (one distinct result)."""
@@ -191,45 +184,35 @@ class OpenclReplayer:
 
 
 def repeat_opencl(
-    source: str,
-    launch: LaunchSpec,
-    *,
-    runs: int = DEFAULT_RUNS,
-    path: str = "kernel.cl",
-    device: str | None = None,
-    entry: str | None = None,
-    keep_state: Iterable[int] = (),
-    keep_outputs: bool = False,
-    max_kept: int = MAX_KEPT,
-    progress: Progress | None = None,
+    source: str, launch: LaunchSpec, **options: Unpack[replay.ReplayOptions]
 ) -> RepeatResult:
-    """Replay the plain OpenCL kernel ``runs`` times from the launch's initial buffers.
+    """Replay the plain OpenCL kernel ``options["runs"]`` times from the launch's
+    initial buffers (``replay.ReplayOptions``; ``keep_state`` lists argument indices).
 
-    The arguments mean what they mean for ``replay_wgpu.repeat_kernel``, except that
-    ``keep_state`` lists argument indices (buffers neither restored nor compared)
-    and ``launch`` is an OpenCL launch (``global_size`` and ``[[arg]]`` tables, or a
+    ``launch`` is an OpenCL launch (``global_size`` and ``[[arg]]`` tables, or a
     ``.sim`` file's). Kernel parameters come from the OpenCL rewriter, so the launch
     is validated exactly as ``gpurace check`` validates it.
     """
-    from gpurace import api
+    return replay.repeat_launch(_prepare, "kernel.cl", source, launch, options)
+
+
+def _prepare(source: str, launch: LaunchSpec, request: replay.Request) -> replay.Setup:
+    """Instrument (for the parameters), validate, pick the compared buffers: every
+    writable ``__global`` buffer not in ``keep_state``."""
+    from gpurace import api, registry
     from gpurace.backends import opencl_backend
     from gpurace.launch.sim import bind_sim_args
+    from gpurace.options import Options
 
-    check_runs(runs)
-    if launch.language != "opencl":
-        raise GpuraceError(
-            "this launch file describes a WGSL launch; an OpenCL kernel needs global_size, "
-            "local_size and [[arg]] tables (docs/launch-files.md)",
-            launch.path,
-        )
-    t0 = time.perf_counter()
+    require_launch_of(launch, "opencl")
+    path = request.path
     inst = api.instrument(source, path, "opencl", launch.options)
-    name = resolve_entry(launch, list(inst.entry_points), entry)
+    name = resolve_entry(launch, list(inst.entry_points), request.entry)
     params = inst.params[name]
     if launch.path.lower().endswith(".sim"):
         launch = bind_sim_args(launch, params)
     local = validate_opencl(launch, params, inst.entry_points[name])
-    keep = {int(i) for i in keep_state}
+    keep = {int(i) for i in request.keep_state}
     compare = [
         b
         for b in params
@@ -238,8 +221,10 @@ def repeat_opencl(
         and b.binding not in keep
         and launch.args[b.binding].buffer is not None
     ]
-    queue, dev_name = opencl_backend.get_queue(device)
-    say = progress or (lambda _msg: None)
-    say(f"setting up '{name}' on {dev_name}")
-    replayer = OpenclReplayer(queue, source, path, name, params, launch, local, compare, keep)
-    return replay_and_compare(replayer, name, runs, path, dev_name, t0, max_kept, keep_outputs, say)
+    queue, dev_name = registry.open_device(opencl_backend, Options.from_env(device=request.device))
+    spec = launch
+
+    def build() -> OpenclReplayer:
+        return OpenclReplayer(queue, source, path, name, params, spec, local, compare, keep)
+
+    return replay.Setup(name, dev_name, build)

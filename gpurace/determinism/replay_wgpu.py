@@ -13,9 +13,8 @@ once: the kernel cannot change them.
 from __future__ import annotations
 
 import functools
-import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -23,8 +22,9 @@ from gpurace import shaders
 from gpurace.launch import LaunchSpec, resolve_entry, validate_against
 from gpurace.model import Binding
 
-from .replay import ReplayOutput, check_runs, hash_groups, padded, replay_and_compare
-from .results import DEFAULT_RUNS, MAX_KEPT, Progress, RepeatResult
+from . import replay
+from .replay import ReplayOutput, hash_groups, hashes_of, padded
+from .results import RepeatResult
 
 
 @functools.cache
@@ -161,9 +161,7 @@ class WgpuReplayer:
         self.readback.map_sync(self.wgpu.MapMode.READ)
         words = np.frombuffer(self.readback.read_mapped(copy=True), np.uint32)
         self.readback.unmap()
-        return tuple(
-            int(words[2 * i]) | (int(words[2 * i + 1]) << 32) for i in range(len(self.compare))
-        )
+        return hashes_of(words, len(self.compare))
 
     def keep(self) -> list[Any]:
         """Device copies of the compared buffers as they are now (one distinct result)."""
@@ -194,51 +192,49 @@ class WgpuReplayer:
 def repeat_kernel(
     source: str,
     launch: LaunchSpec,
-    *,
-    runs: int = DEFAULT_RUNS,
-    path: str = "kernel.wgsl",
-    device: str | None = None,
-    entry: str | None = None,
     bindings: Sequence[Binding] | None = None,
-    keep_state: Iterable[tuple[int, int]] = (),
-    keep_outputs: bool = False,
-    max_kept: int = MAX_KEPT,
-    progress: Progress | None = None,
+    **options: Unpack[replay.ReplayOptions],
 ) -> RepeatResult:
-    """Replay the plain kernel ``runs`` times from the launch's initial buffers.
+    """Replay the plain kernel ``options["runs"]`` times from the launch's initial
+    buffers (``replay.ReplayOptions``; ``keep_state`` lists (group, binding) pairs).
 
     Every storage buffer the kernel can write (``read_write``) is restored from a
     device snapshot before each replay and compared afterwards by its device hash.
     ``bindings`` defaults to what the WGSL rewriter reports for ``source``.
-    ``keep_state`` lists (group, binding) buffers that are neither restored nor
-    compared - state carried from replay to replay, as a real program's step
-    counter would be (tests use it to make replays differ on purpose).
-    ``keep_outputs`` reads the representative back even when all replays agree.
     """
+    prepare = functools.partial(_prepare, bindings=bindings)
+    return replay.repeat_launch(prepare, "kernel.wgsl", source, launch, options)
+
+
+def _prepare(
+    source: str, launch: LaunchSpec, request: replay.Request, bindings: Sequence[Binding] | None
+) -> replay.Setup:
+    """The launch file's overrides written in, the bindings checked, the compared
+    buffers picked: every ``read_write`` storage buffer not in ``keep_state``."""
     from gpurace import api
     from gpurace.backends import wgpu_backend
 
-    check_runs(runs)
     if launch.overrides:  # the launch file's [overrides], written in as `check` does
         from gpurace.instrument.wgsl.overrides import set_overrides
 
         line = launch.key_lines.get("overrides", 0)
         source = set_overrides(source, launch.overrides, launch.path, line)
-    t0 = time.perf_counter()
     if bindings is None:
-        inst = api.instrument(source, path)
+        inst = api.instrument(source, request.path)
         bindings = inst.bindings
         entries = list(inst.entry_points or {inst.entry: inst.workgroup_size})
     else:
-        entries = [entry or launch.entry or "main"]
-    name = resolve_entry(launch, entries, entry)
+        entries = [request.entry or launch.entry or "main"]
+    name = resolve_entry(launch, entries, request.entry)
     validate_against(launch, bindings)
-    keep = {(int(g), int(b)) for g, b in keep_state}
+    keep = {(int(g), int(b)) for g, b in request.keep_state}
     writable = [b for b in bindings if b.kind == "storage" and b.access != "read"]
     compare = [b for b in writable if (b.group, b.binding) not in keep]
     compare.sort(key=lambda b: (b.group, b.binding))
-    dev, dev_name = wgpu_backend.get_device(device)
-    say = progress or (lambda _msg: None)
-    say(f"setting up '{name}' on {dev_name}")
-    replayer = WgpuReplayer(dev, source, path, name, bindings, launch, compare, keep)
-    return replay_and_compare(replayer, name, runs, path, dev_name, t0, max_kept, keep_outputs, say)
+    dev, dev_name = wgpu_backend.get_device(request.device)
+    known = bindings
+
+    def build() -> WgpuReplayer:
+        return WgpuReplayer(dev, source, request.path, name, known, launch, compare, keep)
+
+    return replay.Setup(name, dev_name, build)

@@ -12,12 +12,11 @@ from gpurace.interfaces import Backend, Target
 from gpurace.launch.cuda import CudaLaunch, load_cuda_launch
 from gpurace.model import Instrumented, RaceClass
 from gpurace.options import Options
-from gpurace.target import filtered_target, linear_layout
+from gpurace.target import filtered_target, launcher, linear_layout
 
 if TYPE_CHECKING:  # the backends import pyopencl: only where a check runs (isolate.py)
     from gpurace.backends.analysis_driver import DeviceAnalysis
     from gpurace.backends.common import LaunchResult
-    from gpurace.backends.prefilter import Prefilter
 
 Grid = tuple[int, int, int]
 name = "cuda"
@@ -64,6 +63,7 @@ def target(
     `options.prefilter` is off."""
     from gpurace import registry
     from gpurace.backends import cuda_backend
+    from gpurace.backends.prefilter import local_order_words
     from gpurace.instrument.ptx import instrument as instrument_ptx
     from gpurace.instrument.ptx import resolve_kernel
     from gpurace.launch.cuda import validate_cuda
@@ -83,28 +83,16 @@ def target(
     block, grid = launch.block, launch.grid
     sync_seen: dict[str, int] = {}
 
+    launch_once = launcher(
+        backend.launch, dev, inst.source, path, kernel, params, args, grid, block,
+        launch.shared_bytes, var_bases=bases, var_sizes=sizes, timeout=options.kernel_timeout_s,
+    )  # fmt: skip
+
     def run(
         lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0, pre_: Any = None
     ) -> LaunchResult:
-        result: Any = backend.launch(
-            dev,
-            inst.source,
-            path,
-            kernel,
-            params,
-            args,
-            grid,
-            block,
-            launch.shared_bytes,
-            var_bases=bases,
-            var_sizes=sizes,
-            log_capacity=capacity,
-            log_range=(lo, hi),
-            histogram_bins=bins,
-            histogram_width=width,
-            prefilter=pre_,
-            timeout=options.kernel_timeout_s,
-        )
+        """One launch; a named barrier over part of the block makes the check incomplete."""
+        result: Any = launch_once(lo, hi, capacity, bins, width, pre_)
         sync_seen.update(result.sync_events)
         partial = sync_seen.get(cuda_backend.SYNC_NAMES[4], 0)
         note = (
@@ -115,16 +103,9 @@ def target(
             inst.not_instrumented.append(note)
         return result
 
-    pre: Prefilter | None = None
-    if options.prefilter:
-        from gpurace.backends.prefilter import local_order_words
-
-        local_words = local_order_words(inst.variables, sizes)
-        pre = backend.prefilter(dev, total, prod(block), local_words, prod(grid))
-
     return filtered_target(
         backend, dev, dev_name, inst, kernel, cast(Grid, tuple(block)), cast(Grid, tuple(grid)),
-        bases, total, pre, run, options, results,
+        bases, total, local_order_words(inst.variables, sizes), run, options, results,
     )  # fmt: skip
 
 

@@ -10,14 +10,12 @@ from typing import TYPE_CHECKING, cast
 from gpurace.interfaces import Backend, Target
 from gpurace.launch import LaunchSpec, load_launch, resolve_entry, scalar_bytes, validate_opencl
 from gpurace.launch.sim import bind_sim_args
-from gpurace.model import Binding, GpuraceError, Instrumented
+from gpurace.model import Binding, Instrumented
 from gpurace.options import Options
-from gpurace.target import filtered_target, linear_layout
+from gpurace.target import filtered_target, launcher, linear_layout, require_launch_of
 
 if TYPE_CHECKING:  # the backends import pyopencl: only where a check runs (isolate.py)
     from gpurace.backends.analysis_driver import DeviceAnalysis
-    from gpurace.backends.common import LaunchResult
-    from gpurace.backends.prefilter import Prefilter
 
 Grid = tuple[int, int, int]
 name = "opencl"
@@ -25,9 +23,7 @@ extensions = (".cl",)
 default_backend = "opencl"
 
 
-def read_launch(path: str) -> LaunchSpec:
-    """An OpenCL launch file (global_size, local_size, [[arg]] tables)."""
-    return load_launch(path)
+read_launch = load_launch  # global_size, local_size, [[arg]] tables: OpenCL's form
 
 
 def instrument(source: str, path: str, options: Sequence[str] = ()) -> Instrumented:
@@ -81,13 +77,9 @@ def target(
 ) -> Target:
     """An OpenCL C launch on pyopencl (PoCL on the CPU)."""
     from gpurace import limits, registry
+    from gpurace.backends.prefilter import local_order_words
 
-    if launch.language != "opencl":
-        raise GpuraceError(
-            "this launch file describes a WGSL launch; an OpenCL kernel needs global_size, "
-            "local_size and [[arg]] tables (docs/launch-files.md)",
-            launch.path,
-        )
+    require_launch_of(launch, "opencl")
     inst = instrument(source, path, launch.options)
     kernel = resolve_entry(launch, list(inst.entry_points), entry)
     params = inst.params[kernel]
@@ -102,39 +94,13 @@ def target(
     extents = opencl_extents(inst, kernel, launch)
     bases, total = linear_layout(extents, prod(groups))
     limits.check_address_space(total, launch.path, launch.key_lines.get("arg", 0))
-    pre = None
-    if options.prefilter:
-        from gpurace.backends.prefilter import local_order_words
-
-        local_words = local_order_words(inst.variables, extents)
-        pre = backend.prefilter(queue, total, prod(local), local_words, prod(groups))
-    spec = launch
-
-    def run(
-        lo: int, hi: int, capacity: int, bins: int, width: int, prefilter: Prefilter | None = None
-    ) -> LaunchResult:
-        return backend.launch(
-            queue,
-            inst.source,
-            path,
-            kernel,
-            params,
-            args,
-            spec.global_size,
-            local,
-            options=spec.options,
-            var_bases=bases,
-            var_sizes=extents,
-            log_capacity=capacity,
-            log_range=(lo, hi),
-            histogram_bins=bins,
-            histogram_width=width,
-            prefilter=prefilter,
-        )
-
+    run = launcher(
+        backend.launch, queue, inst.source, path, kernel, params, args, launch.global_size,
+        local, options=launch.options, var_bases=bases, var_sizes=extents,
+    )  # fmt: skip
     return filtered_target(
-        backend, queue, dev_name, inst, kernel, local, groups, bases, total, pre,
-        run, options, results,
+        backend, queue, dev_name, inst, kernel, local, groups, bases, total,
+        local_order_words(inst.variables, extents), run, options, results,
     )  # fmt: skip
 
 

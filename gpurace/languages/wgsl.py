@@ -8,23 +8,19 @@ from typing import TYPE_CHECKING, cast
 
 from gpurace.interfaces import Backend, Target
 from gpurace.launch import LaunchSpec, load_launch, resolve_entry, validate_against
-from gpurace.model import GpuraceError, Instrumented, Space
+from gpurace.model import Instrumented, Space
 from gpurace.options import Options
-from gpurace.target import filtered_target, linear_layout
+from gpurace.target import filtered_target, launcher, linear_layout, require_launch_of
 
 if TYPE_CHECKING:  # the backends import pyopencl: only where a check runs (isolate.py)
     from gpurace.backends.analysis_driver import DeviceAnalysis
-    from gpurace.backends.common import LaunchResult
-    from gpurace.backends.prefilter import Prefilter
 
 name = "wgsl"
 extensions = (".wgsl",)
 default_backend = "wgpu"
 
 
-def read_launch(path: str) -> LaunchSpec:
-    """A WGSL launch file (workgroups, [[binding]] tables)."""
-    return load_launch(path)
+read_launch = load_launch  # workgroups, [[binding]] tables: WGSL's form
 
 
 def instrument(source: str, path: str, options: Sequence[str] = ()) -> Instrumented:
@@ -63,12 +59,7 @@ def target(
     from gpurace.instrument.wgsl.overrides import set_overrides
     from gpurace.instrument.wgsl.runtime import local_order
 
-    if launch.language != "wgsl":
-        raise GpuraceError(
-            "this launch file describes an OpenCL launch; a WGSL kernel needs workgroups "
-            "and [[binding]] tables (docs/launch-files.md)",
-            launch.path,
-        )
+    require_launch_of(launch, "wgsl")
     dev, dev_name = registry.open_device(backend, options)
     if launch.overrides:
         line = launch.key_lines.get("overrides", 0)
@@ -86,37 +77,16 @@ def target(
 
     local_sizes = [v.size or 0 for v in inst.variables if v.space == Space.LOCAL]
     local_words = local_order(local_sizes)[1]
-    pre = (
-        backend.prefilter(dev, total, prod(entries[kernel]), local_words, prod(groups))
-        if options.prefilter
-        else None
-    )
 
-    def run(
-        lo: int, hi: int, capacity: int, bins: int, width: int, prefilter: Prefilter | None = None
-    ) -> LaunchResult:
-        return backend.launch(
-            dev,
-            inst.source,
-            path,
-            kernel,
-            inst.bindings,
-            data,
-            groups,
-            log_group=inst.log_group,
-            log_capacity=capacity,
-            log_range=(lo, hi),
-            var_bases=bases,
-            histogram_bins=bins,
-            histogram_width=width,
-            reuse_log=True,  # each pass's log is analysed before the next launch
-            prefilter=prefilter,
-            read_outputs=False,
-        )
+    run = launcher(
+        backend.launch, dev, inst.source, path, kernel, inst.bindings, data, groups,
+        log_group=inst.log_group, var_bases=bases, read_outputs=False,
+        reuse_log=True,  # each pass's log is analysed before the next launch
+    )  # fmt: skip
 
     return filtered_target(
         backend, dev, dev_name, inst, kernel, entries[kernel], groups, bases, total,
-        pre, run, options, results,
+        local_words, run, options, results,
     )  # fmt: skip
 
 

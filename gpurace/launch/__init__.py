@@ -36,16 +36,7 @@ from .spec import (  # noqa: F401 - the package's API
     LaunchSpec,
     element_type,
 )
-from .tables import (  # noqa: F401 - the package's API
-    KeyLines,
-    _is_int,
-    _suggest,
-    fills_dir,
-    labels,
-    options,
-    read_toml,
-    sizes,
-)
+from .tables import KeyLines, read_toml  # noqa: F401 - the package's API
 from .wgsl import (  # noqa: F401 - the package's API
     _build,
     _type_hint,

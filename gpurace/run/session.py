@@ -13,7 +13,7 @@ The session is independent of the GPU API: a hook module (``hooks_wgpu``) calls
 ``kernel`` when a launch is submitted, ``next_launch`` to learn whether that launch
 is selected, and ``launch`` with a host snapshot of the bound buffers; the session
 builds a ``LaunchSpec`` from it and reuses ``gpurace.api.check`` (races) and the
-kernel's backend's determinism replayer (``Backend.replayer``, `gpurace.registry`) on
+kernel's backend's determinism replayer (``determinism.repeater``: ``Backend.replayer``) on
 gpurace's own device, so the program's buffers are never touched.
 """
 
@@ -329,9 +329,9 @@ class Session:
                 race.launch = index  # the text report's "launch N"
             kernel.reports.append((index, report))
         if opts.tool in ("determinism", "all"):
-            lang = registry.language(kernel.language)
-            repeat_kernel = registry.backend_for(lang, check).replayer()
-            result = repeat_kernel(
+            from gpurace.determinism import repeater
+
+            result = repeater(kernel.language, check)(
                 kernel.source,
                 spec,
                 runs=opts.repeat,
