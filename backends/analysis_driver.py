@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -88,6 +89,10 @@ class KernelApi(Protocol):
         """The whole buffer as u32 words, after every launch so far has finished."""
         ...
 
+    def release(self) -> None:
+        """The pass is over: hand back what it took (wgpu's pooled storage)."""
+        ...
+
 
 @dataclass
 class DeviceAnalysis:
@@ -104,6 +109,32 @@ class DeviceAnalysis:
 
 def _pow2_at_least(n: int) -> int:
     return 1 << max(10, (max(1, n) - 1).bit_length())
+
+
+def on_device(
+    kernels: Callable[[Any], KernelApi], limit: Callable[[Any], int]
+) -> Callable[..., DeviceAnalysis]:
+    """A backend's `analyse_on_device` (`gpurace.interfaces.Backend`): `analyse` on the
+    KernelApi that `kernels(device)` makes, each buffer at most `limit(device)` bytes,
+    the API released after the pass (one home for what every backend does alike)."""
+
+    def analyse_on_device(
+        device: Any,
+        log_buf: object,
+        n_records: int,
+        var_bases: list[int],
+        uniform_writes_race: bool,
+        **options: Any,
+    ) -> DeviceAnalysis:
+        api = kernels(device)
+        try:
+            return analyse(
+                api, limit(device), log_buf, n_records, var_bases, uniform_writes_race, **options
+            )
+        finally:
+            api.release()
+
+    return analyse_on_device
 
 
 def analyse(

@@ -1,11 +1,14 @@
-"""What every backend hands back from a launch (shared by wgpu and OpenCL)."""
+"""What the backends share: the result of a launch, and how --device picks a device."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
+
+from gpurace.model import GpuraceError
 
 
 @dataclass
@@ -20,3 +23,28 @@ class LaunchResult:
     histogram: np.ndarray | None = None  # counting runs: records per address bin
     unattributed: int = 0  # OpenCL: tracked-space accesses that hit no tracked variable
     unseen: int = 0  # WGSL prefilter: words touched in a way the shadow run did not see
+
+
+class Described(Protocol):
+    """A device as a backend's `list_devices` offers it."""
+
+    @property
+    def description(self) -> str:
+        """What `gpurace devices` shows and --device matches."""
+        ...
+
+
+D = TypeVar("D", bound=Described)
+
+
+def choose_device(found: Sequence[D], name: str | None, what: str) -> D:
+    """The first of `found` (a backend's `list_devices`, best first, not empty) whose
+    description contains `name` in any case, or the first of all when no name is
+    given; else an error naming the `what` ("OpenCL device") and listing them all."""
+    if not name:
+        return found[0]
+    chosen = [d for d in found if name.lower() in d.description.lower()]
+    if not chosen:
+        names = ", ".join(d.description for d in found)
+        raise GpuraceError(f"no {what} matches '{name}'; available: {names}")
+    return chosen[0]

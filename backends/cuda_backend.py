@@ -458,21 +458,13 @@ class _CupyKernels:
         with self.device:
             return self.cp.asnumpy(buf)
 
+    def release(self) -> None:
+        """Nothing pooled: each buffer goes with its last reference."""
 
-def analyse_on_device(
-    device, log_buf, n_records: int, var_bases: list[int], uniform_writes_race: bool, **options
-) -> DeviceAnalysis:
-    """The analysis of the first n_records of `log_buf` (a cupy array) on `device`;
-    keyword options: `analysis_driver.analyse`."""
-    return analysis_driver.analyse(
-        _CupyKernels(device),
-        analysis_limit(device),
-        log_buf,
-        n_records,
-        var_bases,
-        uniform_writes_race,
-        **options,
-    )
+
+# `gpurace.interfaces.Backend.analyse_on_device` on a cupy device; the limit is looked up
+# at each call, so that tests may replace `analysis_limit`
+analyse_on_device = analysis_driver.on_device(_CupyKernels, lambda device: analysis_limit(device))
 
 
 def upload_log(device, records: np.ndarray) -> object:

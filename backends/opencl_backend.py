@@ -35,7 +35,7 @@ from gpurace.backends.analysis_driver import (
     DeviceAnalysis,
     log_words,
 )
-from gpurace.backends.common import LaunchResult
+from gpurace.backends.common import LaunchResult, choose_device
 from gpurace.backends.prefilter import (
     MAX_EVENT_SLOT_GROUPS,
     SHADOW_BUILD,
@@ -102,14 +102,7 @@ def _queue(name: str | None) -> tuple[object, str]:
             "no OpenCL device found; install a GPU's OpenCL driver or "
             "pip install pocl-binary-distribution (PoCL, the CPU device)"
         )
-    if name:
-        chosen = [d for d in devices if name.lower() in d.description.lower()]
-        if not chosen:
-            names = ", ".join(d.description for d in devices)
-            raise GpuraceError(f"no OpenCL device matches '{name}'; available: {names}")
-        dev = chosen[0]
-    else:
-        dev = devices[0]
+    dev = choose_device(devices, name, "OpenCL device")
     ctx = cl.Context([dev.device])
     return cl.CommandQueue(ctx), dev.description
 
@@ -475,21 +468,13 @@ class _ClKernels:
         self.cl.enqueue_copy(self.queue, out, buf, is_blocking=True)
         return out
 
+    def release(self) -> None:
+        """Nothing pooled: each buffer goes with its last reference."""
 
-def analyse_on_device(
-    device, log_buf, n_records: int, var_bases: list[int], uniform_writes_race: bool, **options
-) -> DeviceAnalysis:
-    """The analysis of the first n_records of `log_buf` (a pyopencl.Buffer) on the
-    device's queue (`get_device`'s handle); keyword options: `analysis_driver.analyse`."""
-    return analysis_driver.analyse(
-        _ClKernels(device),
-        analysis_limit(device),
-        log_buf,
-        n_records,
-        var_bases,
-        uniform_writes_race,
-        **options,
-    )
+
+# `gpurace.interfaces.Backend.analyse_on_device` on a queue (`get_device`'s handle);
+# the limit is looked up at each call, so that tests may replace `analysis_limit`
+analyse_on_device = analysis_driver.on_device(_ClKernels, lambda queue: analysis_limit(queue))
 
 
 def upload_log(queue, records: np.ndarray) -> object:

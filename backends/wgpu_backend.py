@@ -53,7 +53,7 @@ from gpurace.backends.analysis_driver import (  # noqa: F401 - re-exported for c
     log_shape,
     log_words,
 )
-from gpurace.backends.common import LaunchResult
+from gpurace.backends.common import LaunchResult, choose_device
 from gpurace.backends.prefilter import (  # noqa: F401 - re-exported for callers
     SHADOW_BUILD,
     SHADOW_FILTER,
@@ -117,14 +117,7 @@ def get_device(name: str | None = None) -> tuple[object, str]:
         raise GpuraceError(
             "no Vulkan adapter found; install a GPU driver or mesa-vulkan-drivers (lavapipe)"
         )
-    if name:
-        chosen = [a for a in adapters if name.lower() in a.description.lower()]
-        if not chosen:
-            names = ", ".join(a.description for a in adapters)
-            raise GpuraceError(f"no device matches '{name}'; available: {names}")
-        adapter = chosen[0]
-    else:
-        adapter = adapters[0]
+    adapter = choose_device(adapters, name, "device")
     lim = adapter.adapter.limits
     wanted = {
         "max-storage-buffers-per-shader-stage": min(
@@ -549,24 +542,9 @@ def _whole(buf) -> _Slice:
     return buf if isinstance(buf, _Slice) else _Slice(buf, buf.size)
 
 
-def analyse_on_device(
-    device, log_buf, n_records: int, var_bases: list[int], uniform_writes_race: bool, **options
-) -> DeviceAnalysis:
-    """The analysis of the first n_records of `log_buf` on `device` (keyword options:
-    `analysis_driver.analyse`)."""
-    api = _WgpuKernels(device)
-    try:
-        return analysis_driver.analyse(
-            api,
-            analysis_limit(device),
-            log_buf,
-            n_records,
-            var_bases,
-            uniform_writes_race,
-            **options,
-        )
-    finally:
-        api.release()
+# `gpurace.interfaces.Backend.analyse_on_device` on a wgpu device; the limit is looked up
+# at each call, so that tests may replace `analysis_limit`
+analyse_on_device = analysis_driver.on_device(_WgpuKernels, lambda device: analysis_limit(device))
 
 
 def analyse_records(

@@ -268,37 +268,44 @@ DEVICE_FN void insert_piece(Ctx* c, uint r, uint p, uint t, uint actor, uint val
   }
 }
 
-KERNEL void insert(KERNEL_ARGS) {
-  CTX_INIT
-  uint i = GID();
-  if (i >= P[P_N_ITEMS]) { return; }
-  uint r = WORK[i];
-  uint kind = kind_of(c, r);
+// The record that work item i of insert and refine names (count's push_work), NONE
+// past the list: one preamble for both kernels.
+DEVICE_FN uint work_record(Ctx* c, uint i) {
+  if (i >= c->P[P_N_ITEMS]) { return NONE; }
+  return c->WORK[i];
+}
+
+// insert, an event of the range: its bucket (claimed on first sight) keeps, for a
+// barrier ordinal, the lowest and the highest site (each with its lowest lid); for
+// the exits, the lowest and the highest exit ordinal.
+DEVICE_FN void insert_event(Ctx* c, uint r) {
   uint lid = rec(c, r, W_LID);
   uint grp = rec(c, r, W_GROUP);
-  if (kind == 3u) {
-    if (grp < P[P_LO] || grp >= P[P_HI]) { return; }
-    bool is_exit = is_exit_event(c, r);
-    uint site = rec(c, r, W_SITE);
-    if (site > 0xffffu) { ATOMIC_ADD(&C[C_SITE_RANGE], 1u); return; }
-    uint t = SEL(T_BARRIER, T_EXIT, is_exit);
-    uint b = event_slot(c, grp, rec(c, r, W_EPOCH), is_exit, owner_of(r, 0u, t));
-    if (b == NONE) { return; }
-    if (c->claimed != 0u) { push_live(c, b); }
-    uint s = b * BUCKET_WORDS;
-    if (is_exit) {
-      ATOMIC_MAX(&B[s + B_X0], ~rec(c, r, W_EPOCH));
-      ATOMIC_MAX(&B[s + B_X1], rec(c, r, W_EPOCH));
-    } else {
-      ATOMIC_MAX(&B[s + B_X0], ~((site << 16u) | lid));
-      ATOMIC_MAX(&B[s + B_X1], (site << 16u) | (0xffffu - lid));
-    }
-    return;
+  if (grp < c->P[P_LO] || grp >= c->P[P_HI]) { return; }
+  bool is_exit = is_exit_event(c, r);
+  uint site = rec(c, r, W_SITE);
+  if (site > 0xffffu) { ATOMIC_ADD(&c->C[C_SITE_RANGE], 1u); return; }
+  uint t = SEL(T_BARRIER, T_EXIT, is_exit);
+  uint b = event_slot(c, grp, rec(c, r, W_EPOCH), is_exit, owner_of(r, 0u, t));
+  if (b == NONE) { return; }
+  if (c->claimed != 0u) { push_live(c, b); }
+  uint s = b * BUCKET_WORDS;
+  if (is_exit) {
+    ATOMIC_MAX(&c->B[s + B_X0], ~rec(c, r, W_EPOCH));
+    ATOMIC_MAX(&c->B[s + B_X1], rec(c, r, W_EPOCH));
+  } else {
+    ATOMIC_MAX(&c->B[s + B_X0], ~((site << 16u) | lid));
+    ATOMIC_MAX(&c->B[s + B_X1], (site << 16u) | (0xffffu - lid));
   }
-  uint size = size_of(c, r);
-  if (size == 0u) { return; }
+}
+
+// insert, an access: each piece that may conflict goes in under its tags.
+DEVICE_FN void insert_access(Ctx* c, uint r) {
+  uint lid = rec(c, r, W_LID);
+  uint grp = rec(c, r, W_GROUP);
+  if (size_of(c, r) == 0u) { return; }
   uint nw = word_count(c, r);
-  bool is_store = kind == 1u;
+  bool is_store = kind_of(c, r) == 1u;
   uint value = SEL(0u, rec(c, r, W_VALUE), is_store);
   bool known = is_store && ((rec(c, r, W_FLAGS) >> 3u) & 1u) == 1u;
   for (uint p = 0u; p < nw; p++) {
@@ -312,25 +319,34 @@ KERNEL void insert(KERNEL_ARGS) {
   }
 }
 
-KERNEL void refine(KERNEL_ARGS) {
+KERNEL void insert(KERNEL_ARGS) {
   CTX_INIT
-  uint i = GID();
-  if (i >= P[P_N_ITEMS]) { return; }
-  uint r = WORK[i];
-  uint kind = kind_of(c, r);
+  uint r = work_record(c, GID());
+  if (r == NONE) { return; }
+  if (kind_of(c, r) == 3u) { insert_event(c, r); } else { insert_access(c, r); }
+}
+
+// refine, an exit of the range at an ordinal where the group also has a barrier
+// event: that barrier's bucket learns the lowest exit (site, lid), the group's exit
+// bucket the lowest such ordinal.
+DEVICE_FN void refine_event(Ctx* c, uint r) {
   uint lid = rec(c, r, W_LID);
   uint grp = rec(c, r, W_GROUP);
-  if (kind == 3u) {
-    bool is_exit = is_exit_event(c, r);
-    if (!is_exit || grp < P[P_LO] || grp >= P[P_HI]) { return; }
-    uint b = event_slot(c, grp, 0u, true, 0u);
-    uint ordinal = rec(c, r, W_EPOCH);
-    uint wb = event_slot(c, grp, ordinal, false, 0u);
-    if (b == NONE || wb == NONE || ATOMIC_LOAD(&B[wb * BUCKET_WORDS + B_X0]) == 0u) { return; }
-    ATOMIC_MAX(&B[wb * BUCKET_WORDS + B_X2], ~((rec(c, r, W_SITE) << 16u) | lid));
-    ATOMIC_MAX(&B[b * BUCKET_WORDS + B_X2], ~ordinal);
-    return;
-  }
+  bool is_exit = is_exit_event(c, r);
+  if (!is_exit || grp < c->P[P_LO] || grp >= c->P[P_HI]) { return; }
+  uint b = event_slot(c, grp, 0u, true, 0u);
+  uint ordinal = rec(c, r, W_EPOCH);
+  uint wb = event_slot(c, grp, ordinal, false, 0u);
+  if (b == NONE || wb == NONE || ATOMIC_LOAD(&c->B[wb * BUCKET_WORDS + B_X0]) == 0u) { return; }
+  ATOMIC_MAX(&c->B[wb * BUCKET_WORDS + B_X2], ~((rec(c, r, W_SITE) << 16u) | lid));
+  ATOMIC_MAX(&c->B[b * BUCKET_WORDS + B_X2], ~ordinal);
+}
+
+// refine, a global access: its inter-group entries learn its lid if its group is
+// one of their extreme groups.
+DEVICE_FN void refine_access(Ctx* c, uint r) {
+  uint lid = rec(c, r, W_LID);
+  uint grp = rec(c, r, W_GROUP);
   if (is_local(c, r) || size_of(c, r) == 0u) { return; }
   uint nw = word_count(c, r);
   for (uint p = 0u; p < nw; p++) {
@@ -338,9 +354,16 @@ KERNEL void refine(KERNEL_ARGS) {
     uint e = lookup(c, 0u, make_key(c, 0u, r, p, T_INTER), 0u);
     if (e == NONE) { continue; }
     uint s = e * ENTRY_WORDS;
-    if (grp == ~ATOMIC_LOAD(&E[s + E_AMIN])) { ATOMIC_MAX(&E[s + E_LMIN], ~lid); }
-    if (grp == ATOMIC_LOAD(&E[s + E_AMAX])) { ATOMIC_MAX(&E[s + E_LMAX], ~lid); }
+    if (grp == ~ATOMIC_LOAD(&c->E[s + E_AMIN])) { ATOMIC_MAX(&c->E[s + E_LMIN], ~lid); }
+    if (grp == ATOMIC_LOAD(&c->E[s + E_AMAX])) { ATOMIC_MAX(&c->E[s + E_LMAX], ~lid); }
   }
+}
+
+KERNEL void refine(KERNEL_ARGS) {
+  CTX_INIT
+  uint r = work_record(c, GID());
+  if (r == NONE) { return; }
+  if (kind_of(c, r) == 3u) { refine_event(c, r); } else { refine_access(c, r); }
 }
 
 // ---------------------------------------------------------------------------
@@ -478,18 +501,9 @@ DEVICE_FN void list_instance(Ctx* c, Inst inst) {
   uint i = ATOMIC_ADD(&c->I[0], 1u);
   if (i >= c->P[P_ALL_CAP]) { return; }
   uint s = 1u + i * INSTANCE_WORDS;
-  ATOMIC_STORE(&c->I[s + 0u], inst.key);
-  ATOMIC_STORE(&c->I[s + 1u], inst.o1);
-  ATOMIC_STORE(&c->I[s + 2u], inst.o2);
-  ATOMIC_STORE(&c->I[s + 3u], inst.o3);
-  ATOMIC_STORE(&c->I[s + 4u], inst.v);
-  ATOMIC_STORE(&c->I[s + 5u], inst.addr);
-  ATOMIC_STORE(&c->I[s + 6u], inst.ga);
-  ATOMIC_STORE(&c->I[s + 7u], inst.la);
-  ATOMIC_STORE(&c->I[s + 8u], inst.gb);
-  ATOMIC_STORE(&c->I[s + 9u], inst.lb);
-  ATOMIC_STORE(&c->I[s + 10u], inst.ea);
-  ATOMIC_STORE(&c->I[s + 11u], inst.eb);
+  uint words[INSTANCE_WORDS] = {inst.key, inst.o1, inst.o2, inst.o3, inst.v, inst.addr,
+                                inst.ga, inst.la, inst.gb, inst.lb, inst.ea, inst.eb};
+  for (uint k = 0u; k < INSTANCE_WORDS; k++) { ATOMIC_STORE(&c->I[s + k], words[k]); }
 }
 
 DEVICE_FN bool fold(Ctx* c, Inst inst) {

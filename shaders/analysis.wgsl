@@ -311,37 +311,45 @@ fn push_live(b: u32) {
   if (i < arrayLength(&L)) { L[i] = b; } else { atomicAdd(&C[C_LIST_FULL], 1u); }
 }
 
-@compute @workgroup_size(64)
-fn insert(@builtin(global_invocation_id) gid: vec3<u32>) {
+// The record that work item i of insert and refine names (count's push_work), NONE
+// past the list: one preamble for both kernels.
+fn work_record(gid: vec3<u32>) -> u32 {
   let i = thread_index(gid);
-  if (i >= P.n_items) { return; }
-  let r = WORK[i];
-  let kind = kind_of(r);
+  if (i >= P.n_items) { return NONE; }
+  return WORK[i];
+}
+
+// insert, an event of the range: its bucket (claimed on first sight) keeps, for a
+// barrier ordinal, the lowest and the highest site (each with its lowest lid); for
+// the exits, the lowest and the highest exit ordinal.
+fn insert_event(r: u32) {
   let lid = rec(r, W_LID);
   let grp = rec(r, W_GROUP);
-  if (kind == 3u) {
-    if (grp < P.lo || grp >= P.hi) { return; }
-    let is_exit = is_exit_event(r);
-    let site = rec(r, W_SITE);
-    if (site > 0xffffu) { atomicAdd(&C[C_SITE_RANGE], 1u); return; }
-    let t = select(T_BARRIER, T_EXIT, is_exit);
-    let b = event_slot(grp, rec(r, W_EPOCH), is_exit, owner_of(r, 0u, t));
-    if (b == NONE) { return; }
-    if (claimed) { push_live(b); }
-    let s = b * BUCKET_WORDS;
-    if (is_exit) {
-      atomicMax(&B[s + B_X0], ~rec(r, W_EPOCH));
-      atomicMax(&B[s + B_X1], rec(r, W_EPOCH));
-    } else {
-      atomicMax(&B[s + B_X0], ~((site << 16u) | lid));
-      atomicMax(&B[s + B_X1], (site << 16u) | (0xffffu - lid));
-    }
-    return;
+  if (grp < P.lo || grp >= P.hi) { return; }
+  let is_exit = is_exit_event(r);
+  let site = rec(r, W_SITE);
+  if (site > 0xffffu) { atomicAdd(&C[C_SITE_RANGE], 1u); return; }
+  let t = select(T_BARRIER, T_EXIT, is_exit);
+  let b = event_slot(grp, rec(r, W_EPOCH), is_exit, owner_of(r, 0u, t));
+  if (b == NONE) { return; }
+  if (claimed) { push_live(b); }
+  let s = b * BUCKET_WORDS;
+  if (is_exit) {
+    atomicMax(&B[s + B_X0], ~rec(r, W_EPOCH));
+    atomicMax(&B[s + B_X1], rec(r, W_EPOCH));
+  } else {
+    atomicMax(&B[s + B_X0], ~((site << 16u) | lid));
+    atomicMax(&B[s + B_X1], (site << 16u) | (0xffffu - lid));
   }
-  let size = size_of(r);
-  if (size == 0u) { return; }
+}
+
+// insert, an access: each piece that may conflict goes in under its tags.
+fn insert_access(r: u32) {
+  let lid = rec(r, W_LID);
+  let grp = rec(r, W_GROUP);
+  if (size_of(r) == 0u) { return; }
   let nw = word_count(r);
-  let is_store = kind == 1u;
+  let is_store = kind_of(r) == 1u;
   let value = select(0u, rec(r, W_VALUE), is_store);
   let known = is_store && ((rec(r, W_FLAGS) >> 3u) & 1u) == 1u;
   for (var p = 0u; p < nw; p++) {
@@ -356,24 +364,33 @@ fn insert(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 
 @compute @workgroup_size(64)
-fn refine(@builtin(global_invocation_id) gid: vec3<u32>) {
-  let i = thread_index(gid);
-  if (i >= P.n_items) { return; }
-  let r = WORK[i];
-  let kind = kind_of(r);
+fn insert(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let r = work_record(gid);
+  if (r == NONE) { return; }
+  if (kind_of(r) == 3u) { insert_event(r); } else { insert_access(r); }
+}
+
+// refine, an exit of the range at an ordinal where the group also has a barrier
+// event: that barrier's bucket learns the lowest exit (site, lid), the group's exit
+// bucket the lowest such ordinal.
+fn refine_event(r: u32) {
   let lid = rec(r, W_LID);
   let grp = rec(r, W_GROUP);
-  if (kind == 3u) {
-    let is_exit = is_exit_event(r);
-    if (!is_exit || grp < P.lo || grp >= P.hi) { return; }
-    let b = event_slot(grp, 0u, true, 0u);
-    let ordinal = rec(r, W_EPOCH);
-    let wb = event_slot(grp, ordinal, false, 0u);
-    if (b == NONE || wb == NONE || atomicLoad(&B[wb * BUCKET_WORDS + B_X0]) == 0u) { return; }
-    atomicMax(&B[wb * BUCKET_WORDS + B_X2], ~((rec(r, W_SITE) << 16u) | lid));
-    atomicMax(&B[b * BUCKET_WORDS + B_X2], ~ordinal);
-    return;
-  }
+  let is_exit = is_exit_event(r);
+  if (!is_exit || grp < P.lo || grp >= P.hi) { return; }
+  let b = event_slot(grp, 0u, true, 0u);
+  let ordinal = rec(r, W_EPOCH);
+  let wb = event_slot(grp, ordinal, false, 0u);
+  if (b == NONE || wb == NONE || atomicLoad(&B[wb * BUCKET_WORDS + B_X0]) == 0u) { return; }
+  atomicMax(&B[wb * BUCKET_WORDS + B_X2], ~((rec(r, W_SITE) << 16u) | lid));
+  atomicMax(&B[b * BUCKET_WORDS + B_X2], ~ordinal);
+}
+
+// refine, a global access: its inter-group entries learn its lid if its group is
+// one of their extreme groups.
+fn refine_access(r: u32) {
+  let lid = rec(r, W_LID);
+  let grp = rec(r, W_GROUP);
   if (is_local(r) || size_of(r) == 0u) { return; }
   let nw = word_count(r);
   for (var p = 0u; p < nw; p++) {
@@ -384,6 +401,13 @@ fn refine(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (grp == ~atomicLoad(&E[s + E_AMIN])) { atomicMax(&E[s + E_LMIN], ~lid); }
     if (grp == atomicLoad(&E[s + E_AMAX])) { atomicMax(&E[s + E_LMAX], ~lid); }
   }
+}
+
+@compute @workgroup_size(64)
+fn refine(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let r = work_record(gid);
+  if (r == NONE) { return; }
+  if (kind_of(r) == 3u) { refine_event(r); } else { refine_access(r); }
 }
 
 // ---------------------------------------------------------------------------
@@ -523,18 +547,9 @@ fn list_instance(inst: Inst) {
   let i = atomicAdd(&I[0], 1u);
   if (i >= P.all_cap) { return; }
   let s = 1u + i * INSTANCE_WORDS;
-  atomicStore(&I[s + 0u], inst.key);
-  atomicStore(&I[s + 1u], inst.o1);
-  atomicStore(&I[s + 2u], inst.o2);
-  atomicStore(&I[s + 3u], inst.o3);
-  atomicStore(&I[s + 4u], inst.v);
-  atomicStore(&I[s + 5u], inst.addr);
-  atomicStore(&I[s + 6u], inst.ga);
-  atomicStore(&I[s + 7u], inst.la);
-  atomicStore(&I[s + 8u], inst.gb);
-  atomicStore(&I[s + 9u], inst.lb);
-  atomicStore(&I[s + 10u], inst.ea);
-  atomicStore(&I[s + 11u], inst.eb);
+  var words = array<u32, INSTANCE_WORDS>(inst.key, inst.o1, inst.o2, inst.o3, inst.v, inst.addr,
+                                         inst.ga, inst.la, inst.gb, inst.lb, inst.ea, inst.eb);
+  for (var k = 0u; k < INSTANCE_WORDS; k++) { atomicStore(&I[s + k], words[k]); }
 }
 
 fn fold(inst: Inst) -> bool {

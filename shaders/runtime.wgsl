@@ -7,11 +7,22 @@
 
 var<private> _gr_lid: u32;
 var<private> _gr_grp: u32;
-var<private> _gr_cap: u32;
-var<private> _gr_lo: u32;
-var<private> _gr_hi: u32;
-var<private> _gr_nbins: u32;
-var<private> _gr_binw: u32;
+// What _gr_init reads once per work-item from the launch's parameters (_gr_par) and
+// the shadow, in one place.
+struct _gr_Run {
+  cap: u32,  // log capacity, in records
+  lo: u32,  // the address range [lo, hi) this run logs
+  hi: u32,
+  nbins: u32,  // a counting run: address bins and their width
+  binw: u32,
+  swords: u32,  // the shadow (gpurace/abi.py's SHD_*): launch-wide words,
+  wgs: u32,  // work-group size,
+  lwords: u32,  // local words per group,
+  lgroups: u32,  // groups with a local area,
+  loff: u32,  // where the local area starts,
+  loob: u32,  // and whether the build run saw a local access out of bounds
+}
+var<private> _gr_run: _gr_Run;
 var<private> _gr_base: array<u32, _GR_NBASES>;
 var<private> _gr_ep_l: u32;
 var<private> _gr_ep_g: u32;
@@ -24,37 +35,31 @@ var<workgroup> _gr_evs: array<atomic<u32>, _GR_WGSL_EVENT_SLOTS>;
 override _gr_mode: u32 = 0u;
 override _gr_count: bool = false;
 // The shadow's per-group local area: 0 none (local accesses use the launch-wide
-// pairs), 1 it covers every group, 2 only groups below _gr_lgroups (a run-time test).
+// pairs), 1 it covers every group, 2 only groups below _gr_run.lgroups (run-time).
 override _gr_lmode: u32 = 0u;
-var<private> _gr_swords: u32;
-var<private> _gr_wgs: u32;
-var<private> _gr_lwords: u32;
-var<private> _gr_lgroups: u32;
-var<private> _gr_loff: u32;
-var<private> _gr_loob: u32;
 
 fn _gr_init(l: u32, w: vec3<u32>, n: vec3<u32>) {
   _gr_lid = l;
   _gr_grp = w.x + n.x * (w.y + n.y * w.z);
   // plain loads from the read-only copy: an atomic load per work-item and word
   // costs more than a small kernel itself on lavapipe
-  _gr_cap = _gr_par[_GR_CTL_CAPACITY];
-  _gr_lo = _gr_par[_GR_CTL_LO];
-  _gr_hi = _gr_par[_GR_CTL_HI];
-  _gr_nbins = _gr_par[_GR_CTL_NBINS];
-  _gr_binw = max(1u, _gr_par[_GR_CTL_BINW]);
+  _gr_run.cap = _gr_par[_GR_CTL_CAPACITY];
+  _gr_run.lo = _gr_par[_GR_CTL_LO];
+  _gr_run.hi = _gr_par[_GR_CTL_HI];
+  _gr_run.nbins = _gr_par[_GR_CTL_NBINS];
+  _gr_run.binw = max(1u, _gr_par[_GR_CTL_BINW]);
   _gr_load_bases();
   _gr_ep_l = 0u;
   _gr_ep_g = 0u;
   _gr_nbar = 0u;
-  _gr_swords = _gr_par[_GR_PAR_SHD + _GR_SHD_WORDS];
-  _gr_wgs = _gr_par[_GR_PAR_SHD + _GR_SHD_WGSIZE];
-  _gr_lwords = _gr_par[_GR_PAR_SHD + _GR_SHD_LWORDS];
-  _gr_lgroups = _gr_par[_GR_PAR_SHD + _GR_SHD_LGROUPS];
-  _gr_loff = _gr_par[_GR_PAR_SHD + _GR_SHD_LOFF];
+  _gr_run.swords = _gr_par[_GR_PAR_SHD + _GR_SHD_WORDS];
+  _gr_run.wgs = _gr_par[_GR_PAR_SHD + _GR_SHD_WGSIZE];
+  _gr_run.lwords = _gr_par[_GR_PAR_SHD + _GR_SHD_LWORDS];
+  _gr_run.lgroups = _gr_par[_GR_PAR_SHD + _GR_SHD_LGROUPS];
+  _gr_run.loff = _gr_par[_GR_PAR_SHD + _GR_SHD_LOFF];
   if _gr_mode == _GR_SHADOW_FILTER && _gr_lmode != 0u {
     // the build run saw a local access out of bounds
-    _gr_loob = atomicLoad(&_gr_shd[_GR_SHD_LOCAL_OOB]);
+    _gr_run.loob = atomicLoad(&_gr_shd[_GR_SHD_LOCAL_OOB]);
   }
 }
 
@@ -93,14 +98,14 @@ fn _gr_shadow(flags: u32, first: u32, last: u32) -> bool {
   let bit = 1u << (flags & _GR_F_KIND_MASK);
   var actor = _gr_lid + 1u;
   if ((flags >> _GR_F_SPACE_SHIFT) & 1u) == 0u {
-    actor = _gr_grp * _gr_wgs + _gr_lid + 1u;
+    actor = _gr_grp * _gr_run.wgs + _gr_lid + 1u;
   }
   var needed = false;
   var unseen = false;
   let n = (last - first) / 4u + 1u;
   for (var k = 0u; k < n; k++) {
     let i = first / 4u + k;
-    if i >= _gr_swords {
+    if i >= _gr_run.swords {
       needed = true;
       if _gr_mode == _GR_SHADOW_BUILD {
         atomicStore(&_gr_shd[_GR_SHD_UNSEEN], 1u);  // a word beyond the shadow
@@ -200,19 +205,19 @@ fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32) -> bool {
   if w0 >= lwn || w1 >= lwn {
     if _gr_mode == _GR_SHADOW_BUILD {
       atomicStore(&_gr_shd[_GR_SHD_LOCAL_OOB], 1u);
-    } else if _gr_loob == 0u {
+    } else if _gr_run.loob == 0u {
       atomicAdd(&_gr_shd[_GR_SHD_UNSEEN], 1u);
     }
     return true;
   }
-  if _gr_mode == _GR_SHADOW_FILTER && _gr_loob != 0u {
+  if _gr_mode == _GR_SHADOW_FILTER && _gr_run.loob != 0u {
     return true;
   }
   let actor = min(_gr_lid + 1u, _GR_LS_MULTI);
   let mine = ((epoch & 0xffffu) << _GR_LS_EPOCH_SHIFT) | ((1u << _GR_LS_KIND_SHIFT) << (flags & _GR_F_KIND_MASK)) | actor;
   let bit = 1u << (epoch % _GR_MASK_EPOCHS);
-  let row = _gr_loff + _gr_grp * _gr_lwords + lw0;
-  let masks = _gr_lgroups * _gr_lwords;
+  let row = _gr_run.loff + _gr_grp * _gr_run.lwords + lw0;
+  let masks = _gr_run.lgroups * _gr_run.lwords;
   var needed = false;
   for (var w = w0; w <= w1; w++) {
     let s = row + w;
@@ -235,16 +240,16 @@ fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32) -> bool {
 fn _gr_rec(
   site: u32, flags: u32, off: u32, epoch: u32, value: u32, extra: u32, lw0: u32, lwn: u32
 ) {
-  var keep = _gr_grp >= _gr_lo && _gr_grp < _gr_hi;
+  var keep = _gr_grp >= _gr_run.lo && _gr_grp < _gr_run.hi;
   var at = _gr_grp;
   if (flags & _GR_F_KIND_MASK) != _GR_KIND_EVENT {
     let base = _gr_base[(flags >> _GR_F_VAR_SHIFT) & _GR_F_BYTE_MASK];
     let first = base + (off & ~3u);
     let last = base + ((off + ((flags >> _GR_F_SIZE_SHIFT) & _GR_F_BYTE_MASK) - 1u) & ~3u);
-    keep = first < _gr_hi && last >= _gr_lo;
-    at = max(first, _gr_lo);
+    keep = first < _gr_run.hi && last >= _gr_run.lo;
+    at = max(first, _gr_run.lo);
     if _gr_mode != _GR_SHADOW_OFF && _gr_lmode != 0u && ((flags >> _GR_F_SPACE_SHIFT) & 1u) != 0u
-        && (_gr_lmode == 1u || _gr_grp < _gr_lgroups) {
+        && (_gr_lmode == 1u || _gr_grp < _gr_run.lgroups) {
       // every run updates the states of every access (whatever the range), so that
       // each run's states are the build run's
       keep = _gr_local(flags, off, epoch, lw0, lwn) && keep && _gr_mode == _GR_SHADOW_FILTER;
@@ -254,13 +259,13 @@ fn _gr_rec(
   }
   if keep && _gr_count {
     // a counting run: how many records each address bin of the range would log
-    let bin = min((at - _gr_lo) / _gr_binw, _gr_nbins - 1u);
+    let bin = min((at - _gr_run.lo) / _gr_run.binw, _gr_run.nbins - 1u);
     atomicAdd(&_gr_ctl[_GR_CTL_BINS0 + bin], 1u);
     return;
   }
   if keep {
     let i = atomicAdd(&_gr_ctl[_GR_CTL_REQUESTED], 1u);
-    if i < _gr_cap {
+    if i < _gr_run.cap {
       let b = i * _GR_RECORD_WORDS;
       _gr_log[b + _GR_W_SITE] = site;
       _gr_log[b + _GR_W_FLAGS] = flags;

@@ -170,119 +170,91 @@ def install(session: Session) -> Callable[[], None]:
 
         return call
 
-    @passthrough
-    def copy_buffer_to_buffer(orig: Callable) -> Callable:
-        """Record the copy; a source the program did not give COPY_SRC fails at
-        ``finish`` as it would without gpurace (wgpu validates it there)."""
-        fields = ("src", "src_off", "dst", "dst_off", "size")
+    def after(note: Callable[[Any, Any, tuple, dict], None]) -> Callable[[Callable], Callable]:
+        """A hook that calls the original first (its errors are the program's own), then
+        `note(self, result, args, kwargs)` to remember what it made or recorded, and
+        returns the original's result: what most hooks do."""
 
-        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            out = orig(self, *args, **kwargs)
-            values = dict(zip(fields, args, strict=False)) | kwargs
-            _commands(self).append(("copy", values))
-            src = values.get("src", values.get("source"))
-            if src is not None and not src.usage & usage.COPY_SRC:
-                self._gpurace_invalid = _usage_error(src, usage.COPY_SRC)
-            return out
-
-        return call
-
-    @passthrough
-    def create_shader_module(orig: Callable) -> Callable:
-        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            module = orig(self, *args, **kwargs)  # a compile error is the program's own
-            code = kwargs.get("code")
-            with session.lock:  # modules may be made in several threads
-                module_count[0] += 1
-                number = module_count[0]
-            text = code if isinstance(code, str) else None
-            name, source = session.locate(text, kwargs.get("label") or "", number)
-            module._gpurace = ModuleInfo(source, name)
-            return module
-
-        return call
-
-    @passthrough
-    def create_compute_pipeline(orig: Callable) -> Callable:
-        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            pipe = orig(self, *args, **kwargs)
-            stage = kwargs.get("compute") or {}
-            info = getattr(stage.get("module"), "_gpurace", None)
-            if info is not None:
-                pipe._gpurace = PipelineInfo(
-                    info, stage.get("entry_point"), dict(stage.get("constants") or {})
-                )
-                if info.source is not None and pipe._gpurace.constants:
-                    pipe._gpurace.source = with_constants(info.source, pipe._gpurace.constants)
-            return pipe
-
-        return call
-
-    @passthrough
-    def create_bind_group(orig: Callable) -> Callable:
-        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            bg = orig(self, *args, **kwargs)
-            entries = []
-            for e in kwargs.get("entries") or ():
-                res = e["resource"]
-                if isinstance(res, native.GPUBuffer):
-                    entries.append(Entry(e["binding"], res, res, 0, None))
-                elif isinstance(res, dict) and "buffer" in res:
-                    entries.append(
-                        Entry(
-                            e["binding"],
-                            res,
-                            res["buffer"],
-                            int(res.get("offset", 0) or 0),
-                            res.get("size"),
-                        )
-                    )
-                else:
-                    entries.append(Entry(e["binding"], res))
-            layout = kwargs.get("layout")
-            bg._gpurace = BindGroupInfo(layout, entries, getattr(layout, "_gpurace_dynamic", []))
-            return bg
-
-        return call
-
-    @passthrough
-    def create_bind_group_layout(orig: Callable) -> Callable:
-        """Remember which bindings take dynamic offsets (set_bind_group applies them
-        in binding order)."""
-
-        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            layout = orig(self, *args, **kwargs)
-            layout._gpurace_dynamic = sorted(
-                e["binding"]
-                for e in kwargs.get("entries") or ()
-                if (e.get("buffer") or {}).get("has_dynamic_offset")
-            )
-            return layout
-
-        return call
-
-    @passthrough
-    def begin_compute_pass(orig: Callable) -> Callable:
-        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            cp = orig(self, *args, **kwargs)
-            cp._gpurace_cmds = _commands(self)
-            cp._gpurace_state = (None, {})
-            return cp
-
-        return call
-
-    def recording(kind: str, fields: tuple[str, ...]) -> Callable[[Callable], Callable]:
         @passthrough
         def make(orig: Callable) -> Callable:
             def call(self: Any, *args: Any, **kwargs: Any) -> Any:
                 out = orig(self, *args, **kwargs)
-                values = dict(zip(fields, args, strict=False)) | kwargs
-                _commands(self).append((kind, values))
+                note(self, out, args, kwargs)
                 return out
 
             return call
 
         return make
+
+    def recording(kind: str, fields: tuple[str, ...]) -> Callable[[Callable], Callable]:
+        """A hook that records the command `kind` with its arguments, named by `fields`."""
+
+        def note(self: Any, _out: Any, args: tuple, kwargs: dict) -> None:
+            _commands(self).append((kind, dict(zip(fields, args, strict=False)) | kwargs))
+
+        return after(note)
+
+    @after
+    def copy_buffer_to_buffer(self: Any, _out: Any, args: tuple, kwargs: dict) -> None:
+        """Record the copy; a source the program did not give COPY_SRC fails at
+        ``finish`` as it would without gpurace (wgpu validates it there)."""
+        values = dict(zip(("src", "src_off", "dst", "dst_off", "size"), args, strict=False))
+        values |= kwargs
+        _commands(self).append(("copy", values))
+        src = values.get("src", values.get("source"))
+        if src is not None and not src.usage & usage.COPY_SRC:
+            self._gpurace_invalid = _usage_error(src, usage.COPY_SRC)
+
+    @after
+    def create_shader_module(self: Any, module: Any, _args: tuple, kwargs: dict) -> None:
+        code = kwargs.get("code")
+        with session.lock:  # modules may be made in several threads
+            module_count[0] += 1
+            number = module_count[0]
+        text = code if isinstance(code, str) else None
+        name, source = session.locate(text, kwargs.get("label") or "", number)
+        module._gpurace = ModuleInfo(source, name)
+
+    @after
+    def create_compute_pipeline(self: Any, pipe: Any, _args: tuple, kwargs: dict) -> None:
+        stage = kwargs.get("compute") or {}
+        info = getattr(stage.get("module"), "_gpurace", None)
+        if info is not None:
+            pipe._gpurace = PipelineInfo(
+                info, stage.get("entry_point"), dict(stage.get("constants") or {})
+            )
+            if info.source is not None and pipe._gpurace.constants:
+                pipe._gpurace.source = with_constants(info.source, pipe._gpurace.constants)
+
+    @after
+    def create_bind_group(self: Any, bg: Any, _args: tuple, kwargs: dict) -> None:
+        entries = []
+        for e in kwargs.get("entries") or ():
+            res = e["resource"]
+            if isinstance(res, native.GPUBuffer):
+                entries.append(Entry(e["binding"], res, res, 0, None))
+            elif isinstance(res, dict) and "buffer" in res:
+                offset = int(res.get("offset", 0) or 0)
+                entries.append(Entry(e["binding"], res, res["buffer"], offset, res.get("size")))
+            else:
+                entries.append(Entry(e["binding"], res))
+        layout = kwargs.get("layout")
+        bg._gpurace = BindGroupInfo(layout, entries, getattr(layout, "_gpurace_dynamic", []))
+
+    @after
+    def create_bind_group_layout(self: Any, layout: Any, _args: tuple, kwargs: dict) -> None:
+        """Remember which bindings take dynamic offsets (set_bind_group applies them
+        in binding order)."""
+        layout._gpurace_dynamic = sorted(
+            e["binding"]
+            for e in kwargs.get("entries") or ()
+            if (e.get("buffer") or {}).get("has_dynamic_offset")
+        )
+
+    @after
+    def begin_compute_pass(self: Any, cp: Any, _args: tuple, _kwargs: dict) -> None:
+        cp._gpurace_cmds = _commands(self)
+        cp._gpurace_state = (None, {})
 
     @passthrough
     def finish(orig: Callable) -> Callable:
@@ -296,15 +268,11 @@ def install(session: Session) -> Callable[[], None]:
 
         return call
 
-    @passthrough
-    def set_pipeline(orig: Callable) -> Callable:
-        def call(self: Any, pipeline: Any) -> Any:
-            out = orig(self, pipeline)
-            _, groups = getattr(self, "_gpurace_state", (None, {}))
-            self._gpurace_state = (pipeline, groups)
-            return out
-
-        return call
+    @after
+    def set_pipeline(self: Any, _out: Any, args: tuple, kwargs: dict) -> None:
+        pipeline = args[0] if args else kwargs["pipeline"]
+        _, groups = getattr(self, "_gpurace_state", (None, {}))
+        self._gpurace_state = (pipeline, groups)
 
     @passthrough
     def set_bind_group(orig: Callable) -> Callable:
@@ -321,36 +289,27 @@ def install(session: Session) -> Callable[[], None]:
 
         return call
 
-    @passthrough
-    def dispatch(orig: Callable) -> Callable:
-        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            out = orig(self, *args, **kwargs)
-            names = ("workgroup_count_x", "workgroup_count_y", "workgroup_count_z")
-            grid = [*args, *(kwargs[n] for n in names if n in kwargs), 1, 1][:3]
-            x, y, z = (int(v) for v in grid)
-            pipeline, groups = getattr(self, "_gpurace_state", (None, {}))
-            cmds = getattr(self, "_gpurace_cmds", None)
-            if cmds is not None:
-                cmds.append(("dispatch", Dispatch(pipeline, dict(groups), (x, y, z))))
-            return out
+    def note_dispatch(
+        self: Any, workgroups: tuple[int, int, int] | None, indirect: tuple[Any, int] | None
+    ) -> None:
+        """Record a dispatch with the pass's pipeline and bind groups at this point."""
+        pipeline, groups = getattr(self, "_gpurace_state", (None, {}))
+        cmds = getattr(self, "_gpurace_cmds", None)
+        if cmds is not None:
+            cmds.append(("dispatch", Dispatch(pipeline, dict(groups), workgroups, indirect)))
 
-        return call
+    @after
+    def dispatch(self: Any, _out: Any, args: tuple, kwargs: dict) -> None:
+        names = ("workgroup_count_x", "workgroup_count_y", "workgroup_count_z")
+        grid = [*args, *(kwargs[n] for n in names if n in kwargs), 1, 1][:3]
+        x, y, z = (int(v) for v in grid)
+        note_dispatch(self, (x, y, z), None)
 
-    @passthrough
-    def dispatch_indirect(orig: Callable) -> Callable:
-        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            out = orig(self, *args, **kwargs)
-            named = [kwargs[n] for n in ("indirect_buffer", "indirect_offset") if n in kwargs]
-            buffer, offset = [*args, *named, 0][:2]
-            pipeline, groups = getattr(self, "_gpurace_state", (None, {}))
-            cmds = getattr(self, "_gpurace_cmds", None)
-            if cmds is not None:
-                cmds.append(
-                    ("dispatch", Dispatch(pipeline, dict(groups), None, (buffer, int(offset))))
-                )
-            return out
-
-        return call
+    @after
+    def dispatch_indirect(self: Any, _out: Any, args: tuple, kwargs: dict) -> None:
+        named = [kwargs[n] for n in ("indirect_buffer", "indirect_offset") if n in kwargs]
+        buffer, offset = [*args, *named, 0][:2]
+        note_dispatch(self, None, (buffer, int(offset)))
 
     @passthrough
     def submit(orig: Callable) -> Callable:
@@ -370,11 +329,7 @@ def install(session: Session) -> Callable[[], None]:
     wrap(dev, "create_bind_group", create_bind_group)
     wrap(dev, "create_bind_group_layout", create_bind_group_layout)
     wrap(enc, "begin_compute_pass", begin_compute_pass)
-    wrap(
-        enc,
-        "copy_buffer_to_buffer",
-        copy_buffer_to_buffer,
-    )
+    wrap(enc, "copy_buffer_to_buffer", copy_buffer_to_buffer)
     wrap(enc, "clear_buffer", recording("clear", ("buffer", "offset", "size")))
     for name in OPAQUE:
         wrap(enc, name, recording(name, ()))
