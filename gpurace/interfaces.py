@@ -160,6 +160,7 @@ class Target:
     run: RunFn
     analyse: AnalyseFn
     held_bytes: int = 0  # device memory held for the whole check (the prefilter's shadow)
+    work_items: int = 0  # 0: num_groups x workgroup_size (fewer with a partial group)
 
 
 class Language(Protocol[L]):
