@@ -25,6 +25,7 @@ from gpurace.report.common import work_item
 from gpurace.target import FULL_RANGE, linear_layout
 from tests.corpus import Case, reported
 from tests.oclgrind import run_cases
+from tests.test_run import run
 
 NU = Path(__file__).parent / "sim" / "nonuniform"
 CL2 = "-cl-std=CL2.0"
@@ -232,3 +233,29 @@ def test_launch_files_follow_the_same_rule(tmp_path: Path) -> None:
     assert load_launch(toml).workgroups == (3, 1, 1)
     report = api.check_file(str(kernel), str(toml))
     assert reported(report) == RACES["tail.sim"] and report.scope.work_items == 10
+
+
+def test_gpurace_run_lists_a_non_uniform_enqueue_as_not_checked(tmp_path: Path) -> None:
+    """Under `gpurace run` the program's own enqueue reaches PoCL, which refuses a
+    non-uniform NDRange even for OpenCL 2.0: the launch is not checked, and the
+    result says so (exit 2), never complete."""
+    program = tmp_path / "nonuniform.py"
+    program.write_text(
+        "import pyopencl as cl\n"
+        "[pocl] = [p for p in cl.get_platforms() if 'Portable' in p.name]\n"
+        "q = cl.CommandQueue(cl.Context(pocl.get_devices()))\n"
+        'SRC = "__kernel void f(__global int *a) { a[get_global_id(0)] = 1; }"\n'
+        "f = cl.Program(q.context, SRC).build(options=['-cl-std=CL2.0']).f\n"
+        "b = cl.Buffer(q.context, cl.mem_flags.READ_WRITE, 40)\n"
+        "try:\n"
+        "    f(q, (10,), (4,), b)\n"
+        "except cl.Error as err:\n"
+        "    print('caught', type(err).__name__)\n"
+    )
+    p = run("--", "python", program)
+    assert p.returncode == 2, p.stderr
+    assert p.stdout == "caught LogicError\n"
+    assert (
+        "not checked: launch 0: the driver rejected it: LogicError: "
+        "clEnqueueNDRangeKernel failed: INVALID_WORK_GROUP_SIZE"
+    ) in p.stderr
