@@ -52,23 +52,20 @@ def test_the_split_into_uniform_sub_launches() -> None:
 
 
 def expected_ids(gsize: tuple[int, int, int], lsize: tuple[int, int, int]) -> np.ndarray:
-    """What OpenCL 2.0 defines for each work-item of ids.cl: per dimension 0 and 1, the
-    group id, local id, local size (the actual one: smaller in the last group), the
-    enqueued local size, the number of groups, the global size, the global offset (0)
-    and the local linear id (from the actual local sizes)."""
-    out = np.zeros((gsize[1], gsize[0], 2, 8), np.uint32)
-    for y in range(gsize[1]):
-        for x in range(gsize[0]):
-            gid, rows = (x, y), []
-            actual = [min(lsize[d], gsize[d] - gid[d] // lsize[d] * lsize[d]) for d in (0, 1)]
-            lin = gid[0] % lsize[0] + actual[0] * (gid[1] % lsize[1])
-            for d in (0, 1):
-                n = lsize[d]
-                rows.append(
-                    [gid[d] // n, gid[d] % n, actual[d], n, -(-gsize[d] // n), gsize[d], 0, lin]
-                )
-            out[y, x] = rows
-    return out.reshape(-1)
+    """What OpenCL 2.0 defines for each work-item of ids.cl: per dimension, the group
+    id, local id, local size (the actual one: smaller in the last group), the enqueued
+    local size, the number of groups, the global size, the global offset (0) and the
+    local linear id (from the actual local sizes)."""
+    out = []
+    for z, y, x in np.ndindex(gsize[2], gsize[1], gsize[0]):
+        gid = (x, y, z)
+        lid = [gid[d] % lsize[d] for d in range(3)]
+        actual = [min(lsize[d], gsize[d] - gid[d] // lsize[d] * lsize[d]) for d in range(3)]
+        lin = lid[0] + actual[0] * (lid[1] + actual[1] * lid[2])
+        for d in range(3):
+            n, g = lsize[d], gsize[d]
+            out += [gid[d] // n, lid[d], actual[d], n, -(-g // n), g, 0, lin]
+    return np.array(out, np.uint32)
 
 
 def bound(name: str):
@@ -106,7 +103,11 @@ def read_back(name: str, out: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 @pytest.mark.parametrize(
     ("name", "gsize", "lsize"),
-    [("ids.sim", (10, 1, 1), (4, 1, 1)), ("ids_2d.sim", (6, 5, 1), (4, 2, 1))],
+    [
+        ("ids.sim", (10, 1, 1), (4, 1, 1)),
+        ("ids_2d.sim", (6, 5, 1), (4, 2, 1)),
+        ("ids_3d.sim", (3, 3, 3), (2, 2, 2)),
+    ],
 )
 def test_built_ins_are_what_opencl_defines(name: str, gsize, lsize) -> None:
     plain, checked, _ = read_back(name)
@@ -140,6 +141,7 @@ def test_reverse_with_a_barrier_in_the_partial_group() -> None:
 RACES = {
     "ids.sim": [],
     "ids_2d.sim": [],
+    "ids_3d.sim": [],
     "reverse.sim": [],
     "tail.sim": [
         ("global-inter", ("8:9", "store"), ("8:9", "store")),
@@ -190,7 +192,7 @@ def test_races_in_the_partial_groups(prefilter: bool) -> None:
     ]
 
 
-@pytest.mark.parametrize("name", ["ids.sim", "ids_2d.sim"])
+@pytest.mark.parametrize("name", ["ids.sim", "ids_2d.sim", "ids_3d.sim"])
 def test_clean_launches_are_clean(name: str) -> None:
     report = api.check_file(None, str(NU / name), build_options=CL2)
     assert reported(report) == [] and report.exit_code == 0 and report.scope.complete

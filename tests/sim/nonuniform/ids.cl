@@ -2,8 +2,8 @@
 __kernel void ids(__global uint *out)
 {
     size_t i = get_global_linear_id();
-    for (uint d = 0; d < 2; d++) {
-        __global uint *o = out + 16 * i + 8 * d;
+    for (uint d = 0; d < 3; d++) {
+        __global uint *o = out + 24 * i + 8 * d;
         o[0] = (uint)get_group_id(d);
         o[1] = (uint)get_local_id(d);
         o[2] = (uint)get_local_size(d);
