@@ -45,6 +45,7 @@ from gpurace.backends.prefilter import (
     local_groups,
     shadow_words,
 )
+from gpurace.launch.ndrange import NdRange, nonuniform_prelude
 from gpurace.model import RECORD_WORDS, Binding, GpuraceError
 
 
@@ -204,10 +205,18 @@ def launch(
     the log, control and shadow buffers of docs/internals.md §5 (`var_sizes`: each
     tracked variable's extent in bytes, 0 for another kernel's). With `prefilter`, the
     run builds or filters with that shadow (its mode); without, every access in the
-    range is logged. Without `read_outputs`, the user's buffers are not read back."""
+    range is logged. Without `read_outputs`, the user's buffers are not read back.
+    A local size that does not divide the global size runs as uniform sub-launches
+    (`gpurace.launch.ndrange`) that share the buffers and the log."""
     cl = _cl()
     ctx = queue.context
     mf = cl.mem_flags
+    gsize = tuple(int(x) for x in global_size)
+    lsize = tuple(int(x) for x in local_size) if local_size else None
+    shape = NdRange.of(gsize, lsize) if lsize else None
+    if shape is not None and not shape.uniform:
+        source = nonuniform_prelude() + source
+        options = [*options, *shape.defines()]
     program = build(queue, source, path, options)
     k = cl.Kernel(program, kernel)
     buffers: dict[int, tuple[object, np.ndarray]] = {}
@@ -259,10 +268,12 @@ def launch(
                 )
         kargs += [log_buf, ctl_buf, shd_buf]
     k.set_args(*kargs)
-    gsize = tuple(int(x) for x in global_size)
-    lsize = tuple(int(x) for x in local_size) if local_size else None
     try:
-        cl.enqueue_nd_range_kernel(queue, k, gsize, lsize)
+        if shape is None:
+            cl.enqueue_nd_range_kernel(queue, k, gsize, None)
+        for part in shape.sub_launches() if shape else ():  # a uniform launch: one, no offset
+            offset = part.offset if any(part.offset) else None
+            cl.enqueue_nd_range_kernel(queue, k, part.global_size, part.local_size, offset)
     except cl.Error as exc:
         raise GpuraceError(f"launch of '{kernel}' failed: {exc}", path) from None
     outputs = {}
@@ -295,7 +306,7 @@ def event_slot_groups(global_size: Sequence[int], local_size: Sequence[int] | No
         return 0
     groups = 1
     for g, n in zip(global_size, local_size, strict=False):
-        groups *= max(1, int(g) // max(1, int(n)))
+        groups *= max(1, -(-int(g) // max(1, int(n))))  # a partial group counts
     return min(groups, MAX_EVENT_SLOT_GROUPS)
 
 

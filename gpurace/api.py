@@ -175,7 +175,7 @@ def check(
     opts = opts.with_(uniform_writes=mode)
     lang = registry.language(language)
     t = lang.target(source, launch, path, backend or registry.backend_for(lang, opts), entry, opts)
-    work_items = prod(t.num_groups) * prod(t.workgroup_size)
+    work_items = t.work_items or prod(t.num_groups) * prod(t.workgroup_size)
     # (lo, hi, log records to try first): a guess per work-item, then what was seen
     pending = [(a, b, opts.records_per_item * work_items) for a, b in subranges(
         0, FULL_RANGE, t.total, -(-t.total // (4 * t.max_words)))]  # fmt: skip

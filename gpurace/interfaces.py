@@ -152,6 +152,7 @@ class Target:
     options: Options  # a resolved `uniform_writes` ("race" or "tolerate"), `profile`
     results: Results | None = None  # the language's result policy (none: as it is)
     held_bytes: int = 0  # device memory held for the whole check (the prefilter's shadow)
+    work_items: int = 0  # 0: num_groups x workgroup_size (fewer with a partial group)
 
     def analyse(
         self,

@@ -3,6 +3,9 @@
    that gpurace/abi.py generates (_GR_*) and the program's own part
    (gpurace/instrument/opencl/runtime.py: _GR_SLOTS, the most tracked variables of one
    kernel). tests/test_runtime_shaders.py builds it with PoCL. */
+#ifndef _GR_ENQUEUED_SIZE
+#define _GR_ENQUEUED_SIZE(d) get_local_size(d)
+#endif
 typedef struct {
   __global uint *log;
   volatile __global uint *ctl;
@@ -19,8 +22,11 @@ void _gr_init(__private _gr_state_t *s, __global uint *log, volatile __global ui
   s->log = log;
   s->ctl = ctl;
   s->shd = shd;
-  s->lid = (uint)(get_local_id(0) + get_local_size(0) * (get_local_id(1)
-           + get_local_size(1) * get_local_id(2)));
+  /* the local index in the enqueued work-group shape: get_local_linear_id, except in
+     a partial group of a non-uniform launch, where reports rebuild (x,y,z) from it
+     with the enqueued size (shaders/nonuniform.cl defines _GR_ENQUEUED_SIZE there) */
+  s->lid = (uint)(get_local_id(0) + _GR_ENQUEUED_SIZE(0) * (get_local_id(1)
+           + _GR_ENQUEUED_SIZE(1) * get_local_id(2)));
   s->grp = (uint)(get_group_id(0) + get_num_groups(0) * (get_group_id(1)
            + get_num_groups(1) * get_group_id(2)));
   s->cap = ctl[_GR_CTL_CAPACITY];

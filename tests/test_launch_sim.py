@@ -140,13 +140,20 @@ def test_cli_build_options_and_one_line_errors(tmp_path: Path) -> None:
 
 
 def test_non_uniform_work_groups() -> None:
-    """Oclgrind runs them for OpenCL 2.0 programs only; PoCL does not run them at all."""
+    """Oclgrind runs them for OpenCL 2.0 programs only, and so does gpurace, as uniform
+    sub-launches on PoCL (tests/test_sim_nonuniform.py)."""
     sim = str(SIM / "uneven.sim")
-    with pytest.raises(GpuraceError, match="must divide the NDRange 12 1 1 exactly") as info:
+    with pytest.raises(GpuraceError, match="the NDRange .12, 1, 1. is not a multiple") as info:
         api.check_file(None, sim)
     assert (info.value.file, info.value.line) == (sim, 4)
-    with pytest.raises(GpuraceError, match="non-uniform work-groups .* cannot be checked"):
-        api.check_file(None, sim, build_options="-cl-std=CL2.0")
+    assert "--build-options -cl-std=CL2.0" in info.value.message
+    # 12 work-items in groups of 8 (the second has 4) all store to out[0]
+    report = api.check_file(None, sim, build_options="-cl-std=CL2.0")
+    assert reported(report) == [
+        ("global-inter", ("4:5", "store"), ("4:5", "store")),
+        ("global-intra", ("4:5", "store"), ("4:5", "store")),
+    ]
+    assert (report.scope.work_items, report.scope.work_groups) == (12, 2)
 
 
 KERNEL = """typedef struct { int a; int b; } pair_t;

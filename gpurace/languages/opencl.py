@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, cast
 
 from gpurace.interfaces import Backend, Target
 from gpurace.launch import LaunchSpec, load_launch, resolve_entry, scalar_bytes, validate_opencl
+from gpurace.launch.ndrange import NdRange
 from gpurace.launch.sim import bind_sim_args
 from gpurace.model import Binding, Instrumented
 from gpurace.options import Options
@@ -87,7 +88,9 @@ def target(
         launch = bind_sim_args(launch, params)
     local = validate_opencl(launch, params, inst.entry_points[kernel])
     assert launch.global_size is not None  # an OpenCL launch always has one
-    groups = cast(Grid, tuple(g // n for g, n in zip(launch.global_size, local, strict=True)))
+    # a partial last group counts (OpenCL 2.0's non-uniform work-groups, run as uniform
+    # sub-launches by the backend: gpurace.launch.ndrange)
+    groups = cast(Grid, NdRange.of(launch.global_size, local).groups)
     queue, dev_name = registry.open_device(backend, options)
     limits.check_opencl_launch(queue.device, dev_name, launch, local, params)
     args = opencl_args(launch, params)
@@ -98,10 +101,12 @@ def target(
         backend.launch, queue, inst.source, path, kernel, params, args, launch.global_size,
         local, options=launch.options, var_bases=bases, var_sizes=extents,
     )  # fmt: skip
-    return filtered_target(
+    t = filtered_target(
         backend, queue, dev_name, inst, kernel, local, groups, bases, total,
         local_order_words(inst.variables, extents), run, options, results,
     )  # fmt: skip
+    t.work_items = prod(launch.global_size)  # fewer than groups x local when non-uniform
+    return t
 
 
 def results(analysis: DeviceAnalysis) -> DeviceAnalysis:

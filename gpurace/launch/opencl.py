@@ -15,6 +15,7 @@ import numpy as np
 from gpurace.model import Binding, GpuraceError
 
 from .fills import _filled
+from .ndrange import NdRange, check_uniform
 from .spec import CL_SCALARS, ArgSpec, BufferSpec, LaunchSpec, element_type
 from .tables import (
     KeyLines,
@@ -67,11 +68,10 @@ def _build_opencl(
     )
     lsize = sizes(data, "local_size", err, lines)
     assert gsize is not None
+    opts = options(data, err, lines, "build")
     workgroups = (0, 0, 0)
     if lsize is not None:
-        workgroups = _groups(gsize, lsize, lambda m: err(m, lines.top_key("local_size")))
-
-    opts = options(data, err, lines, "build")
+        workgroups = _groups(gsize, lsize, opts, lambda m: err(m, lines.top_key("local_size")))
     uniform_writes, expect = labels(data, err, lines)
     args = parse_args(data, OPENCL_ARGS, path, fills_dir(path, base_dir), lines)
     key_lines = lines.key_lines(data, _CL_TOP_KEYS)
@@ -91,15 +91,13 @@ def _build_opencl(
     )
 
 
-def _groups(gsize: tuple[int, int, int], lsize: tuple[int, int, int], err: Any) -> tuple:
-    """Work-groups per dimension; OpenCL 1.x needs the global size to be a multiple."""
-    for d in range(3):
-        if gsize[d] % lsize[d]:
-            raise err(
-                f"global_size {list(gsize)} is not a multiple of local_size {list(lsize)} "
-                f"in dimension {'xyz'[d]}; round the global size up and bounds-check the kernel"
-            )
-    return tuple(g // w for g, w in zip(gsize, lsize, strict=True))
+def _groups(
+    gsize: tuple[int, int, int], lsize: tuple[int, int, int], opts: Sequence[str], err: Any
+) -> tuple:
+    """Work-groups per dimension, a partial last one included: OpenCL 1.x needs the
+    global size to be a multiple, OpenCL 2.0 runs it non-uniform (`ndrange`)."""
+    check_uniform(gsize, lsize, opts, err)
+    return NdRange.of(gsize, lsize).groups
 
 
 # ---------------------------------------------------------------------------
@@ -326,7 +324,8 @@ def validate_opencl(
 
     ``params`` is ``Instrumented.params[kernel]`` (docs/internals.md §5) and ``reqd``
     the kernel's ``reqd_work_group_size`` (None or zeros when it has none). Returns
-    the local size to launch with; the work-groups are ``global_size // local``.
+    the local size to launch with; the work-groups are ``global_size / local``
+    rounded up (a partial last group with OpenCL 2.0, `gpurace.launch.ndrange`).
     Every mismatch is one GpuraceError naming the launch file's line and the parameter.
     """
     path = launch.path
@@ -377,7 +376,7 @@ def validate_opencl(
             )
         local = (reqd[0], reqd[1], reqd[2])
         line = launch.key_lines.get("global_size", 0)
-        _groups(gsize, local, lambda m: GpuraceError(m, path, line))
+        _groups(gsize, local, launch.options, lambda m: GpuraceError(m, path, line))
         return local
     if launch.local_size is None:
         raise GpuraceError(

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from gpurace.launch import CL_SCALARS, ArgSpec, BufferSpec, LaunchSpec, cl_type_name, element_type
+from gpurace.launch.ndrange import check_uniform
 from gpurace.limits import check_host_bytes, check_regular_file, check_u32
 from gpurace.model import Binding, GpuraceError
 
@@ -181,19 +182,6 @@ def _kernel_path(sim: str, name: str) -> str | None:
     return None
 
 
-def uniform_work_groups(options: Sequence[str]) -> bool:
-    """Whether a program built with `options` needs uniform work-groups: OpenCL C
-    before 2.0 does, and 2.0 or later with -cl-uniform-work-group-size (clang's
-    "uniform-work-group-size" attribute, which Oclgrind reads)."""
-    std = [o.split("=", 1)[1] for o in options if o.startswith("-cl-std=")]
-    version = std[-1].upper().removeprefix("CL") if std else "1.2"
-    try:
-        major = float(version)
-    except ValueError:
-        return True
-    return major < 2.0 or "-cl-uniform-work-group-size" in options
-
-
 def _size3(cur: _Cursor, what: str) -> tuple[tuple[int, int, int], int]:
     """Three positive sizes (the NDRange or the work-group size) and their first row."""
     sizes = []
@@ -219,24 +207,9 @@ def bind_sim_args(launch: LaunchSpec, params: Sequence[Binding]) -> LaunchSpec:
     if not isinstance(launch, SimLaunch):
         return launch
     gsize, lsize = launch.global_size or (1, 1, 1), launch.local_size or (1, 1, 1)
-    if any(g % n for g, n in zip(gsize, lsize, strict=True)) and uniform_work_groups(
-        launch.options
-    ):
-        raise GpuraceError(
-            f"the work-group size {' '.join(map(str, lsize))} must divide the NDRange "
-            f"{' '.join(map(str, gsize))} exactly (OpenCL 1.x); non-uniform work-groups "
-            "need OpenCL 2.0: --build-options -cl-std=CL2.0",
-            launch.path,
-            launch.key_lines.get("local_size", 0),
-        )
-    if any(g % n for g, n in zip(gsize, lsize, strict=True)):
-        raise GpuraceError(
-            f"non-uniform work-groups (NDRange {' '.join(map(str, gsize))}, work-group size "
-            f"{' '.join(map(str, lsize))}) cannot be checked yet (PoCL does not run them); "
-            "round the NDRange up to a multiple and bounds-check the kernel",
-            launch.path,
-            launch.key_lines.get("local_size", 0),
-        )
+    line = launch.key_lines.get("local_size", 0)
+    names = ("the NDRange", "the work-group size", "--build-options -cl-std=CL2.0")
+    check_uniform(gsize, lsize, launch.options, lambda m: GpuraceError(m, launch.path, line), names)
     cur = _Cursor(launch.path, launch.sim_lines, launch.sim_at)
     args = [_argument(cur, p) for p in params]
     if cur.row < len(cur.lines) and cur.lines[cur.row][cur.col :].strip(_WS):
