@@ -327,7 +327,7 @@ void _gr_copy_unmodelled(__private _gr_state_t *s, uint bit, uint n, uint m) {
   for (;;) {
     uint nw = cur | bit;
     if (bit == _GR_COPY_SHORT_WAIT && (cur & _GR_COPY_SHORT_WAIT) == 0u)
-      nw |= (min(n, 255u) << _GR_COPY_N_SHIFT) | (min(m, 255u) << _GR_COPY_M_SHIFT);
+      nw |= (min(n, _GR_COPY_COUNT_MASK) << _GR_COPY_N_SHIFT) | (min(m, _GR_COPY_COUNT_MASK) << _GR_COPY_M_SHIFT);
     if (nw == cur) return;
     uint old = atomic_cmpxchg(p, cur, nw);
     if (old == cur) return;

@@ -182,3 +182,42 @@ def test_the_static_listing_of_copy_windows_is_gone():
             }}
         """)
         assert instrument(source, "k.cl").not_instrumented == []
+
+
+HELPERS = kernel("""
+    event_t fetch(__local float *t, __global const float *a) {
+      return async_work_group_copy(t, a + get_group_id(0) * 16, 16, 0);
+    }
+    void step(__local float *t, __local int *pos, int i) {
+      pos[i] = 15 - i;
+      barrier(CLK_LOCAL_MEM_FENCE);
+      %s
+    }
+    __kernel void k(__global const float *a, __global float *o) {
+      __local float tile[16];
+      __local int pos[16];
+      int i = get_local_id(0);
+      event_t e = fetch(tile, a);
+      step(tile, pos, i);
+      wait_group_events(1, &e);
+      o[get_global_id(0)] = tile[pos[i]];
+    }
+""")
+
+
+def test_the_pending_table_reaches_helper_functions(tmp_path):
+    """A copy called in one helper stays pending through a barrier in another: a read
+    of the destination there races with it (local index 0's copy stores, work-items
+    1-15 read, 2 groups); read after the kernel's wait, it is clean."""
+    source = HELPERS % "float x = t[i]; pos[i] += (int)(x - x);"
+    report = _check(tmp_path, source)
+    assert report.scope.complete
+    (race,) = report.races
+    a, b = report.sites[race.site_a], report.sites[race.site_b]
+    assert race.cls == RaceClass.LOCAL and (race.instances, race.pairs) == (30, 30)
+    assert ((a.line, a.col, race.kind_a), (b.line, b.col, race.kind_b)) == (
+        (*pos(source, "async_"), Kind.STORE),
+        (*pos(source, "t[i]"), Kind.LOAD),
+    )
+    report = _check(tmp_path, HELPERS % "")
+    assert report.scope.complete and report.races == []
