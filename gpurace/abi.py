@@ -18,7 +18,8 @@ Where the backends still differ, the difference is named here:
 - The control words' sizes, unattributed counter and event slots are filled and
   read by the OpenCL and CUDA backends only; WGSL kernels attribute statically,
   deduplicate events in workgroup memory (`WGSL_EVENT_SLOTS`) and are given 0
-  there. The layout (and so every index below) is the same on all three APIs.
+  there. The async-copy word is written by OpenCL kernels only (the others leave
+  it 0). The layout (and so every index below) is the same on all three APIs.
 """
 
 from __future__ import annotations
