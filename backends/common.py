@@ -22,6 +22,7 @@ class LaunchResult:
     capacity: int = 0
     histogram: np.ndarray | None = None  # counting runs: records per address bin
     unattributed: int = 0  # OpenCL: tracked-space accesses that hit no tracked variable
+    copies: int = 0  # OpenCL: the async-copy word (gpurace/abi.py's COPY_* bits)
     unseen: int = 0  # WGSL prefilter: words touched in a way the shadow run did not see
 
 

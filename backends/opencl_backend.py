@@ -25,6 +25,7 @@ from gpurace.abi import (
     c_defines,
     control_words,
     ctl_bins,
+    ctl_copies,
     ctl_unattributed,
 )
 from gpurace.backends import analysis_driver
@@ -290,6 +291,7 @@ def launch(
         cl.enqueue_copy(queue, words, ctl_buf)
         result.requested = int(words[CTL_REQUESTED])
         result.unattributed = int(words[ctl_unattributed(nv)])
+        result.copies = int(words[ctl_copies(nv)])
         if histogram_bins:
             result.histogram = words[ctl_bins(nv) :].astype(np.int64)
         if pre.mode == SHADOW_FILTER:

@@ -150,7 +150,9 @@ def filtered_run(
         built = quiet[0]
         if built is not None and bins == 0:
             if lo >= events_end or built.requested == 0:
-                return LaunchResult({}, None, 0, capacity, unattributed=built.unattributed)
+                return LaunchResult(
+                    {}, None, 0, capacity, unattributed=built.unattributed, copies=built.copies
+                )
             if lo == 0 and hi >= events_end and capacity >= built.requested:
                 return built
         result = launch(lo, hi, capacity, bins, width, pre)

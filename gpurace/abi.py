@@ -18,7 +18,8 @@ Where the backends still differ, the difference is named here:
 - The control words' sizes, unattributed counter and event slots are filled and
   read by the OpenCL and CUDA backends only; WGSL kernels attribute statically,
   deduplicate events in workgroup memory (`WGSL_EVENT_SLOTS`) and are given 0
-  there. The layout (and so every index below) is the same on all three APIs.
+  there. The async-copy word is written by OpenCL kernels only (the others leave
+  it 0). The layout (and so every index below) is the same on all three APIs.
 """
 
 from __future__ import annotations
@@ -82,9 +83,14 @@ def ctl_unattributed(nv: int) -> int:
     return CTL_BASES + 2 * nv
 
 
+def ctl_copies(nv: int) -> int:
+    """The async-copy word (OpenCL): the COPY_* bits of copy windows not modelled."""
+    return ctl_unattributed(nv) + 1
+
+
 def ctl_bins(nv: int) -> int:
     """The first histogram bin of a counting run."""
-    return ctl_unattributed(nv) + 1
+    return ctl_copies(nv) + 1
 
 
 def ctl_event_groups(nv: int, nbins: int) -> int:
@@ -111,7 +117,7 @@ def control_words(
     address, `slotted` groups with event slots."""
     nv = len(bases)
     head = [0, capacity, *log_range, nbins, width, *bases, *(sizes or [0] * nv)]
-    return head + [0] * (1 + nbins) + [slotted]
+    return head + [0] * (2 + nbins) + [slotted]
 
 
 def par_shadow(nv: int) -> int:
@@ -128,12 +134,21 @@ def per_kernel(nv: int) -> dict[str, int]:
         "NV": nv,
         "CTL_SIZES": ctl_size(nv, 0),
         "CTL_UNATTRIBUTED": ctl_unattributed(nv),
+        "CTL_COPIES": ctl_copies(nv),
         "CTL_BINS0": ctl_bins(nv),
         "CTL_EVG0": ctl_event_groups(nv, 0),
         "CTL_EVS0": ctl_event_slots(nv, 0),
         "PAR_SHD": par_shadow(nv),
     }
 
+
+# The async-copy word (OpenCL, docs/internals.md §5): the pending-copy table of a
+# work-item holds COPY_TABLE copies; a copy that finds it full sets COPY_FULL, a
+# wait_group_events with fewer events than copies pending sets COPY_SHORT_WAIT and,
+# the first time, its event and pending-copy counts (at most 255) in the fields.
+COPY_TABLE = 8
+COPY_SHORT_WAIT, COPY_FULL = 1, 2
+COPY_N_SHIFT, COPY_M_SHIFT, COPY_COUNT_MASK = 8, 16, 0xFF
 
 # Event slots (docs/internals.md §1, §5): a work-group's events are deduplicated by
 # claiming a slot with (ordinal + 1) << EV_ORDINAL_SHIFT | site << EV_SITE_SHIFT | lid.
@@ -244,7 +259,8 @@ GROUPS: dict[str, list[str]] = {
     "control": (
         "CTL_REQUESTED CTL_CAPACITY CTL_LO CTL_HI CTL_NBINS CTL_BINW CTL_BASES "
         "EVENT_SLOTS EV_ORDINALS EV_ORDINAL_SHIFT EV_SITE_SHIFT EV_ORDINAL_LIMIT EV_ID_LIMIT "
-        "EV_LID_MASK WGSL_EVENT_SLOTS WGSL_EXIT_SLOT SYNC_W_REQUESTED SYNC_W_CAPACITY SYNC_HEAD"
+        "EV_LID_MASK WGSL_EVENT_SLOTS WGSL_EXIT_SLOT SYNC_W_REQUESTED SYNC_W_CAPACITY SYNC_HEAD "
+        "COPY_TABLE COPY_SHORT_WAIT COPY_FULL COPY_N_SHIFT COPY_M_SHIFT COPY_COUNT_MASK"
     ).split(),
     "shadow": (
         "SHADOW_HEAD SHD_MODE SHD_WORDS SHD_WGSIZE SHD_UNSEEN SHD_LWORDS SHD_LGROUPS SHD_LOFF "

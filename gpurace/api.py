@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from math import prod
 from typing import TypedDict, Unpack
 
-from gpurace import isolate, limits, registry
+from gpurace import abi, isolate, limits, registry
 from gpurace.analysis.merge import merge_ranges
 from gpurace.interfaces import Backend, RunFn, Target
 from gpurace.launch import LaunchSpec, load_launch
@@ -135,6 +135,25 @@ def read_kernel(kernel_path: str) -> str:
         raise GpuraceError(f"cannot read kernel: {exc.strerror}", kernel_path) from None
 
 
+def unmodelled_copies(path: str, word: int) -> list[str]:
+    """The `not_instrumented` lines of an OpenCL run's async-copy word (gpurace/abi.py's
+    COPY_* bits): copy windows the pending-copy table could not model."""
+    out = []
+    if word & abi.COPY_SHORT_WAIT:
+        n = word >> abi.COPY_N_SHIFT & abi.COPY_COUNT_MASK
+        m = word >> abi.COPY_M_SHIFT & abi.COPY_COUNT_MASK
+        out.append(
+            f"{path}: wait_group_events with {n} events while {m} async copies are pending: "
+            "which copies it completes is not modelled (all are taken as complete)"
+        )
+    if word & abi.COPY_FULL:
+        out.append(
+            f"{path}: more than {abi.COPY_TABLE} async copies pending at once: the window "
+            "of a later one is not modelled beyond its call"
+        )
+    return out
+
+
 def check(
     source: str,
     launch: LaunchSpec,
@@ -180,7 +199,7 @@ def check(
     pending = [(a, b, opts.records_per_item * work_items) for a, b in subranges(
         0, FULL_RANGE, t.total, -(-t.total // (4 * t.max_words)))]  # fmt: skip
     parts, saturated, listed = [], [], []
-    logged = dropped = peak = unattributed = 0
+    logged = dropped = peak = unattributed = copies = 0
     say(f"launching instrumented '{t.kernel}' on {t.device}")
     while pending:
         lo, hi, guess = pending.pop(0)
@@ -215,6 +234,7 @@ def check(
         logged += n
         dropped += result.requested - n
         unattributed = max(unattributed, result.unattributed)  # every pass sees them all
+        copies |= result.copies
         parts.append((analysis.races, analysis.orders))
         listed += analysis.listed
         saturated += analysis.saturated
@@ -233,7 +253,8 @@ def check(
             ]
             if unattributed
             else []
-        ),
+        )
+        + unmodelled_copies(path, copies),
         saturated=saturated,
         device_bytes=peak,
         passes=len(parts),

@@ -402,34 +402,3 @@ def test_by_value_3_vectors_are_16_bytes(queue):
             data = {"v": lanes[0], "n": lanes[1], "o": np.zeros(4, np.float32)}
             out, _, _ = run(queue, source, inst, data, (4,), (4,), log)
             assert out["o"].tolist() == want
-
-
-COPY_THEN = """__kernel void k(__global const float *src, __global float *o) {
-  __local float t[4];
-  int i = get_local_id(0);
-  event_t e = async_work_group_copy(t, src, 4, 0);
-  %s
-  o[i] = t[3 - i];
-}
-"""
-_WINDOW = (
-    "k.cl:4:15: 'async_work_group_copy': a barrier before the wait_group_events that "
-    "completes the copy (or no wait after it) does not order the copy, and accesses "
-    "after that barrier are not checked against it"
-)
-
-
-@pytest.mark.parametrize(
-    "between, listed",
-    [
-        ("wait_group_events(1, &e);", False),
-        ("wait_group_events(1, &e); barrier(CLK_LOCAL_MEM_FENCE);", False),
-        ("barrier(CLK_LOCAL_MEM_FENCE); wait_group_events(1, &e);", True),
-        ("barrier(CLK_LOCAL_MEM_FENCE);", True),
-    ],
-)
-def test_a_barrier_inside_an_async_copy_window_is_listed(between, listed):
-    """The copy's accesses are logged in the epoch of the call; a barrier before the
-    wait that completes it would seem to order it: the result is incomplete."""
-    inst = instrument(COPY_THEN % between, "k.cl")
-    assert inst.not_instrumented == ([_WINDOW] if listed else [])

@@ -43,33 +43,27 @@ def runs(indices: list[int]) -> list[tuple[int, int]]:
     return out
 
 
+def acc_line(off: int, size: int, kind: int, site: str, sp: int, value: str | None) -> str:
+    """A helper's `_gr_acc` call for the `size` bytes at byte `off` of the access at
+    `p` (with the stored bytes of `value` for a store): one record line, whatever
+    part of the access (a record leaf, a run of vector components) it logs."""
+    bytes_ = f"(const __private uchar *)&{value} + {off}" if value else "0"
+    known = "1u" if value else "0u"
+    return (
+        f"  _gr_acc(s, (ulong)p + {off}u, {sp}u, {size}u, {site}, {kind}u, {bytes_}, {known}, 0u);"
+    )
+
+
 class AccessHelpers(RewriterAPI):
     """Mixin of the Rewriter: the helper of each kind of plain access."""
 
     def leaf_lines(self, t, kind: int, site: str, sp: int, value: str | None) -> list[str]:
-        out = []
         ls = leaves(t) if is_record(t) else [(0, access_size(t))]
-        for off, size in ls:
-            bytes_ = f"(const __private uchar *)&{value} + {off}" if value else "0"
-            known = "1u" if value else "0u"
-            out.append(
-                f"  _gr_acc(s, (ulong)p + {off}u, {sp}u, {size}u, {site}, {kind}u, {bytes_}, "
-                f"{known}, 0u);"
-            )
-        return out
+        return [acc_line(off, size, kind, site, sp, value) for off, size in ls]
 
     def run_lines(self, vt, indices, kind, site, sp, value: str | None) -> list[str]:
         es = vt.get_canonical().element_type.get_size()
-        out = []
-        for first, n in runs(indices):
-            off, size = first * es, n * es
-            bytes_ = f"(const __private uchar *)&{value} + {off}" if value else "0"
-            known = "1u" if value else "0u"
-            out.append(
-                f"  _gr_acc(s, (ulong)p + {off}u, {sp}u, {size}u, {site}, {kind}u, {bytes_}, "
-                f"{known}, 0u);"
-            )
-        return out
+        return [acc_line(first * es, n * es, kind, site, sp, value) for first, n in runs(indices)]
 
     def pquals(self, t) -> str:
         q = own_space(t)

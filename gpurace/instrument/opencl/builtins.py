@@ -173,7 +173,6 @@ class BuiltinCalls(RewriterAPI):
         ordinal."""
         self.has_barrier = True
         start, end = c.extent.start.offset, self.end(c)
-        self.work_group_calls.append((start, name))
         sid = self.site(Kind.EVENT, start, end, "", Event.BARRIER)
         self.event_sites[start] = sid
         if name == "barrier":
@@ -325,30 +324,11 @@ class BuiltinCalls(RewriterAPI):
         h = self.helper(f"vls|{name}|{'|'.join(params)}|{ret}", make)
         self.call_edit(c, callee, h, f"_gr_s, {sid}u")
 
-    def check_copy_windows(self) -> None:
-        """An async copy is complete only at the `wait_group_events` that waits for it,
-        but its accesses are logged in the epoch of the call: a barrier between the
-        call and the next wait (in source order in the function) would seem to order
-        it, so such a copy (or one with no wait after it) is listed."""
-        calls = sorted(self.work_group_calls)
-        for i, (off, name) in enumerate(calls):
-            if not name.startswith("async_"):
-                continue
-            later = [n for _, n in calls[i + 1 :]]
-            upto = (
-                later[: later.index("wait_group_events")] if "wait_group_events" in later else None
-            )
-            if upto is None or any(n in ("barrier", "work_group_barrier") for n in upto):
-                self.note(
-                    off,
-                    f"'{name}': a barrier before the wait_group_events that completes the "
-                    "copy (or no wait after it) does not order the copy, and accesses "
-                    "after that barrier are not checked against it",
-                )
-
     def async_copy(self, c, callee, args, name) -> None:
-        """An async work-group copy: an event, then the copy's loads and stores by local
-        index 0 in the epoch of the call."""
+        """An async work-group copy: an event, then the copy is handed to the runtime's
+        pending-copy table, which logs its loads and stores by local index 0 in the
+        epochs of the call and again after every barrier until the wait that completes
+        it (docs/internals.md §5)."""
         if len(args) < 4:
             return
         dt, dsp = self.pointer_arg(args[0])
@@ -359,7 +339,7 @@ class BuiltinCalls(RewriterAPI):
         # a work-group function: an event (it orders nothing, extra 0), so that work-items
         # at different copies, or some at a copy and others elsewhere, are divergence
         self.has_barrier = True
-        self.work_group_calls.append((s, name))
+        self.uses_copies = True
         se = self.site(Kind.EVENT, s, e, "", Event.BARRIER)
         self.event_sites[s] = se
         sl = self.site(Kind.LOAD, s, e, self.root_name(self.src(args[1])))
@@ -369,26 +349,19 @@ class BuiltinCalls(RewriterAPI):
         # the strided side is the global one
         dstep = "a3" if strided and dsp == Space.GLOBAL else "1"
         sstep = "a3" if strided and dsp != Space.GLOBAL else "1"
-        lines = []
-        for ptr, step, sp, t, site, kind in (
-            ("a1", sstep, ssp, st, "sl", 0),
-            ("a0", dstep, dsp, dt, "ss", 1),
-        ):
-            if sp is not None:
-                n = access_size(t.get_pointee())
-                lines.append(
-                    f"      _gr_acc(s, (ulong)({ptr} + k * {step}), {int(sp)}u, {n}u, {site}, "
-                    f"{kind}u, 0, 0u, 0u);"
-                )
+        sides = []
+        for ptr, step, sp, t, site in (("a1", sstep, ssp, st, "sl"), ("a0", dstep, dsp, dt, "ss")):
+            n = access_size(t.get_pointee())
+            space = 2 if sp is None else int(sp)  # 2: an untracked side, not logged
+            sides.append(f"(ulong){ptr}, (uint)(sizeof(*{ptr}) * {step}), {n}u, {space}u, {site}")
         call = f"{name}({', '.join(f'a{i}' for i in range(len(args)))})"
 
         def make(h):
             return (
                 f"{ret} {h}({', '.join(params)}, {PS}s, uint site, uint sl, uint ss) {{\n"
                 "  _gr_event(s, site, 0u);\n  s->nbar++;\n"
-                f"  if (s->lid == 0u) {{\n    for (size_t k = 0; k < a2; k++) {{\n"
-                + "\n".join(lines)
-                + f"\n    }}\n  }}\n  return {call};\n}}"
+                f"  _gr_copy(s, (uint)a2, {sides[0]},\n           {sides[1]});\n"
+                f"  return {call};\n}}"
             )
 
         h = self.helper(f"async|{name}|{'|'.join(params)}", make)

@@ -78,6 +78,7 @@ class Rewriter(AccessHelpers, BuiltinCalls):
         self.fn_start = 0
         self.has_barrier = False
         self.uses_wg_barrier = False
+        self.uses_copies = False
         # (offset, end of the return statement or None for the closing brace, site)
         self.kernel_exits: list[tuple[int, int | None, int]] = []
         self.event_sites: dict[int, int] = {}  # where a barrier/exit site starts -> its id
@@ -198,7 +199,8 @@ class Rewriter(AccessHelpers, BuiltinCalls):
             line = self.smap.line_col(off)[0]
             self.insert(off, f"{text}\n#line {line}\n")
         body = apply(self.text, self.edits)
-        head = prelude(nv, self.max_slots) + (WG_BARRIER if self.uses_wg_barrier else "")
+        head = prelude(nv, self.max_slots, self.uses_copies)
+        head += WG_BARRIER if self.uses_wg_barrier else ""
         kernels = list(self.entry_points)
         if not kernels:
             raise GpuraceError("no __kernel function found", self.path)
@@ -243,9 +245,7 @@ class Rewriter(AccessHelpers, BuiltinCalls):
             self.kernel(fn, params, body)
         for branch in Predictor(self, self.waits).function(body, kernel):
             self.predict(branch)
-        self.work_group_calls = []
         self.visit(body, RV, kernel)
-        self.check_copy_windows()
 
     def predict(self, b: Branch) -> None:
         """Wrap a branch's condition in `_gr_pred` (docs/internals.md §5), once the

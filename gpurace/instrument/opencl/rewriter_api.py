@@ -22,7 +22,7 @@ class RewriterAPI:
     sites: list[Site]
     event_sites: dict[int, int]
     user_functions: set[str]
-    work_group_calls: list[tuple[int, str]]
+    uses_copies: bool
 
     if TYPE_CHECKING:
 

@@ -64,11 +64,14 @@ def atomic_op(name: str) -> int | None:
     return None
 
 
-def prelude(nvars: int, slots: int) -> str:
+def prelude(nvars: int, slots: int, copies: bool = False) -> str:
     """The logging runtime of a program with `nvars` tracked variables, at most `slots`
     of them in one kernel: the ABI's #defines, `_GR_SLOTS`, then ``shaders/runtime.cl``
-    (the state type, prologue helpers, the record appender and the access logger)."""
-    return abi.runtime_c(nvars) + f"#define _GR_SLOTS {slots}u\n" + shaders.text("runtime.cl")
+    (the state type, prologue helpers, the record appender and the access logger).
+    A program with async copies (`copies`) gets the pending-copy table (`_GR_ASYNC`
+    1); the others keep a state without it."""
+    own = f"#define _GR_SLOTS {slots}u\n#define _GR_ASYNC {int(copies)}\n"
+    return abi.runtime_c(nvars) + own + shaders.text("runtime.cl")
 
 
 # work_group_barrier exists only from OpenCL C 2.0 on: emitted when used
