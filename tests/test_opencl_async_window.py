@@ -20,7 +20,7 @@ from tests.test_wgsl_rewriter import R, bar, ex, f32_bits, kernel, last_brace, l
 
 @pytest.fixture(scope="module")
 def queue():
-    return opencl_backend.get_queue()[0]
+    return opencl_backend.get_device()[0]
 
 
 WINDOW = kernel("""
