@@ -11,7 +11,17 @@ from gpurace.model import Binding, GpuraceError
 
 from .fills import _filled
 from .spec import DTYPES, BufferSpec, LaunchSpec
-from .tables import KeyLines, _is_int, _is_number, _suggest, fills_dir, labels, sizes, table_list
+from .tables import (
+    KeyLines,
+    _is_int,
+    _is_number,
+    fills_dir,
+    labels,
+    read_head,
+    sizes,
+    table_list,
+    unknown_key,
+)
 
 _TOP_KEYS = ("entry", "workgroups", "binding", "overrides", "uniform_writes", "expect")
 _BINDING_KEYS = ("group", "binding", "type", "count", "fill", "seed")
@@ -19,24 +29,8 @@ _EXAMPLE_TABLE = '[[binding]] with group = 0, binding = 0, type = "f32", count =
 
 
 def _build(data: Mapping[str, Any], path: str, base_dir: str | None, lines: KeyLines) -> LaunchSpec:
-    def err(msg: str, line: int = 0) -> GpuraceError:
-        return GpuraceError(msg, path, line)
-
-    if not isinstance(data, Mapping):
-        raise err("a launch description must be a table of keys (docs/launch-files.md)")
-    for key in data:
-        if key not in _TOP_KEYS:
-            raise err(
-                f"unknown key '{key}'{_suggest(key, _TOP_KEYS)} (allowed: {', '.join(_TOP_KEYS)})",
-                lines.top_key(key),
-            )
-
-    entry = data.get("entry")
-    if entry is not None and (not isinstance(entry, str) or not entry):
-        raise err(
-            'entry must be the entry point\'s name as a string, e.g. entry = "main"',
-            lines.top_key("entry"),
-        )
+    what = 'the entry point\'s name as a string, e.g. entry = "main"'
+    err, entry = read_head(data, path, lines, _TOP_KEYS, "entry", what)
 
     workgroups = sizes(
         data,
@@ -116,11 +110,7 @@ def _buffer(table: Any, index: int, path: str, base_dir: str, lines: KeyLines) -
         raise err(f"binding entry {n} must be a table: {_EXAMPLE_TABLE}")
     for key in table:
         if key not in _BINDING_KEYS:
-            raise err(
-                f"unknown key '{key}' in [[binding]]{_suggest(key, _BINDING_KEYS)} "
-                f"(allowed: {', '.join(_BINDING_KEYS)})",
-                key,
-            )
+            raise err(unknown_key(key, _BINDING_KEYS, " in [[binding]]"), key)
 
     group = table.get("group", 0)
     if not _is_int(group) or not 0 <= group <= 3:
