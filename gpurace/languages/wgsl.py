@@ -6,9 +6,12 @@ from collections.abc import Sequence
 from math import prod
 from typing import TYPE_CHECKING, cast
 
+import numpy as np
+
+from gpurace.abi import F_BYTE_MASK, F_KIND_MASK, F_VAR_SHIFT, W_FLAGS, W_OFFSET
 from gpurace.interfaces import Backend, Target
 from gpurace.launch import LaunchSpec, load_launch, resolve_entry, validate_against
-from gpurace.model import GpuraceError, Instrumented, Space
+from gpurace.model import GpuraceError, Instrumented, Kind, Space
 from gpurace.options import Options
 from gpurace.target import filtered_target, linear_layout
 
@@ -36,17 +39,57 @@ def instrument(source: str, path: str, options: Sequence[str] = ()) -> Instrumen
 
 def address_layout(inst: Instrumented, launch: LaunchSpec) -> tuple[list[int], int]:
     """Each tracked variable's base in the linear address order, and the order's size
-    (storage buffers have the launch's sizes)."""
+    (storage buffers have the launch's sizes). An aliased binding takes no addresses of
+    its own: its base is its offset into the buffer it views (`aliased_vars`)."""
     sizes: dict[tuple[int | None, int | None], int] = {
         (b.group, b.binding): b.nbytes for b in launch.buffers
     }
+    aliased = aliased_vars(inst, launch)
     extents = [
-        v.size or 0
+        0
+        if v.id in aliased
+        else v.size or 0
         if v.space == Space.LOCAL or v.group is None
         else sizes.get((v.group, v.binding), v.size or 0)
         for v in inst.variables
     ]
-    return linear_layout(extents, prod(launch.workgroups))
+    bases, total = linear_layout(extents, prod(launch.workgroups))
+    for v, (owner, offset) in aliased.items():
+        bases[v] = bases[owner] + offset
+    return bases, total
+
+
+def aliased_vars(inst: Instrumented, launch: LaunchSpec) -> dict[int, tuple[int, int]]:
+    """The tracked variable of each aliased storage binding (``alias = N``) -> the
+    variable of the binding whose buffer it views and the byte offset there: the one
+    home of "these two bindings are one buffer" for the layout and the log."""
+    var_of = {
+        (v.group, v.binding): v.id
+        for v in inst.variables
+        if v.space != Space.LOCAL and v.group is not None
+    }
+    return {
+        var_of[(b.group, b.binding)]: (var_of[b.alias], b.offset)
+        for b in launch.buffers
+        if b.alias is not None and (b.group, b.binding) in var_of and b.alias in var_of
+    }
+
+
+def realias(records: np.ndarray, aliased: dict[int, tuple[int, int]]) -> np.ndarray:
+    """Log records (n, 8) with each access through an aliased binding rewritten as the
+    same bytes of the buffer it views (that variable, offset + the alias's offset):
+    the analysis pairs accesses by (variable, word), so both bindings' accesses must
+    name one variable to meet (design.md: a race is on memory, not on names)."""
+    out = records.copy()
+    flags = out[:, W_FLAGS]
+    var = (flags >> F_VAR_SHIFT) & F_BYTE_MASK
+    access = (flags & F_KIND_MASK) != int(Kind.EVENT)
+    for v, (owner, offset) in aliased.items():
+        hit = access & (var == v)
+        keep = np.uint32(~(F_BYTE_MASK << F_VAR_SHIFT) & 0xFFFFFFFF)
+        out[hit, W_FLAGS] = (flags[hit] & keep) | np.uint32(owner << F_VAR_SHIFT)
+        out[hit, W_OFFSET] += np.uint32(offset)
+    return out
 
 
 def target(
@@ -92,8 +135,22 @@ def target(
         else None
     )
 
+    aliased = aliased_vars(inst, launch)
+    views = {
+        (b.group, b.binding): (b.alias, b.offset) for b in launch.buffers if b.alias is not None
+    }
+
     def run(
         lo: int, hi: int, capacity: int, bins: int, width: int, prefilter: Prefilter | None = None
+    ) -> LaunchResult:
+        result = launch_once(lo, hi, capacity, bins, width, prefilter)
+        if aliased and not bins:  # the log names the viewed buffer's variable
+            records = realias(backend.read_log(dev, result), aliased)
+            result.log = backend.upload_log(dev, records)
+        return result
+
+    def launch_once(
+        lo: int, hi: int, capacity: int, bins: int, width: int, prefilter: Prefilter | None
     ) -> LaunchResult:
         return backend.launch(
             dev,
@@ -112,6 +169,7 @@ def target(
             reuse_log=True,  # each pass's log is analysed before the next launch
             prefilter=prefilter,
             read_outputs=False,
+            aliases=views or None,
         )
 
     return filtered_target(

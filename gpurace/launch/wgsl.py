@@ -9,6 +9,7 @@ from typing import Any
 
 from gpurace.model import Binding, GpuraceError
 
+from .alias import ALIAS_KEYS, alias_table, check_alias_usage, resolve_aliases
 from .fills import _filled
 from .spec import DTYPES, BufferSpec, LaunchSpec
 from .tables import (
@@ -67,6 +68,8 @@ def _build(data: Mapping[str, Any], path: str, base_dir: str | None, lines: KeyL
             )
         seen[where] = i
         buffers.append(buf)
+    table_of = {id(b): i for i, b in enumerate(buffers)}
+    resolve_aliases(buffers, lambda msg, b: err(msg, lines.binding_key(table_of[id(b)], "alias")))
 
     return LaunchSpec(
         entry=entry,
@@ -109,7 +112,7 @@ def _buffer(table: Any, index: int, path: str, base_dir: str, lines: KeyLines) -
     if not isinstance(table, Mapping):
         raise err(f"binding entry {n} must be a table: {_EXAMPLE_TABLE}")
     for key in table:
-        if key not in _BINDING_KEYS:
+        if key not in _BINDING_KEYS and not ("alias" in table and key in ALIAS_KEYS):
             raise err(unknown_key(key, _BINDING_KEYS, " in [[binding]]"), key)
 
     group = table.get("group", 0)
@@ -121,6 +124,8 @@ def _buffer(table: Any, index: int, path: str, base_dir: str, lines: KeyLines) -
     if not _is_int(binding) or binding < 0:
         raise err(f"binding must be a non-negative integer, not {binding!r}", "binding")
     what = f"group {group}, binding {binding}"
+    if "alias" in table:
+        return alias_table(table, group, binding, lines.binding_key(index, "binding"), err)
 
     if "type" not in table:
         raise err(f"{what}: missing key 'type' (one of {', '.join(DTYPES)})")
@@ -215,6 +220,7 @@ def validate_against(
                 spec.path,
                 buf.line,
             )
+    check_alias_usage(spec, declared)
     for b in sorted(bindings, key=lambda b: (b.group, b.binding)):
         buf = spec.buffer(b.group, b.binding)
         if buf is None:
