@@ -12,6 +12,7 @@ import pytest
 from gpurace import api
 from gpurace.backends import wgpu_backend
 from gpurace.launch import LaunchSpec, load_launch, validate_against
+from gpurace.launch.alias import aliases_of
 from gpurace.model import Binding, GpuraceError
 from tests.corpus import reported
 
@@ -165,3 +166,24 @@ def test_an_offset_off_the_device_alignment_is_an_error_at_its_line(tmp_path: Pa
     assert (info.value.file, info.value.line) == (str(path), 8)
     assert "min-storage-buffer-offset-alignment" in info.value.message
     assert "offset 16" in info.value.message
+
+
+def test_aliases_of_a_programs_bindings() -> None:
+    """`gpurace run`'s bound ranges: overlapping ranges of one buffer become aliases of
+    the widest; disjoint ranges and other buffers stay buffers of their own."""
+    one, two = object(), object()
+    ranges = {
+        (0, 0): (one, 256, 256),
+        (0, 1): (one, 0, 1024),  # holds (0, 0) and (0, 2)
+        (0, 2): (one, 512, 512),
+        (0, 3): (one, 1024, 64),  # just after (0, 1): disjoint
+        (1, 0): (two, 0, 64),
+        (1, 1): (two, 0, 64),  # the same range: the lower binding owns it
+    }
+    assert aliases_of(ranges) == {
+        (0, 0): ((0, 1), 256),
+        (0, 2): ((0, 1), 512),
+        (1, 1): ((1, 0), 0),
+    }
+    with pytest.raises(GpuraceError, match="overlapping ranges of one buffer, neither holding"):
+        aliases_of({(0, 0): (one, 0, 512), (0, 1): (one, 256, 512)})

@@ -139,3 +139,36 @@ def check_alias_usage(spec: Any, declared: Mapping[tuple[int, int], Any]) -> Non
 
 def _usage(b: Any) -> str:
     return "uniform" if b.kind == "uniform" else f"storage, {b.access}"
+
+
+def aliases_of(
+    ranges: Mapping[tuple[int, int], tuple[object, int, int]],
+) -> dict[tuple[int, int], tuple[tuple[int, int], int]]:
+    """Aliases for bindings that share a buffer, from what a program bound: ``ranges``
+    maps (group, binding) to (the buffer, byte offset, byte size). Each set of
+    overlapping ranges of one buffer becomes the widest of them (its owner) and
+    aliases of it at their offsets from its start: (group, binding) -> (owner, offset).
+
+    Ranges that overlap without one holding all the others cannot be written as
+    aliases (an owner's table is its binding's bytes): a GpuraceError says so, and the
+    launch is not checked rather than checked on copies that cannot race.
+    """
+    by_buffer: dict[int, list[tuple[int, int, tuple[int, int]]]] = {}
+    for where, (buf, offset, size) in ranges.items():
+        by_buffer.setdefault(id(buf), []).append((offset, -size, where))
+    out: dict[tuple[int, int], tuple[tuple[int, int], int]] = {}
+    for views in by_buffer.values():
+        owner: tuple[int, int, tuple[int, int]] | None = None
+        for offset, neg, where in sorted(views):
+            if owner is None or offset >= owner[0] - owner[1]:
+                owner = (offset, neg, where)  # the first of a new set of overlapping ranges
+            elif offset - neg <= owner[0] - owner[1]:
+                out[where] = (owner[2], offset - owner[0])
+            else:
+                (g, n), (og, on) = where, owner[2]
+                raise GpuraceError(
+                    f"group {g}, binding {n} and group {og}, binding {on} bind overlapping "
+                    "ranges of one buffer, neither holding the other (gpurace can check a "
+                    "buffer bound at several bindings when one binding's range holds the others)"
+                )
+    return out
