@@ -3,6 +3,9 @@ the backend and the check; every bad alias is an error at its table's line."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -187,3 +190,21 @@ def test_aliases_of_a_programs_bindings() -> None:
     }
     with pytest.raises(GpuraceError, match="overlapping ranges of one buffer, neither holding"):
         aliases_of({(0, 0): (one, 0, 512), (0, 1): (one, 256, 512)})
+
+
+def test_gpurace_repeat_refuses_an_aliased_launch_at_its_line() -> None:
+    root = Path(__file__).resolve().parent.parent
+    case = "tests/corpus/wgsl/alias_disjoint_halves"
+    p = subprocess.run(
+        [sys.executable, "-m", "gpurace", "repeat", f"{case}.wgsl", "--runs", "2"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XDG_RUNTIME_DIR": os.environ.get("XDG_RUNTIME_DIR", "/tmp")},
+    )
+    assert p.returncode == 2
+    assert p.stderr.strip() == (
+        f"{case}.toml:15: error: group 0, binding 1 aliases group 0, binding 0: determinism "
+        "replays do not bind one buffer at two bindings yet; check its races with gpurace "
+        "check / --tool race"
+    )

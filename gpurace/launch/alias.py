@@ -172,3 +172,20 @@ def aliases_of(
                     "buffer bound at several bindings when one binding's range holds the others)"
                 )
     return out
+
+
+def refuse_replay(spec: Any) -> None:
+    """A launch with aliases is not replayed for determinism (``gpurace repeat``, ``gpurace
+    run --tool determinism``): the replays bind a buffer per table, so an alias would
+    be a copy the kernel's writes through the other binding never reach, a different
+    program than the user's. Raised at the first alias's line."""
+    for buf in getattr(spec, "buffers", ()):
+        if getattr(buf, "alias", None) is not None:
+            g, n = buf.alias
+            raise GpuraceError(
+                f"group {buf.group}, binding {buf.binding} aliases group {g}, binding {n}: "
+                "determinism replays do not bind one buffer at two bindings yet; "
+                "check its races with gpurace check / --tool race",
+                spec.path,
+                buf.line,
+            )

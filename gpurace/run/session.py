@@ -320,6 +320,10 @@ class Session:
 
         assert kernel.source is not None
         opts = self.options
+        if opts.tool in ("determinism", "all"):
+            from gpurace.launch.alias import refuse_replay
+
+            refuse_replay(spec)  # before the race check: a launch is checked whole or not
         check = opts.check.with_(device=opts.device, uniform_writes=opts.uniform_writes)
         if opts.tool in ("race", "all"):
             report = api.check(
