@@ -14,9 +14,10 @@ import pytest
 
 from gpurace import api
 from gpurace.backends import wgpu_backend
+from gpurace.languages.wgsl import realias
 from gpurace.launch import LaunchSpec, load_launch, validate_against
 from gpurace.launch.alias import aliases_of
-from gpurace.model import Binding, GpuraceError
+from gpurace.model import Binding, Event, GpuraceError, Kind, pack_flags
 from tests.corpus import reported
 
 OWNER = 'workgroups = [1]\n[[binding]]\nbinding = 0\ntype = "u32"\ncount = 64\nfill = "arange"\n'
@@ -208,3 +209,23 @@ def test_gpurace_repeat_refuses_an_aliased_launch_at_its_line() -> None:
         "replays do not bind one buffer at two bindings yet; check its races with gpurace "
         "check / --tool race"
     )
+
+
+def test_realias_moves_accesses_through_an_alias_and_nothing_else() -> None:
+    """Var 0 aliases var 2 at byte 512: its load and store become var 2's, 512 bytes on;
+    var 1's access and the barrier event (whose var field is 0 too) stay as they were."""
+    load = pack_flags(int(Kind.LOAD), 0, 4, 0)
+    store = pack_flags(int(Kind.STORE), 0, 4, 0)
+    other = pack_flags(int(Kind.STORE), 0, 4, 1)
+    barrier = pack_flags(int(Kind.EVENT), 0, 0, 0, False, int(Event.BARRIER))
+    records = np.array(
+        [[0, load, 8, 1, 0, 0, 0, 0], [1, store, 12, 2, 0, 0, 5, 0],
+         [2, other, 8, 3, 0, 0, 6, 0], [3, barrier, 0, 4, 0, 1, 0, 1]],
+        dtype=np.uint32,
+    )  # fmt: skip
+    got = realias(records, {0: (2, 512)})
+    want = records.copy()
+    want[0, 1:3] = [pack_flags(int(Kind.LOAD), 0, 4, 2), 520]
+    want[1, 1:3] = [pack_flags(int(Kind.STORE), 0, 4, 2), 524]
+    assert np.array_equal(got, want)
+    assert records[0, 2] == 8  # the log read back is not modified

@@ -81,12 +81,12 @@ def realias(records: np.ndarray, aliased: dict[int, tuple[int, int]]) -> np.ndar
     the analysis pairs accesses by (variable, word), so both bindings' accesses must
     name one variable to meet (design.md: a race is on memory, not on names)."""
     out = records.copy()
-    flags = out[:, W_FLAGS]
+    flags = records[:, W_FLAGS]
     var = (flags >> F_VAR_SHIFT) & F_BYTE_MASK
     access = (flags & F_KIND_MASK) != int(Kind.EVENT)
+    keep = np.uint32(~(F_BYTE_MASK << F_VAR_SHIFT) & 0xFFFFFFFF)  # all but the var field
     for v, (owner, offset) in aliased.items():
         hit = access & (var == v)
-        keep = np.uint32(~(F_BYTE_MASK << F_VAR_SHIFT) & 0xFFFFFFFF)
         out[hit, W_FLAGS] = (flags[hit] & keep) | np.uint32(owner << F_VAR_SHIFT)
         out[hit, W_OFFSET] += np.uint32(offset)
     return out
