@@ -72,6 +72,12 @@ ERRORS = [
         ["size 12 is not a whole number of u64 elements (8 bytes each)"],
     ),
     ('binding = 1\nalias = 0\ntype = "f64"\n', 10, ["unknown type 'f64'"]),
+    (
+        'binding = 1\ntype = "u32"\ncount = 4\noffset = 256\n',
+        11,
+        ["'offset' is a key of an alias table: add alias = N"],
+    ),
+    ("binding = 1\nalias = 0\nstride = 4\n", 10, ["unknown key 'stride'", "alias)"]),
 ]
 
 

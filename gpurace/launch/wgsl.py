@@ -25,7 +25,7 @@ from .tables import (
 )
 
 _TOP_KEYS = ("entry", "workgroups", "binding", "overrides", "uniform_writes", "expect")
-_BINDING_KEYS = ("group", "binding", "type", "count", "fill", "seed")
+_BINDING_KEYS = ("group", "binding", "type", "count", "fill", "seed", "alias")
 _EXAMPLE_TABLE = '[[binding]] with group = 0, binding = 0, type = "f32", count = 256'
 
 
@@ -112,7 +112,11 @@ def _buffer(table: Any, index: int, path: str, base_dir: str, lines: KeyLines) -
     if not isinstance(table, Mapping):
         raise err(f"binding entry {n} must be a table: {_EXAMPLE_TABLE}")
     for key in table:
-        if key not in _BINDING_KEYS and not ("alias" in table and key in ALIAS_KEYS):
+        if key in ALIAS_KEYS and key not in _BINDING_KEYS and "alias" not in table:
+            raise err(
+                f"'{key}' is a key of an alias table: add alias = N (the binding it views)", key
+            )
+        if key not in _BINDING_KEYS and key not in ALIAS_KEYS:
             raise err(unknown_key(key, _BINDING_KEYS, " in [[binding]]"), key)
 
     group = table.get("group", 0)
