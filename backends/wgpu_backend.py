@@ -326,8 +326,12 @@ def launch(
     reuse_log: bool = False,
     prefilter: Prefilter | None = None,
     read_outputs: bool = True,
+    aliases: dict[tuple[int, int], tuple[tuple[int, int], int]] | None = None,
 ) -> LaunchResult:
     """Run `entry` once with `data` per (group, binding); with log_group, also log.
+
+    `aliases` maps an aliased (group, binding) to the (group, binding) whose buffer it
+    binds and the byte offset there: one buffer, created from the owner's `data`.
 
     Only accesses touching words in `log_range` of the linear address order
     (`var_bases`) are logged, and the events of groups whose linear id is in it.
@@ -341,18 +345,26 @@ def launch(
     """
     groups: Groups = {}
     buffers: dict[tuple[int, int], object] = {}
+    views = aliases or {}
+    usages: dict[tuple[int, int], int] = {}  # a buffer's usage: that of all its bindings
     for b in bindings:
-        arr = np.ascontiguousarray(data[(b.group, b.binding)])
-        usage = (
+        owner = views.get((b.group, b.binding), ((b.group, b.binding), 0))[0]
+        usages[owner] = usages.get(owner, 0) | (
             _STORAGE
             if b.kind == "storage"
             else wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
         )
-        nbytes = max(16, (arr.nbytes + 15) // 16 * 16)
-        buf = device.create_buffer(size=nbytes, usage=usage)
-        device.queue.write_buffer(buf, 0, arr.tobytes())
-        buffers[(b.group, b.binding)] = buf
-        groups.setdefault(b.group, []).append((b.binding, binding_type(b), buf))
+    for b in sorted(bindings, key=lambda b: (b.group, b.binding) in views):  # owners first
+        where = (b.group, b.binding)
+        arr = np.ascontiguousarray(data[where])
+        if where in views:
+            owner, offset = views[where]
+            res: object = {"buffer": buffers[owner], "offset": offset, "size": arr.nbytes}
+        else:
+            nbytes = max(16, (arr.nbytes + 15) // 16 * 16)
+            buffers[where] = res = device.create_buffer(size=nbytes, usage=usages[where])
+            device.queue.write_buffer(res, 0, arr.tobytes())
+        groups.setdefault(b.group, []).append((b.binding, binding_type(b), res))
     log_buf = ctl_buf = None
     constants: tuple = ()
     if log_group is not None:
@@ -410,9 +422,12 @@ def launch(
     outputs = {}
     for b in bindings:
         if b.kind == "storage" and read_outputs:
-            raw = device.queue.read_buffer(buffers[(b.group, b.binding)])
-            src = data[(b.group, b.binding)]
-            outputs[(b.group, b.binding)] = (
+            where = (b.group, b.binding)
+            owner, offset = views.get(where, (where, 0))
+            src = data[where]
+            size = (src.nbytes + 3) // 4 * 4 if where in views else None  # None: all of it
+            raw = device.queue.read_buffer(buffers[owner], offset, size)
+            outputs[where] = (
                 np.frombuffer(raw, dtype=src.dtype)[: src.size].reshape(src.shape).copy()
             )
     result = LaunchResult(outputs, log_buf, 0, log_capacity)

@@ -128,14 +128,19 @@ def cached_pipeline(
     device, source: str, path: str, entry: str, groups: Groups, constants: tuple = ()
 ):
     """`compute_pipeline` with the pipeline compiled once per (device, module, entry,
-    binding types, override constants); only the bind groups are made per launch."""
+    binding types, override constants); only the bind groups are made per launch.
+    A binding's resource is a buffer, or a buffer range ``{"buffer", "offset", "size"}``
+    (an aliased binding: one buffer at several bindings)."""
     items = {g: sorted(groups[g], key=lambda x: x[0]) for g in groups}
     key = tuple((g, tuple((i, t) for i, t, _ in items[g])) for g in sorted(items))
     pipeline, layouts = cached_module_pipeline(device, source, path, entry, key, constants)
     bind_groups = [
         device.create_bind_group(
             layout=layout,
-            entries=[{"binding": i, "resource": {"buffer": b}} for i, _, b in items.get(g, [])],
+            entries=[
+                {"binding": i, "resource": b if isinstance(b, dict) else {"buffer": b}}
+                for i, _, b in items.get(g, [])
+            ],
         )
         for g, layout in enumerate(layouts)
     ]

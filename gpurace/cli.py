@@ -361,10 +361,12 @@ def repeat(
 
     def run() -> int:
         from gpurace.determinism import repeat_file, write_json
+        from gpurace.launch.alias import refuse_replay
 
         runs = _positive(runs_text, "--runs", 1)
         _check_kernel_file(kernel)
         launch = _find_launch(kernel, launch_path)
+        refuse_replay(_api().read_launch(launch, kernel)[1])  # an alias needs one buffer
         with _progress() as progress, isolate.enabled():
             result = repeat_file(
                 kernel, launch, runs=runs, device=device, entry=entry, progress=progress

@@ -243,6 +243,15 @@ def check_wgsl_launch(
             f"the {kind} buffer of group {buf.group}, binding {buf.binding} in bytes", buf.nbytes,
             limit, device, path, buf.line, "lower count",
         )  # fmt: skip
+        align = limits[f"min-{kind}-buffer-offset-alignment"]
+        if buf.offset % align:
+            raise GpuraceError(
+                f"the offset {buf.offset} of the alias at group {buf.group}, binding "
+                f"{buf.binding} is not a multiple of {align}, '{device}''s "
+                f"min-{kind}-buffer-offset-alignment (WebGPU: 256 at most); use a multiple",
+                path,
+                buf.line,
+            )
 
 
 def check_opencl_launch(

@@ -7,6 +7,8 @@ from gpurace import api
 from gpurace.analysis import analyse
 from gpurace.backends import wgpu_backend
 from gpurace.instrument.wgsl.overrides import set_overrides
+from gpurace.languages.wgsl import aliased_vars, realias
+from gpurace.model import RaceClass
 from tests.corpus import assert_matches_labels, cases, expected, reported
 
 CASES = cases("wgsl", ".wgsl")
@@ -31,6 +33,7 @@ def _run(case, instrumented: bool):
     entries = inst.entry_points or {inst.entry: inst.workgroup_size}
     name = spec.entry or next(iter(entries))
     data = {(b.group, b.binding): b.data for b in spec.buffers}
+    views = {(b.group, b.binding): (b.alias, b.offset) for b in spec.buffers if b.alias}
     result = wgpu_backend.launch(
         dev,
         inst.source if instrumented else source,
@@ -41,6 +44,7 @@ def _run(case, instrumented: bool):
         tuple(spec.workgroups),
         log_group=inst.log_group if instrumented else None,
         log_capacity=1 << 16 if instrumented else 0,
+        aliases=views,
     )
     return dev, inst, spec, result
 
@@ -60,13 +64,34 @@ def test_race_free_outputs_bit_identical(case):
 def test_device_analysis_equals_reference_on_corpus_logs(case):
     dev, inst, spec, result = _run(case, instrumented=True)
     assert result.requested <= result.capacity
-    log = wgpu_backend.read_log(dev, result)
+    log = realias(wgpu_backend.read_log(dev, result), aliased_vars(inst, spec))
     spaces = {v.id: v.space for v in inst.variables}
     for uniform_race in (False, True):
         ref = analyse(log, spaces, uniform_writes_race=uniform_race)
         got = wgpu_backend.analyse_records(dev, log, api.var_bases(inst, spec), uniform_race)
         assert got.saturated == []
         assert got.races == ref
+
+
+def test_aliased_bindings_are_one_buffer():
+    """alias_view_neighbour's races exist only because bindings 0 and 1 are one buffer:
+    given two buffers (the same tables without alias), the same kernel is race-free;
+    alias_disjoint_halves is clean only because its alias starts at byte 512."""
+    case = next(c for c in CASES if c.id == "alias_view_neighbour")
+    source, spec = case.load()
+    assert len(api.check(source, spec, path=str(case.kernel)).races) == 2
+    spec.buffers[1].alias = None  # binding 1 as a buffer of its own
+    assert api.check(source, spec, path=str(case.kernel)).races == []
+    case = next(c for c in CASES if c.id == "alias_disjoint_halves")
+    source, spec = case.load()
+    assert api.check(source, spec, path=str(case.kernel)).races == []
+    spec.buffers[1].offset = 0  # dst[i] is now src[i], read by work-item i - 1
+    report = api.check(source, spec, path=str(case.kernel))
+    # words 1-63 and 65-127 within a group, words 0 and 64 across the two groups
+    assert [(r.cls, r.instances, r.pairs) for r in report.races] == [
+        (RaceClass.GLOBAL_INTRA, 126, 126),
+        (RaceClass.GLOBAL_INTER, 2, 2),
+    ]
 
 
 def test_many_sweeps_of_storage_exchange_stay_complete():

@@ -207,6 +207,41 @@ def test_dynamic_offsets_pick_the_snapshot_range() -> None:
     assert p.stdout == plain(PROGRAMS / "dynamic_offset.py").stdout
 
 
+def test_one_buffer_at_two_bindings_is_checked_as_one() -> None:
+    """Launch 0 binds words 0-127 of one buffer as `view` and all of it as `data`: the
+    store through one and the load through the other race (both sites named, within
+    and across groups). Launch 1's ranges are disjoint: clean. Launch 2's overlap
+    without one holding the other: not checked, and the report says why."""
+    p = run("--launches", "0", "--", "python", PROGRAMS / "aliased_bindings.py")
+    assert p.returncode == 1, p.stderr
+    prog = "tests/run_programs/aliased_bindings.py"
+    assert f"== kernel 'shift' ({prog}): 3 launches, 2 checked (launch 0, 1)" in p.stderr
+    assert (
+        "not checked: launch 2: error: group 0, binding 1 and group 0, binding 0 bind "
+        "overlapping ranges of one buffer, neither holding the other"
+    ) in p.stderr
+    intra = block(
+        p.stderr, f"{prog}:19:15: error: read-write race on storage buffer 'data[1]' (byte 4)"
+    )
+    assert intra[1] == "  kernel 'shift', launch 0: same work-group, no storageBarrier() between"
+    assert intra[2].endswith(f"group (0,0,0)  at {prog}:19:5")
+    assert intra[-1] == "  (+125 more addresses, 126 work-item pairs)"
+    inter = block(
+        p.stderr, f"{prog}:19:15: error: read-write race on storage buffer 'data[0]' (byte 0)"
+    )
+    assert inter[1].startswith("  kernel 'shift', launch 0: different work-groups")
+    assert inter[-1] == "  (+1 more address, 2 work-item pairs)"
+    assert "2 races (2 errors, 0 warnings) in kernel 'shift'" in p.stderr
+    assert p.stdout == plain(PROGRAMS / "aliased_bindings.py").stdout
+    # the determinism replays bind a buffer per binding: such a launch is not replayed
+    q = run("--tool", "determinism", "--", "python", PROGRAMS / "aliased_bindings.py")
+    assert q.returncode == 2, q.stderr
+    assert (
+        f"not checked: launch 0: {prog}: error: group 0, binding 1 aliases group 0, binding 0: "
+        "determinism replays do not bind one buffer at two bindings yet"
+    ) in q.stderr
+
+
 def test_nondeterministic_kernel_has_several_results_and_sound_statistics() -> None:
     """Atomic tickets: the order varies with the schedule (lavapipe runs work-groups on
     2 threads; a busy loop whose result is stored makes them overlap: observed 10 to

@@ -6,14 +6,19 @@ from collections.abc import Sequence
 from math import prod
 from typing import TYPE_CHECKING, cast
 
+import numpy as np
+
+from gpurace.abi import F_BYTE_MASK, F_KIND_MASK, F_VAR_SHIFT, W_FLAGS, W_OFFSET
 from gpurace.interfaces import Backend, Target
 from gpurace.launch import LaunchSpec, load_launch, resolve_entry, validate_against
-from gpurace.model import Instrumented, Space
+from gpurace.model import Instrumented, Kind, Space
 from gpurace.options import Options
 from gpurace.target import filtered_target, launcher, linear_layout, require_launch_of
 
 if TYPE_CHECKING:  # the backends import pyopencl: only where a check runs (isolate.py)
     from gpurace.backends.analysis_driver import DeviceAnalysis
+    from gpurace.backends.common import LaunchResult
+    from gpurace.backends.prefilter import Prefilter
 
 name = "wgsl"
 extensions = (".wgsl",)
@@ -32,17 +37,57 @@ def instrument(source: str, path: str, options: Sequence[str] = ()) -> Instrumen
 
 def address_layout(inst: Instrumented, launch: LaunchSpec) -> tuple[list[int], int]:
     """Each tracked variable's base in the linear address order, and the order's size
-    (storage buffers have the launch's sizes)."""
+    (storage buffers have the launch's sizes). An aliased binding takes no addresses of
+    its own: its base is its offset into the buffer it views (`aliased_vars`)."""
     sizes: dict[tuple[int | None, int | None], int] = {
         (b.group, b.binding): b.nbytes for b in launch.buffers
     }
+    aliased = aliased_vars(inst, launch)
     extents = [
-        v.size or 0
+        0
+        if v.id in aliased
+        else v.size or 0
         if v.space == Space.LOCAL or v.group is None
         else sizes.get((v.group, v.binding), v.size or 0)
         for v in inst.variables
     ]
-    return linear_layout(extents, prod(launch.workgroups))
+    bases, total = linear_layout(extents, prod(launch.workgroups))
+    for v, (owner, offset) in aliased.items():
+        bases[v] = bases[owner] + offset
+    return bases, total
+
+
+def aliased_vars(inst: Instrumented, launch: LaunchSpec) -> dict[int, tuple[int, int]]:
+    """The tracked variable of each aliased storage binding (``alias = N``) -> the
+    variable of the binding whose buffer it views and the byte offset there: the one
+    home of "these two bindings are one buffer" for the layout and the log."""
+    var_of = {
+        (v.group, v.binding): v.id
+        for v in inst.variables
+        if v.space != Space.LOCAL and v.group is not None
+    }
+    return {
+        var_of[(b.group, b.binding)]: (var_of[b.alias], b.offset)
+        for b in launch.buffers
+        if b.alias is not None and (b.group, b.binding) in var_of and b.alias in var_of
+    }
+
+
+def realias(records: np.ndarray, aliased: dict[int, tuple[int, int]]) -> np.ndarray:
+    """Log records (n, 8) with each access through an aliased binding rewritten as the
+    same bytes of the buffer it views (that variable, offset + the alias's offset):
+    the analysis pairs accesses by (variable, word), so both bindings' accesses must
+    name one variable to meet (design.md: a race is on memory, not on names)."""
+    out = records.copy()
+    flags = records[:, W_FLAGS]
+    var = (flags >> F_VAR_SHIFT) & F_BYTE_MASK
+    access = (flags & F_KIND_MASK) != int(Kind.EVENT)
+    keep = np.uint32(~(F_BYTE_MASK << F_VAR_SHIFT) & 0xFFFFFFFF)  # all but the var field
+    for v, (owner, offset) in aliased.items():
+        hit = access & (var == v)
+        out[hit, W_FLAGS] = (flags[hit] & keep) | np.uint32(owner << F_VAR_SHIFT)
+        out[hit, W_OFFSET] += np.uint32(offset)
+    return out
 
 
 def target(
@@ -78,11 +123,26 @@ def target(
     local_sizes = [v.size or 0 for v in inst.variables if v.space == Space.LOCAL]
     local_words = local_order(local_sizes)[1]
 
-    run = launcher(
+    aliased = aliased_vars(inst, launch)
+    views = {
+        (b.group, b.binding): (b.alias, b.offset) for b in launch.buffers if b.alias is not None
+    }
+    launch_once = launcher(
         backend.launch, dev, inst.source, path, kernel, inst.bindings, data, groups,
         log_group=inst.log_group, var_bases=bases, read_outputs=False,
         reuse_log=True,  # each pass's log is analysed before the next launch
+        aliases=views or None,
     )  # fmt: skip
+
+    def run(
+        lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0,
+        prefilter: Prefilter | None = None,
+    ) -> LaunchResult:  # fmt: skip
+        result = launch_once(lo, hi, capacity, bins, width, prefilter)
+        if aliased and not bins:  # the log names the viewed buffer's variable
+            records = realias(backend.read_log(dev, result), aliased)
+            result.log = backend.upload_log(dev, records)
+        return result
 
     return filtered_target(
         backend, dev, dev_name, inst, kernel, entries[kernel], groups, bases, total,

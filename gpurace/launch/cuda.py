@@ -25,6 +25,7 @@ from gpurace.launch.tables import (
     fills_dir,
     labels,
     options,
+    read_head,
     read_toml,
     sizes,
 )
@@ -129,23 +130,12 @@ def cuda_launch_from_dict(
     ``path`` names the file in errors, ``base_dir`` resolves relative ``.npy`` fills."""
     lines = lines or KeyLines("")
 
-    def err(msg: str, line: int = 0) -> GpuraceError:
-        return GpuraceError(msg, path, line)
+    def unknown(key: str) -> str:
+        has = ", ".join(_TOP)
+        return f"unknown key '{key}'{_suggest(key, _TOP)} (a CUDA launch file has {has})"
 
-    if not isinstance(data, Mapping):
-        raise err("a launch description must be a table of keys (docs/launch-files.md)")
-    for key in data:
-        if key not in _TOP:
-            raise err(
-                f"unknown key '{key}'{_suggest(key, _TOP)} (a CUDA launch file has "
-                f"{', '.join(_TOP)})",
-                lines.top_key(key),
-            )
-    kernel = data.get("kernel")
-    if kernel is not None and (not isinstance(kernel, str) or not kernel):
-        raise err(
-            'kernel must be the kernel\'s name, e.g. kernel = "saxpy"', lines.top_key("kernel")
-        )
+    what = 'the kernel\'s name, e.g. kernel = "saxpy"'
+    err, kernel = read_head(data, path, lines, _TOP, "kernel", what, unknown)
     grid = sizes(data, "grid", err, lines, "missing key 'grid', e.g. grid = [4, 1, 1]")
     block = sizes(data, "block", err, lines, "missing key 'block', e.g. block = [64, 1, 1]")
     assert grid is not None and block is not None

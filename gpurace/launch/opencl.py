@@ -21,12 +21,13 @@ from .tables import (
     KeyLines,
     _is_int,
     _is_number,
-    _suggest,
     fills_dir,
     labels,
     options,
+    read_head,
     sizes,
     table_list,
+    unknown_key,
 )
 from .wgsl import _TOP_KEYS
 
@@ -41,24 +42,14 @@ def _build_opencl(
 ) -> LaunchSpec:
     """The OpenCL form: kernel, NDRange, build options and one [[arg]] per parameter."""
 
-    def err(msg: str, line: int = 0) -> GpuraceError:
-        return GpuraceError(msg, path, line)
+    def unknown(key: str) -> str:
+        if key in _TOP_KEYS:
+            has = ", ".join(_CL_TOP_KEYS)
+            return f"'{key}' belongs to a WGSL launch file; an OpenCL one has {has}"
+        return unknown_key(key, _CL_TOP_KEYS)
 
-    for key in data:
-        if key not in _CL_TOP_KEYS:
-            why = (
-                f"'{key}' belongs to a WGSL launch file; an OpenCL one has "
-                if key in _TOP_KEYS
-                else f"unknown key '{key}'{_suggest(key, _CL_TOP_KEYS)} (allowed: "
-            )
-            raise err(f"{why}{', '.join(_CL_TOP_KEYS)})", lines.top_key(key))
-
-    kernel = data.get("kernel")
-    if kernel is not None and (not isinstance(kernel, str) or not kernel):
-        raise err(
-            'kernel must be the __kernel function\'s name as a string, e.g. kernel = "reduce"',
-            lines.top_key("kernel"),
-        )
+    what = 'the __kernel function\'s name as a string, e.g. kernel = "reduce"'
+    err, kernel = read_head(data, path, lines, _CL_TOP_KEYS, "kernel", what, unknown)
     gsize = sizes(
         data,
         "global_size",
@@ -172,11 +163,7 @@ def _arg(
         raise err(f"arg entry {index + 1} must be a table: {dialect.example}")
     for key in table:
         if key not in dialect.keys:
-            raise err(
-                f"unknown key '{key}' in [[arg]]{_suggest(key, dialect.keys)} "
-                f"(allowed: {', '.join(dialect.keys)})",
-                key,
-            )
+            raise err(unknown_key(key, dialect.keys, " in [[arg]]"), key)
     name = table.get("name")
     if name is not None and not (isinstance(name, str) and _PARAM_NAME.fullmatch(name)):
         raise err(f"name must be the parameter's name as a string, not {name!r}", "name")

@@ -64,6 +64,10 @@ class BufferSpec:
     ``data`` already holds the initial contents (fill applied), so a backend only
     has to upload ``data.tobytes()``; ``line`` is the line of the table in the launch
     file (0 when unknown) so later checks against the kernel can point at it.
+
+    An alias (WGSL ``alias = N``) creates no buffer: it binds the bytes
+    [``offset``, ``offset + nbytes``) of the buffer of (group, binding) ``alias``,
+    and ``data`` is a copy of those bytes (what the kernel sees through it).
     """
 
     group: int
@@ -72,6 +76,8 @@ class BufferSpec:
     count: int
     data: np.ndarray
     line: int = 0
+    alias: tuple[int, int] | None = None
+    offset: int = 0
 
     @property
     def nbytes(self) -> int:

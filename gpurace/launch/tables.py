@@ -8,7 +8,7 @@ import os
 import re
 import shlex
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from gpurace.limits import check_regular_file, check_u32
@@ -178,6 +178,41 @@ def _suggest(name: str, choices: Iterable[str]) -> str:
 # ---------------------------------------------------------------------------
 # Pieces every launch-file form shares (WGSL, OpenCL, CUDA in launch/cuda.py)
 # ---------------------------------------------------------------------------
+
+
+def unknown_key(key: str, allowed: Sequence[str], where: str = "") -> str:
+    """The error for a ``key`` (of the table ``where``, e.g. " in [[arg]]"; top level by
+    default) that is not one of ``allowed``: the closest allowed key, then all of them."""
+    return f"unknown key '{key}'{where}{_suggest(key, allowed)} (allowed: {', '.join(allowed)})"
+
+
+def read_head(
+    data: Any,
+    path: str,
+    lines: KeyLines,
+    allowed: Sequence[str],
+    name: str,
+    what: str,
+    unknown: Callable[[str], str] | None = None,
+) -> tuple[Callable[..., GpuraceError], Any]:
+    """What every launch-file form checks first: ``data`` is a table whose keys are all
+    ``allowed`` (``unknown(key)``, default `unknown_key`, says in the form's words what
+    is wrong with another), and its optional entry point / kernel key ``name`` is a
+    non-empty string ("<name> must be <what>" otherwise). Returns the form's
+    ``err(msg, line=0)``, a GpuraceError in ``path``, and the name (None if not given)."""
+
+    def err(msg: str, line: int = 0) -> GpuraceError:
+        return GpuraceError(msg, path, line)
+
+    if not isinstance(data, Mapping):
+        raise err("a launch description must be a table of keys (docs/launch-files.md)")
+    for key in data:
+        if key not in allowed:
+            raise err(unknown(key) if unknown else unknown_key(key, allowed), lines.top_key(key))
+    value = data.get(name)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise err(f"{name} must be {what}", lines.top_key(name))
+    return err, value
 
 
 def labels(data: Mapping[str, Any], err: Any, lines: KeyLines) -> tuple[str | None, dict | None]:

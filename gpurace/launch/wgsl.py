@@ -9,34 +9,29 @@ from typing import Any
 
 from gpurace.model import Binding, GpuraceError
 
+from .alias import ALIAS_KEYS, alias_table, check_alias_usage, resolve_aliases
 from .fills import _filled
 from .spec import DTYPES, BufferSpec, LaunchSpec
-from .tables import KeyLines, _is_int, _is_number, _suggest, fills_dir, labels, sizes, table_list
+from .tables import (
+    KeyLines,
+    _is_int,
+    _is_number,
+    fills_dir,
+    labels,
+    read_head,
+    sizes,
+    table_list,
+    unknown_key,
+)
 
 _TOP_KEYS = ("entry", "workgroups", "binding", "overrides", "uniform_writes", "expect")
-_BINDING_KEYS = ("group", "binding", "type", "count", "fill", "seed")
+_BINDING_KEYS = ("group", "binding", "type", "count", "fill", "seed", "alias")
 _EXAMPLE_TABLE = '[[binding]] with group = 0, binding = 0, type = "f32", count = 256'
 
 
 def _build(data: Mapping[str, Any], path: str, base_dir: str | None, lines: KeyLines) -> LaunchSpec:
-    def err(msg: str, line: int = 0) -> GpuraceError:
-        return GpuraceError(msg, path, line)
-
-    if not isinstance(data, Mapping):
-        raise err("a launch description must be a table of keys (docs/launch-files.md)")
-    for key in data:
-        if key not in _TOP_KEYS:
-            raise err(
-                f"unknown key '{key}'{_suggest(key, _TOP_KEYS)} (allowed: {', '.join(_TOP_KEYS)})",
-                lines.top_key(key),
-            )
-
-    entry = data.get("entry")
-    if entry is not None and (not isinstance(entry, str) or not entry):
-        raise err(
-            'entry must be the entry point\'s name as a string, e.g. entry = "main"',
-            lines.top_key("entry"),
-        )
+    what = 'the entry point\'s name as a string, e.g. entry = "main"'
+    err, entry = read_head(data, path, lines, _TOP_KEYS, "entry", what)
 
     workgroups = sizes(
         data,
@@ -73,6 +68,8 @@ def _build(data: Mapping[str, Any], path: str, base_dir: str | None, lines: KeyL
             )
         seen[where] = i
         buffers.append(buf)
+    table_of = {id(b): i for i, b in enumerate(buffers)}
+    resolve_aliases(buffers, lambda msg, b: err(msg, lines.binding_key(table_of[id(b)], "alias")))
 
     return LaunchSpec(
         entry=entry,
@@ -115,12 +112,12 @@ def _buffer(table: Any, index: int, path: str, base_dir: str, lines: KeyLines) -
     if not isinstance(table, Mapping):
         raise err(f"binding entry {n} must be a table: {_EXAMPLE_TABLE}")
     for key in table:
-        if key not in _BINDING_KEYS:
+        if key in ALIAS_KEYS and key not in _BINDING_KEYS and "alias" not in table:
             raise err(
-                f"unknown key '{key}' in [[binding]]{_suggest(key, _BINDING_KEYS)} "
-                f"(allowed: {', '.join(_BINDING_KEYS)})",
-                key,
+                f"'{key}' is a key of an alias table: add alias = N (the binding it views)", key
             )
+        if key not in _BINDING_KEYS and key not in ALIAS_KEYS:
+            raise err(unknown_key(key, _BINDING_KEYS, " in [[binding]]"), key)
 
     group = table.get("group", 0)
     if not _is_int(group) or not 0 <= group <= 3:
@@ -131,6 +128,8 @@ def _buffer(table: Any, index: int, path: str, base_dir: str, lines: KeyLines) -
     if not _is_int(binding) or binding < 0:
         raise err(f"binding must be a non-negative integer, not {binding!r}", "binding")
     what = f"group {group}, binding {binding}"
+    if "alias" in table:
+        return alias_table(table, group, binding, lines.binding_key(index, "binding"), err)
 
     if "type" not in table:
         raise err(f"{what}: missing key 'type' (one of {', '.join(DTYPES)})")
@@ -225,6 +224,7 @@ def validate_against(
                 spec.path,
                 buf.line,
             )
+    check_alias_usage(spec, declared)
     for b in sorted(bindings, key=lambda b: (b.group, b.binding)):
         buf = spec.buffer(b.group, b.binding)
         if buf is None:

@@ -522,6 +522,7 @@ class _Shadows:
 
     def snapshot(self, kernel: Kernel, index: int, d: Dispatch) -> None:
         buffers: dict[tuple[int, int], bytes] = {}
+        ranges: dict[tuple[int, int], tuple[Any, int, int]] = {}  # one buffer, two bindings
         for group, (bg, dyn) in d.groups.items():
             moved = dict(zip(bg._gpurace.dynamic, dyn, strict=False))
             for e in _entries(bg):
@@ -529,6 +530,7 @@ class _Shadows:
                     size = e.size if e.size is not None else e.buffer.size - e.offset
                     offset = e.offset + moved.get(e.binding, 0)
                     buffers[(group, e.binding)] = self.read(e.buffer, offset, size)
+                    ranges[(group, e.binding)] = (e.buffer, offset, size)
         if d.indirect:
             import numpy as np
 
@@ -537,4 +539,4 @@ class _Shadows:
             workgroups: tuple[int, ...] = (x, y, z)
         else:
             workgroups = tuple(int(v) for v in d.workgroups)  # type: ignore[union-attr]
-        self.session.launch(kernel, index, workgroups, buffers)
+        self.session.launch(kernel, index, workgroups, buffers, ranges)

@@ -28,7 +28,7 @@ import runpy
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -273,12 +273,17 @@ class Session:
         index: int,
         workgroups: tuple[int, ...],
         buffers: dict[tuple[int, int], bytes],
+        ranges: Mapping[tuple[int, int], tuple[object, int, int]] | None = None,
     ) -> None:
-        """Check one launch from its snapshot: every bound buffer's bytes at that point."""
+        """Check one launch from its snapshot: every bound buffer's bytes at that point;
+        ``ranges``: the (buffer, offset, size) each binding names, so that bindings of
+        one buffer are checked as one (`gpurace.launch.alias.aliases_of`)."""
         if 0 in workgroups:
             self.skip(kernel, index, f"empty grid {list(workgroups)}: nothing runs")
             return
-        self._guarded(kernel, index, lambda: self.launch_spec(kernel, tuple(workgroups), buffers))
+        self._guarded(
+            kernel, index, lambda: self.launch_spec(kernel, tuple(workgroups), buffers, ranges)
+        )
 
     def launch_opencl(self, kernel: Kernel, index: int, launch: OpenCLLaunch) -> None:
         """Check one OpenCL launch from its snapshot (``OpenCLLaunch``: NDRange and args)."""
@@ -315,6 +320,10 @@ class Session:
 
         assert kernel.source is not None
         opts = self.options
+        if opts.tool in ("determinism", "all"):
+            from gpurace.launch.alias import refuse_replay
+
+            refuse_replay(spec)  # before the race check: a launch is checked whole or not
         check = opts.check.with_(device=opts.device, uniform_writes=opts.uniform_writes)
         if opts.tool in ("race", "all"):
             report = api.check(
@@ -343,7 +352,11 @@ class Session:
         kernel.checked.append(index)
 
     def launch_spec(
-        self, kernel: Kernel, workgroups: tuple[int, ...], buffers: dict[tuple[int, int], bytes]
+        self,
+        kernel: Kernel,
+        workgroups: tuple[int, ...],
+        buffers: dict[tuple[int, int], bytes],
+        ranges: Mapping[tuple[int, int], tuple[object, int, int]] | None = None,
     ) -> Any:
         """A LaunchSpec whose buffers hold the snapshot, typed as the kernel declares.
 
@@ -351,13 +364,18 @@ class Session:
         (a struct of mixed fields is carried as u32 words: the bytes are exact, only
         the determinism statistics count in u32 steps). A binding the entry point
         does not use and the program did not bind gets zeros of its declared size.
+        Bindings the program bound to overlapping ranges of one buffer (``ranges``)
+        become aliases of the widest (docs/launch-files.md, "Aliased bindings").
         """
         import numpy as np
 
         from gpurace.launch import DTYPES, LaunchSpec, _type_hint
+        from gpurace.launch.alias import aliases_of
 
         inst = self.instrumented(kernel)
-        tables = []
+        declared = {(b.group, b.binding) for b in inst.bindings}
+        views = aliases_of({k: v for k, v in (ranges or {}).items() if k in declared})
+        tables: list[dict[str, Any]] = []
         for b in inst.bindings:
             typ = _type_hint(b)
             if b.elem_type not in DTYPES and "<" not in b.elem_type:
@@ -370,8 +388,13 @@ class Session:
             if b.size is None and b.elem_stride:
                 n -= n % b.elem_stride
             n -= n % dtype.itemsize
-            data = np.frombuffer(raw[:n], dtype).copy()
-            tables.append({"group": b.group, "binding": b.binding, "type": typ, "fill": data})
+            table: dict[str, Any] = {"group": b.group, "binding": b.binding, "type": typ}
+            if (b.group, b.binding) in views:
+                owner, offset = views[(b.group, b.binding)]
+                table |= {"alias": list(owner), "offset": offset, "size": n}
+            else:
+                table["fill"] = np.frombuffer(raw[:n], dtype).copy()
+            tables.append(table)
         return LaunchSpec.from_dict(
             {"entry": kernel.entry, "workgroups": list(workgroups), "binding": tables},
             path=kernel.file,

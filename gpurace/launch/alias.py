@@ -1,0 +1,191 @@
+"""Aliased bindings of WGSL launch files: ``alias = N`` binds (a range of) the buffer of
+another table, as a WebGPU program binds one GPUBuffer at two bindings.
+
+A race between accesses through the two bindings is a race on one buffer, so the
+check must see one buffer: the backend creates it once and binds it at both, and the
+address layout (`gpurace.languages.wgsl.aliased_vars`) gives both bindings the same
+addresses. What WebGPU and wgpu refuse is refused here first, at the table's line:
+see docs/launch-files.md, "Aliased bindings".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from gpurace.model import GpuraceError
+
+from .spec import DTYPES, BufferSpec
+from .tables import _is_int
+
+#: The keys an alias table may have (no count, fill or seed: the buffer has them).
+ALIAS_KEYS = ("group", "binding", "alias", "offset", "size", "type")
+
+Err = Callable[..., GpuraceError]
+
+
+def alias_table(
+    table: Mapping[str, Any], group: int, binding: int, line: int, err: Err
+) -> BufferSpec:
+    """An alias table as a BufferSpec without contents (`resolve_aliases` fills them);
+    ``err(msg, key)`` raises at a key's line. ``size`` (bytes) is kept in ``count``
+    until then (-1: the rest of the buffer)."""
+    what = f"group {group}, binding {binding}"
+    for key in table:
+        if key not in ALIAS_KEYS:
+            raise err(
+                f"{what}: '{key}' cannot be given on an alias (alias = ... binds another "
+                f"table's buffer, which has its own contents; allowed: {', '.join(ALIAS_KEYS)})",
+                key,
+            )
+    target = table["alias"]
+    if _is_int(target) and target >= 0:
+        where = (group, int(target))
+    elif (
+        isinstance(target, list) and len(target) == 2 and all(_is_int(v) and v >= 0 for v in target)
+    ):
+        where = (int(target[0]), int(target[1]))
+    else:
+        raise err(
+            f"{what}: alias must be the binding number of another table of this group "
+            f"(alias = 0) or [group, binding], not {target!r}",
+            "alias",
+        )
+    if where == (group, binding):
+        raise err(f"{what}: a binding cannot alias itself; name another table", "alias")
+    offset = table.get("offset", 0)
+    if not _is_int(offset) or offset < 0 or offset % 4:
+        raise err(
+            f"{what}: offset must be a byte offset >= 0, a multiple of 4, not {offset!r}", "offset"
+        )
+    size = table.get("size", -1)
+    if "size" in table and (not _is_int(size) or size <= 0 or size % 4):
+        raise err(f"{what}: size must be a byte count > 0, a multiple of 4, not {size!r}", "size")
+    typ = table.get("type")
+    if typ is not None and (not isinstance(typ, str) or typ not in DTYPES):
+        raise err(f"{what}: unknown type {typ!r} (element types: {', '.join(DTYPES)})", "type")
+    empty = np.zeros(0, np.uint8)
+    return BufferSpec(group, binding, typ or "", size, empty, line, alias=where, offset=offset)
+
+
+def resolve_aliases(
+    buffers: list[BufferSpec], err: Callable[[str, BufferSpec], GpuraceError]
+) -> None:
+    """Give each alias its view of the buffer it names (in place); ``err(msg, alias)``
+    raises at the alias table's line. An alias of an alias is refused rather than
+    followed: one table owns each buffer, every alias names that one."""
+    owners = {(b.group, b.binding): b for b in buffers}
+    for buf in buffers:
+        if buf.alias is None:
+            continue
+        what = f"group {buf.group}, binding {buf.binding}"
+        target = owners.get(buf.alias)
+        g, n = buf.alias
+        if target is None:
+            raise err(
+                f"{what}: alias names group {g}, binding {n}, which has no table; "
+                "alias a binding that has its own [[binding]] table with type and count",
+                buf,
+            )
+        if target.alias is not None:
+            tg, tn = target.alias
+            raise err(
+                f"{what}: alias names group {g}, binding {n}, itself an alias (of group {tg}, "
+                f"binding {tn}); alias the buffer's own table, group {tg}, binding {tn}",
+                buf,
+            )
+        size = target.nbytes - buf.offset if buf.count == -1 else buf.count
+        if buf.offset + size > target.nbytes or size <= 0:
+            raise err(
+                f"{what}: the range [{buf.offset}, {buf.offset + max(size, 0)}) is outside the "
+                f"{target.nbytes} bytes of group {g}, binding {n}; lower offset or size",
+                buf,
+            )
+        buf.type = buf.type or target.type
+        dtype = DTYPES[buf.type]
+        if size % dtype.itemsize:
+            raise err(
+                f"{what}: size {size} is not a whole number of {buf.type} elements "
+                f"({dtype.itemsize} bytes each)",
+                buf,
+            )
+        raw = target.data.tobytes()[buf.offset : buf.offset + size]
+        buf.data = np.frombuffer(raw, dtype).copy()
+        buf.count = int(buf.data.size)
+
+
+def check_alias_usage(spec: Any, declared: Mapping[tuple[int, int], Any]) -> None:
+    """Each alias against the kernel's bindings (``declared``: (group, binding) ->
+    `Binding`): WebGPU allows one buffer at several bindings of a dispatch only if all
+    of them are read_write storage or none is (its usage scope rule; wgpu says
+    "conflicting usages ... STORAGE_READ_WRITE is an exclusive usage")."""
+    for buf in spec.buffers:
+        if buf.alias is None or buf.alias not in declared:
+            continue
+        mine, theirs = declared[(buf.group, buf.binding)], declared[buf.alias]
+        if (mine.access == "read_write") != (theirs.access == "read_write"):
+            g, n = buf.alias
+            raise GpuraceError(
+                f"group {buf.group}, binding {buf.binding} '{mine.name}' ({_usage(mine)}) "
+                f"aliases group {g}, binding {n} '{theirs.name}' ({_usage(theirs)}): WebGPU "
+                "refuses one buffer bound both writable and read-only in a dispatch; "
+                "declare both var<storage, read_write> or give each its own table",
+                spec.path,
+                buf.line,
+            )
+
+
+def _usage(b: Any) -> str:
+    return "uniform" if b.kind == "uniform" else f"storage, {b.access}"
+
+
+def aliases_of(
+    ranges: Mapping[tuple[int, int], tuple[object, int, int]],
+) -> dict[tuple[int, int], tuple[tuple[int, int], int]]:
+    """Aliases for bindings that share a buffer, from what a program bound: ``ranges``
+    maps (group, binding) to (the buffer, byte offset, byte size). Each set of
+    overlapping ranges of one buffer becomes the widest of them (its owner) and
+    aliases of it at their offsets from its start: (group, binding) -> (owner, offset).
+
+    Ranges that overlap without one holding all the others cannot be written as
+    aliases (an owner's table is its binding's bytes): a GpuraceError says so, and the
+    launch is not checked rather than checked on copies that cannot race.
+    """
+    by_buffer: dict[int, list[tuple[int, int, tuple[int, int]]]] = {}
+    for where, (buf, offset, size) in ranges.items():
+        by_buffer.setdefault(id(buf), []).append((offset, -size, where))
+    out: dict[tuple[int, int], tuple[tuple[int, int], int]] = {}
+    for views in by_buffer.values():
+        owner: tuple[int, int, tuple[int, int]] | None = None
+        for offset, neg, where in sorted(views):
+            if owner is None or offset >= owner[0] - owner[1]:
+                owner = (offset, neg, where)  # the first of a new set of overlapping ranges
+            elif offset - neg <= owner[0] - owner[1]:
+                out[where] = (owner[2], offset - owner[0])
+            else:
+                (g, n), (og, on) = where, owner[2]
+                raise GpuraceError(
+                    f"group {g}, binding {n} and group {og}, binding {on} bind overlapping "
+                    "ranges of one buffer, neither holding the other (gpurace can check a "
+                    "buffer bound at several bindings when one binding's range holds the others)"
+                )
+    return out
+
+
+def refuse_replay(spec: Any) -> None:
+    """A launch with aliases is not replayed for determinism (``gpurace repeat``, ``gpurace
+    run --tool determinism``): the replays bind a buffer per table, so an alias would
+    be a copy the kernel's writes through the other binding never reach, a different
+    program than the user's. Raised at the first alias's line."""
+    for buf in getattr(spec, "buffers", ()):
+        if getattr(buf, "alias", None) is not None:
+            g, n = buf.alias
+            raise GpuraceError(
+                f"group {buf.group}, binding {buf.binding} aliases group {g}, binding {n}: "
+                "determinism replays do not bind one buffer at two bindings yet; "
+                "check its races with gpurace check / --tool race",
+                spec.path,
+                buf.line,
+            )
