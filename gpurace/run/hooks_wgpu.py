@@ -32,7 +32,6 @@ checked (with that reason), never silently checked on the wrong contents.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -396,7 +395,7 @@ def _before_submit(session: Session, queue: Any, cmds: list[tuple[str, Any]]) ->
         try:
             _Shadows(queue._device, cmds, plan, session).run()
         except Exception as err:  # never into the program's submit: say what was missed
-            if os.environ.get("GPURACE_DEBUG"):
+            if session.options.check.debug:
                 raise
             why = " ".join(str(err).split())[:200]
             for kernel, index in plan.values():

@@ -60,8 +60,9 @@ def rec_function(nvars: int) -> str:
     The control buffer is docs/internals.md §5's: [0] requested, [1] capacity, [2]/[3]
     the linear address range [lo, hi), [4]/[5] histogram bins and width (a counting
     run when bins > 0), [6 + v] each variable's linear base, [6 + NV + v] its size,
-    [6 + 2 NV] unattributed accesses, [7 + 2 NV + bin] the bins, then E (groups with
-    event slots) and EVENT_SLOTS words per group. An access is kept if a 4-byte word it
+    [6 + 2 NV] unattributed accesses, [7 + 2 NV] the OpenCL async-copy flags (unused
+    here), [8 + 2 NV + bin] the bins, then E (groups with event slots) and EVENT_SLOTS
+    words per group. An access is kept if a 4-byte word it
     touches lies in [lo, hi); an event if its group does and no work-item of the group
     with a lower-or-equal `lid` claimed its slot with the same (ordinal, site) (the
     OpenCL runtime's `_gr_ev_new`: the analysis needs only the lowest of each). The
