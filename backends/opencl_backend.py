@@ -46,7 +46,7 @@ from gpurace.backends.prefilter import (
     local_groups,
     shadow_words,
 )
-from gpurace.launch.ndrange import NdRange, nonuniform_prelude
+from gpurace.launch.ndrange import NdRange, enqueue, program_for
 from gpurace.model import RECORD_WORDS, Binding, GpuraceError
 
 
@@ -215,9 +215,7 @@ def launch(
     gsize = tuple(int(x) for x in global_size)
     lsize = tuple(int(x) for x in local_size) if local_size else None
     shape = NdRange.of(gsize, lsize) if lsize else None
-    if shape is not None and not shape.uniform:
-        source = nonuniform_prelude() + source
-        options = [*options, *shape.defines()]
+    source, options = program_for(source, options, shape)
     program = build(queue, source, path, options)
     k = cl.Kernel(program, kernel)
     buffers: dict[int, tuple[object, np.ndarray]] = {}
@@ -270,11 +268,7 @@ def launch(
         kargs += [log_buf, ctl_buf, shd_buf]
     k.set_args(*kargs)
     try:
-        if shape is None:
-            cl.enqueue_nd_range_kernel(queue, k, gsize, None)
-        for part in shape.sub_launches() if shape else ():  # a uniform launch: one, no offset
-            offset = part.offset if any(part.offset) else None
-            cl.enqueue_nd_range_kernel(queue, k, part.global_size, part.local_size, offset)
+        enqueue(cl, queue, k, gsize, shape)
     except cl.Error as exc:
         raise GpuraceError(f"launch of '{kernel}' failed: {exc}", path) from None
     outputs = {}

@@ -15,6 +15,7 @@ import pytest
 from gpurace import api
 from gpurace.abi import W_GROUP, W_LID
 from gpurace.backends import opencl_backend
+from gpurace.determinism.replay_opencl import repeat_opencl
 from gpurace.languages.opencl import opencl_args, opencl_extents
 from gpurace.launch import load_launch, validate_opencl
 from gpurace.launch.ndrange import NdRange, SubLaunch
@@ -135,6 +136,14 @@ def test_reverse_with_a_barrier_in_the_partial_group() -> None:
     report = api.check_file(None, str(NU / "reverse.sim"), build_options=CL2)
     assert reported(report) == [] and report.exit_code == 0 and report.scope.complete
     assert (report.scope.work_items, report.scope.work_groups) == (10, 3)
+
+
+def test_repeat_replays_a_non_uniform_launch_as_check_runs_it() -> None:
+    """`gpurace repeat` replays the same sub-launches: the reversed output, every time."""
+    _, source, _, spec = bound("reverse.sim")
+    result = repeat_opencl(source, spec, runs=3, path=str(NU / "reverse.cl"), keep_outputs=True)
+    assert result.identical and result.exit_code == 0
+    assert result.representatives[0]["out"].tolist() == [3, 2, 1, 0, 7, 6, 5, 4, 9, 8]
 
 
 #: the races of each .sim launch built for OpenCL 2.0, exactly

@@ -30,6 +30,7 @@ import numpy as np
 
 from gpurace import shaders
 from gpurace.launch import LaunchSpec, element_type, resolve_entry, validate_opencl
+from gpurace.launch.ndrange import NdRange, enqueue, program_for
 from gpurace.model import Binding, GpuraceError
 from gpurace.target import require_launch_of
 
@@ -100,7 +101,9 @@ class OpenclReplayer:
         self.lsize = tuple(int(x) for x in local)
         ctx = queue.context
         mf = cl.mem_flags
-        program = opencl_backend.build(queue, source, path, launch.options)
+        self.shape = NdRange.of(self.gsize, self.lsize)  # non-uniform: as `check` runs it
+        source, options = program_for(source, launch.options, self.shape)
+        program = opencl_backend.build(queue, source, path, options)
         self.kernel = cl.Kernel(program, name)
         values = api.opencl_args(launch, params)
         self.working: dict[int, Any] = {}
@@ -152,7 +155,7 @@ class OpenclReplayer:
             cl.enqueue_copy(q, buf, snap, byte_count=size)
         cl.enqueue_fill_buffer(q, self.acc, np.uint32(0), 0, self.acc.size)
         try:
-            cl.enqueue_nd_range_kernel(q, self.kernel, self.gsize, self.lsize)
+            enqueue(cl, q, self.kernel, self.gsize, self.shape)
         except cl.Error as exc:
             raise GpuraceError(f"launch of '{self.name}' failed: {exc}", self.path) from None
         for k, groups in self.hash_jobs:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gpurace import shaders
 from gpurace.model import GpuraceError
@@ -116,3 +117,28 @@ class NdRange:
 def nonuniform_prelude() -> str:
     """The C text placed before a non-uniform launch's program (its runtime too)."""
     return shaders.text("nonuniform.cl") + "#line 1\n"
+
+
+def program_for(
+    source: str, options: Sequence[str], shape: NdRange | None
+) -> tuple[str, list[str]]:
+    """The program text and build options that run `shape`: unchanged when it is
+    uniform (or None: the driver chooses the work-group size), else with the
+    prelude and its -D constants (the instrumented launch and the replays alike)."""
+    if shape is None or shape.uniform:
+        return source, list(options)
+    return nonuniform_prelude() + source, [*options, *shape.defines()]
+
+
+def enqueue(
+    cl: Any, queue: Any, kernel: Any, global_size: Sequence[int], shape: NdRange | None
+) -> None:
+    """Enqueue `kernel` over `shape` (its uniform sub-launches, one with no offset
+    when it is uniform), or over `global_size` with the driver's choice of
+    work-group size when `shape` is None. `cl` is pyopencl, imported by the caller."""
+    if shape is None:
+        cl.enqueue_nd_range_kernel(queue, kernel, tuple(global_size), None)
+        return
+    for part in shape.sub_launches():
+        offset = part.offset if any(part.offset) else None
+        cl.enqueue_nd_range_kernel(queue, kernel, part.global_size, part.local_size, offset)
