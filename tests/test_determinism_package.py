@@ -65,3 +65,25 @@ def test_every_module_imports_first_without_a_cycle(module):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("variable", "kernel", "launch"),
+    [
+        ("GPURACE_DEVICE", "examples/reduce_racy.wgsl", "examples/reduce_racy.toml"),
+        ("GPURACE_OPENCL_DEVICE", "tests/corpus/opencl/async_copy_clean.cl",
+         "tests/corpus/opencl/async_copy_clean.toml"),
+    ],
+)  # fmt: skip
+def test_a_replay_opens_the_device_check_would(monkeypatch, variable, kernel, launch):
+    """No --device: the backend's $GPURACE_*DEVICE names the device, as for `check`."""
+    from gpurace.api import read_kernel
+    from gpurace.launch import load_launch
+
+    monkeypatch.setenv(variable, "no-such-device")
+    language = "wgsl" if kernel.endswith(".wgsl") else "opencl"
+    repeat = determinism.repeater(language)
+    spec = load_launch(launch)
+    with pytest.raises(GpuraceError) as err:
+        repeat(read_kernel(kernel), spec, runs=2, path=kernel)
+    assert "device matches 'no-such-device'; available:" in str(err.value)

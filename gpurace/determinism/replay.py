@@ -88,6 +88,15 @@ def words_of(arr: np.ndarray) -> np.ndarray:
     return raw.view(np.uint32)
 
 
+def open_device(backend: Any, device: str | None) -> tuple[Any, str]:
+    """The device a replay runs on, chosen as `check` chooses it (--device, else the
+    backend's $GPURACE_*DEVICE, else its default: `registry.open_device`)."""
+    from gpurace import registry
+    from gpurace.options import Options
+
+    return registry.open_device(backend, Options.from_env(device=device))
+
+
 def check_runs(runs: object) -> None:
     """``runs`` must be a positive integer (``--runs``)."""
     if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:

@@ -218,7 +218,7 @@ def _prepare(source: str, launch: CudaLaunch, request: replay.Request) -> replay
             "block and [[arg]] tables (docs/launch-files.md)",
             getattr(launch, "path", "") or None,
         )
-    dev, dev_name = cuda_backend.get_device(request.device)
+    dev, dev_name = replay.open_device(cuda_backend, request.device)
     if request.entry is not None:
         launch = dataclasses.replace(launch, entry=request.entry)
     arch = cuda_backend.arch_of(dev)

@@ -202,10 +202,9 @@ def repeat_opencl(
 def _prepare(source: str, launch: LaunchSpec, request: replay.Request) -> replay.Setup:
     """Instrument (for the parameters), validate, pick the compared buffers: every
     writable ``__global`` buffer not in ``keep_state``."""
-    from gpurace import api, registry
+    from gpurace import api
     from gpurace.backends import opencl_backend
     from gpurace.launch.sim import bind_sim_args
-    from gpurace.options import Options
 
     require_launch_of(launch, "opencl")
     path = request.path
@@ -224,7 +223,7 @@ def _prepare(source: str, launch: LaunchSpec, request: replay.Request) -> replay
         and b.binding not in keep
         and launch.args[b.binding].buffer is not None
     ]
-    queue, dev_name = registry.open_device(opencl_backend, Options.from_env(device=request.device))
+    queue, dev_name = replay.open_device(opencl_backend, request.device)
     spec = launch
 
     def build() -> OpenclReplayer:

@@ -231,7 +231,7 @@ def _prepare(
     writable = [b for b in bindings if b.kind == "storage" and b.access != "read"]
     compare = [b for b in writable if (b.group, b.binding) not in keep]
     compare.sort(key=lambda b: (b.group, b.binding))
-    dev, dev_name = wgpu_backend.get_device(request.device)
+    dev, dev_name = replay.open_device(wgpu_backend, request.device)
     known = bindings
 
     def build() -> WgpuReplayer:
