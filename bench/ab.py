@@ -3,13 +3,17 @@
 A restructuring is "unchanged within noise" only if old and new trees are measured in
 one sitting, under the same load: this script runs ``bench_wgsl.py`` or
 ``bench_opencl.py`` (given with its own arguments after ``--``) from tree A, then tree
-B, then A again, for ``--rounds`` rounds, each run in a fresh process that imports
-its own tree's ``gpurace``. It reads the last markdown table each run prints and
-reports, per kernel, the median of the ``gpurace ms`` column over the rounds for A
+B, then A again, for ``--rounds`` rounds, each run in a fresh process of that
+tree's interpreter (``--python-a``/``--python-b``: a virtual environment with the tree
+installed, ``pip install --no-deps -e TREE``; an editable install maps
+``gpurace.backends`` to its own checkout, so PYTHONPATH alone would mix the trees).
+It reads the last markdown table each run prints and reports, per row (kernel and
+size), the median of the ``gpurace ms`` column over the rounds for A
 and B, and B/A. The spread column is (max - min) / median of A's rounds: a B/A
 within it is noise::
 
-    python bench/ab.py OLD_TREE NEW_TREE --rounds 3 -- bench/bench_wgsl.py --scale 0.0625
+    python bench/ab.py OLD_TREE NEW_TREE --python-a OLD_VENV/bin/python \
+        --python-b NEW_VENV/bin/python --rounds 3 -- bench/bench_wgsl.py --scale 0.0625
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from pathlib import Path
 
 
 def last_table(output: str) -> dict[str, dict[str, str]]:
-    """The rows of the last markdown table in ``output``, keyed by their first cell."""
+    """The rows of the last markdown table in ``output``, keyed by their first two
+    cells (kernel and work-items)."""
     tables: list[list[str]] = []
     current: list[str] = []
     for line in output.splitlines():
@@ -41,15 +46,21 @@ def last_table(output: str) -> dict[str, dict[str, str]]:
     table = {}
     for row in rows:
         cells = [cell.strip() for cell in row.strip("|").split("|")]
-        table[cells[0]] = dict(zip(names, cells, strict=True))
+        table[" ".join(cells[:2])] = dict(zip(names, cells, strict=True))
     return table
 
 
-def run_once(tree: Path, script_and_args: list[str]) -> dict[str, dict[str, str]]:
-    """One benchmark run in ``tree``, importing that tree's gpurace."""
+def run_once(tree: Path, python: str, script_and_args: list[str]) -> dict[str, dict[str, str]]:
+    """One benchmark run in ``tree`` by ``python``, which must import that tree's gpurace."""
+    where = subprocess.run(
+        [python, "-c", "import gpurace.backends as b; print(b.__path__[0])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    if not Path(where).resolve().is_relative_to(tree):
+        raise SystemExit(f"{python} imports gpurace.backends from {where}, not from {tree}")
     env = dict(os.environ, PYTHONPATH=str(tree))
     done = subprocess.run(
-        [sys.executable, *script_and_args],
+        [python, *script_and_args],
         cwd=tree,
         env=env,
         capture_output=True,
@@ -65,6 +76,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tree_a", type=Path)
     parser.add_argument("tree_b", type=Path)
+    parser.add_argument("--python-a", default=sys.executable, help="tree A's interpreter")
+    parser.add_argument("--python-b", default=sys.executable, help="tree B's interpreter")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--column", default="gpurace ms")
     argv = sys.argv[1:]
@@ -75,8 +88,9 @@ def main() -> None:
     bench = argv[split + 1 :]
     samples: dict[str, dict[str, list[float]]] = {"A": {}, "B": {}}
     for round_index in range(args.rounds):
-        for label, tree in (("A", args.tree_a), ("B", args.tree_b)):
-            table = run_once(tree.resolve(), bench)
+        sides = (("A", args.tree_a, args.python_a), ("B", args.tree_b, args.python_b))
+        for label, tree, python in sides:
+            table = run_once(tree.resolve(), python, bench)
             for kernel, row in table.items():
                 value = float(row[args.column].replace(",", ""))
                 samples[label].setdefault(kernel, []).append(value)
