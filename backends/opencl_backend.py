@@ -365,7 +365,7 @@ def shadow_may_conflict(queue, pre: Prefilter) -> bool:
     cl = _cl()
     key = queue.context.int_ptr
     if key not in _shadow_programs:
-        _shadow_programs[key] = cl.Program(queue.context, _SHADOW_ANY).build()
+        _shadow_programs[key] = companion_program(queue.context, _SHADOW_ANY)
     found = np.zeros(1, np.uint32)
     flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
     found_buf = cl.Buffer(queue.context, flags, hostbuf=found)
@@ -410,10 +410,39 @@ def analysis_program(ctx) -> object:
     if key not in _programs:
         cl = _cl()
         try:
-            _programs[key] = cl.Program(ctx, c_source("analysis.cl")).build()
+            _programs[key] = companion_program(ctx, c_source("analysis.cl"))
         except cl.Error as exc:  # only a broken driver or an edited kernel file
             raise GpuraceError(f"the analysis kernels do not build: {_first_lines(exc)}") from None
     return _programs[key]
+
+
+def companion_program(ctx, source: str) -> object:
+    """One of gpurace's own programs (the analysis, the shadow test) built for `ctx`'s
+    device, from its binary in gpurace's disk cache (`gpurace.cache`) when there is
+    one. PoCL's own cache still preprocesses and hashes the source on each build
+    (about 0.2 s a program); a binary loads in a tenth of that. A binary the driver
+    refuses is a miss: the program is built from source again."""
+    from gpurace import cache
+
+    cl = _cl()
+    (dev,) = ctx.devices
+    p = dev.platform
+    name = cache.key(
+        "opencl-program", p.name, p.version, dev.name, dev.version, dev.driver_version, source
+    )
+    binary = cache.load(name)
+    if binary is not None:
+        try:
+            return cl.Program(ctx, [dev], [binary]).build()
+        except cl.Error:
+            pass
+    program = cl.Program(ctx, source).build()
+    # PoCL compiles each kernel once more (for any work-group size) to make the
+    # binary: a cost paid once per device and gpurace version
+    binaries = program.get_info(cl.program_info.BINARIES)
+    if binaries and binaries[0]:
+        cache.store(name, bytes(binaries[0]))
+    return program
 
 
 def _first_lines(exc: Exception) -> str:

@@ -16,7 +16,6 @@ import importlib
 import os
 import signal
 import sys
-import tomllib
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
@@ -25,7 +24,6 @@ import click
 from gpurace import isolate
 from gpurace.model import DeviceHang, GpuraceError
 from gpurace.options import Options, debug_enabled
-from gpurace.report.common import relpath
 
 EXIT_ERROR = 2
 
@@ -47,6 +45,8 @@ def _guarded(fn: Callable[[], int]) -> NoReturn:
     Unexpected exceptions are bugs in gpurace, not in the user's input, but a CI log
     still reads better as one line; ``GPURACE_DEBUG=1`` shows the traceback.
     """
+    import tomllib  # here, not at the top: `gpurace --help` imports only click and this
+
     _open_closed_streams()
     try:
         with _sigterm_as_interrupt():
@@ -60,6 +60,8 @@ def _guarded(fn: Callable[[], int]) -> NoReturn:
         os._exit(EXIT_ERROR)
     except GpuraceError as err:
         if err.file:
+            from gpurace.report.common import relpath
+
             err.file = relpath(err.file)
         _fail(str(err))
     except tomllib.TOMLDecodeError as err:

@@ -23,10 +23,8 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import os
-import pickle
 import signal
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -70,6 +68,9 @@ def in_child(fn: Callable[[], T], crashed: Callable[[str], GpuraceError]) -> T:
     error it explains), and folded into the one error line when it dies (glibc's
     "corrupted size vs. prev_size" would otherwise be a second line).
     """
+    import pickle  # here: the command line imports this module for --help too
+    import tempfile
+
     read_fd, write_fd = os.pipe()
     kept = None if _is_terminal(2) else tempfile.TemporaryFile()
     sys.stderr.flush()
@@ -105,6 +106,8 @@ def in_child(fn: Callable[[], T], crashed: Callable[[str], GpuraceError]) -> T:
 def _serve(fn: Callable[[], Any], write_fd: int) -> None:
     """The child's side: run ``fn``, write the pickled outcome, leave at once (no
     atexit handlers or buffered output of the parent's run twice)."""
+    import pickle
+
     global _in_child
     _in_child = True
     faulthandler.disable()  # a fault is reported by the parent, in one line, not as a stack

@@ -3,6 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import os
+import pickle
+import re
 from collections.abc import Sequence
 from math import prod
 from typing import TYPE_CHECKING, cast
@@ -28,10 +33,50 @@ read_launch = load_launch  # global_size, local_size, [[arg]] tables: OpenCL's f
 
 
 def instrument(source: str, path: str, options: Sequence[str] = ()) -> Instrumented:
-    """The OpenCL C rewriter; the build options' -D/-I apply to its preprocessing."""
+    """The OpenCL C rewriter; the build options' -D/-I apply to its preprocessing.
+
+    Its result is kept in gpurace's disk cache (`gpurace.cache`): libclang's parse
+    reads all of `opencl-c.h` and is most of a warm small check's host time. A
+    kernel that #includes a file is not cached (its text alone does not say what
+    it is)."""
+    from gpurace import cache
+
+    name = None if _INCLUDE.search(source) else _cache_key(source, path, options)
+    hit = cache.load(name) if name else None
+    if hit is not None:
+        with contextlib.suppress(Exception):  # a damaged entry: parse again
+            inst = pickle.loads(hit)
+            if isinstance(inst, Instrumented):
+                return inst
     from gpurace.instrument.opencl import instrument as instrument_opencl
 
-    return instrument_opencl(source, path, options)
+    inst = instrument_opencl(source, path, options)
+    if name:
+        cache.store(name, pickle.dumps(inst))
+    return inst
+
+
+_INCLUDE = re.compile(r"^\s*#\s*include", re.M)
+
+
+def _cache_key(source: str, path: str, options: Sequence[str]) -> str:
+    """What an instrumented kernel depends on: its text, file (sites name it) and
+    build options, the rewriter's code and libclang and its OpenCL header."""
+    from gpurace import cache
+
+    clang = importlib.util.find_spec("clang.cindex")
+    where = clang.origin if clang and clang.origin else ""
+    stat = os.stat(where) if where else None
+    return cache.key(
+        "opencl-instrumented",
+        cache.code_stamp("gpurace.instrument", "gpurace.shaders", "gpurace.abi", "gpurace.model"),
+        f"{where}:{stat.st_size}:{stat.st_mtime_ns}" if stat else "",
+        os.environ.get("GPURACE_OPENCL_INCLUDE", ""),
+        os.path.abspath(path),
+        path,
+        "\0".join(options),
+        source,
+    )
 
 
 def opencl_args(launch: LaunchSpec, params: Sequence[Binding]) -> dict[int, object]:
