@@ -433,9 +433,14 @@ def companion_program(ctx, source: str) -> object:
     binary = cache.load(name)
     if binary is not None:
         try:
-            return cl.Program(ctx, [dev], [binary]).build()
+            program = cl.Program(ctx, [dev], [binary]).build()
         except cl.Error:
             pass
+        else:
+            # as a source program has it: pyopencl's Kernel() looks it up, and on a
+            # binary program the lookup would try to make a kernel named "_source"
+            program._source = source
+            return program
     program = cl.Program(ctx, source).build()
     # PoCL compiles each kernel once more (for any work-group size) to make the
     # binary: a cost paid once per device and gpurace version
@@ -467,14 +472,26 @@ def max_shadow_words(queue) -> int:
     return analysis_limit(queue) // 8
 
 
+_kernels: dict[int, dict[str, Any]] = {}
+
+
+def _analysis_kernels(ctx) -> dict[str, Any]:
+    """The analysis kernels of `ctx`, made once (a kernel object costs PoCL ~10 ms;
+    each run sets all of its arguments, and passes on one context run one at a time)."""
+    key = ctx.int_ptr
+    if key not in _kernels:
+        program = analysis_program(ctx)
+        _kernels[key] = {name: _cl().Kernel(program, name) for name in KERNELS}
+    return _kernels[key]
+
+
 class _ClKernels:
     """The analysis driver's KernelApi on an OpenCL queue (in order: no events)."""
 
     def __init__(self, queue) -> None:
         self.cl = _cl()
         self.queue = queue
-        program = analysis_program(queue.context)
-        self.kernels = {name: self.cl.Kernel(program, name) for name in KERNELS}
+        self.kernels = _analysis_kernels(queue.context)
         self.params = self.zeros(PARAM_WORDS * 4)
 
     def zeros(self, nbytes: int) -> object:

@@ -12,8 +12,9 @@ so that a busy machine slows them alike), the median of ``--runs`` runs of:
 
 * **warm**: ``gpurace check KERNEL --launch LAUNCH`` after one untimed run, so every
   cache (PoCL's, gpurace's) has the kernel;
-* **cold**: the same with a new kernel text (a unique comment appended to a copy
-  in a temporary directory), so every cache keyed by the source misses;
+* **cold**: the same with a new kernel text (an empty function with a unique name
+  appended to a copy in a temporary directory), so every cache keyed by the source
+  misses, PoCL's too;
 * **Oclgrind**: the same launch under Oclgrind's race detector as tests/oclgrind.py
   runs it (``python -m tests.oclgrind --worker oclgrind``, one case): a whole
   Python process that imports pyopencl, builds the kernel and launches it.
@@ -95,9 +96,11 @@ def oclgrind_env(env: dict[str, str]) -> dict[str, str]:
 
 
 def cold_copy(kernel: Path, tmp: Path) -> Path:
-    """A copy of `kernel` with a comment no cache has seen."""
-    path = tmp / f"cold_{uuid.uuid4().hex[:12]}_{kernel.name}"
-    path.write_text(kernel.read_text() + f"\n// latency bench {uuid.uuid4().hex}\n")
+    """A copy of `kernel` with a function no cache has seen (not a comment: PoCL's
+    kernel cache is keyed by the preprocessed source, which has none)."""
+    tag = uuid.uuid4().hex
+    path = tmp / f"cold_{tag[:12]}_{kernel.name}"
+    path.write_text(kernel.read_text() + f"\nvoid latency_bench_{tag}(void) {{}}\n")
     return path
 
 

@@ -66,6 +66,7 @@ def fresh_programs(monkeypatch):
 
     def forget() -> None:
         monkeypatch.setattr(opencl_backend, "_programs", {})
+        monkeypatch.setattr(opencl_backend, "_kernels", {})
         monkeypatch.setattr(opencl_backend, "_shadow_programs", {})
         monkeypatch.setattr(opencl_backend, "_built", {})
 
