@@ -392,8 +392,8 @@ class Output:
         from gpurace.report.text import batch_summary_line
 
         notes = self.suppressions.notes() if self.suppressions is not None else []
-        self.stream.write("\n" + "".join(n + "\n" for n in notes) + batch_summary_line(entries))
-        self.stream.write("\n")
+        lines = [*notes, batch_summary_line(entries)]
+        self.stream.write(("\n" if self.printed else "") + "".join(n + "\n" for n in lines))
 
     def documents(self, reports: list[Any], entries: list[Any] | None) -> None:
         """Write --json and --sarif: a single check's report, or (``entries`` given)
@@ -422,12 +422,16 @@ def _check_batch(paths: tuple[str, ...], kwargs: dict[str, Any], out: Output) ->
     with _progress() as progress, isolate.enabled():
 
         def one(item: batch.Input) -> Any:
-            say = None if progress is None or isolate.in_child_process() else progress
+            say = None
+            if progress is not None and not isolate.in_child_process():  # one writer
+
+                def say(message: str) -> None:
+                    progress(f"{batch.describe(item)}: {message}")
+
             return _api().check_file(item.kernel, item.launch, progress=say, **kwargs)
 
-        for n, outcome in enumerate(batch.run(inputs, one, isolate.wanted(), kwargs["entry"])):
+        for outcome in batch.run(inputs, one, isolate.wanted(), kwargs["entry"]):
             if progress is not None:
-                progress(f"[{n + 1}/{len(inputs)}] {batch.describe(outcome.input)}")
                 progress.clear()
             line = None
             if outcome.report is not None:

@@ -370,3 +370,27 @@ def test_assert_race_free_under_xdist(tmp_path: Path) -> None:
         "memory 'tile[0]' (byte 0)\n" in p.stdout
     )
     assert "at racy.wgsl:6:5\n" in p.stdout and "result: complete" in p.stdout
+
+
+def test_suppressions_apply_to_every_input_and_unused_ones_are_listed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make(tmp_path, {
+        "p.wgsl": "", "p.toml": TOML, "q.wgsl": "", "q.toml": TOML,
+        "supp.toml": '[[suppress]]\nkernel = "reduce"\nreason = "known"\n\n'
+                     '[[suppress]]\nkernel = "gone"\nreason = "stale"\n',
+    })  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    use_api(monkeypatch, {"p": report([DESIGN_EXAMPLE]), "q": report([])})
+    res = run("check", "p.wgsl", "q.wgsl", "--suppress", "supp.toml", "--json", "b.json")
+    assert res.exit_code == 0, res.output
+    assert res.stdout.count("suppressed (1):") == 1
+    assert res.stdout.endswith(
+        "\n\nsupp.toml:5:1: note: unused suppression: it matched no race (reason: stale)\n"
+        "2 inputs: 0 racy, 2 clean, 0 errors, 0 incomplete\n"
+    )
+    assert res.stdout.count("note: unused suppression") == 1
+    doc = json.loads((tmp_path / "b.json").read_text())
+    batch_validator().validate(doc)
+    unused = [e["report"]["suppressions"]["unused"] for e in doc["inputs"]]
+    assert unused == [[{"line": 5, "reason": "stale"}]] * 2
