@@ -26,6 +26,7 @@ __all__ = [
     "FULL_RANGE",
     "Options",
     "Target",
+    "assert_race_free",
     "check",
     "check_file",
     "linear_layout",
@@ -95,6 +96,34 @@ def check_file(
         spec.options = [*spec.options, *shlex.split(build_options)]
     source = read_kernel(kernel_path)
     return check(source, spec, path=kernel_path, **given)
+
+
+def assert_race_free(
+    kernel_path: str | os.PathLike[str],
+    launch: str | os.PathLike[str] | None = None,
+    build_options: str | None = None,
+    **given: Unpack[CheckArgs],
+) -> Report:
+    """Check a kernel file in this process and fail unless it is race-free and complete.
+
+    The pytest plugin's ``assert_race_free`` fixture. ``launch`` defaults to the file
+    beside the kernel with its name and ``.toml`` (else ``.sim``), as for ``gpurace
+    check``. Races, or a check that is incomplete, raise AssertionError with the whole
+    text report (the race sites, the scope), so a failing test's log says what is
+    wrong; bad input raises GpuraceError. The device is opened once per process (the
+    backends keep one context per device), so a suite's checks share it, and each
+    pytest-xdist worker opens its own. The other options (``device``, ``entry``, ...)
+    are `check`'s. Returns the report when it passes.
+    """
+    from gpurace.batch import launch_beside
+    from gpurace.report.text import format_text
+
+    kernel = os.fspath(kernel_path)
+    launch_file = os.fspath(launch) if launch is not None else launch_beside(kernel)
+    report = check_file(kernel, launch_file, build_options, **given)
+    if report.exit_code != 0:
+        raise AssertionError(format_text(report))
+    return report
 
 
 def read_launch(launch_path: str, kernel_path: str | None = None) -> tuple[str, LaunchSpec]:

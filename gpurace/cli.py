@@ -45,8 +45,6 @@ def _guarded(fn: Callable[[], int]) -> NoReturn:
     Unexpected exceptions are bugs in gpurace, not in the user's input, but a CI log
     still reads better as one line; ``GPURACE_DEBUG=1`` shows the traceback.
     """
-    import tomllib  # here, not at the top: `gpurace --help` imports only click and this
-
     _open_closed_streams()
     try:
         with _sigterm_as_interrupt():
@@ -58,29 +56,39 @@ def _guarded(fn: Callable[[], int]) -> NoReturn:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(EXIT_ERROR)
-    except GpuraceError as err:
+    except KeyboardInterrupt as err:
+        _fail(f"error: interrupted{' (SIGTERM)' if isinstance(err, Terminated) else ''}")
+    except Exception as err:  # the last line of defence: never a traceback by default
+        _fail(_error_line(err))
+    sys.exit(code)
+
+
+def _error_line(err: Exception) -> str:
+    """The one line an error is reported as (a batch words each input's error so too).
+
+    Unexpected exceptions are gpurace's bugs; with ``GPURACE_DEBUG=1`` they are raised
+    again, to show the traceback."""
+    import tomllib  # here, not at the top: `gpurace --help` imports only click and this
+
+    if isinstance(err, GpuraceError):
         if err.file:
             from gpurace.report.common import relpath
 
             err.file = relpath(err.file)
-        _fail(str(err))
-    except tomllib.TOMLDecodeError as err:
-        _fail(f"error: invalid TOML: {err}")
-    except FileNotFoundError as err:
-        _fail(f"{err.filename}: error: file not found" if err.filename else f"error: {err}")
-    except OSError as err:
+        return str(err)
+    if isinstance(err, tomllib.TOMLDecodeError):
+        return f"error: invalid TOML: {err}"
+    if isinstance(err, FileNotFoundError):
+        return f"{err.filename}: error: file not found" if err.filename else f"error: {err}"
+    if isinstance(err, OSError):
         where = f"{err.filename}: " if err.filename else ""
-        _fail(f"{where}error: {err.strerror or err}")
-    except KeyboardInterrupt as err:
-        _fail(f"error: interrupted{' (SIGTERM)' if isinstance(err, Terminated) else ''}")
-    except Exception as err:  # the last line of defence: never a traceback by default
-        if debug_enabled():
-            raise
-        _fail(
-            f"error: internal error: {type(err).__name__}: {err} "
-            "(a gpurace bug; GPURACE_DEBUG=1 shows the traceback)"
-        )
-    sys.exit(code)
+        return f"{where}error: {err.strerror or err}"
+    if debug_enabled():
+        raise err
+    return (
+        f"error: internal error: {type(err).__name__}: {err} "
+        "(a gpurace bug; GPURACE_DEBUG=1 shows the traceback)"
+    )
 
 
 class Terminated(KeyboardInterrupt):
@@ -181,7 +189,8 @@ def _read_suppressions(
 
 
 def _find_launch(kernel: str | None, launch: str | None) -> str:
-    """The launch file: --launch, else KERNEL's name with ``.toml`` next to it."""
+    """The launch file: --launch, else KERNEL's name with ``.toml`` (else ``.sim``)
+    next to it."""
     if launch is not None:
         if not os.path.isfile(launch):
             raise GpuraceError(
@@ -192,14 +201,9 @@ def _find_launch(kernel: str | None, launch: str | None) -> str:
             )
         return launch
     assert kernel is not None  # callers pass KERNEL whenever there is no --launch
-    guess = os.path.splitext(kernel)[0] + ".toml"
-    if os.path.isfile(guess):
-        return guess
-    raise GpuraceError(
-        f"no launch file: pass --launch LAUNCH.toml (or create {guess}); "
-        "the format is in docs/launch-files.md",
-        file=kernel,
-    )
+    from gpurace.batch import launch_beside
+
+    return launch_beside(kernel)
 
 
 #: Options more than one command takes, declared once (click applies a decorator per
@@ -246,7 +250,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("kernel", metavar="[KERNEL]", required=False)
+@click.argument("inputs", metavar="[INPUT]...", nargs=-1)
 @_LAUNCH
 @click.option(
     "--sim",
@@ -274,7 +278,7 @@ def main() -> None:
     "--color/--no-color", default=None, help="Colour the report (default: only on a terminal)."
 )
 def check(
-    kernel: str | None,
+    inputs: tuple[str, ...],
     launch_path: str | None,
     sim_path: str | None,
     json_path: str | None,
@@ -287,28 +291,19 @@ def check(
     build_options: str | None,
     color: bool | None,
 ) -> None:
-    """Run KERNEL (.wgsl or OpenCL .cl) once as the launch file describes and report
-    its data races.
+    """Run each INPUT once as its launch file describes and report its data races.
 
-    Exit status: 0 no race and complete, 1 races found, 2 incomplete, bad input or error.
+    INPUT is a kernel (.wgsl, .cl, .cu, .ptx) whose launch file is beside it (its name
+    with .toml, else .sim) or given with --launch/--sim; a .toml or .sim launch file;
+    or a directory, walked for kernels in sorted order. Several inputs are checked in
+    one process, each reported as a single check reports it, then one summary line.
+
+    Exit status: 0 no race and complete, 1 races found, 2 incomplete, bad input or
+    error; for several inputs, the worst of theirs (2 over 1 over 0).
     """
 
     def run() -> int:
-        from gpurace.report.json_report import write_json
-        from gpurace.report.sarif import write_sarif
-        from gpurace.report.text import print_text
-
         suppressions = _read_suppressions(json_path, sarif_path, suppress_path)
-        if sim_path is not None:
-            if launch_path is not None:
-                raise GpuraceError("give either --launch or --sim, not both")
-            launch = _find_launch(kernel, sim_path)
-        elif kernel is None:
-            raise GpuraceError("missing KERNEL: gpurace check KERNEL [--launch L.toml | --sim S]")
-        else:
-            launch = _find_launch(kernel, launch_path)
-        if kernel is not None:
-            _check_kernel_file(kernel)
         kwargs: dict[str, Any] = {"device": device, "entry": entry}
         # Only passed when given, so check_file's defaults (the launch file's
         # uniform_writes, one instance per race) apply otherwise.
@@ -318,21 +313,141 @@ def check(
             kwargs["all_instances"] = True
         if build_options:
             kwargs["build_options"] = build_options
+        out = Output(json_path, sarif_path, suppressions, color)
+        if len(inputs) > 1 or (inputs and os.path.isdir(inputs[0])):
+            if launch_path is not None or sim_path is not None:
+                raise GpuraceError(
+                    "--launch and --sim give the launch of one kernel; with several inputs, "
+                    "each kernel's launch file is the .toml (or .sim) beside it"
+                )
+            return _check_batch(inputs, kwargs, out)
+        kernel, launch = _one_input(inputs[0] if inputs else None, launch_path, sim_path)
         with _progress() as progress, isolate.enabled():
             report = _api().check_file(kernel, launch, progress=progress, **kwargs)
-        notes: list[str] = []
-        if suppressions is not None:
-            suppressions.apply(report)
-            notes = suppressions.notes()
-        to_stdout = "-" in (json_path, sarif_path)
-        print_text(report, sys.stderr if to_stdout else sys.stdout, color=color, notes=notes)
-        if json_path:
-            write_json(report, json_path, suppressions=suppressions)
-        if sarif_path:
-            write_sarif(report, sarif_path, suppressions=suppressions)
+        out.report(report, single=True)
+        out.documents([report], None)
         return int(report.exit_code)
 
     _guarded(run)
+
+
+def _one_input(
+    kernel: str | None, launch_path: str | None, sim_path: str | None
+) -> tuple[str | None, str]:
+    """(kernel, launch file) of a check of one input, checked before any device work:
+    a lone ``.sim`` or ``.toml`` input is the launch file (``batch.pair``)."""
+    from gpurace import batch
+
+    if sim_path is not None:
+        if launch_path is not None:
+            raise GpuraceError("give either --launch or --sim, not both")
+        launch = _find_launch(kernel, sim_path)
+    elif kernel is None:
+        raise GpuraceError("missing KERNEL: gpurace check KERNEL [--launch L.toml | --sim S]")
+    elif launch_path is None and kernel.lower().endswith(batch.LAUNCH_EXTENSIONS):
+        item = batch.pair(kernel)
+        if item.error is not None:
+            raise item.error
+        return item.kernel, item.launch or kernel
+    else:
+        launch = _find_launch(kernel, launch_path)
+    if kernel is not None:
+        _check_kernel_file(kernel)
+    return kernel, launch
+
+
+class Output:
+    """Where a check's reports go: the text report to stdout (to stderr when JSON or
+    SARIF goes to stdout), and the --json / --sarif documents, for one input or a
+    batch (docs/json-schema.md: a batch's JSON form)."""
+
+    def __init__(
+        self, json_path: str | None, sarif_path: str | None, suppressions: Any, color: bool | None
+    ) -> None:
+        self.json_path, self.sarif_path = json_path, sarif_path
+        self.suppressions, self.color = suppressions, color
+        self.stream = sys.stderr if "-" in (json_path, sarif_path) else sys.stdout
+        self.printed = 0
+
+    def report(self, report: Any, single: bool = False) -> None:
+        """Print one input's text report, as a check of that input alone prints it
+        (in a batch the unused suppressions are listed once, at the end)."""
+        from gpurace.report.text import print_text
+
+        notes: list[str] = []
+        if self.suppressions is not None:
+            self.suppressions.apply(report)
+            notes = self.suppressions.notes() if single else []
+        if self.printed:
+            self.stream.write("\n")
+        print_text(report, self.stream, color=self.color, notes=notes)
+        self.stream.flush()
+        self.printed += 1
+
+    def error(self, line: str) -> None:
+        """An input's error line, on stderr as a check of that input alone prints it."""
+        sys.stdout.flush()
+        click.echo(line, err=True)
+
+    def summary(self, entries: list[Any]) -> None:
+        """The batch's last lines: the unused suppressions, then the counts."""
+        from gpurace.report.text import batch_summary_line
+
+        notes = self.suppressions.notes() if self.suppressions is not None else []
+        lines = [*notes, batch_summary_line(entries)]
+        self.stream.write(("\n" if self.printed else "") + "".join(n + "\n" for n in lines))
+
+    def documents(self, reports: list[Any], entries: list[Any] | None) -> None:
+        """Write --json and --sarif: a single check's report, or (``entries`` given)
+        the batch's documents."""
+        from gpurace.report.json_report import batch_json, write_document, write_json
+        from gpurace.report.sarif import write_sarif
+
+        sup = self.suppressions
+        if self.json_path:
+            if entries is None:
+                write_json(reports[0], self.json_path, suppressions=sup)
+            else:
+                write_document(batch_json(entries, suppressions=sup), self.json_path)
+        if self.sarif_path:
+            errors = [e.error for e in entries or [] if e.error is not None]
+            write_sarif(reports, self.sarif_path, suppressions=sup, errors=errors)
+
+
+def _check_batch(paths: tuple[str, ...], kwargs: dict[str, Any], out: Output) -> int:
+    """``gpurace check`` over several inputs in one process (gpurace/batch.py)."""
+    from gpurace import batch
+    from gpurace.report.json_report import BatchEntry, batch_exit_code
+
+    inputs = batch.collect(paths)
+    entries: list[BatchEntry] = []
+    with _progress() as progress, isolate.enabled():
+
+        def one(item: batch.Input) -> Any:
+            say = None
+            if progress is not None and not isolate.in_child_process():  # one writer
+
+                def say(message: str) -> None:
+                    progress(f"{batch.describe(item)}: {message}")
+
+            return _api().check_file(item.kernel, item.launch, progress=say, **kwargs)
+
+        for outcome in batch.run(inputs, one, isolate.wanted(), kwargs["entry"]):
+            if progress is not None:
+                progress.clear()
+            line = None
+            if outcome.report is not None:
+                out.report(outcome.report)
+            else:
+                assert isinstance(outcome.error, Exception)
+                line = _error_line(outcome.error)
+                out.error(line)
+            entries.append(
+                BatchEntry(outcome.input.kernel, outcome.input.launch, outcome.report, line)
+            )
+    out.summary(entries)
+    out.documents([e.report for e in entries if e.report is not None], entries)
+    return batch_exit_code(entries)
 
 
 @main.command()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import functools
 import os
 import signal
 import sys
@@ -56,6 +57,11 @@ def wanted() -> bool:
         and not _in_child
         and "pyopencl" not in sys.modules
     )
+
+
+def in_child_process() -> bool:
+    """Whether this is a child that runs checks for its parent (``in_child``, `Worker`)."""
+    return _in_child
 
 
 def in_child(fn: Callable[[], T], crashed: Callable[[str], GpuraceError]) -> T:
@@ -159,3 +165,132 @@ def _end(pid: int) -> None:
         os.waitpid(pid, 0)
     except (ProcessLookupError, ChildProcessError):
         pass
+
+
+class Worker:
+    """One child process for many checks (`gpurace check A B C`), so that they share
+    its OpenCL context and built programs instead of starting them once per check.
+
+    The child is forked at once (before this process starts any device API of its
+    own, where the batch can) and runs ``fn`` on every item in turn, writing each
+    outcome back as soon as it has it, so it works ahead while the caller does other
+    inputs. ``take(i)`` returns item ``i``'s outcome in order: its result or the
+    exception it raised (not raised here: the caller reports it and goes on). A child
+    that dies on an item makes that item's ``crashed(how)`` error and a new child
+    takes the rest; after a DeviceHang (its context is stuck) the child leaves and a
+    new one takes the rest too. Each item's stderr is handled as ``in_child`` does.
+    """
+
+    def __init__(self, items: list[Any], fn: Callable[[Any], Any]) -> None:
+        self.items, self.fn = items, fn
+        self.answers: dict[int, tuple[str, Any, str]] = {}
+        self.pid = 0
+        self.pipe: Any = None
+        self.kept: Any = None
+        self._start(0)
+
+    def _start(self, first: int) -> None:
+        """Fork a child for items ``first`` onwards."""
+        read_fd, write_fd = os.pipe()
+        if self.kept is not None:
+            self.kept.close()
+        self.kept = None if _is_terminal(2) else tempfile.TemporaryFile()
+        self.next = first
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            os.close(read_fd)
+            self._serve_all(first, write_fd)
+        os.close(write_fd)
+        self.pid, self.pipe = pid, os.fdopen(read_fd, "rb")
+
+    def _serve_all(self, first: int, write_fd: int) -> None:
+        global _in_child
+        _in_child = True
+        faulthandler.disable()
+        try:
+            if self.kept is not None:
+                os.dup2(self.kept.fileno(), 2)
+            with os.fdopen(write_fd, "wb") as pipe:
+                for i in range(first, len(self.items)):
+                    if self.kept is not None:  # this item's stderr only
+                        os.ftruncate(2, 0)
+                        os.lseek(2, 0, os.SEEK_SET)
+                    answer = _answer(functools.partial(self.fn, self.items[i]))
+                    sys.stderr.flush()
+                    said = _read_back_at(self.kept)
+                    data = _pickled((*answer, said))
+                    pipe.write(len(data).to_bytes(8, "little") + data)
+                    pipe.flush()
+                    if answer[0] == "gpurace" and answer[1][0].__name__ == "DeviceHang":
+                        break  # the context is stuck: a new child takes the rest
+        finally:
+            os._exit(0)
+
+    def take(self, i: int, crashed: Callable[[str], GpuraceError]) -> Any:
+        """Item ``i``'s result, or the exception it raised (items are taken in order)."""
+        while i not in self.answers:
+            size = self.pipe.read(8)
+            if len(size) == 8:
+                data = self.pipe.read(int.from_bytes(size, "little"))
+                self.answers[self.next] = pickle.loads(data)
+                self.next += 1
+                continue
+            status = self._reap()
+            if i == self.next:  # died on this item without an answer
+                last = [ln.strip() for ln in _read_back_at(self.kept).splitlines() if ln.strip()]
+                self.answers[i] = ("error", crashed(": ".join([_how(status), *last[-1:]])), "")
+                self.next += 1
+            if self.next < len(self.items):
+                self._start(self.next)
+        kind, payload, said = self.answers.pop(i)
+        if kind == "ok":
+            if said:
+                sys.stderr.write(said)
+            return payload
+        if kind == "gpurace":
+            cls, message, file, line, col = payload
+            return cls(message, file, line, col)
+        return payload
+
+    def _reap(self) -> int:
+        self.pipe.close()
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = 0
+        return status
+
+    def close(self) -> None:
+        """End the child (an interrupted batch must not leave it running)."""
+        if self.pid:
+            self.pipe.close()
+            _end(self.pid)
+            self.pid = 0
+        if self.kept is not None:
+            self.kept.close()
+
+
+def _answer(fn: Callable[[], Any]) -> tuple[str, Any]:
+    """A call's outcome as the child sends it: ("ok", result), ("gpurace", fields) or
+    ("raise", exception)."""
+    try:
+        return ("ok", fn())
+    except GpuraceError as err:
+        return ("gpurace", (type(err), err.message, err.file, err.line, err.col))
+    except BaseException as err:  # noqa: BLE001 (re-raised or reported by the parent)
+        return ("raise", err)
+
+
+def _pickled(answer: tuple) -> bytes:
+    try:
+        return pickle.dumps(answer)
+    except Exception as err:  # an exception that does not pickle
+        return pickle.dumps(("raise", RuntimeError(f"{type(err).__name__}: {err}"), answer[-1]))
+
+
+def _read_back_at(kept: Any) -> str:
+    """What a child has written to its kept-aside stderr, read without moving the
+    file offset the child writes at."""
+    if kept is None:
+        return ""
+    return os.pread(kept.fileno(), 1 << 20, 0).decode("utf-8", errors="replace")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gpurace.model import Race, Report, Site, Suppressed
@@ -31,6 +33,7 @@ from .suppress import Suppressions
 #: Bumped on any incompatible change (a removed or renamed field, a changed meaning).
 SCHEMA_VERSION = 1
 SCHEMA_NAME = "gpurace-report"
+BATCH_SCHEMA_NAME = "gpurace-batch"
 
 
 def tool_version() -> str:
@@ -151,6 +154,60 @@ def to_json(
         "scope": scope_json(report),
         "suppressions": _suppressions(suppressions, cwd),
         "exit_code": report.exit_code,
+    }
+
+
+@dataclass(frozen=True)
+class BatchEntry:
+    """One input of a batch as its reports show it: the files, and the report or the
+    one error line that stopped the check (a ``.sim`` input has no kernel named)."""
+
+    kernel: str | None
+    launch: str | None
+    report: Report | None
+    error: str | None
+
+
+def batch_counts(entries: Sequence[BatchEntry]) -> dict[str, int]:
+    """Inputs, and how many are racy (exit 1), clean (0), errors, incomplete (2)."""
+    codes = [None if e.report is None else int(e.report.exit_code) for e in entries]
+    return {
+        "inputs": len(codes),
+        "racy": codes.count(1),
+        "clean": codes.count(0),
+        "errors": codes.count(None),
+        "incomplete": codes.count(2),
+    }
+
+
+def batch_exit_code(entries: Sequence[BatchEntry]) -> int:
+    """A batch's status: the worst input's, where 2 (an error, or incomplete) is worse
+    than 1 (races), worse than 0 (clean and complete)."""
+    return max((2 if e.report is None else int(e.report.exit_code) for e in entries), default=0)
+
+
+def batch_json(
+    entries: Sequence[BatchEntry],
+    cwd: str | None = None,
+    suppressions: Suppressions | None = None,
+) -> dict[str, Any]:
+    """The JSON document of a batch (`gpurace check A B ... --json`): one entry per
+    input, in the order checked, each with the report a single check writes."""
+    return {
+        "schema": BATCH_SCHEMA_NAME,
+        "version": SCHEMA_VERSION,
+        "tool": {"name": "gpurace", "version": tool_version()},
+        "inputs": [
+            {
+                "kernel": relpath(e.kernel, cwd) if e.kernel else None,
+                "launch": relpath(e.launch, cwd) if e.launch else None,
+                "report": None if e.report is None else to_json(e.report, cwd, suppressions),
+                "error": e.error,
+            }
+            for e in entries
+        ],
+        "summary": batch_counts(entries),
+        "exit_code": batch_exit_code(entries),
     }
 
 

@@ -93,6 +93,7 @@ NOTIFICATIONS: dict[str, str] = {
     "gpurace/incomplete/not-instrumented": "A construct was not instrumented.",
     "gpurace/incomplete/saturated": "A counter or table saturated.",
     "gpurace/unused-suppression": "A suppression entry matched no race.",
+    "gpurace/input-error": "An input of a batch could not be checked (bad input or an error).",
 }
 
 _LOCATED = re.compile(r"^(.+?):(\d+)(?::(\d+))?: (.*)$", re.S)
@@ -219,6 +220,19 @@ def _notification(
     return note
 
 
+_ERROR_LINE = re.compile(r"^(.+?)(?::(\d+)(?::(\d+))?)?: error: (.*)$", re.S)
+
+
+def _error_notification(line: str, cwd: str | None) -> dict[str, Any]:
+    """A batch input's error line (``file:line:col: error: what``) as a notification
+    at that place."""
+    m = _ERROR_LINE.match(line)
+    if m is None:
+        return _notification("gpurace/input-error", line.removeprefix("error: "), level="error")
+    where = (m.group(1), int(m.group(2) or 0), int(m.group(3) or 0))
+    return _notification("gpurace/input-error", m.group(4), level="error", where=where, cwd=cwd)
+
+
 def _scope_notifications(report: Report, cwd: str | None) -> list[dict[str, Any]]:
     """What one report did not cover, one notification per dropped/skipped/saturated item."""
     s = report.scope
@@ -270,13 +284,16 @@ def to_sarif(
     cwd: str | None = None,
     suppressions: Suppressions | None = None,
     category_id: str | None = None,
+    errors: Sequence[str] = (),
 ) -> dict[str, Any]:
     """A SARIF 2.1.0 log with one run holding every report's races.
 
     Paths are relative to ``cwd`` (default: the working directory), which is
     ``%SRCROOT%``. ``suppressions``: the ``--suppress`` file already applied to the
     reports, whose unused entries become notes. ``category_id``: the run's
-    ``automationDetails`` category (default: ``category(reports)``).
+    ``automationDetails`` category (default: ``category(reports)``). ``errors``: the
+    one-line errors of a batch's inputs that could not be checked, each an
+    error-level notification (and the run's exit code 2).
     """
     reports = [reports] if isinstance(reports, Report) else list(reports)
     results: list[dict[str, Any]] = []
@@ -296,10 +313,11 @@ def to_sarif(
                     cwd=cwd,
                 )
             )
+    notes += [_error_notification(line, cwd) for line in errors]
     invocation: dict[str, Any] = {
         # false when a verdict is incomplete: the run did not check all it was asked to
-        "executionSuccessful": all(r.scope.complete for r in reports),
-        "exitCode": _exit_code(reports),
+        "executionSuccessful": all(r.scope.complete for r in reports) and not errors,
+        "exitCode": 2 if errors else _exit_code(reports),
         "properties": {
             "checks": [
                 {
@@ -349,9 +367,10 @@ def dumps(
     reports: Report | Iterable[Report],
     cwd: str | None = None,
     suppressions: Suppressions | None = None,
+    errors: Sequence[str] = (),
 ) -> str:
     """The SARIF text, indented and newline-terminated (``json_report.document``)."""
-    return document(to_sarif(reports, cwd, suppressions))
+    return document(to_sarif(reports, cwd, suppressions, errors=errors))
 
 
 def write_sarif(
@@ -359,6 +378,7 @@ def write_sarif(
     path: str | os.PathLike[str],
     cwd: str | None = None,
     suppressions: Suppressions | None = None,
+    errors: Sequence[str] = (),
 ) -> None:
     """Write the SARIF log to ``path`` ("-" for standard output)."""
-    write_text(dumps(reports, cwd, suppressions), path)
+    write_text(dumps(reports, cwd, suppressions, errors), path)

@@ -32,6 +32,7 @@ from .common import (
     views,
     who,
 )
+from .json_report import BatchEntry, batch_counts
 
 
 def _loc(file: str, line: int, col: int, cwd: str | None) -> str:
@@ -97,6 +98,17 @@ def summary_line(report: Report) -> str:
         f"{plural(n, 'race')} ({plural(e, 'error')}, {plural(w, 'warning')}"
         + (f", {s} suppressed" if s else "")
         + f") in kernel '{report.kernel}'"
+    )
+
+
+def batch_summary_line(entries: Sequence[BatchEntry]) -> str:
+    """A batch's last line: ``N inputs: k racy, m clean, e errors, i incomplete``
+    (``json_report.batch_counts``: a racy check that is also incomplete is racy, as
+    its exit status 1 says)."""
+    c = batch_counts(entries)
+    return (
+        f"{plural(c['inputs'], 'input')}: {c['racy']} racy, {c['clean']} clean, "
+        f"{plural(c['errors'], 'error')}, {c['incomplete']} incomplete"
     )
 
 
