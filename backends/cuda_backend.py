@@ -6,7 +6,9 @@ parameters of docs/internals.md §7, and runs the companion kernels of
 `shaders/analysis.cl` (built for CUDA with NVRTC) on the same device. Only counters
 and the compact race table come back to the host.
 
-Needs a GPU and `pip install 'gpurace[cuda]'` (cupy-cuda13x: a CUDA 13 driver).
+Needs a GPU and `pip install 'gpurace[cuda]'` (cupy-cuda13x: a CUDA 13 driver), or
+runs on the `sim` device (gpurace/sim: the PTX simulator, the default without a GPU),
+whose `array_api` stands for cupy.
 """
 
 from __future__ import annotations
@@ -80,6 +82,14 @@ def _cupy():
     return cupy
 
 
+def array_api(device: Any) -> Any:
+    """cupy, or on the sim device the NumPy stand-in of gpurace/sim/device.py: the one
+    place the backend's code learns which it runs on."""
+    from gpurace.sim import device as sim_device
+
+    return sim_device.API if sim_device.is_sim(device) else _cupy()
+
+
 @dataclass(frozen=True)
 class CudaDevice:
     """A CUDA device the user can choose with --device."""
@@ -89,39 +99,51 @@ class CudaDevice:
 
 
 def list_devices() -> list[CudaDevice]:
-    """Every CUDA device, device 0 (the default) first; none without cupy, a driver
-    or a GPU (for `gpurace devices`)."""
+    """Every CUDA device, device 0 (the default) first, then the sim device (the
+    default where cupy, a driver or a GPU is missing), for `gpurace devices`."""
+    from gpurace.sim import device as sim_device
+
+    sim = CudaDevice(sim_device.NAME, sim_device.DESCRIPTION)
     try:
         import cupy as cp
 
         count = cp.cuda.runtime.getDeviceCount()
     except Exception:  # no cupy, no driver (CUDARuntimeError), no GPU
-        return []
+        return [sim]
     found = []
     for i in range(count):
         props = cp.cuda.runtime.getDeviceProperties(i)
         name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         desc = f"{name} (CUDA, sm_{props['major']}{props['minor']})"
         found.append(CudaDevice(name, desc))
-    return found
+    return found + [sim]
 
 
 @functools.cache
 def get_device(name: str | None = None) -> tuple[object, str]:
     """The CUDA device whose name contains `name`, else device 0; returns (cupy
-    Device, description). `gpurace.registry.open_device` resolves $GPURACE_CUDA_DEVICE."""
-    cp = _cupy()
+    Device, description); `sim` (or no GPU, no cupy: no name) is the sim device.
+    `gpurace.registry.open_device` resolves $GPURACE_CUDA_DEVICE."""
+    from gpurace.sim import device as sim_device
+
+    if name and name.lower() == sim_device.NAME:
+        return sim_device.DEVICE, sim_device.DESCRIPTION
     try:
+        cp = _cupy()
         count = cp.cuda.runtime.getDeviceCount()
-    except cp.cuda.runtime.CUDARuntimeError as exc:
-        raise GpuraceError(f"no CUDA device: {exc}") from None
+    except Exception as exc:  # no cupy, no driver (CUDARuntimeError), no GPU
+        if name is None:
+            return sim_device.DEVICE, sim_device.DESCRIPTION
+        raise GpuraceError(f"no CUDA device: {exc} (--device sim: the PTX simulator)") from None
     found = []
     for i in range(count):
         props = cp.cuda.runtime.getDeviceProperties(i)
         desc = f"{props['name'].decode()} (CUDA, sm_{props['major']}{props['minor']})"
         found.append((i, desc))
+    if not found and name is None:
+        return sim_device.DEVICE, sim_device.DESCRIPTION
     if not found:
-        raise GpuraceError("no CUDA device found")
+        raise GpuraceError("no CUDA device found (--device sim: the PTX simulator)")
     if name:
         chosen = [f for f in found if name.lower() in f[1].lower()]
         if not chosen:
@@ -145,7 +167,7 @@ def load_module(device, ptx: str) -> Any:
     from a file (``RawModule(path=...)``); the file is kept, named by its hash."""
     import hashlib
 
-    cp = _cupy()
+    cp = array_api(device)
     key = (device.id, ptx)
     if key not in _modules:
         folder = os.path.join(tempfile.gettempdir(), "gpurace-ptx")
@@ -165,6 +187,7 @@ class CudaLaunchResult(LaunchResult):
 
     sync_events: dict[str, int] = field(default_factory=dict)  # kind -> count
     seconds: float = 0.0  # the kernel's own time (CUDA events)
+    stopped: str = ""  # sim: the instruction it could not execute (the rest did not run)
 
 
 def var_sizes(inst: Instrumented, kernel: str, params: list[Binding], args: dict, shared: int):
@@ -211,8 +234,9 @@ def launch(
     number for a scalar. With `var_bases` the PTX is an instrumented one and gets the
     `_gr_log`, `_gr_ctl`, `_gr_sync` and `_gr_shd` buffers (docs/internals.md §7); with
     `prefilter` the run builds or filters with its shadow (its mode), without it every
-    access in the range is logged."""
-    cp = _cupy()
+    access in the range is logged. On the sim device, a launch that stopped at an
+    instruction the simulator does not execute says which in `stopped`."""
+    cp = array_api(device)
     fn = load_module(device, ptx).get_function(kernel)
     dev_arrays: dict[int, object] = {}
     kargs: list[object] = []
@@ -265,6 +289,7 @@ def launch(
         stop.record()
         wait_for(stop, kernel, path, timeout)
         result = CudaLaunchResult({}, log, 0, log_capacity)
+        result.stopped = getattr(fn, "stopped", "")
         result.seconds = cp.cuda.get_elapsed_time(start, stop) / 1e3
         for b in params:
             if b.binding in dev_arrays:
@@ -290,7 +315,7 @@ def prefilter(
     `prefilter.local_order_words`) for as many of its `num_groups` blocks as fit.
     Its build run logs the launch's events, so that it may stand for the filter runs
     when nothing can conflict."""
-    cp = _cupy()
+    cp = array_api(device)
     limit = analysis_limit(device)
     words = shadow_words(address_end, limit)
     groups = local_groups(words, local_words, num_groups, limit)
@@ -305,7 +330,7 @@ def shadow_may_conflict(device, pre: Prefilter) -> bool:
     and a store or atomics beside plain accesses), or its build run touched a word
     beyond the shadow ([3]); when neither, a filter run would log only the events the
     build run logged. Array operations on the device; one flag comes back."""
-    cp = _cupy()
+    cp = array_api(device)
     with device:
         buf = pre.buf
         if int(cp.asnumpy(buf[SHD_UNSEEN : SHD_UNSEEN + 1])[0]):
@@ -385,14 +410,14 @@ def _sync_summary(cp, sync, capacity: int) -> dict[str, int]:
 
 def read_log(device, result: LaunchResult) -> np.ndarray:
     """The logged records as an (n, 8) u32 array (tests and the reference use this)."""
-    cp = _cupy()
+    cp = array_api(device)
     n = min(result.requested, result.capacity)
     return cp.asnumpy(result.log[: n * RECORD_WORDS]).reshape(n, RECORD_WORDS)
 
 
 def max_records_per_pass(device) -> int:
     """Records one log may hold: a quarter of the free memory, under 2**31 bytes."""
-    cp = _cupy()
+    cp = array_api(device)
     with device:
         free, _ = cp.cuda.runtime.memGetInfo()
     return max(1 << 16, min(free // 4, (1 << 31) - 1) // (RECORD_WORDS * 4))
@@ -405,7 +430,7 @@ def max_shadow_words(device) -> int:
 
 def analysis_limit(device) -> int:
     """Most bytes one analysis buffer may hold (32-bit word indices in the kernels)."""
-    cp = _cupy()
+    cp = array_api(device)
     with device:
         free, _ = cp.cuda.runtime.memGetInfo()
     return int(min(free // 8, 1 << 31))
@@ -462,13 +487,23 @@ class _CupyKernels:
         """Nothing pooled: each buffer goes with its last reference."""
 
 
-# `gpurace.interfaces.Backend.analyse_on_device` on a cupy device; the limit is looked up
-# at each call, so that tests may replace `analysis_limit`
-analyse_on_device = analysis_driver.on_device(_CupyKernels, lambda device: analysis_limit(device))
+# on a cupy device; the limit is looked up at each call, so that tests may replace
+# `analysis_limit`
+_analyse_on_gpu = analysis_driver.on_device(_CupyKernels, lambda device: analysis_limit(device))
+
+
+def analyse_on_device(device: Any, log_buf: object, *args: Any, **options: Any) -> DeviceAnalysis:
+    """`gpurace.interfaces.Backend.analyse_on_device`: the companion kernels on the GPU;
+    on the sim device, on OpenCL (gpurace/sim/device.py)."""
+    from gpurace.sim import device as sim_device
+
+    if sim_device.is_sim(device):
+        return sim_device.analyse_on_device(device, log_buf, *args, **options)
+    return _analyse_on_gpu(device, log_buf, *args, **options)
 
 
 def upload_log(device, records: np.ndarray) -> object:
-    cp = _cupy()
+    cp = array_api(device)
     with device:
         return cp.asarray(log_words(records))
 

@@ -1,5 +1,5 @@
 """CUDA C++ and PTX: compiled to PTX and rewritten by `gpurace.instrument.ptx`, run on
-cupy (`gpurace.interfaces.Language`; internals §7)."""
+cupy or on the sim device (`gpurace.interfaces.Language`; internals §7)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def target(
     entry: str | None,
     options: Options,
 ) -> Target:
-    """A CUDA C++ or PTX launch on cupy (an NVIDIA GPU). Runs go through
+    """A CUDA C++ or PTX launch on cupy (an NVIDIA GPU) or sim. Runs go through
     `prefilter.filtered_run` with a launch-wide shadow (internals §7) unless
     `options.prefilter` is off."""
     from gpurace import registry
@@ -91,8 +91,15 @@ def target(
     def run(
         lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0, pre_: Any = None
     ) -> LaunchResult:
-        """One launch; a named barrier over part of the block makes the check incomplete."""
+        """One launch; a named barrier over part of the block, or an instruction the sim
+        device does not execute (the launch stopped there), makes the check incomplete."""
         result: Any = launch_once(lo, hi, capacity, bins, width, pre_)
+        stopped = getattr(result, "stopped", "")
+        if stopped and not any(stopped in n for n in inst.not_instrumented):
+            inst.not_instrumented.append(
+                f"{path}: {stopped}: the launch stopped there, what the kernel would have "
+                "done after it is not checked"
+            )
         sync_seen.update(result.sync_events)
         partial = sync_seen.get(cuda_backend.SYNC_NAMES[4], 0)
         note = (

@@ -1,0 +1,320 @@
+"""The simulator's execution model: blocks of lanes in lockstep, a scheduler that
+reconverges divergent paths, barriers, calls and launches.
+
+A batch of whole blocks runs at once: every register is an array with one value per
+lane (thread) of the batch, and each lane has its own PC. A step runs the
+instruction at the smallest PC among the runnable lanes, for exactly the lanes at
+that PC (the active mask; the guard predicate narrows it). For the reducible
+control flow compilers emit, this is the PDOM-like rule GPUs use: lanes that branch
+apart run their paths one after the other and meet again at the first instruction
+both reach, so warp instructions (shuffles, votes, ldmatrix) see the lanes that
+reach them together. A ``bar.sync``/``barrier.sync``/``bar.red`` makes its lanes
+wait; the barrier releases when every live (not exited) thread of the block waits
+(exited threads count as arrived, as on NVIDIA hardware), or, for a named barrier
+with a thread count over part of the block, when that many arrived. ``.func`` calls
+run the callee for the calling lanes (its own registers and PCs) to its ``ret``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from gpurace.instrument.ptx.parse import TYPE_BYTES, Function, Module, parse_instr, parse_module
+from gpurace.sim.arith import compile_alu
+from gpurace.sim.memops import compile_mem
+from gpurace.sim.memory import SHARED_BASE, Memory
+from gpurace.sim.operands import Decoder, guard_reader
+from gpurace.sim.values import U64, SimError, SimUnsupported, immediate
+from gpurace.sim.warp import compile_warp
+
+BATCH_LANES = 8192  # lanes of the blocks that run together (at least one block)
+LOCAL_STACK = 1 << 10  # per-thread bytes for the frames of calls, beyond the entry's
+_LOCAL_DECL = re.compile(r"\.local\s+(?:\.align\s+(\d+)\s+)?(?:\.v(\d)\s+)?\.(\w+)\s+([\w$]+)"
+                         r"((?:\[\d*\])*)")  # fmt: skip
+_SHARED_DECL = re.compile(r"\.shared\s+(?:\.align\s+(\d+)\s+)?(?:\.v(\d)\s+)?\.(\w+)\s+([\w$]+)"
+                          r"((?:\[\d*\])*)")  # fmt: skip
+_MODULE_VAR = re.compile(
+    r"(?:\.(?:visible|extern|weak|common)\s+)*\.(global|const)\s+(?:\.align\s+(\d+)\s+)?"
+    r"(?:\.v(\d)\s+)?\.(\w+)\s+([\w$]+)((?:\[\d*\])*)\s*(?:=\s*(.*))?$"
+)
+
+
+def _size(t: str, vec: str | None, dims: str) -> int:
+    n = TYPE_BYTES.get(t, 4) * int(vec or 1)
+    for d in re.findall(r"\[(\d*)\]", dims):
+        n *= int(d or 0)
+    return n
+
+
+@dataclass
+class Code:
+    """One decoded instruction."""
+
+    kind: str  # op, bra, ret, exit, call, bar, bad
+    line: int
+    text: str
+    run: Any = None
+    guard: Any = None
+    target: int = 0
+    call: tuple = ()  # (callee name, return param names, argument param names)
+    bar: tuple = ()  # (mode, id reader, count reader, pred reader, dst writer)
+    error: str = ""
+
+
+@dataclass
+class Func:
+    name: str
+    code: list[Code]
+    params: list[str]
+    returns: list[str]
+    locals_bytes: int
+
+
+class Frame:
+    """A function invocation: its registers and .param scratch, for every lane."""
+
+    def __init__(self, batch: Batch, fn: Func, params: dict, local_base: int) -> None:
+        self.batch, self.fn = batch, fn
+        self.regs: dict[str, np.ndarray] = {}
+        self.params = params  # name -> u8 [rows, bytes] (rows 1: the kernel's, for all)
+        self.out: dict[str, np.ndarray] = {}  # the .param scratch of calls it makes
+        self.local_base = local_base
+
+    def reg(self, name: str) -> np.ndarray:
+        r = self.regs.get(name)
+        if r is None:  # PTX registers start undefined: 0 here
+            r = self.regs[name] = np.zeros(self.batch.lanes, U64)
+        return r
+
+    def set(self, name: str, g: np.ndarray, bits: np.ndarray) -> None:
+        self.reg(name)[g] = bits
+
+    def param(self, name: str) -> np.ndarray:
+        arr = self.params.get(name)
+        if arr is None:
+            arr = self.out.get(name)
+        if arr is None:  # a result of a call gpurace inlined and branches over
+            arr = self.out[name] = np.zeros((self.batch.lanes, 16), np.uint8)
+        return arr
+
+
+class Batch:
+    """The lanes of the blocks that run together, and their special registers."""
+
+    def __init__(self, mem: Memory, blocks: list[tuple[int, int, int]],
+                 grid: tuple[int, int, int], block: tuple[int, int, int],
+                 dynamic_shared: int, shared_size: int, local_size: int) -> None:  # fmt: skip
+        per = prod(block)
+        self.mem = mem
+        self.lanes = per * len(blocks)
+        lin = np.tile(np.arange(per), len(blocks))
+        self.lin = lin
+        self.lane = (lin % 32).astype(U64)
+        self.live = np.ones(self.lanes, bool)
+        self.steps = 0
+        self.block_start = np.repeat(np.arange(len(blocks)) * per, per)
+        mem.begin_batch(len(blocks), shared_size, [per] * len(blocks), local_size)
+        bx, by, bz = (np.repeat(np.array([b[k] for b in blocks]), per) for k in range(3))
+        tx, ty, tz = lin % block[0], (lin // block[0]) % block[1], lin // (block[0] * block[1])
+        s: dict[str, Any] = {
+            "%tid.x": tx, "%tid.y": ty, "%tid.z": tz, "%ctaid.x": bx, "%ctaid.y": by,
+            "%ctaid.z": bz, "%ntid.x": block[0], "%ntid.y": block[1], "%ntid.z": block[2],
+            "%nctaid.x": grid[0], "%nctaid.y": grid[1], "%nctaid.z": grid[2],
+            "%laneid": lin % 32, "%warpid": lin // 32, "%nwarpid": (per + 31) // 32,
+            "%smid": 0, "%nsmid": 1, "%gridid": 0, "%warpsz": 32,
+            "%dynamic_smem_size": dynamic_shared, "%total_smem_size": shared_size,
+            "%lanemask_eq": 1 << (lin % 32), "%lanemask_lt": (1 << (lin % 32)) - 1,
+            "%lanemask_le": (2 << (lin % 32)) - 1,
+            "%lanemask_gt": 0xFFFFFFFF ^ ((2 << (lin % 32)) - 1),
+            "%lanemask_ge": 0xFFFFFFFF ^ ((1 << (lin % 32)) - 1),
+        }  # fmt: skip
+        self._special = {k: np.broadcast_to(np.asarray(v, np.int64), (self.lanes,)).astype(U64)
+                         for k, v in s.items()}  # fmt: skip
+
+    def special(self, name: str, fr: Frame) -> np.ndarray:
+        if name.startswith(("%clock", "%globaltimer")):  # a counter that only grows
+            return np.full(self.lanes, U64(self.steps * 4), U64)
+        return self._special[name]
+
+
+class Program:
+    """A module decoded for one entry's memory layout: its functions as Code lists."""
+
+    def __init__(self, mod: Module, entry: Function, globals_: dict[str, int]) -> None:
+        self.mod = mod
+        self.symbols: dict[str, int] = dict(globals_)
+        at = SHARED_BASE
+        decls = [(s.text, True) for s in entry.body if s.kind == "stmt"]
+        decls += [(s.text, False) for s in mod.stmts if s.kind == "stmt" and s.depth == 0]
+        dynamic: list[str] = []
+        for text, _ in decls:
+            m = _SHARED_DECL.search(text) if ".shared" in text and "(" not in text else None
+            if not m:
+                continue
+            align = max(int(m.group(1) or TYPE_BYTES.get(m.group(3), 4)), 1)
+            if re.search(r"\[\]", m.group(5)):
+                dynamic.append(m.group(4))
+                continue
+            at = (at + align - 1) // align * align
+            self.symbols[m.group(4)] = at
+            at += _size(m.group(3), m.group(2), m.group(5))
+        at = (at + 15) // 16 * 16  # extern (dynamic) shared arrays: after, 16-aligned
+        for name in dynamic:
+            self.symbols[name] = at
+        self.static_shared = at
+        self.funcs = {f.name: self._decode(f) for f in mod.functions}
+        self.local_bytes = sum(f.locals_bytes for f in self.funcs.values())
+
+    def _decode(self, fn: Function) -> Func:
+        locals_: dict[str, int] = {}
+        size = 0
+        for s in fn.body:
+            m = _LOCAL_DECL.match(s.text) if s.kind == "stmt" else None
+            if m:
+                align = int(m.group(1) or TYPE_BYTES.get(m.group(3), 4))
+                size = (size + align - 1) // align * align
+                locals_[m.group(4)] = size
+                size += _size(m.group(3), m.group(2), m.group(5))
+        dec = Decoder(fn.reg_types, self.symbols, f"kernel function '{fn.name}'")
+        dec.locals = locals_
+        labels: dict[str, int] = {}
+        stmts = []
+        loc = ""
+        for s in fn.body:
+            if s.kind == "label":
+                labels[s.text] = len(stmts)
+            elif s.kind == "stmt" and s.text.startswith(".loc"):
+                parts = s.text.split()
+                if len(parts) > 2 and parts[1].isdigit():
+                    loc = f"{self.mod.files.get(int(parts[1]), '?')}:{parts[2]}"
+            elif s.kind == "stmt" and not s.text.startswith("."):
+                stmts.append((s, loc))
+        code = [self._instr(s, loc, dec, labels) for s, loc in stmts]
+        code.append(Code("ret", fn.close.line, "ret"))  # falling off the end returns
+        m = re.search(r"\.func\s*\(([^)]*)\)", fn.header.text)
+        rets = re.findall(r"([\w$]+)(?:\[\d*\])?\s*(?:,|$)", m.group(1)) if m else []
+        return Func(fn.name, code, [p.name for p in fn.params], rets, size)
+
+    def _instr(self, s: Any, loc: str, dec: Decoder, labels: dict[str, int]) -> Code:
+        ins = parse_instr(s.text)
+        where = f"PTX line {s.line}" + (f", {loc}" if loc else "")
+        dec.where = where
+        c = Code("op", s.line, s.text)
+        try:
+            c.guard = guard_reader(dec, ins.guard)
+            op = ins.op
+            if op == "bra" or op == "brx":
+                if op == "brx" or ins.operands[0] not in labels:
+                    raise SimUnsupported(f"{ins.opcode} {ins.operands[0]}")
+                c.kind, c.target = "bra", labels[ins.operands[0]]
+            elif op in ("ret", "exit"):
+                c.kind = op
+            elif op == "trap":
+                c.kind, c.error = "trap", f"trap at {where}"
+            elif op == "call":
+                c.kind, c.call = "call", self._call(ins.operands)
+            elif op in ("bar", "barrier") and not ins.has("warp"):
+                c.kind, c.bar = "bar", self._bar(ins, dec)
+            else:
+                c.run = compile_mem(ins, dec) or compile_warp(ins, dec) or compile_alu(ins, dec)
+                if c.run is None and op in (
+                    "mbarrier",
+                    "griddepcontrol",
+                    "setmaxnreg",
+                    "nanosleep",
+                ):
+                    c.run = _no_effect(ins, dec)
+                if c.run is None:
+                    raise SimUnsupported(ins.opcode)
+        except (SimUnsupported, KeyError, IndexError, ValueError) as exc:
+            detail = str(exc) if isinstance(exc, SimUnsupported) else ins.opcode
+            extra = "" if detail == ins.opcode else f" ({detail})"
+            c.kind, c.error = "bad", f"sim cannot execute {ins.opcode} at {where}{extra}"
+        return c
+
+    def _call(self, ops: list[str]) -> tuple:
+        rets: list[str] = []
+        if ops[0].startswith("("):
+            rets = [a.strip() for a in ops[0].strip("()").split(",") if a.strip()]
+            ops = ops[1:]
+        callee = ops[0]
+        if callee not in {f.name for f in self.mod.functions}:
+            raise SimUnsupported(f"call to '{callee}', not defined in this PTX")
+        if len(ops) > 2:
+            raise SimUnsupported("an indirect call (call through a prototype)")
+        args = [a.strip() for a in ops[1].strip("()").split(",") if a.strip()] if ops[1:] else []
+        return callee, rets, args
+
+    def _bar(self, ins: Any, dec: Decoder) -> tuple:
+        ops = ins.operands
+        if ins.has("arrive"):
+            return ("arrive", None, None, None, None)
+        if ins.has("red"):  # bar.red.op.type d, a{, b}, {!}c
+            mode = next(p for p in ins.parts if p in ("popc", "and", "or"))
+            ident = dec.reader(ops[1], "u32")
+            count = dec.reader(ops[2], "u32") if len(ops) > 3 else None
+            return (mode, ident, count, dec.reader(ops[-1], "pred"), dec.writer(ops[0]))
+        ident = dec.reader(ops[0], "u32") if ops else None
+        count = dec.reader(ops[1], "u32") if len(ops) > 1 else None
+        return ("sync", ident, count, None, None)
+
+
+def _no_effect(ins: Any, dec: Decoder) -> Any:
+    """Instructions that only order (mbarrier: the launch runs copies synchronously):
+    a destination predicate (try_wait) is true, a state token 0."""
+    if ins.operands and dec.is_reg(ins.operands[0].split("|")[0]):
+        d = dec.writer(ins.operands[0].split("|")[0])
+        value = U64(1) if "wait" in ins.opcode else U64(0)
+        return lambda fr, g: d(fr, g, np.full(len(g), value, U64))
+    return lambda fr, g: None
+
+
+@dataclass
+class Launch:
+    """What ends a launch early: the first instruction the simulator cannot run."""
+
+    stopped: str = ""
+    steps: int = 0
+    lane_steps: int = 0
+    deadline: float = float("inf")
+    hang_after: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+def module_globals(mod: Module, mem: Memory) -> dict[str, int]:
+    """Allocate the module's .global and .const variables (with their initialisers)."""
+    out: dict[str, int] = {}
+    for s in mod.stmts:
+        if s.kind != "stmt" or s.depth != 0:
+            continue
+        m = _MODULE_VAR.match(s.text)
+        if not m or "(" in s.text.split("=")[0]:
+            continue
+        t, name, init = m.group(4), m.group(5), m.group(7)
+        size = max(_size(t, m.group(3), m.group(6)), TYPE_BYTES.get(t, 4))
+        data = bytearray(size)
+        if init:
+            items = [x.strip() for x in re.sub(r"[{}]", " ", init).split(",") if x.strip()]
+            n = TYPE_BYTES.get(t, 4)
+            for k, item in enumerate(items):
+                bits = immediate(item, t)
+                if bits is None:
+                    raise SimUnsupported(f"the initialiser of '{name}' ({item})")
+                data[k * n : (k + 1) * n] = bits.to_bytes(n, "little")
+        out[name] = mem.alloc(bytes(data))
+    return out
+
+
+def parse(ptx: str) -> Module:
+    return parse_module(ptx)
+
+
+def check_time(run: Launch, what: str) -> None:
+    if time.monotonic() > run.deadline:
+        raise SimError(f"hang: {what} did not finish within {run.hang_after:g} s")

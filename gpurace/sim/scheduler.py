@@ -1,0 +1,229 @@
+"""The Simulator: a PTX module loaded once, launched many times (as a CUDA module's
+``__device__`` variables keep their values from launch to launch, so do its
+``.global`` variables here), and the min-PC scheduler of gpurace/sim/engine.py.
+"""
+
+from __future__ import annotations
+
+import time
+from math import prod
+
+import numpy as np
+
+from gpurace.instrument.ptx.parse import TYPE_BYTES
+from gpurace.sim.engine import (
+    BATCH_LANES,
+    LOCAL_STACK,
+    Batch,
+    Code,
+    Frame,
+    Launch,
+    Program,
+    check_time,
+    module_globals,
+    parse,
+)
+from gpurace.sim.memops import param_bytes
+from gpurace.sim.memory import Memory
+from gpurace.sim.values import U64, SimError, SimUnsupported
+
+_RUN, _WAIT, _DONE = 0, 1, 2
+
+
+class Simulator:
+    """Runs kernel launches of one PTX module on the CPU."""
+
+    def __init__(self, ptx: str) -> None:
+        self.mod = parse(ptx)
+        self.mem = Memory()
+        self.globals = module_globals(self.mod, self.mem)
+        self._programs: dict[str, Program] = {}
+        self.last = Launch()
+        self._current: Program | None = None
+
+    def program(self, kernel: str) -> Program:
+        if kernel not in self._programs:
+            entry = next((f for f in self.mod.functions if f.name == kernel), None)
+            if entry is None:
+                raise SimError(f"no kernel '{kernel}' in the PTX")
+            self._programs[kernel] = Program(self.mod, entry, self.globals)
+        return self._programs[kernel]
+
+    def launch(
+        self,
+        kernel: str,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        args: list[int],
+        shared_bytes: int = 0,
+        timeout: float | None = None,
+    ) -> Launch:
+        """Run `kernel` over `grid` x `block`; `args` are the parameters' raw bits
+        (pointers from `mem.register`/`mem.alloc`). Returns what the launch did; an
+        instruction it cannot execute stops it (`Launch.stopped` says which)."""
+        prog = self.program(kernel)
+        entry = prog.funcs[kernel]
+        fn = next(f for f in self.mod.functions if f.name == kernel)
+        if len(args) != len(fn.params):
+            raise SimError(f"kernel '{kernel}' takes {len(fn.params)} arguments, not {len(args)}")
+        params = {}
+        for p, bits in zip(fn.params, args, strict=True):
+            n = TYPE_BYTES.get(p.type, 8) * (int(p.array.strip("[]")) if p.array else 1)
+            if isinstance(bits, (bytes, bytearray)):
+                raw = bytes(bits).ljust(n, b"\0")
+            else:
+                raw = (int(bits) & ((1 << (8 * n)) - 1)).to_bytes(n, "little")
+            params[p.name] = np.frombuffer(raw, np.uint8).reshape(1, -1).copy()
+        run = self.last = Launch()
+        self._current = prog
+        if timeout is not None:
+            run.hang_after, run.deadline = timeout, time.monotonic() + timeout
+        shared = (prog.static_shared + int(shared_bytes) + 127) // 128 * 128
+        local = (prog.local_bytes + (LOCAL_STACK if prog.local_bytes else 0) + 15) // 16 * 16
+        per = prod(block)
+        nblocks = prod(grid)
+        step = max(1, BATCH_LANES // max(per, 1))
+        for first in range(0, nblocks, step):
+            ids = range(first, min(nblocks, first + step))
+            blocks = [(i % grid[0], i // grid[0] % grid[1], i // (grid[0] * grid[1])) for i in ids]
+            batch = Batch(self.mem, blocks, grid, block, int(shared_bytes), shared, local)
+            frame = Frame(batch, entry, params, 0)
+            try:
+                self._execute(frame, np.arange(batch.lanes), run, entry=True)
+            except SimUnsupported as exc:
+                run.stopped = str(exc)
+                return run
+        return run
+
+    # -- the scheduler -----------------------------------------------------------
+    def _execute(self, frame: Frame, lanes: np.ndarray, run: Launch, entry: bool) -> None:
+        """Run `frame`'s function for `lanes` until each has returned (or exited)."""
+        batch = frame.batch
+        code = frame.fn.code
+        n = len(lanes)
+        pc = np.zeros(n, np.int64)
+        state = np.zeros(n, np.int8)
+        waits: dict[int, tuple] = {}  # lane slot -> (code, id, count, pred)
+        while True:
+            runnable = state == _RUN
+            if not runnable.any():
+                if (state == _DONE).all():
+                    return
+                self._release(frame, lanes, state, waits)
+                continue
+            p = int(pc[runnable].min())
+            act = np.nonzero(runnable & (pc == p))[0]
+            c: Code = code[p]
+            run.steps += 1
+            run.lane_steps += len(act)
+            batch.steps += 1
+            if not run.steps & 0x3FFF:
+                check_time(run, "the kernel")
+            take = act
+            if c.guard is not None:
+                m = c.guard(frame, lanes[act])
+                take = act[m]
+            kind = c.kind
+            if kind == "op":
+                if len(take):
+                    c.run(frame, lanes[take])
+                pc[act] += 1
+            elif kind == "bra":
+                pc[act] += 1
+                pc[take] = c.target
+            elif kind in ("ret", "exit"):
+                state[take] = _DONE
+                if kind == "exit" or entry:
+                    batch.live[lanes[take]] = False
+                pc[act] += 1
+            elif kind == "call":
+                pc[act] += 1
+                if len(take):
+                    self._call(frame, c, lanes[take], run)
+                    gone = ~batch.live[lanes[take]]
+                    state[take[gone]] = _DONE
+            elif kind == "bar":
+                pc[act] += 1
+                mode, ident, count, pred, _ = c.bar
+                if mode == "arrive" or not len(take):
+                    continue
+                g = lanes[take]
+                ids = ident(frame, g) if ident is not None else np.zeros(len(g), U64)
+                cnt = count(frame, g) if count is not None else None
+                pv = pred(frame, g) != 0 if pred is not None else None
+                for k, slot in enumerate(take.tolist()):
+                    waits[slot] = (c, int(ids[k]), None if cnt is None else int(cnt[k]),
+                                   bool(pv[k]) if pv is not None else False)  # fmt: skip
+                state[take] = _WAIT
+            elif kind == "trap":
+                if len(take):
+                    raise SimError(c.error)
+                pc[act] += 1
+            else:  # "bad": an instruction the simulator cannot execute
+                if len(take):
+                    raise SimUnsupported(c.error)
+                pc[act] += 1
+
+    def _call(self, frame: Frame, c: Code, g: np.ndarray, run: Launch) -> None:
+        callee_name, rets, args = c.call
+        assert self._current is not None
+        callee = self._current.funcs[callee_name]
+        lanes_n = frame.batch.lanes
+        pairs = zip(callee.params, args, strict=True)
+        params = {p: param_bytes(frame.out, a, lanes_n, 16) for p, a in pairs}
+        base = frame.local_base + frame.fn.locals_bytes
+        if base + callee.locals_bytes > frame.batch.mem.local_size and callee.locals_bytes:
+            raise SimError(f"local memory stack overflow calling '{callee_name}' (recursion?)")
+        sub = Frame(frame.batch, callee, params, base)
+        self._execute(sub, g, run, entry=False)
+        for mine, theirs in zip(rets, callee.returns, strict=False):
+            if theirs in sub.out:
+                frame.out[mine] = sub.out[theirs]
+
+    def _release(self, frame: Frame, lanes: np.ndarray, state: np.ndarray, waits: dict) -> None:
+        """Release the barriers whose threads have all arrived; else it is a hang."""
+        batch = frame.batch
+        block_of = batch.mem.block_of
+        waiting = np.nonzero(state == _WAIT)[0]
+        nb = int(block_of.max()) + 1 if len(block_of) else 1
+        live = np.bincount(block_of[batch.live], minlength=nb)
+        at = np.bincount(block_of[lanes[waiting]], minlength=nb)
+        full = (at == live) & (at > 0)
+        released = False
+        for b in np.nonzero(full)[0]:
+            slots = waiting[block_of[lanes[waiting]] == b]
+            self._wake(frame, lanes, state, waits, slots)
+            released = True
+        if released:
+            return
+        # named barriers with a thread count over part of the block
+        groups: dict[tuple[int, int], list[int]] = {}
+        for slot in waiting.tolist():
+            _, ident, count, _ = waits[slot]
+            if count is not None:
+                groups.setdefault((int(block_of[lanes[slot]]), ident), []).append(slot)
+        for (b, _), slots in sorted(groups.items()):
+            count = waits[slots[0]][2]
+            if count < live[b] and len(slots) >= count:
+                self._wake(frame, lanes, state, waits, np.array(slots[:count]))
+                return
+        where = sorted({waits[s][0].line for s in waiting.tolist()})
+        raise SimError(
+            f"hang: threads wait at the barriers of PTX lines {where} that other threads of "
+            "their block never reach (barrier divergence)"
+        )
+
+    @staticmethod
+    def _wake(frame: Frame, lanes: np.ndarray, state: np.ndarray, waits: dict,
+              slots: np.ndarray) -> None:  # fmt: skip
+        """Release `slots` (one barrier's threads); bar.red writes its reduction."""
+        info = [waits.pop(int(s)) for s in slots]
+        preds = np.array([w[3] for w in info], bool)
+        for code in {id(w[0]): w[0] for w in info}.values():
+            mode, _, _, _, dst = code.bar
+            if dst is None:
+                continue
+            mine = np.array([w[0] is code for w in info])
+            r = {"popc": int(preds.sum()), "and": int(preds.all()), "or": int(preds.any())}[mode]
+            dst(frame, lanes[slots[mine]], np.full(int(mine.sum()), U64(r), U64))
+        state[slots] = _RUN

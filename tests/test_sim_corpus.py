@@ -1,0 +1,51 @@
+"""CI runs CUDA for real: every CUDA corpus case through `gpurace check` (the CLI,
+in-process) on the sim device, which is the default here (no NVIDIA GPU): the
+labelled races at their sites, the verdict's exit code, a complete result, and the
+report says it ran on sim. The log analysis runs on PoCL."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpurace.backends import cuda_backend
+from gpurace.cli import main
+from gpurace.sim import device as sim_device
+from tests.corpus import expected
+from tests.test_ptx_rewriter import CUDA_CASES
+
+
+def _races(doc: dict) -> list[tuple]:
+    out = []
+    for r in doc["races"]:
+        sides = sorted(
+            (f"{s['site']['line']}:{s['site']['col']}", s["site"]["kind"]) for s in (r["a"], r["b"])
+        )
+        out.append((r["class"], *sides))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("case", CUDA_CASES, ids=lambda c: c.id)
+def test_cuda_corpus_on_sim_through_the_cli(case, tmp_path: Path) -> None:
+    from gpurace.launch.cuda import load_cuda_launch
+
+    out = tmp_path / "r.json"
+    args = ["check", str(case.kernel), "--launch", str(case.launch_path), "--json", str(out)]
+    result = CliRunner().invoke(main, args)
+    expect = load_cuda_launch(str(case.launch_path)).expect
+    assert result.exit_code == (1 if expect["verdict"] == "race" else 0), result.output
+    doc = json.loads(out.read_text())
+    assert doc["device"] == sim_device.DESCRIPTION
+    assert doc["scope"]["complete"], doc["scope"]
+    assert _races(doc) == expected(expect)
+
+
+def test_sim_is_listed_and_is_the_default_without_a_gpu() -> None:
+    """No cupy, no GPU here: `gpurace devices` lists sim for CUDA, and it is the device
+    a check opens by default, or by name."""
+    assert [d.name for d in cuda_backend.list_devices()] == ["sim"]
+    assert cuda_backend.get_device(None) == (sim_device.DEVICE, sim_device.DESCRIPTION)
+    assert cuda_backend.get_device("SIM")[0] is sim_device.DEVICE

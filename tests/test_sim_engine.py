@@ -1,0 +1,95 @@
+"""gpurace/sim's engine on hand-written PTX: lockstep lanes, reconvergence before a
+shuffle, a block reduction through bar.red, atomics' old values, and the launch
+that stops at an instruction the engine does not execute."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpurace.sim import Simulator
+
+HEAD = ".version 8.0\n.target sm_90\n.address_size 64\n"
+
+
+def _kernel(body: str, regs: str = "") -> str:
+    return (
+        HEAD
+        + ".visible .entry k(.param .u64 out)\n{\n"
+        + ".reg .pred %p<4>;\n.reg .b32 %r<16>;\n.reg .b64 %rd<8>;\n"
+        + regs
+        + "ld.param.u64 %rd1, [out];\nmov.u32 %r1, %tid.x;\n"
+        + "mul.wide.u32 %rd2, %r1, 4;\nadd.s64 %rd3, %rd1, %rd2;\n"
+        + body
+        + "ret;\n}\n"
+    )
+
+
+def _run(ptx: str, n: int, block: int = 64, grid: int = 1) -> tuple[np.ndarray, Simulator]:
+    sim = Simulator(ptx)
+    out = np.zeros(n, np.uint32)
+    launch = sim.launch("k", (grid, 1, 1), (block, 1, 1), [sim.mem.register(out)])
+    assert launch.stopped == ""
+    return out, sim
+
+
+def test_divergent_paths_reconverge_before_a_shuffle():
+    """Odd lanes add 100, even lanes 200 (two paths); after the join every lane reads
+    its neighbour's value through shfl.bfly, so both paths ran before the shuffle."""
+    body = """
+and.b32 %r2, %r1, 1;
+setp.eq.u32 %p1, %r2, 0;
+@%p1 bra EVEN;
+add.u32 %r3, %r1, 100;
+bra JOIN;
+EVEN:
+add.u32 %r3, %r1, 200;
+JOIN:
+shfl.sync.bfly.b32 %r4|%p2, %r3, 1, 31, -1;
+st.global.u32 [%rd3], %r4;
+"""
+    out, _ = _run(_kernel(body), 64)
+    t = np.arange(64) ^ 1
+    assert out.tolist() == (t + np.where(t % 2, 100, 200)).tolist()
+
+
+def test_bar_red_popc_counts_the_block():
+    """bar.red.popc over `tid < 37` in each of 3 blocks of 64 threads: 37 everywhere."""
+    body = """
+setp.lt.u32 %p1, %r1, 37;
+bar.red.popc.u32 %r5, 0, %p1;
+mov.u32 %r6, %ctaid.x;
+mad.lo.u32 %r7, %r6, 64, %r1;
+mul.wide.u32 %rd4, %r7, 4;
+add.s64 %rd5, %rd1, %rd4;
+st.global.u32 [%rd5], %r5;
+"""
+    out, _ = _run(_kernel(body), 192, grid=3)
+    assert out.tolist() == [37] * 192
+
+
+def test_atomics_return_distinct_old_values():
+    """atom.add on one word from 96 lanes (a segmented prefix sum): old values
+    0..95, each once; the word ends at 96; atom.exch and cas serialise in lane order."""
+    body = """
+atom.global.add.u32 %r8, [%rd1], 1;
+add.s64 %rd6, %rd1, 4;
+mul.wide.u32 %rd4, %r8, 4;
+add.s64 %rd5, %rd6, %rd4;
+st.global.u32 [%rd5], %r1;
+atom.global.cas.b32 %r9, [%rd1+388], 0, %r1;
+"""
+    out, _ = _run(_kernel(body), 98, block=96)
+    assert out[0] == 96
+    assert sorted(out[1:97].tolist()) == list(range(96))
+    assert out[97] == 1  # lane 0 swapped 0 for 0, lane 1 then 0 for 1, the rest saw 1
+
+
+def test_an_instruction_it_cannot_run_stops_the_launch_and_is_named():
+    ptx = _kernel("tensormap.replace.tile.global_address.global.b1024.b64 [%rd3], %rd1;\n")
+    sim = Simulator(ptx)
+    out = np.zeros(64, np.uint32)
+    launch = sim.launch("k", (1, 1, 1), (64, 1, 1), [sim.mem.register(out)])
+    assert launch.stopped == (
+        "sim cannot execute tensormap.replace.tile.global_address.global.b1024.b64 at PTX line 13"
+    )
+    assert out.tolist() == [0] * 64
