@@ -16,13 +16,13 @@ from __future__ import annotations
 import functools
 import os
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from gpurace import watchdog
 from gpurace.abi import (
     CTL_REQUESTED,
     EVENT_SLOTS,
@@ -58,7 +58,7 @@ from gpurace.backends.prefilter import (
     shadow_words,
 )
 from gpurace.launch.cuda import CudaLaunch, scalar_bytes
-from gpurace.model import RECORD_WORDS, Binding, DeviceHang, GpuraceError, Instrumented, Space
+from gpurace.model import RECORD_WORDS, Binding, GpuraceError, Instrumented, Space
 from gpurace.options import Options
 
 ANALYSIS_BLOCK = 64
@@ -360,27 +360,22 @@ def event_slot_groups(grid: Sequence[int]) -> int:
 def wait_for(event, kernel: str, path: str, timeout: float | None = None) -> None:
     """Wait until `event` (recorded after a launch of `kernel`) has happened, at most
     `timeout` seconds (`Options.kernel_timeout_s`; None: the environment's, for the
-    determinism replayer, which does not take Options yet).
+    determinism replayer, which does not take Options yet): `gpurace.watchdog`.
 
     A block whose threads wait at different barriers, or at a barrier that some never
     reach, is undefined behaviour that hangs an NVIDIA GPU (seen on an H200 with
     `if (t % 2) __syncthreads(); else __syncthreads();`): gpurace says so instead of
     waiting for ever."""
-    if timeout is None:
-        timeout = Options.from_env().kernel_timeout_s
-    deadline = time.monotonic() + timeout
-    pause = 2e-5
-    while not event.done:
-        if time.monotonic() > deadline:
-            raise DeviceHang(
-                f"error: kernel '{kernel}' did not finish within {timeout:g} s on the GPU: "
-                "threads of a block wait at barriers that others never reach (barrier "
-                "divergence), or a spin-wait never ends; the GPU context is unusable, so "
-                "nothing was checked (GPURACE_KERNEL_TIMEOUT=SECONDS sets the limit)",
-                path,
-            )
-        time.sleep(pause)
-        pause = min(2 * pause, 1e-3)
+    limit = Options.from_env().kernel_timeout_s if timeout is None else timeout
+    cause = (
+        "threads of a block wait at barriers that others never reach (barrier "
+        "divergence), or a loop or spin-wait never ends"
+    )
+    watchdog.poll(
+        lambda: bool(event.done),
+        limit,
+        lambda: watchdog.hang(kernel, "", limit, path, "the GPU", cause),
+    )
 
 
 _SCALAR_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from gpurace import shaders
+from gpurace import shaders, watchdog
 from gpurace.abi import (
     CTL_REQUESTED,
     EVENT_SLOTS,
@@ -48,6 +48,7 @@ from gpurace.backends.prefilter import (
 )
 from gpurace.launch.ndrange import NdRange, enqueue, program_for
 from gpurace.model import RECORD_WORDS, Binding, GpuraceError
+from gpurace.options import Options
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,7 @@ def launch(
     histogram_width: int = 0,
     prefilter: Prefilter | None = None,
     read_outputs: bool = True,
+    timeout: float | None = None,
 ) -> LaunchResult:
     """Run `kernel` once. `args[i]`: a numpy array for a global/constant pointer
     (global ones come back in `outputs[(0, i)]`), a number for a scalar, a byte count
@@ -208,7 +210,9 @@ def launch(
     run builds or filters with that shadow (its mode); without, every access in the
     range is logged. Without `read_outputs`, the user's buffers are not read back.
     A local size that does not divide the global size runs as uniform sub-launches
-    (`gpurace.launch.ndrange`) that share the buffers and the log."""
+    (`gpurace.launch.ndrange`) that share the buffers and the log. A launch still
+    running after `timeout` seconds (None: $GPURACE_KERNEL_TIMEOUT's) is a DeviceHang
+    (`gpurace.watchdog`)."""
     cl = _cl()
     ctx = queue.context
     mf = cl.mem_flags
@@ -271,6 +275,8 @@ def launch(
         enqueue(cl, queue, k, gsize, shape)
     except cl.Error as exc:
         raise GpuraceError(f"launch of '{kernel}' failed: {exc}", path) from None
+    what = "instrumented run" if var_bases is not None else "plain run"
+    wait(queue, kernel, what, path, timeout)
     outputs = {}
     for b in params:
         if b.kind == "global" and read_outputs and b.binding in buffers:
@@ -292,6 +298,27 @@ def launch(
             result.unseen = _shadow_word(queue, pre, SHD_UNSEEN)
     queue.finish()
     return result
+
+
+def wait(queue, kernel: str, what: str, path: str, timeout: float | None = None) -> None:
+    """Wait for everything enqueued on `queue` (a launch of `kernel`, `what` launch it
+    is), at most `timeout` seconds (None: $GPURACE_KERNEL_TIMEOUT's): PoCL runs a
+    kernel on worker threads nothing can stop, so a loop that never ends is a
+    DeviceHang here (the isolated child's exit ends the threads: gpurace/isolate.py)."""
+    limit = Options.from_env().kernel_timeout_s if timeout is None else timeout
+    queue.flush()
+    watchdog.finish(
+        queue.finish,
+        limit,
+        lambda: watchdog.hang(kernel, what, limit, path, f"'{queue.device.name}'", HANG_CAUSE),
+    )
+
+
+#: what makes a kernel run for ever, for the watchdog's error
+HANG_CAUSE = (
+    "a loop that never ends (a spin-wait on a value no work-item writes), or "
+    "work-items waiting at a barrier that others never reach"
+)
 
 
 def event_slot_groups(global_size: Sequence[int], local_size: Sequence[int] | None) -> int:
@@ -493,6 +520,7 @@ class _ClKernels:
         self.queue = queue
         self.kernels = _analysis_kernels(queue.context)
         self.params = self.zeros(PARAM_WORDS * 4)
+        self.timeout = Options.from_env().kernel_timeout_s
 
     def zeros(self, nbytes: int) -> object:
         cl = self.cl
@@ -517,6 +545,7 @@ class _ClKernels:
         )
 
     def read(self, buf: Any) -> np.ndarray:
+        wait(self.queue, "analysis", "gpurace's analysis kernels", "", self.timeout)
         out = np.empty(buf.size // 4, np.uint32)
         self.cl.enqueue_copy(self.queue, out, buf, is_blocking=True)
         return out

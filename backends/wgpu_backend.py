@@ -14,11 +14,11 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from gpurace import shaders
+from gpurace import shaders, watchdog
 
 # Mesa's Vulkan drivers complain on stderr when XDG_RUNTIME_DIR is unset (as in CI
 # and containers); give them a private directory so users see only gpurace's output.
@@ -74,6 +74,9 @@ from gpurace.backends.wgpu_pipelines import (  # noqa: F401 - re-exported for ca
     validate_source,
 )
 from gpurace.model import RECORD_WORDS, Binding, GpuraceError
+from gpurace.options import Options
+
+T = TypeVar("T")
 
 WORKGROUP = 64
 ROW_GROUPS = 32768  # work-groups per dispatch row; more rows for larger grids
@@ -327,6 +330,7 @@ def launch(
     prefilter: Prefilter | None = None,
     read_outputs: bool = True,
     aliases: dict[tuple[int, int], tuple[tuple[int, int], int]] | None = None,
+    timeout: float | None = None,
 ) -> LaunchResult:
     """Run `entry` once with `data` per (group, binding); with log_group, also log.
 
@@ -341,7 +345,8 @@ def launch(
     `_BufferPool.log_buffer`): valid only until the next launch that reuses it.
     With `prefilter`, the run builds or filters with that shadow (its mode); without,
     every access in the range is logged. Without `read_outputs`, the user's buffers
-    are not read back (a check needs only the log).
+    are not read back (a check needs only the log). A launch still running after
+    `timeout` seconds (None: $GPURACE_KERNEL_TIMEOUT's) is a DeviceHang.
     """
     groups: Groups = {}
     buffers: dict[tuple[int, int], object] = {}
@@ -419,28 +424,56 @@ def launch(
     pass_.dispatch_workgroups(*workgroups)
     pass_.end()
     device.queue.submit([encoder.finish()])
-    outputs = {}
-    for b in bindings:
-        if b.kind == "storage" and read_outputs:
-            where = (b.group, b.binding)
-            owner, offset = views.get(where, (where, 0))
-            src = data[where]
-            size = (src.nbytes + 3) // 4 * 4 if where in views else None  # None: all of it
-            raw = device.queue.read_buffer(buffers[owner], offset, size)
-            outputs[where] = (
-                np.frombuffer(raw, dtype=src.dtype)[: src.size].reshape(src.shape).copy()
-            )
-    result = LaunchResult(outputs, log_buf, 0, log_capacity)
-    if ctl_buf is not None:
-        words = np.frombuffer(device.queue.read_buffer(ctl_buf), np.uint32)
-        result.requested = int(words[CTL_REQUESTED])
-        if histogram_bins:
-            bins = words[ctl_bins(nv) : ctl_bins(nv) + histogram_bins]
-            result.histogram = bins.astype(np.int64)
-        if pre.mode == SHADOW_FILTER:
-            raw = device.queue.read_buffer(shd_buf, 4 * SHD_UNSEEN, 4)
-            result.unseen = int(np.frombuffer(raw, np.uint32)[0])
-    return result
+    what = "instrumented run" if log_group is not None else "plain run"
+
+    def collect() -> LaunchResult:  # the first read waits for the launch
+        outputs = {}
+        for b in bindings:
+            if b.kind == "storage" and read_outputs:
+                where = (b.group, b.binding)
+                owner, offset = views.get(where, (where, 0))
+                src = data[where]
+                size = (src.nbytes + 3) // 4 * 4 if where in views else None  # None: all
+                raw = device.queue.read_buffer(buffers[owner], offset, size)
+                outputs[where] = (
+                    np.frombuffer(raw, dtype=src.dtype)[: src.size].reshape(src.shape).copy()
+                )
+        result = LaunchResult(outputs, log_buf, 0, log_capacity)
+        if ctl_buf is not None:
+            words = np.frombuffer(device.queue.read_buffer(ctl_buf), np.uint32)
+            result.requested = int(words[CTL_REQUESTED])
+            if histogram_bins:
+                bins = words[ctl_bins(nv) : ctl_bins(nv) + histogram_bins]
+                result.histogram = bins.astype(np.int64)
+            if pre.mode == SHADOW_FILTER:
+                raw = device.queue.read_buffer(shd_buf, 4 * SHD_UNSEEN, 4)
+                result.unseen = int(np.frombuffer(raw, np.uint32)[0])
+        return result
+
+    return waited(device, collect, entry, what, path, timeout)
+
+
+def waited(
+    device, read: Callable[[], T], kernel: str, what: str, path: str, timeout: float | None = None
+) -> T:
+    """``read()``, the first read back after a launch of `kernel` (`what` launch it
+    is), which waits for it, given at most `timeout` seconds (None:
+    $GPURACE_KERNEL_TIMEOUT's); past them, a DeviceHang (`gpurace.watchdog`). The read
+    itself is the wait: wgpu-native 0.32's ``on_submitted_work_done`` callback does
+    not match wgpu-py's. A GPU driver may reset the device first; lavapipe cuts every
+    loop short instead (docs/compatibility.md, "Hangs")."""
+    limit = Options.from_env().kernel_timeout_s if timeout is None else timeout
+    name = f"'{device.adapter.info.get('device', 'the device')}'"
+    return watchdog.finish(
+        read, limit, lambda: watchdog.hang(kernel, what, limit, path, name, HANG_CAUSE)
+    )
+
+
+#: what makes a kernel run for ever, for the watchdog's error
+HANG_CAUSE = (
+    "a loop that never ends (a spin-wait on a value no invocation writes), or "
+    "invocations waiting at a barrier that others never reach"
+)
 
 
 def read_log(device, result: LaunchResult) -> np.ndarray:
@@ -499,6 +532,7 @@ class _WgpuKernels:
         self.bound: tuple[list, object] = ([], None)
         self.pool = _pool(device)
         self.taken: list[object] = []
+        self.timeout = Options.from_env().kernel_timeout_s
 
     def zeros(self, nbytes: int) -> object:
         buf = self.pool.take(nbytes)
@@ -548,7 +582,14 @@ class _WgpuKernels:
         self.device.queue.submit([enc.finish()])
 
     def read(self, buf: Any) -> np.ndarray:
-        raw = self.device.queue.read_buffer(buf.buf, 0, buf.size)
+        raw = waited(
+            self.device,
+            lambda: self.device.queue.read_buffer(buf.buf, 0, buf.size),
+            "analysis",
+            "gpurace's analysis kernels",
+            "",
+            self.timeout,
+        )
         return np.frombuffer(raw, np.uint32).copy()
 
 

@@ -16,6 +16,13 @@ turns the child off everywhere. Forking is only safe while this process has not
 started an OpenCL runtime itself (its worker threads would not exist in the child),
 so there is no child once ``pyopencl`` has been imported here (`gpurace run`, a
 program that uses pyopencl): the check runs in-process, as before.
+
+A kernel that never ends keeps PoCL's worker threads busy for ever; only the end of
+their process stops them. So the child waits for each launch at most
+$GPURACE_KERNEL_TIMEOUT seconds (`gpurace.watchdog`) and answers with the DeviceHang;
+it posts each wait's deadline on a shared `watchdog.Board`, and a child still silent
+`watchdog.GRACE_S` seconds past one is killed (SIGKILL) by the parent, which raises
+the posted error itself.
 """
 
 from __future__ import annotations
@@ -24,11 +31,15 @@ import contextlib
 import faulthandler
 import functools
 import os
+import pickle
+import select
 import signal
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from gpurace import watchdog
 from gpurace.model import GpuraceError
 
 T = TypeVar("T")
@@ -74,25 +85,24 @@ def in_child(fn: Callable[[], T], crashed: Callable[[str], GpuraceError]) -> T:
     error it explains), and folded into the one error line when it dies (glibc's
     "corrupted size vs. prev_size" would otherwise be a second line).
     """
-    import pickle  # here: the command line imports this module for --help too
-    import tempfile
-
     read_fd, write_fd = os.pipe()
     kept = None if _is_terminal(2) else tempfile.TemporaryFile()
+    board = watchdog.Board()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         os.close(read_fd)
         if kept is not None:
             os.dup2(kept.fileno(), 2)
+        watchdog.board = board
         _serve(fn, write_fd)
     os.close(write_fd)
     try:
-        with os.fdopen(read_fd, "rb") as pipe:
-            data = pipe.read()
+        data = _answer(read_fd, board)
         _, status = os.waitpid(pid, 0)
-    except BaseException:  # interrupted: the child must not outlive us
+    except BaseException:  # interrupted or hung: the child must not outlive us
         _end(pid)
+        _read_back(kept)
         raise
     said = _read_back(kept)
     if not data:
@@ -109,11 +119,27 @@ def in_child(fn: Callable[[], T], crashed: Callable[[str], GpuraceError]) -> T:
     raise payload
 
 
+def _answer(read_fd: int, board: watchdog.Board) -> bytes:
+    """Everything the child writes to the pipe until it closes it; a DeviceHang (the
+    child's posted error) when a launch it waits for is overdue (`watchdog.Board`)."""
+    chunks: list[bytes] = []
+    with os.fdopen(read_fd, "rb", buffering=0) as pipe:
+        while True:
+            ready, _, _ = select.select([pipe], [], [], 0.25)
+            if not ready:
+                overdue = board.overdue()
+                if overdue is not None:
+                    raise overdue
+                continue
+            chunk = pipe.read(1 << 16)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+
+
 def _serve(fn: Callable[[], Any], write_fd: int) -> None:
     """The child's side: run ``fn``, write the pickled outcome, leave at once (no
     atexit handlers or buffered output of the parent's run twice)."""
-    import pickle
-
     global _in_child
     _in_child = True
     faulthandler.disable()  # a fault is reported by the parent, in one line, not as a stack

@@ -145,6 +145,7 @@ def target(
     run = launcher(
         backend.launch, queue, inst.source, path, kernel, params, args, launch.global_size,
         local, options=launch.options, var_bases=bases, var_sizes=extents,
+        timeout=options.kernel_timeout_s,
     )  # fmt: skip
     t = filtered_target(
         backend, queue, dev_name, inst, kernel, local, groups, bases, total,

@@ -131,7 +131,7 @@ def target(
         backend.launch, dev, inst.source, path, kernel, inst.bindings, data, groups,
         log_group=inst.log_group, var_bases=bases, read_outputs=False,
         reuse_log=True,  # each pass's log is analysed before the next launch
-        aliases=views or None,
+        aliases=views or None, timeout=options.kernel_timeout_s,
     )  # fmt: skip
 
     def run(
