@@ -24,6 +24,8 @@ class LaunchResult:
     unattributed: int = 0  # OpenCL: tracked-space accesses that hit no tracked variable
     copies: int = 0  # OpenCL: the async-copy word (gpurace/abi.py's COPY_* bits)
     unseen: int = 0  # WGSL prefilter: words touched in a way the shadow run did not see
+    # the control words' out-of-bounds area (gpurace/abi.py's OOB_*; docs/memcheck.md)
+    oob: np.ndarray | None = None
 
 
 class Described(Protocol):

@@ -30,6 +30,7 @@ from gpurace.abi import (
     KB_LOAD,
     KB_STORE,
     MULTI,
+    OOB_AREA_WORDS,
     PAIR_WORDS,
     SHD_UNSEEN,
     SYNC_HEAD,
@@ -37,6 +38,7 @@ from gpurace.abi import (
     SYNC_W_REQUESTED,
     control_words,
     ctl_bins,
+    ctl_oob,
     ctl_unattributed,
     shadow_pair,
 )
@@ -298,6 +300,7 @@ def launch(
             words = cp.asnumpy(ctl[: ctl_bins(nv) + histogram_bins])  # not the slots
             result.requested = int(words[CTL_REQUESTED])
             result.unattributed = int(words[ctl_unattributed(nv)])
+            result.oob = words[ctl_oob(nv) : ctl_oob(nv) + OOB_AREA_WORDS].copy()
             if histogram_bins:
                 result.histogram = words[ctl_bins(nv) :].astype(np.int64)
             result.sync_events = _sync_summary(cp, sync, sync_capacity)

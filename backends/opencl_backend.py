@@ -21,11 +21,13 @@ from gpurace import shaders, watchdog
 from gpurace.abi import (
     CTL_REQUESTED,
     EVENT_SLOTS,
+    OOB_AREA_WORDS,
     SHD_UNSEEN,
     c_defines,
     control_words,
     ctl_bins,
     ctl_copies,
+    ctl_oob,
     ctl_unattributed,
 )
 from gpurace.backends import analysis_driver
@@ -292,6 +294,7 @@ def launch(
         result.requested = int(words[CTL_REQUESTED])
         result.unattributed = int(words[ctl_unattributed(nv)])
         result.copies = int(words[ctl_copies(nv)])
+        result.oob = words[ctl_oob(nv) : ctl_oob(nv) + OOB_AREA_WORDS].copy()
         if histogram_bins:
             result.histogram = words[ctl_bins(nv) :].astype(np.int64)
         if pre.mode == SHADOW_FILTER:

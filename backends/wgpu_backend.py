@@ -31,9 +31,11 @@ import wgpu  # noqa: E402
 
 from gpurace.abi import (
     CTL_REQUESTED,
+    OOB_AREA_WORDS,
     SHD_UNSEEN,
     control_words,
     ctl_bins,
+    ctl_oob,
     par_shadow,
     wgsl_consts,
 )
@@ -442,6 +444,7 @@ def launch(
         if ctl_buf is not None:
             words = np.frombuffer(device.queue.read_buffer(ctl_buf), np.uint32)
             result.requested = int(words[CTL_REQUESTED])
+            result.oob = words[ctl_oob(nv) : ctl_oob(nv) + OOB_AREA_WORDS].copy()
             if histogram_bins:
                 bins = words[ctl_bins(nv) : ctl_bins(nv) + histogram_bins]
                 result.histogram = bins.astype(np.int64)

@@ -88,9 +88,14 @@ def ctl_copies(nv: int) -> int:
     return ctl_unattributed(nv) + 1
 
 
+def ctl_oob(nv: int) -> int:
+    """The out-of-bounds area (docs/memcheck.md): its counter, then OOB_SLOTS records."""
+    return ctl_copies(nv) + 1
+
+
 def ctl_bins(nv: int) -> int:
     """The first histogram bin of a counting run."""
-    return ctl_copies(nv) + 1
+    return ctl_oob(nv) + OOB_AREA_WORDS
 
 
 def ctl_event_groups(nv: int, nbins: int) -> int:
@@ -117,7 +122,7 @@ def control_words(
     address, `slotted` groups with event slots."""
     nv = len(bases)
     head = [0, capacity, *log_range, nbins, width, *bases, *(sizes or [0] * nv)]
-    return head + [0] * (2 + nbins) + [slotted]
+    return head + [0] * (2 + OOB_AREA_WORDS + nbins) + [slotted]
 
 
 def par_shadow(nv: int) -> int:
@@ -135,6 +140,7 @@ def per_kernel(nv: int) -> dict[str, int]:
         "CTL_SIZES": ctl_size(nv, 0),
         "CTL_UNATTRIBUTED": ctl_unattributed(nv),
         "CTL_COPIES": ctl_copies(nv),
+        "CTL_OOB": ctl_oob(nv),
         "CTL_BINS0": ctl_bins(nv),
         "CTL_EVG0": ctl_event_groups(nv, 0),
         "CTL_EVS0": ctl_event_slots(nv, 0),
@@ -149,6 +155,20 @@ def per_kernel(nv: int) -> dict[str, int]:
 COPY_TABLE = 8
 COPY_SHORT_WAIT, COPY_FULL = 1, 2
 COPY_N_SHIFT, COPY_M_SHIFT, COPY_COUNT_MASK = 8, 16, 0xFF
+
+# The out-of-bounds area of the control words (docs/memcheck.md), between the
+# async-copy word and the bins: [CTL_OOB] counts every access outside its variable
+# (atomic bump), then OOB_SLOTS records of RECORD_WORDS words hold the first ones.
+# An OOB record: W_SITE, W_FLAGS (the access's kind, space, size, var), W_LID and
+# W_GROUP as a log record's; OOB_INDEX the index (signed) and OOB_BOUND the bound
+# it broke, in elements of the dimension OOB_DEPTH (0 the outermost) or, where
+# OOB_UNIT is OOB_BYTES (OpenCL, CUDA: attributed by address), in bytes from the
+# variable's base. Every run of a launch writes the same area: the host reads it
+# from any one, never from the log, so OOB records never reach the race analysis.
+OOB_SLOTS = 64
+OOB_AREA_WORDS = 1 + OOB_SLOTS * RECORD_WORDS
+OOB_INDEX, OOB_BOUND, OOB_DEPTH, OOB_UNIT = W_OFFSET, W_VALUE, W_EPOCH, W_EXTRA
+OOB_ELEMENTS, OOB_BYTES = 0, 1
 
 # Event slots (docs/internals.md §1, §5): a work-group's events are deduplicated by
 # claiming a slot with (ordinal + 1) << EV_ORDINAL_SHIFT | site << EV_SITE_SHIFT | lid.
@@ -260,7 +280,8 @@ GROUPS: dict[str, list[str]] = {
         "CTL_REQUESTED CTL_CAPACITY CTL_LO CTL_HI CTL_NBINS CTL_BINW CTL_BASES "
         "EVENT_SLOTS EV_ORDINALS EV_ORDINAL_SHIFT EV_SITE_SHIFT EV_ORDINAL_LIMIT EV_ID_LIMIT "
         "EV_LID_MASK WGSL_EVENT_SLOTS WGSL_EXIT_SLOT SYNC_W_REQUESTED SYNC_W_CAPACITY SYNC_HEAD "
-        "COPY_TABLE COPY_SHORT_WAIT COPY_FULL COPY_N_SHIFT COPY_M_SHIFT COPY_COUNT_MASK"
+        "COPY_TABLE COPY_SHORT_WAIT COPY_FULL COPY_N_SHIFT COPY_M_SHIFT COPY_COUNT_MASK "
+        "OOB_SLOTS OOB_INDEX OOB_BOUND OOB_DEPTH OOB_UNIT OOB_ELEMENTS OOB_BYTES"
     ).split(),
     "shadow": (
         "SHADOW_HEAD SHD_MODE SHD_WORDS SHD_WGSIZE SHD_UNSEEN SHD_LWORDS SHD_LGROUPS SHD_LOFF "

@@ -13,6 +13,7 @@ from math import prod
 from typing import TypedDict, Unpack
 
 from gpurace import abi, isolate, limits, registry
+from gpurace.analysis import memcheck
 from gpurace.analysis.merge import merge_ranges
 from gpurace.interfaces import Backend, RunFn, Target
 from gpurace.launch import LaunchSpec, load_launch
@@ -229,6 +230,7 @@ def check(
         0, FULL_RANGE, t.total, -(-t.total // (4 * t.max_words)))]  # fmt: skip
     parts, saturated, listed = [], [], []
     logged = dropped = peak = unattributed = copies = 0
+    oob_area = None  # every run counts every out-of-bounds access: any one will do
     say(f"launching instrumented '{t.kernel}' on {t.device}")
     while pending:
         lo, hi, guess = pending.pop(0)
@@ -264,10 +266,15 @@ def check(
         dropped += result.requested - n
         unattributed = max(unattributed, result.unattributed)  # every pass sees them all
         copies |= result.copies
+        if oob_area is None or (result.oob is not None and result.oob[0] > oob_area[0]):
+            oob_area = result.oob
         parts.append((analysis.races, analysis.orders))
         listed += analysis.listed
         saturated += analysis.saturated
         peak = max(peak, capacity * RECORD_WORDS * 4 + analysis.table_bytes + t.held_bytes)
+    out_of_bounds, counted = memcheck.analyse(oob_area)
+    if counted > abi.OOB_SLOTS:
+        saturated = saturated + [memcheck.saturation(counted)]
     scope = Scope(
         launches=1,
         work_groups=prod(t.num_groups),
@@ -301,6 +308,7 @@ def check(
         num_groups=t.num_groups,
         uniform_writes_race=mode == "race",
         instances=group_instances(listed),
+        out_of_bounds=out_of_bounds,
     )
 
 

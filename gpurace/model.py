@@ -172,6 +172,9 @@ class RaceClass(IntEnum):
     GLOBAL_INTER = 3  # different work-groups, storage/global memory
     STORAGE_EXCHANGE = 4  # warning: intra-group exchange ordered only by a global barrier
     DIVERGENCE = 5  # barrier divergence
+    # memcheck (docs/memcheck.md): decided on the host from the OOB area, never on the
+    # device's race key; the number only keys suppressions (OutOfBounds.key)
+    OUT_OF_BOUNDS = 6
 
 
 @dataclass(frozen=True)
@@ -209,6 +212,29 @@ class Race:
     @property
     def key(self) -> tuple[int, int, int, int, int]:
         return (int(self.cls), self.site_a, int(self.kind_a), self.site_b, int(self.kind_b))
+
+
+@dataclass
+class OutOfBounds:
+    """An access outside its variable (docs/memcheck.md), deduplicated per (site, var):
+    the example is the faulting access with the lowest (group, local index, index)."""
+
+    site: int
+    kind: Kind
+    var: int  # TrackedVar.id
+    index: int  # the offending index (signed), in `unit`s of dimension `depth`
+    bound: int  # that dimension's size (elements) or the variable's size (bytes)
+    unit: int  # abi.OOB_ELEMENTS or abi.OOB_BYTES
+    depth: int  # which index of the access broke its bound (0: the outermost)
+    count: int  # faulting accesses of this (site, var) recorded
+    group: int  # the example's linear work-group id and local index
+    lid: int
+    launch: int = field(default=0, compare=False, repr=False)
+
+    @property
+    def key(self) -> tuple[int, int, int, int, int]:
+        """The suppression key, shaped like a race's."""
+        return (int(RaceClass.OUT_OF_BOUNDS), self.site, int(self.kind), self.var, 0)
 
 
 @dataclass
@@ -258,6 +284,8 @@ class Report:
     instances: dict[tuple, list[Race]] = field(default_factory=dict)
     # --suppress: race key -> the entry that suppresses it (still counted, never an error)
     suppressed: dict[tuple, Suppressed] = field(default_factory=dict)
+    # memcheck: accesses outside their variable, per (site, var), sorted by key
+    out_of_bounds: list[OutOfBounds] = field(default_factory=list)
 
     @property
     def active(self) -> list[Race]:
@@ -273,9 +301,15 @@ class Report:
         return [r for r in self.active if r.cls == RaceClass.STORAGE_EXCHANGE]
 
     @property
+    def oob_errors(self) -> list[OutOfBounds]:
+        """The out-of-bounds accesses no suppression entry matched."""
+        return [o for o in self.out_of_bounds if o.key not in self.suppressed]
+
+    @property
     def exit_code(self) -> int:
-        """0 clean and complete, 1 races found, 2 incomplete (design.md §3)."""
-        if self.errors:
+        """0 clean and complete, 1 races or out-of-bounds accesses found, 2 incomplete
+        (design.md §3)."""
+        if self.errors or self.oob_errors:
             return 1
         return 0 if self.scope.complete else 2
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from gpurace.abi import OOB_BYTES
 from gpurace.model import (
     Event,
     Kind,
+    OutOfBounds,
     Race,
     RaceClass,
     Report,
@@ -30,6 +32,7 @@ CLASS_NAMES: dict[RaceClass, str] = {
     RaceClass.GLOBAL_INTER: "global-inter",
     RaceClass.STORAGE_EXCHANGE: "storage-exchange",
     RaceClass.DIVERGENCE: "divergence",
+    RaceClass.OUT_OF_BOUNDS: "out-of-bounds",  # memcheck: not a race (OutOfBounds)
 }
 
 #: SARIF rule ids per class (also accepted by ``--suppress`` entries' ``rule``).
@@ -39,6 +42,7 @@ RULE_IDS: dict[str, str] = {
     "global-inter": "gpurace/global-inter-race",
     "storage-exchange": "gpurace/storage-exchange",
     "divergence": "gpurace/barrier-divergence",
+    "out-of-bounds": "gpurace/out-of-bounds",
 }
 
 
@@ -358,3 +362,81 @@ def hint(v: RaceView, language: str) -> str | None:
         f"move the exchanged data to {words.local_decl} memory and order it "
         f"with {words.local_barrier}"
     )
+
+
+# ---------------------------------------------------------------------------
+# Out-of-bounds accesses (docs/memcheck.md): one view for every format.
+# ---------------------------------------------------------------------------
+
+#: The class name of out-of-bounds accesses (JSON, corpus labels, ``rule``).
+OOB_CLASS = CLASS_NAMES[RaceClass.OUT_OF_BOUNDS]
+
+
+@dataclass(frozen=True)
+class OobView:
+    """An out-of-bounds access as every format presents it."""
+
+    oob: OutOfBounds
+    side: Side  # the access's site, kind word and example work-item
+    memory: str  # "local" / "global"
+    memory_words: str  # e.g. "storage buffer"
+    var_name: str
+    index: int  # the element index (bytes / element stride where attributed by address)
+    byte: int | None  # byte offset from the variable's base (OpenCL, CUDA), else None
+    size: int  # the indexed dimension's elements (or the variable's bytes: `unit`)
+    unit: str  # "elements" or "bytes"
+    address_name: str  # 'buf[1024]'
+
+
+def oob_view(report: Report, oob: OutOfBounds) -> OobView:
+    """Decide how one out-of-bounds access is presented."""
+    sites, variables = _lookup(report)
+    side = _side(report, sites, oob.site, oob.kind, oob.group, oob.lid, 0)
+    var = variables.get(oob.var)
+    name = var.name if var is not None else f"<var {oob.var}>"
+    space = var.space if var is not None else Space.GLOBAL
+    words = dialect(report.language)
+    index, byte, size, unit = oob.index, None, oob.bound, "elements"
+    if oob.unit == OOB_BYTES:
+        stride = var.elem_stride if var is not None and var.elem_stride > 0 else 1
+        byte, index = oob.index, oob.index // stride
+        if oob.bound % stride == 0:
+            size = oob.bound // stride
+        else:
+            unit = "bytes"
+    shown = f"{name}[{index}]" if oob.depth == 0 else f"{side.site.operand}"
+    return OobView(
+        oob=oob,
+        side=side,
+        memory="local" if space == Space.LOCAL else "global",
+        memory_words=words.local_memory if space == Space.LOCAL else words.global_memory,
+        var_name=name,
+        index=index,
+        byte=byte,
+        size=size,
+        unit=unit,
+        address_name=shown,
+    )
+
+
+def oob_views(report: Report) -> list[OobView]:
+    """The report's out-of-bounds accesses in the order of their sites."""
+    vs = [oob_view(report, o) for o in report.out_of_bounds]
+    vs.sort(key=lambda v: (v.side.site.file, v.side.site.line, v.side.site.col, v.oob.key))
+    return vs
+
+
+def oob_message(v: OobView) -> str:
+    """``out-of-bounds write to storage buffer 'buf[1024]' (size 1024 elements)``."""
+    what = {"load": "read of", "store": "write to", "atomic": "atomic on"}.get(
+        v.side.kind, v.side.kind
+    )
+    where = f"byte {v.byte}, " if v.byte is not None else ""
+    dim = f"index {v.index} of a dimension of {v.size}" if v.oob.depth else f"size {v.size}"
+    return f"out-of-bounds {what} {v.memory_words} '{v.address_name}' ({where}{dim} {v.unit})"
+
+
+def oob_explanation(v: OobView) -> str:
+    """What happened to the access (the text report's second line)."""
+    what = "the read gave 0" if v.side.kind == "load" else "the access was left out"
+    return f"outside '{v.var_name}': {what} and the launch went on"

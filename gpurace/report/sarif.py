@@ -85,6 +85,13 @@ RULE_TEXT: dict[str, tuple[str, str, str]] = {
         "finish while others wait at a barrier.",
         "error",
     ),
+    "out-of-bounds": (
+        "Out-of-bounds access",
+        "A work-item accesses memory outside the buffer or variable it indexes (its "
+        "argument or binding, or its local/shared variable). gpurace finds it before "
+        "the access and leaves the access out, so the rest of the launch is checked.",
+        "error",
+    ),
 }
 
 #: Notifications an incomplete check or a suppressions file can raise.

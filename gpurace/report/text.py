@@ -21,11 +21,15 @@ from gpurace.model import Race, Report
 
 from .common import (
     KIND_LABELS,
+    OobView,
     RaceView,
     explanation,
     hint,
     incomplete_reasons,
     message,
+    oob_explanation,
+    oob_message,
+    oob_views,
     plural,
     relpath,
     view,
@@ -79,6 +83,40 @@ def format_race(report: Report, v: RaceView, cwd: str | None = None) -> list[str
     return lines
 
 
+def format_oob(report: Report, v: OobView, cwd: str | None = None) -> list[str]:
+    """The lines of one out-of-bounds block (docs/memcheck.md): like a race's, with
+    one side."""
+    site, side = v.side.site, v.side
+    loc = _loc(site.file, site.line, site.col, cwd)
+    lines = [
+        f"{loc}: error: {oob_message(v)}",
+        f"  kernel '{report.kernel}', launch {v.oob.launch}: {oob_explanation(v)}",
+        f"  {KIND_LABELS[side.kind]:<6} by {who(side)}  at {loc}",
+    ]
+    if site.line_text.strip():
+        lines.append(f"      {site.line_text.strip()}")
+    if v.oob.count > 1:
+        lines.append(f"  ({plural(v.oob.count, 'access', 'accesses')} out of bounds at this site)")
+    return lines
+
+
+def oob_summary_line(report: Report) -> str | None:
+    """``N out-of-bounds accesses at S sites (E errors[, X suppressed])``; None when
+    there are none (so a report without any reads as before)."""
+    found = report.out_of_bounds
+    if not found:
+        return None
+    n = sum(o.count for o in found)
+    e = len(report.oob_errors)
+    s = len(found) - e
+    return (
+        f"{plural(n, 'out-of-bounds access', 'out-of-bounds accesses')} at "
+        f"{plural(len(found), 'site')} ({plural(e, 'error')}"
+        + (f", {s} suppressed" if s else "")
+        + f") in kernel '{report.kernel}'"
+    )
+
+
 def _instance(report: Report, race: Race) -> str:
     """One line of --all: where, and which work-items, for one instance of a race."""
     v = view(report, race)
@@ -122,6 +160,15 @@ def suppressed_lines(report: Report, cwd: str | None = None) -> list[str]:
         loc = _loc(v.at.file, v.at.line, v.at.col, cwd)
         lines.append(
             f"  {loc}: {message(v)}: {entry.reason} [{relpath(entry.file, cwd)}:{entry.line}]"
+        )
+    for o in oob_views(report):
+        entry = report.suppressed.get(o.oob.key)
+        if entry is None:
+            continue
+        site = o.side.site
+        loc = _loc(site.file, site.line, site.col, cwd)
+        lines.append(
+            f"  {loc}: {oob_message(o)}: {entry.reason} [{relpath(entry.file, cwd)}:{entry.line}]"
         )
     return [f"suppressed ({len(lines)}):", *lines] if lines else []
 
@@ -173,8 +220,20 @@ def format_text(report: Report, cwd: str | None = None, notes: Sequence[str] = (
         for v in views(report)
         if v.race.key not in report.suppressed
     ]
+    blocks += [
+        "\n".join(format_oob(report, o, cwd))
+        for o in oob_views(report)
+        if o.oob.key not in report.suppressed
+    ]
+    oob = oob_summary_line(report)
     tail = "\n".join(
-        [summary_line(report), *suppressed_lines(report, cwd), *scope_lines(report, cwd), *notes]
+        [
+            summary_line(report),
+            *([oob] if oob else []),
+            *suppressed_lines(report, cwd),
+            *scope_lines(report, cwd),
+            *notes,
+        ]
     )
     return "\n\n".join([*blocks, tail]) + "\n"
 

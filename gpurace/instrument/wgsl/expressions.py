@@ -36,7 +36,9 @@ from .semantics import (
 from .types import (
     BOOL,
     U32,
+    Array,
     Atomic,
+    Matrix,
     Opaque,
     Pointer,
     Scalar,
@@ -161,9 +163,13 @@ class ExpressionRewriter:
             if step is None:
                 raise self.error(f"cannot index a value of type {wgsl(t)}", e)
             elem, stride = step
+            bound = index_bound(path, t)
             if lit is not None:
                 offset = int(literal_value(lit)) * stride
-                path.steps.append(Step("index", lit.text, offset, stride))
+                # naga rejects a constant index beyond a fixed size: only a runtime-sized
+                # array's is checked
+                bound = bound if bound.startswith("arrayLength") else ""
+                path.steps.append(Step("index", lit.text, offset, stride, bound=bound))
             else:
                 iv = self.expr(e.index)
                 it = concrete(iv.type)
@@ -172,7 +178,7 @@ class ExpressionRewriter:
                         e.index,
                         f"statement left uninstrumented: index of unknown type ({wgsl(iv.type)})",
                     )
-                path.steps.append(Step("index", iv.text, 0, stride, it.name))
+                path.steps.append(Step("index", iv.text, 0, stride, it.name, bound))
             path.type = elem
             return path
         if isinstance(e, A.Member):
@@ -390,6 +396,20 @@ class ExpressionRewriter:
         name = self.mod.specialize(fn, spec) if spec else fn.name
         ret = self.scope.resolve_type(fn.ret) if fn.ret is not None else None
         return Val(f"{name}({', '.join(parts)})", ret)
+
+
+def index_bound(path: Path, t: Type | None) -> str:
+    """The WGSL expression of the number of elements of `t`, the type `path` indexes
+    (docs/memcheck.md): a fixed array's count, a matrix's columns, a vector's
+    components, or ``arrayLength`` of a runtime-sized array (which is the variable
+    or a member of it, so the reference has no dynamic index)."""
+    if isinstance(t, Array):
+        return f"{t.count}u" if t.count is not None else f"arrayLength(&{Runtime.ref(path)})"
+    if isinstance(t, Matrix):
+        return f"{t.cols}u"
+    if isinstance(t, Vector):
+        return f"{t.n}u"
+    return ""
 
 
 def pointer_to(path: Path) -> Pointer:

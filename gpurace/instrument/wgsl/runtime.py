@@ -55,6 +55,9 @@ class Step:
     offset: int = 0  # static byte offset of a member/component/constant index
     stride: int = 0  # bytes per index step
     itype: str = ""  # i32/u32 for a dynamic index, "" for a constant one
+    # an index the kernel checks before the access (docs/memcheck.md): the WGSL
+    # expression of the indexed dimension's size; "" when it is in range statically
+    bound: str = ""
 
 
 @dataclass
@@ -246,6 +249,36 @@ class Runtime:
                 off = off.plus(s.offset)
         return off
 
+    # ------------------------------------------------------------------ bounds
+    @staticmethod
+    def guards(
+        site: int, kind: Kind, path: Path, leave: str, names: list[str] | None = None
+    ) -> list[str]:
+        """The bounds checks of an access (docs/memcheck.md), before it is logged or
+        made: one compare per index whose bound is not known to hold; a failing one
+        records the access in the out-of-bounds area (`_gr_oob`) and `leave`s the
+        helper without the access (a read returns zero, a write is dropped)."""
+        out = []
+        k = 0
+        root = path.root
+        flags = pack_flags(int(kind), int(root.space), 0, root.id)
+        for pos, s in enumerate(path.steps):
+            if s.kind != "index":
+                continue
+            idx = ""
+            if s.itype:
+                name = names[k] if names else f"_gr_i{k}"
+                k += 1
+                idx = name if s.itype == "u32" else f"u32({name})"
+            elif s.stride:
+                idx = f"{s.offset // s.stride}u"
+            if idx and s.bound:
+                out.append(
+                    f"if {idx} >= {s.bound} {{ _gr_oob({site}u, {flags}u, {idx}, {s.bound}, "
+                    f"{pos}u); {leave} }}"
+                )
+        return out
+
     # ------------------------------------------------------------------ records
     @staticmethod
     def _rec(
@@ -306,9 +339,11 @@ class Runtime:
 
     # ------------------------------------------------------------------ helpers
     def load(self, site: int, path: Path) -> str:
-        body = self._leaves(site, Kind.LOAD, path, path.type, self.offset(path), None)
+        ret = wgsl(_plain(path.type))
+        body = self.guards(site, Kind.LOAD, path, f"return {ret}();")
+        body += self._leaves(site, Kind.LOAD, path, path.type, self.offset(path), None)
         body.append(f"return {self.ref(path)};")
-        return self._add("_gr_ld", self._params(path), wgsl(_plain(path.type)), body)
+        return self._add("_gr_ld", self._params(path), ret, body)
 
     def swizzle_load(self, site: int, path: Path, swizzle: str) -> str:
         vt = path.type
@@ -322,15 +357,17 @@ class Runtime:
             else:
                 runs.append([c])
         off = self.offset(path)
-        body = [
+        ret = Vector(len(swizzle), vt.elem)
+        body = self.guards(site, Kind.LOAD, path, f"return {wgsl(ret)}();")
+        body += [
             self._rec(site, Kind.LOAD, path, es * len(r), off.plus(r[0] * es), None) for r in runs
         ]
         body.append(f"return {self.ref(path)}.{swizzle};")
-        ret = Vector(len(swizzle), vt.elem)
         return self._add("_gr_ld", self._params(path), wgsl(ret), body)
 
     def store(self, site: int, path: Path) -> str:
-        body = self._leaves(site, Kind.STORE, path, path.type, self.offset(path), "_gr_v")
+        body = self.guards(site, Kind.STORE, path, "return;")
+        body += self._leaves(site, Kind.STORE, path, path.type, self.offset(path), "_gr_v")
         body.append(f"{self.ref(path)} = _gr_v;")
         params = self._params(path) + [f"_gr_v: {wgsl(_plain(path.type))}"]
         return self._add("_gr_st", params, None, body)
@@ -347,22 +384,27 @@ class Runtime:
         names = self._saved(site, path)
         for name, s in zip(names, path.dynamic(), strict=True):
             self.add_private(f"var<private> {name}: {s.itype};")
+        ret = wgsl(_plain(path.type))
         body = [f"{name} = _gr_i{k};" for k, name in enumerate(names)]
+        body += self.guards(site, Kind.LOAD, path, f"return {ret}();")
         body += self._leaves(site, Kind.LOAD, path, path.type, self.offset(path), None)
         body.append(f"return {self.ref(path)};")
-        return self._add("_gr_rl", self._params(path), wgsl(_plain(path.type)), body)
+        return self._add("_gr_rl", self._params(path), ret, body)
 
     def rmw_store(self, load_site: int, store_site: int, path: Path) -> str:
         names = self._saved(load_site, path)
         off = self.offset(path, names)
-        body = self._leaves(store_site, Kind.STORE, path, path.type, off, "_gr_v")
+        body = self.guards(store_site, Kind.STORE, path, "return;", names)
+        body += self._leaves(store_site, Kind.STORE, path, path.type, off, "_gr_v")
         body.append(f"{self.ref(path, names)} = _gr_v;")
         return self._add("_gr_rs", [f"_gr_v: {wgsl(_plain(path.type))}"], None, body)
 
     def atomic(self, site: int, path: Path, fn: str, op: int, args: list[Type]) -> str:
         at = path.type
         assert isinstance(at, Atomic)
-        body = [self._rec(site, Kind.ATOMIC, path, 4, self.offset(path), None, op)]
+        leave = "return;" if fn == "atomicStore" else f"return {wgsl(at.elem)}();"
+        body = self.guards(site, Kind.ATOMIC, path, leave)
+        body.append(self._rec(site, Kind.ATOMIC, path, 4, self.offset(path), None, op))
         params = self._params(path) + [f"_gr_a{k}: {wgsl(t)}" for k, t in enumerate(args)]
         call = f"{fn}(&{self.ref(path)}" + "".join(f", _gr_a{k}" for k in range(len(args))) + ")"
         if fn == "atomicStore":
@@ -382,7 +424,12 @@ class Runtime:
         """Pass-through for the compare value: logs the atomic using the saved indices."""
         names = [f"_gr_c{site}_{k}_{s.itype}" for k, s in enumerate(path.dynamic())]
         rec = self._rec(site, Kind.ATOMIC, path, 4, self.offset(path, names), None, 11)
-        return self._add("_gr_cas", [f"_gr_c: {wgsl(cmp)}"], wgsl(cmp), [rec, "return _gr_c;"])
+        # the call stays in place: an index out of bounds is reported, not redirected
+        # (robustness keeps the real access inside the buffer; docs/memcheck.md)
+        body = self.guards(site, Kind.ATOMIC, path, "return _gr_c;", names)
+        return self._add(
+            "_gr_cas", [f"_gr_c: {wgsl(cmp)}"], wgsl(cmp), [*body, rec, "return _gr_c;"]
+        )
 
     def barrier_rec(self, site: int, extra: int) -> str:
         flags = pack_flags(int(Kind.EVENT), 0, 0, 0, False, int(Event.BARRIER))
@@ -408,6 +455,9 @@ class Runtime:
             "_gr_ep_l += 1u;",
             "_gr_nbar += 1u;",
         ]
+        # after the barrier (which every work-item must reach): reported, and the
+        # value (which robustness read inside the buffer) replaced by zero
+        body += self.guards(load_site, Kind.LOAD, path, f"return {wgsl(path.type)}();")
         body += self._leaves(load_site, Kind.LOAD, path, path.type, self.offset(path), None)
         body.append("return _gr_v;")
         return self._add("_gr_wul", self._params(path), wgsl(path.type), body)
