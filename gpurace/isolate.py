@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from gpurace import watchdog
-from gpurace.model import GpuraceError
+from gpurace.model import DeviceHang, GpuraceError
 
 T = TypeVar("T")
 
@@ -98,7 +98,7 @@ def in_child(fn: Callable[[], T], crashed: Callable[[str], GpuraceError]) -> T:
         _serve(fn, write_fd)
     os.close(write_fd)
     try:
-        data = _answer(read_fd, board)
+        data = _read_answer(read_fd, board)
         _, status = os.waitpid(pid, 0)
     except BaseException:  # interrupted or hung: the child must not outlive us
         _end(pid)
@@ -119,22 +119,37 @@ def in_child(fn: Callable[[], T], crashed: Callable[[str], GpuraceError]) -> T:
     raise payload
 
 
-def _answer(read_fd: int, board: watchdog.Board) -> bytes:
+def _read_answer(read_fd: int, board: watchdog.Board) -> bytes:
     """Everything the child writes to the pipe until it closes it; a DeviceHang (the
     child's posted error) when a launch it waits for is overdue (`watchdog.Board`)."""
     chunks: list[bytes] = []
-    with os.fdopen(read_fd, "rb", buffering=0) as pipe:
-        while True:
-            ready, _, _ = select.select([pipe], [], [], 0.25)
-            if not ready:
-                overdue = board.overdue()
-                if overdue is not None:
-                    raise overdue
-                continue
-            chunk = pipe.read(1 << 16)
-            if not chunk:
-                return b"".join(chunks)
+    try:
+        while chunk := _read_some(read_fd, 1 << 16, board):
             chunks.append(chunk)
+    finally:
+        os.close(read_fd)
+    return b"".join(chunks)
+
+
+def _read_some(fd: int, n: int, board: watchdog.Board) -> bytes:
+    """Up to `n` bytes from the child's pipe (b"" once it is closed), waiting for them
+    only while the child is not overdue on a launch; past that, its posted DeviceHang."""
+    while True:
+        ready, _, _ = select.select([fd], [], [], 0.25)
+        if ready:
+            return os.read(fd, n)
+        overdue = board.overdue()
+        if overdue is not None:
+            raise overdue
+
+
+def _read_exact(fd: int, n: int, board: watchdog.Board) -> bytes:
+    """`n` bytes from the child's pipe, or fewer where it closed it first."""
+    chunks: list[bytes] = []
+    while n and (chunk := _read_some(fd, n, board)):
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
 
 
 def _serve(fn: Callable[[], Any], write_fd: int) -> None:
@@ -211,7 +226,8 @@ class Worker:
         self.items, self.fn = items, fn
         self.answers: dict[int, tuple[str, Any, str]] = {}
         self.pid = 0
-        self.pipe: Any = None
+        self.fd = -1  # the read end of the current child's pipe
+        self.board = watchdog.Board()  # its waits' deadlines (shared across the fork)
         self.kept: Any = None
         self._start(0)
 
@@ -222,14 +238,16 @@ class Worker:
             self.kept.close()
         self.kept = None if _is_terminal(2) else tempfile.TemporaryFile()
         self.next = first
+        self.board.post(0.0, None)  # a killed child's wait is not the new one's
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:  # the child: never returns
             os.close(read_fd)
+            watchdog.board = self.board
             self._serve_all(first, write_fd)
         os.close(write_fd)
-        self.pid, self.pipe = pid, os.fdopen(read_fd, "rb")
+        self.pid, self.fd = pid, read_fd
 
     def _serve_all(self, first: int, write_fd: int) -> None:
         global _in_child
@@ -249,7 +267,7 @@ class Worker:
                     data = _pickled((*answer, said))
                     pipe.write(len(data).to_bytes(8, "little") + data)
                     pipe.flush()
-                    if answer[0] == "gpurace" and answer[1][0].__name__ == "DeviceHang":
+                    if answer[0] == "gpurace" and answer[1][0] is DeviceHang:
                         break  # the context is stuck: a new child takes the rest
         finally:
             os._exit(0)
@@ -257,11 +275,20 @@ class Worker:
     def take(self, i: int, crashed: Callable[[str], GpuraceError]) -> Any:
         """Item ``i``'s result, or the exception it raised (items are taken in order)."""
         while i not in self.answers:
-            size = self.pipe.read(8)
-            if len(size) == 8:
-                data = self.pipe.read(int.from_bytes(size, "little"))
-                self.answers[self.next] = pickle.loads(data)
+            try:
+                size = _read_exact(self.fd, 8, self.board)
+                if len(size) == 8:
+                    data = _read_exact(self.fd, int.from_bytes(size, "little"), self.board)
+                    answer = self.answers[self.next] = pickle.loads(data)
+                    self.next += 1
+                    if answer[0] == "gpurace" and answer[1][0] is DeviceHang:
+                        self._restart()  # the child left: its context is stuck
+                    continue
+            except DeviceHang as hang:  # the child did not report its own overdue launch
+                fields = (type(hang), hang.message, hang.file, hang.line, hang.col)
+                self.answers[self.next] = ("gpurace", fields, "")
                 self.next += 1
+                self._restart()
                 continue
             status = self._reap()
             if i == self.next:  # died on this item without an answer
@@ -280,8 +307,14 @@ class Worker:
             return cls(message, file, line, col)
         return payload
 
+    def _restart(self) -> None:
+        """End the child and fork a new one for the items not yet answered."""
+        self.close()
+        if self.next < len(self.items):
+            self._start(self.next)
+
     def _reap(self) -> int:
-        self.pipe.close()
+        os.close(self.fd)
         _, status = os.waitpid(self.pid, 0)
         self.pid = 0
         return status
@@ -289,7 +322,7 @@ class Worker:
     def close(self) -> None:
         """End the child (an interrupted batch must not leave it running)."""
         if self.pid:
-            self.pipe.close()
+            os.close(self.fd)
             _end(self.pid)
             self.pid = 0
         if self.kept is not None:
