@@ -102,3 +102,17 @@ def test_poll_and_finish_give_up_at_the_deadline_and_pass_results_on():
     assert watchdog.finish(lambda: 42, 1, lambda: hang) == 42
     with pytest.raises(ZeroDivisionError):
         watchdog.finish(lambda: 1 // 0, 1, lambda: hang)
+
+
+def test_a_batch_reports_the_hang_and_checks_the_inputs_after_it():
+    """`gpurace check A B`: the worker child stuck on A's kernel is ended at A's deadline,
+    A is its one error line and a new child checks B to its usual report."""
+    racy = ROOT / "examples" / "opencl" / "reduce_racy.cl"
+    proc = _gpurace("check", str(HANGS / "spin_forever.cl"), str(racy), timeout_s="1")
+    assert proc.returncode == 2, proc.stderr
+    hang = [ln for ln in proc.stderr.splitlines() if "did not finish within 1 s" in ln]
+    assert len(hang) == 1
+    assert hang[0].startswith("tests/corpus/hangs/spin_forever.cl: error: kernel 'spin'")
+    assert "crashed" not in proc.stderr
+    assert "read-write race on local memory" in proc.stdout
+    assert proc.stdout.strip().endswith("2 inputs: 1 racy, 0 clean, 1 error, 0 incomplete")
