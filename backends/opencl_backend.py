@@ -455,6 +455,8 @@ def companion_program(ctx, source: str) -> object:
     from gpurace import cache
 
     cl = _cl()
+    if len(ctx.devices) != 1:  # a caller's context (`gpurace run`) on several devices
+        return cl.Program(ctx, source).build()
     (dev,) = ctx.devices
     p = dev.platform
     name = cache.key(

