@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from gpurace.model import GpuraceError
+from gpurace.model import DeviceHang, GpuraceError
 
 T = TypeVar("T")
 
@@ -181,6 +181,7 @@ class Worker:
     def __init__(self, items: list[Any], fn: Callable[[Any], Any]) -> None:
         self.items, self.fn = items, fn
         self.answers: dict[int, tuple[str, Any, str]] = {}
+        self.hung = False  # the child's last answer was a DeviceHang: it has left
         self.pid = 0
         self.pipe: Any = None
         self.kept: Any = None
@@ -192,7 +193,7 @@ class Worker:
         if self.kept is not None:
             self.kept.close()
         self.kept = None if _is_terminal(2) else tempfile.TemporaryFile()
-        self.next = first
+        self.next, self.hung = first, False
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
@@ -220,7 +221,7 @@ class Worker:
                     data = _pickled((*answer, said))
                     pipe.write(len(data).to_bytes(8, "little") + data)
                     pipe.flush()
-                    if answer[0] == "gpurace" and answer[1][0].__name__ == "DeviceHang":
+                    if answer[0] == "gpurace" and issubclass(answer[1][0], DeviceHang):
                         break  # the context is stuck: a new child takes the rest
         finally:
             os._exit(0)
@@ -229,15 +230,17 @@ class Worker:
         """Item ``i``'s result, or the exception it raised (items are taken in order)."""
         while i not in self.answers:
             size = self.pipe.read(8)
-            if len(size) == 8:
-                data = self.pipe.read(int.from_bytes(size, "little"))
-                self.answers[self.next] = pickle.loads(data)
+            data = self.pipe.read(int.from_bytes(size, "little")) if len(size) == 8 else b""
+            if data and len(data) == int.from_bytes(size, "little"):
+                self.answers[self.next] = answer = pickle.loads(data)
                 self.next += 1
-                continue
+                self.hung = answer[0] == "gpurace" and issubclass(answer[1][0], DeviceHang)
+                continue  # else the child has ended: it died, or left after a hang
             status = self._reap()
-            if i == self.next:  # died on this item without an answer
-                last = [ln.strip() for ln in _read_back_at(self.kept).splitlines() if ln.strip()]
-                self.answers[i] = ("error", crashed(": ".join([_how(status), *last[-1:]])), "")
+            if not self.hung:  # died on item `next` (that is, i) without an answer
+                words = [ln.strip() for ln in _read_back_at(self.kept).splitlines() if ln.strip()]
+                error = crashed(": ".join([_how(status), *words[-1:]]))
+                self.answers[self.next] = ("error", error, "")
                 self.next += 1
             if self.next < len(self.items):
                 self._start(self.next)
