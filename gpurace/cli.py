@@ -213,7 +213,7 @@ _LAUNCH = click.option(
     "--launch",
     "launch_path",
     metavar="LAUNCH.toml",
-    help="Launch file: grid, entry point and buffers (default: KERNEL's name + .toml).",
+    help="Launch file: grid, entry point and buffers (default: KERNEL's name + .toml, else .sim).",
 )
 _UNIFORM_WRITES = click.option(
     "--uniform-writes",

@@ -225,6 +225,7 @@ class Worker:
     def __init__(self, items: list[Any], fn: Callable[[Any], Any]) -> None:
         self.items, self.fn = items, fn
         self.answers: dict[int, tuple[str, Any, str]] = {}
+        self.hung = False  # the child's last answer was a DeviceHang: it has left
         self.pid = 0
         self.fd = -1  # the read end of the current child's pipe
         self.board = watchdog.Board()  # its waits' deadlines (shared across the fork)
@@ -237,7 +238,7 @@ class Worker:
         if self.kept is not None:
             self.kept.close()
         self.kept = None if _is_terminal(2) else tempfile.TemporaryFile()
-        self.next = first
+        self.next, self.hung = first, False
         self.board.post(0.0, None)  # a killed child's wait is not the new one's
         sys.stdout.flush()
         sys.stderr.flush()
@@ -267,7 +268,7 @@ class Worker:
                     data = _pickled((*answer, said))
                     pipe.write(len(data).to_bytes(8, "little") + data)
                     pipe.flush()
-                    if answer[0] == "gpurace" and answer[1][0] is DeviceHang:
+                    if answer[0] == "gpurace" and issubclass(answer[1][0], DeviceHang):
                         break  # the context is stuck: a new child takes the rest
         finally:
             os._exit(0)
@@ -277,23 +278,26 @@ class Worker:
         while i not in self.answers:
             try:
                 size = _read_exact(self.fd, 8, self.board)
-                if len(size) == 8:
-                    data = _read_exact(self.fd, int.from_bytes(size, "little"), self.board)
-                    answer = self.answers[self.next] = pickle.loads(data)
-                    self.next += 1
-                    if answer[0] == "gpurace" and answer[1][0] is DeviceHang:
-                        self._restart()  # the child left: its context is stuck
-                    continue
+                n = int.from_bytes(size, "little") if len(size) == 8 else 0
+                data = _read_exact(self.fd, n, self.board) if n else b""
             except DeviceHang as hang:  # the child did not report its own overdue launch
                 fields = (type(hang), hang.message, hang.file, hang.line, hang.col)
                 self.answers[self.next] = ("gpurace", fields, "")
                 self.next += 1
-                self._restart()
+                self.close()
+                if self.next < len(self.items):
+                    self._start(self.next)
                 continue
+            if data and len(data) == n:
+                self.answers[self.next] = answer = pickle.loads(data)
+                self.next += 1
+                self.hung = answer[0] == "gpurace" and issubclass(answer[1][0], DeviceHang)
+                continue  # else the child has ended: it died, or left after a hang
             status = self._reap()
-            if i == self.next:  # died on this item without an answer
-                last = [ln.strip() for ln in _read_back_at(self.kept).splitlines() if ln.strip()]
-                self.answers[i] = ("error", crashed(": ".join([_how(status), *last[-1:]])), "")
+            if not self.hung:  # died on item `next` (that is, i) without an answer
+                words = [ln.strip() for ln in _read_back_at(self.kept).splitlines() if ln.strip()]
+                error = crashed(": ".join([_how(status), *words[-1:]]))
+                self.answers[self.next] = ("error", error, "")
                 self.next += 1
             if self.next < len(self.items):
                 self._start(self.next)
@@ -306,12 +310,6 @@ class Worker:
             cls, message, file, line, col = payload
             return cls(message, file, line, col)
         return payload
-
-    def _restart(self) -> None:
-        """End the child and fork a new one for the items not yet answered."""
-        self.close()
-        if self.next < len(self.items):
-            self._start(self.next)
 
     def _reap(self) -> int:
         os.close(self.fd)

@@ -394,3 +394,33 @@ def test_suppressions_apply_to_every_input_and_unused_ones_are_listed_once(
     batch_validator().validate(doc)
     unused = [e["report"]["suppressions"]["unused"] for e in doc["inputs"]]
     assert unused == [[{"line": 5, "reason": "stale"}]] * 2
+
+
+def test_an_opencl_hang_ends_only_its_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a DeviceHang the worker's context is stuck: it leaves, a new one goes on."""
+    from gpurace.model import DeviceHang
+
+    make(tmp_path, {"a.cl": "", "a.toml": CL_TOML, "b.cl": "", "b.toml": CL_TOML,
+                    "c.cl": "", "c.toml": CL_TOML})  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GPURACE_ISOLATE", "1")
+    monkeypatch.delitem(sys.modules, "pyopencl", raising=False)
+    hang = DeviceHang("kernel 'k' did not finish in 1 s", "b.toml", 1)
+    use_api(monkeypatch, {"b": hang})
+
+    def check_file(kernel: str, launch: str, **kw: Any) -> Report:
+        if kernel == "b.cl":
+            raise hang
+        scope = Scope(1, 4, 256, os.getpid(), 0)  # which process checked it
+        return report([DESIGN_EXAMPLE] if kernel == "a.cl" else [], scope)
+
+    monkeypatch.setattr(sys.modules["gpurace.api"], "check_file", check_file)
+    res = run("check", "a.cl", "b.cl", "c.cl", "--json", "b.json")
+    assert res.stderr == "b.toml:1: error: kernel 'k' did not finish in 1 s\n"
+    assert res.stdout.endswith("\n3 inputs: 1 racy, 1 clean, 1 error, 0 incomplete\n")
+    assert res.exit_code == 2
+    doc = json.loads((tmp_path / "b.json").read_text())
+    pids = [e["report"]["scope"]["accesses_logged"] for e in doc["inputs"] if e["report"]]
+    assert len(set(pids)) == 2 and os.getpid() not in pids  # a and c: two children
