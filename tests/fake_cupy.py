@@ -1,5 +1,5 @@
 """A stand-in for the ``cupy`` module whose kernels run on the PTX interpreter
-(tests/ptx_emulator.py), for ``gpurace run`` tests of cupy programs on a machine
+of the sim device (gpurace/sim), for ``gpurace run`` tests of cupy programs on a machine
 without an NVIDIA GPU.
 
 It is the subset of cupy that the test programs and gpurace's CUDA backend use,
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.ptx_emulator import Emulator
+from gpurace.sim import Simulator
 
 float16, float32, float64 = np.float16, np.float32, np.float64
 int8, int16, int32, int64 = np.int8, np.int16, np.int32, np.int64
@@ -73,7 +73,7 @@ def _dims(value: Any) -> tuple[int, int, int]:
     return tuple(int(x) for x in v + [1] * (3 - len(v)))  # type: ignore[return-value]
 
 
-def _bits(arg: Any, emu: Emulator) -> int:
+def _bits(arg: Any, emu: Simulator) -> int:
     """A kernel argument as cupy passes it: a device pointer, or the value's bytes."""
     if isinstance(arg, np.ndarray) and arg.ndim > 0:  # a pointer to its first element
         root = arg
@@ -110,7 +110,7 @@ class RawKernel:
         self._entry = name
         self._path: str | None = None  # a module file, loaded at the first launch
         self._module: RawModule | None = None  # the RawModule it came from, if any
-        self._emu: Emulator | None = None
+        self._emu: Simulator | None = None
 
     def _load(self) -> tuple[str, str]:
         if self._ptx is None and self._path is not None:
@@ -120,19 +120,21 @@ class RawKernel:
             self._ptx, _ = _compile(self.code, self.options, ())
         return self._ptx, self._entry
 
-    def _emulator(self, ptx: str) -> Emulator:
+    def _emulator(self, ptx: str) -> Simulator:
         """The module's one interpreter: its ``__device__`` variables keep their values
         from launch to launch, as a loaded CUDA module's do."""
         owner = self._module if self._module is not None else self
         if owner._emu is None:
-            owner._emu = Emulator(ptx)
+            owner._emu = Simulator(ptx)
         return owner._emu
 
     def __call__(self, grid: Any, block: Any, args: tuple, *, shared_mem: int = 0) -> None:
         ptx, entry = self._load()
         emu = self._emulator(ptx)
         bits = [_bits(a, emu) for a in args]
-        emu.launch(entry, _dims(grid), _dims(block), bits, int(shared_mem))
+        run = emu.launch(entry, _dims(grid), _dims(block), bits, int(shared_mem))
+        if run.stopped:
+            raise RuntimeError(run.stopped)
 
 
 class RawModule:
@@ -152,7 +154,7 @@ class RawModule:
         self.name_expressions = tuple(name_expressions or ())
         self._ptx: str | None = None
         self._lowered: dict[str, str] = {}
-        self._emu: Emulator | None = None  # shared by its kernels (RawKernel._emulator)
+        self._emu: Simulator | None = None  # shared by its kernels (RawKernel._emulator)
         if code is not None:
             self._ptx, self._lowered = _compile(code, self.options, self.name_expressions)
 

@@ -71,9 +71,10 @@ def test_divergent_barriers_keep_each_distinct_event():
     launch, inst, _, full = _run("divergence_two_barriers", 0)
     _, _, _, dedup = _run("divergence_two_barriers", None)
     assert _distinct(_events(dedup)) == _distinct(_events(full))
-    # the two sites share the ordinal's slot, so threads of alternating sites take it
-    # from each other and log again (arrival order decides how often); the exit logs once
-    assert len(_distinct(_events(full))) < len(_events(dedup)) < len(_events(full))
+    # the two sites share the ordinal's slot, so threads of alternating sites may take it
+    # from each other and log again (arrival order decides how often: on sim each site's
+    # threads arrive together, so each logs once); the exit logs once
+    assert len(_distinct(_events(full))) <= len(_events(dedup)) < len(_events(full))
     assert int((_events(dedup)[:, 1] >> 24 == 1).sum()) == 1
     spaces = {v.id: v.space for v in inst.variables}
     races = analyse(dedup, spaces)

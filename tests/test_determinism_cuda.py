@@ -2,7 +2,7 @@
 KERNEL.cu` and `gpurace run --tool determinism` on cupy programs.
 
 cupy is tests/fake_cupy.py (CUDA C++ compiled by NVRTC, PTX run by the interpreter of
-tests/ptx_emulator.py; a module keeps its ``__device__`` variables from launch to
+gpurace/sim; a module keeps its ``__device__`` variables from launch to
 launch, as a loaded CUDA module does). The comparison and statistics are the WGSL
 path's (test_determinism.py); here: that the CUDA replay feeds them the right bits.
 
@@ -35,8 +35,8 @@ from gpurace.determinism import hash_words
 from gpurace.instrument.ptx.compile import compile_cuda
 from gpurace.launch.cuda import CudaLaunch, cuda_launch_from_dict
 from gpurace.model import GpuraceError
+from gpurace.sim import Simulator
 from tests import fake_cupy
-from tests.ptx_emulator import Emulator
 from tests.test_run import ENV, PROGRAMS, ROOT
 
 BOOT = (PROGRAMS / "cupy_boot.py").resolve()
@@ -83,9 +83,11 @@ def test_nvrtc_built_hash_kernel_equals_host_hash() -> None:
     for n, groups in [(100, 1), (3000, 2)]:
         data = rng.integers(0, 2**32, n, dtype=np.uint32)
         acc = np.zeros(6, np.uint32)
-        emu = Emulator(ptx)
+        emu = Simulator(ptx)
         bits = [emu.mem.register(data), n, 2, emu.mem.register(acc)]
-        emu.launch("hash", (groups, 1, 1), (determinism.HASH_WORKGROUP, 1, 1), bits)
+        assert not emu.launch(
+            "hash", (groups, 1, 1), (determinism.HASH_WORKGROUP, 1, 1), bits
+        ).stopped
         assert acc[:4].tolist() == [0, 0, 0, 0]  # only slot 2 is written
         assert int(acc[4]) | (int(acc[5]) << 32) == hash_words(data)
 

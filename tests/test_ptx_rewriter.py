@@ -254,9 +254,9 @@ extern "C" __global__ void k(int *out) {
     assert strip_inserted(inst.source) == inst.original_ptx
     assert [(s.line, s.kind) for s in inst.sites] == [(1, Kind.STORE)]
     assemble(inst.source)
-    from tests.ptx_emulator import Emulator
+    from gpurace.sim import Simulator
 
-    emu = Emulator(inst.source)
+    emu = Simulator(inst.source)
     out = emu.mem.alloc(bytes(16))
     ctl = emu.mem.alloc(np.array([0, 64, 0, 0xFFFFFFFF, 0, 0, 0, 16, 0, 0], np.uint32).tobytes())
     log, sync, shd = (
@@ -264,7 +264,7 @@ extern "C" __global__ void k(int *out) {
         emu.mem.alloc(bytes(4096)),
         emu.mem.alloc(bytes(32)),
     )
-    emu.launch("k", (1, 1, 1), (4, 1, 1), [out, log, ctl, sync, shd])
+    assert not emu.launch("k", (1, 1, 1), (4, 1, 1), [out, log, ctl, sync, shd]).stopped
     assert np.frombuffer(emu.mem.read(out, 16), np.int32).tolist() == [0, 1, 2, 3]
     records = np.frombuffer(emu.mem.read(log, 4 * 32), np.uint32).reshape(4, 8)
     assert records[:, 2].tolist() == [0, 4, 8, 12]  # each thread's store, at its offset
@@ -399,12 +399,12 @@ def test_bf16_fill_rounds_to_nearest_even(tmp_path):
 
 
 # ---------------------------------------------------------------------------
-# The instrumented PTX at run time, on the PTX interpreter (tests/ptx_emulator.py)
+# The instrumented PTX at run time, on the sim device's engine (gpurace/sim)
 # ---------------------------------------------------------------------------
 
 
 def _emulate(case, instrumented: bool, capacity: int = 1 << 16, debug: bool = False):
-    """Run a corpus launch on the interpreter: (outputs, records, ctl words, inst)."""
+    """Run a corpus launch on the simulator: (outputs, records, ctl words, inst)."""
     launch, inst = _prepare(case, debug=debug)
     return _emulate_launch(launch, inst, instrumented, capacity)
 
@@ -421,11 +421,11 @@ def _emulate_launch(
     from gpurace.api import linear_layout
     from gpurace.backends import cuda_backend
     from gpurace.launch.cuda import scalar_bytes
-    from tests.ptx_emulator import Emulator
+    from gpurace.sim import Simulator
 
     kernel = resolve_kernel(inst, launch)
     params = inst.params[kernel]
-    emu = Emulator(inst.source if instrumented else inst.original_ptx)
+    emu = Simulator(inst.source if instrumented else inst.original_ptx)
     args, bufs = [], {}
     for b, a in zip(params, launch.args, strict=True):
         if a.buffer is not None:
@@ -450,7 +450,8 @@ def _emulate_launch(
         sync = emu.mem.alloc(np.array(sync_words, np.uint32).tobytes())
         shd = emu.mem.alloc(bytes(4 * abi.SHADOW_HEAD))  # the header: mode 0, log everything
         args += [log, ctl_at, sync, shd]
-    emu.launch(kernel, launch.grid, launch.block, args, launch.shared_bytes)
+    run = emu.launch(kernel, launch.grid, launch.block, args, launch.shared_bytes)
+    assert not run.stopped, run.stopped
     outputs = {i: emu.mem.read(addr, n) for i, (addr, n) in bufs.items()}
     if not instrumented:
         return outputs, None, None, inst

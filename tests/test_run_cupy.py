@@ -2,7 +2,7 @@
 
 Each run is a subprocess started through tests/run_programs/cupy_boot.py, which
 installs tests/fake_cupy.py as ``cupy`` (CUDA C++ compiled by NVRTC, kernels run on
-the PTX interpreter of tests/ptx_emulator.py) and puts the analysis kernels on PoCL;
+the sim device's engine, gpurace/sim) and puts the analysis kernels on PoCL;
 then gpurace's own CLI runs, so the program's ``import cupy``, the hooks of
 gpurace/run/hooks_cupy.py, Session.launch_cuda, api.check and the CUDA backend are
 the code paths a GPU machine runs. Asserted: exact race sites and exit codes, the
@@ -46,7 +46,7 @@ def plain(*args: str | Path) -> subprocess.CompletedProcess:
 def test_racy_shared_tile_is_reported_at_the_py_files_sites_with_exit_1() -> None:
     p = run("--", "python", TILE)
     assert p.returncode == 1, p.stderr
-    assert p.stdout == "pairs: sum 8192.0\n"
+    assert p.stdout == "pairs: sum 16256.0\n"  # lockstep: every store before the loads
     first = f"{PY}:21:5: error: read-write race on shared memory 'tile[0]' (byte 0)"
     assert block(p.stderr, first)[1:] == [
         "  kernel 'pairs', launch 0: same work-group, no __syncthreads() between",
@@ -83,7 +83,7 @@ def test_raw_module_name_expressions_every_launch(tmp_path: Path) -> None:
     p = run("--launches", "0", "--", "python", TILE, "--module", "--out", out_checked)
     assert p.returncode == 1, p.stderr
     assert alone.returncode == 0, alone.stderr
-    assert p.stdout == alone.stdout == "pairs: sum 8192.0\nx: sum 404.0\n"
+    assert p.stdout == alone.stdout == "pairs: sum 16256.0\nx: sum 404.0\n"
     assert out_checked.read_bytes() == out_alone.read_bytes()
     line = "if (i + 1 < n) x[i] = (x[i] + x[i + 1]) / 2;"
     first = f"{PY}:37:5: error: read-write race on global memory 'x[1]' (byte 4)"
@@ -195,7 +195,7 @@ def test_a_ptx_module_file_is_checked(tmp_path: Path) -> None:
     ptx.write_text(compile_cuda(tile.group(1), "pairs.cu").ptx)
     p = run("--", "python", TILE, "--ptx", ptx)
     assert p.returncode == 1, p.stderr
-    assert p.stdout == "pairs: sum 8192.0\n"
+    assert p.stdout == "pairs: sum 16256.0\n"  # lockstep: every store before the loads
     assert f"== kernel 'pairs' ({ptx}): 1 launch, 1 checked (launch 0)" in p.stderr
     first = "pairs.cu:10:5: error: read-write race on shared memory 'tile[0]' (byte 0)"
     assert block(p.stderr, first)[2:4] == [

@@ -49,3 +49,15 @@ def test_sim_is_listed_and_is_the_default_without_a_gpu() -> None:
     assert [d.name for d in cuda_backend.list_devices()] == ["sim"]
     assert cuda_backend.get_device(None) == (sim_device.DEVICE, sim_device.DESCRIPTION)
     assert cuda_backend.get_device("SIM")[0] is sim_device.DEVICE
+
+
+def test_gpurace_repeat_on_sim() -> None:
+    """`gpurace repeat` replays a CUDA kernel on sim (the default here): the atomic
+    counter's replays are bit-identical (sim's order is fixed: one distinct result)."""
+    case = next(c for c in CUDA_CASES if c.id == "atomic_add_clean")
+    args = ["repeat", str(case.kernel), "--launch", str(case.launch_path), "--runs", "2"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert f"on {sim_device.DESCRIPTION}): 2 replays, 1 distinct result: bit-identical" in (
+        result.output
+    )

@@ -114,7 +114,7 @@ class CudaReplayer:
     ) -> None:
         from gpurace.backends import cuda_backend
 
-        cp = cuda_backend._cupy()
+        cp = cuda_backend.array_api(device)  # cupy, or the sim device's NumPy stand-in
         self.cp = cp
         self.backend = cuda_backend
         self.device = device

@@ -20,7 +20,7 @@ import numpy as np
 from gpurace.instrument.ptx.parse import TYPE_BYTES, Instr
 from gpurace.sim.memory import gather, scatter
 from gpurace.sim.operands import Decoder
-from gpurace.sim.values import U64, SimError, SimUnsupported, as_type, to_bits
+from gpurace.sim.values import FLOATS, U64, SimError, SimUnsupported, as_type, to_bits
 
 Run = Callable[[Any, np.ndarray], None]
 SPACES = ("global", "shared", "local", "const", "param")
@@ -130,6 +130,10 @@ def _st(ins: Instr, dec: Decoder) -> Run:
     return st
 
 
+def _exch(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return b
+
+
 def _atom_fn(opname: str, t: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     if opname == "inc":
         return lambda a, b: np.where(a >= b, 0, a + 1).astype(a.dtype)
@@ -137,9 +141,10 @@ def _atom_fn(opname: str, t: str) -> Callable[[np.ndarray, np.ndarray], np.ndarr
         return lambda a, b: np.where((a == 0) | (a > b), b, a - 1).astype(a.dtype)
     return {"add": np.add, "sub": np.subtract, "min": np.minimum, "max": np.maximum,
             "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
-            "exch": lambda a, b: b}[opname]  # fmt: skip
+            "exch": _exch}[opname]  # fmt: skip
 
 
+_ASSOCIATIVE = (np.minimum, np.maximum, np.bitwise_and, np.bitwise_or, np.bitwise_xor, _exch)
 _ATOM_OPS = ("add", "sub", "min", "max", "and", "or", "xor", "exch", "inc", "dec", "cas")
 
 
@@ -199,6 +204,71 @@ def _rmw(buf: np.ndarray, offs: np.ndarray, n: int, t: str, f: Any, int_add: boo
         totals = (old_sorted[last] + vals[last]) & mask
         scatter(buf, offs[order][last], n, totals)
         return old
+    order = np.argsort(offs, kind="stable")
+    start = np.repeat(np.cumsum(counts) - counts, counts)  # each sorted lane's group start
+    if f is None:
+        old_sorted, final = _cas_scan(cur[order], b[order], c[order], start, counts, t)  # type: ignore[index]
+    elif f in _ASSOCIATIVE and t not in FLOATS:
+        old_sorted, final = _scan(f, cur[order], b[order], start, counts, t)
+    else:  # float adds (their rounding follows the order), inc, dec, sub: one by one
+        return _serial(buf, offs, n, t, f, b, c)
+    old = np.empty_like(cur)
+    old[order] = old_sorted
+    scatter(buf, offs[order][np.cumsum(counts) - 1], n, final)
+    return old
+
+
+def _scan(f: Any, cur: np.ndarray, b: np.ndarray, start: np.ndarray, counts: np.ndarray,
+          t: str) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Lanes sorted by word (lane order within a word) applying an associative `f`:
+    each lane's old value and each word's final one, by a segmented scan."""
+    idx = np.arange(len(b))
+    inc = b.copy()  # f over the operands of the word's lanes so far
+    k = 1
+    while k < counts.max():
+        has = idx - k >= start
+        prev = inc.copy()
+        inc[has] = _apply(f, prev[idx[has] - k], prev[has], None, t)
+        k *= 2
+    old = cur.copy()
+    later = idx > start
+    old[later] = _apply(f, cur[later], inc[idx[later] - 1], None, t)
+    last = np.cumsum(counts) - 1
+    return old, _apply(f, cur[last], inc[last], None, t)
+
+
+def _cas_scan(cur: np.ndarray, b: np.ndarray, c: np.ndarray, start: np.ndarray,
+              counts: np.ndarray, t: str) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """compare-and-swap of lanes sorted by word: in each word, lanes in order see the
+    value so far and swap where it equals their `b`; a round per swap."""
+    mask = U64((1 << (8 * TYPE_BYTES[t])) - 1)
+    b = b & mask
+    n = len(b)
+    firsts = np.cumsum(counts) - counts
+    group = np.repeat(np.arange(len(counts)), counts)
+    value = cur[firsts].copy()  # each word's value so far
+    pos = firsts.copy()  # each word's next lane
+    ends = firsts + counts
+    old = np.empty(n, U64)
+    idx = np.arange(n)
+    todo = np.ones(len(counts), bool)
+    while todo.any():
+        pending = (idx >= pos[group]) & todo[group]
+        hit = pending & (b == value[group])
+        cand = np.where(hit, idx, n)
+        first_hit = np.minimum.reduceat(cand, firsts) if n else cand
+        stop = np.where(first_hit < n, first_hit + 1, ends)  # lanes up to it see `value`
+        seen = pending & (idx < stop[group])
+        old[seen] = value[group[seen]]
+        swapped = todo & (first_hit < n)
+        value[swapped] = c[first_hit[swapped]]
+        pos = np.where(todo, stop, pos)
+        todo &= pos < ends
+    return old, value
+
+
+def _serial(buf: np.ndarray, offs: np.ndarray, n: int, t: str, f: Any, b: np.ndarray,
+            c: np.ndarray | None) -> np.ndarray:  # fmt: skip
     old = np.empty(len(offs), U64)
     for i in range(len(offs)):  # shared words: one lane after the other
         o = offs[i : i + 1]

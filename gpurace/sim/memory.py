@@ -33,7 +33,8 @@ class Memory:
         self.regions: list[tuple[int, np.ndarray, bool]] = []  # (addr, u8 view, transient)
         self.top = GLOBAL_BASE
         self._mark = GLOBAL_BASE  # where the transient regions start
-        self._starts = np.zeros(0, U64)
+        self._starts: np.ndarray | None = None  # the regions' addresses, for searchsorted
+        self._by_buffer: dict[tuple[int, int], int] = {}  # (pointer, bytes) -> address
         self.shared = np.zeros(0, np.uint8)  # [blocks of the batch * shared_size]
         self.shared_size = 0
         self.local = np.zeros(0, np.uint8)  # [lanes * local_size]
@@ -50,13 +51,14 @@ class Memory:
             raise SimError("a kernel argument is not a contiguous array")
         flat = root.reshape(-1).view(np.uint8)
         base = flat.ctypes.data
-        for addr, region, _ in self.regions:
-            if region.ctypes.data == base and region.nbytes == flat.nbytes:
-                return addr + (arr.ctypes.data - base)
+        known = self._by_buffer.get((base, flat.nbytes))
+        if known is not None:
+            return known + (arr.ctypes.data - base)
         addr = self.top
         self.regions.append((addr, flat, transient))
+        self._by_buffer[(base, flat.nbytes)] = addr
         self.top = (addr + flat.nbytes + 16 + 255) // 256 * 256
-        self._starts = np.array([a for a, _, _ in self.regions], U64)
+        self._starts = None
         return addr + (arr.ctypes.data - base)
 
     def alloc(self, data: bytes) -> int:
@@ -66,10 +68,11 @@ class Memory:
     def drop_transient(self) -> None:
         """Forget the previous launch's buffers (cupy passes every launch its own)."""
         self.regions = [r for r in self.regions if not r[2]]
+        self._by_buffer = {(r.ctypes.data, r.nbytes): a for a, r, _ in self.regions}
         self.top = max(
             [GLOBAL_BASE] + [(a + r.nbytes + 16 + 255) // 256 * 256 for a, r, _ in self.regions]
         )
-        self._starts = np.array([a for a, _, _ in self.regions], U64)
+        self._starts = None
 
     def read(self, addr: int, n: int) -> bytes:
         """`n` bytes of global memory at `addr` (host side)."""
@@ -117,6 +120,8 @@ class Memory:
             return [(self.local, lanes * self.local_size + a, every)]
         if not len(self.regions):
             raise SimError(f"global address {int(addr[0]):#x} in no allocation")
+        if self._starts is None:
+            self._starts = np.array([a for a, _, _ in self.regions], U64)
         which = np.searchsorted(self._starts, addr, side="right") - 1
         out = []
         for r in np.unique(which):

@@ -103,7 +103,9 @@ class Simulator:
         n = len(lanes)
         pc = np.zeros(n, np.int64)
         state = np.zeros(n, np.int8)
-        waits: dict[int, tuple] = {}  # lane slot -> (code, id, count, pred)
+        # where each waiting lane waits: its bar's pc, barrier id, thread count (-1: the
+        # whole block), predicate (bar.red)
+        waits = np.zeros((4, n), np.int64)
         while True:
             runnable = state == _RUN
             if not runnable.any():
@@ -151,9 +153,10 @@ class Simulator:
                 ids = ident(frame, g) if ident is not None else np.zeros(len(g), U64)
                 cnt = count(frame, g) if count is not None else None
                 pv = pred(frame, g) != 0 if pred is not None else None
-                for k, slot in enumerate(take.tolist()):
-                    waits[slot] = (c, int(ids[k]), None if cnt is None else int(cnt[k]),
-                                   bool(pv[k]) if pv is not None else False)  # fmt: skip
+                waits[0, take] = p
+                waits[1, take] = ids.astype(np.int64)
+                waits[2, take] = -1 if cnt is None else cnt.astype(np.int64)
+                waits[3, take] = 0 if pv is None else pv
                 state[take] = _WAIT
             elif kind == "trap":
                 if len(take):
@@ -180,50 +183,49 @@ class Simulator:
             if theirs in sub.out:
                 frame.out[mine] = sub.out[theirs]
 
-    def _release(self, frame: Frame, lanes: np.ndarray, state: np.ndarray, waits: dict) -> None:
+    def _release(self, frame: Frame, lanes: np.ndarray, state: np.ndarray,
+                 waits: np.ndarray) -> None:  # fmt: skip
         """Release the barriers whose threads have all arrived; else it is a hang."""
         batch = frame.batch
         block_of = batch.mem.block_of
         waiting = np.nonzero(state == _WAIT)[0]
+        blocks = block_of[lanes[waiting]]
         nb = int(block_of.max()) + 1 if len(block_of) else 1
         live = np.bincount(block_of[batch.live], minlength=nb)
-        at = np.bincount(block_of[lanes[waiting]], minlength=nb)
+        at = np.bincount(blocks, minlength=nb)
         full = (at == live) & (at > 0)
-        released = False
-        for b in np.nonzero(full)[0]:
-            slots = waiting[block_of[lanes[waiting]] == b]
-            self._wake(frame, lanes, state, waits, slots)
-            released = True
-        if released:
+        if full.any():
+            self._wake(frame, lanes, state, waits, waiting[full[blocks]], nb)
             return
         # named barriers with a thread count over part of the block
-        groups: dict[tuple[int, int], list[int]] = {}
-        for slot in waiting.tolist():
-            _, ident, count, _ = waits[slot]
-            if count is not None:
-                groups.setdefault((int(block_of[lanes[slot]]), ident), []).append(slot)
-        for (b, _), slots in sorted(groups.items()):
-            count = waits[slots[0]][2]
+        counted = waiting[waits[2, waiting] >= 0]
+        for b, ident in sorted({(int(block_of[lanes[s]]), int(waits[1, s])) for s in counted}):
+            slots = counted[(block_of[lanes[counted]] == b) & (waits[1, counted] == ident)]
+            count = int(waits[2, slots[0]])
             if count < live[b] and len(slots) >= count:
-                self._wake(frame, lanes, state, waits, np.array(slots[:count]))
+                self._wake(frame, lanes, state, waits, slots[:count], nb)
                 return
-        where = sorted({waits[s][0].line for s in waiting.tolist()})
+        where = sorted({frame.fn.code[int(pc)].line for pc in np.unique(waits[0, waiting])})
         raise SimError(
             f"hang: threads wait at the barriers of PTX lines {where} that other threads of "
             "their block never reach (barrier divergence)"
         )
 
     @staticmethod
-    def _wake(frame: Frame, lanes: np.ndarray, state: np.ndarray, waits: dict,
-              slots: np.ndarray) -> None:  # fmt: skip
-        """Release `slots` (one barrier's threads); bar.red writes its reduction."""
-        info = [waits.pop(int(s)) for s in slots]
-        preds = np.array([w[3] for w in info], bool)
-        for code in {id(w[0]): w[0] for w in info}.values():
+    def _wake(frame: Frame, lanes: np.ndarray, state: np.ndarray, waits: np.ndarray,
+              slots: np.ndarray, nb: int) -> None:  # fmt: skip
+        """Release `slots` (whole barriers' threads); bar.red writes each block's
+        reduction of the predicates."""
+        blocks = frame.batch.mem.block_of[lanes[slots]]
+        for pc in np.unique(waits[0, slots]):
+            code = frame.fn.code[int(pc)]
             mode, _, _, _, dst = code.bar
             if dst is None:
                 continue
-            mine = np.array([w[0] is code for w in info])
-            r = {"popc": int(preds.sum()), "and": int(preds.all()), "or": int(preds.any())}[mode]
-            dst(frame, lanes[slots[mine]], np.full(int(mine.sum()), U64(r), U64))
+            preds = waits[3, slots] != 0
+            ones = np.bincount(blocks, weights=preds, minlength=nb).astype(np.int64)
+            alls = np.bincount(blocks, minlength=nb)
+            per_block = {"popc": ones, "and": ones == alls, "or": ones > 0}[mode]
+            mine = waits[0, slots] == pc
+            dst(frame, lanes[slots[mine]], per_block[blocks[mine]].astype(U64))
         state[slots] = _RUN
