@@ -183,6 +183,12 @@ def _scalar(b: Binding, value) -> np.ndarray:
     return np.frombuffer(bytes(value), np.uint8)  # a struct (or raw bytes): as given
 
 
+# Bytes allocated after each buffer of an instrumented launch (docs/memcheck.md): an
+# access that runs up to this far past a buffer's end lands in no other buffer, so
+# the runtime names the buffer it overran (the nearest below) and not a neighbour.
+OOB_GUARD_BYTES = 256
+
+
 def launch(
     queue,
     source: str,
@@ -232,7 +238,11 @@ def launch(
             kargs.append(None)  # a NULL pointer
         elif b.kind in ("global", "constant"):
             arr = np.ascontiguousarray(a)
-            if arr.nbytes:
+            if var_bases is not None:  # instrumented: a guard zone after the buffer
+                buf = cl.Buffer(ctx, mf.READ_WRITE, arr.nbytes + OOB_GUARD_BYTES)
+                if arr.nbytes:
+                    cl.enqueue_copy(queue, buf, arr)
+            elif arr.nbytes:
                 buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=arr)
             else:
                 buf = cl.Buffer(ctx, mf.READ_WRITE, 16)

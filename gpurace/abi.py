@@ -14,7 +14,12 @@ Where the backends still differ, the difference is named here:
 - `SHD_LOCAL_OOB` (shadow header word 7) is set only by WGSL kernels: a
   workgroup access beyond its variable (robustness clamps the real access). The
   OpenCL and CUDA runtimes attribute every access by address, so they never meet
-  one and leave it 0.
+  one and leave it 0. Since memcheck (docs/memcheck.md) a WGSL access whose index
+  is out of range is caught by its bounds check and never logged, so the word is a
+  backstop that no checked access sets.
+- The out-of-bounds area (`CTL_OOB`, `OOB_*`) is written by WGSL kernels (by index,
+  in elements) and OpenCL kernels (by address, in bytes); the CUDA runtime does not
+  check bounds yet and leaves it 0.
 - The control words' sizes, unattributed counter and event slots are filled and
   read by the OpenCL and CUDA backends only; WGSL kernels attribute statically,
   deduplicate events in workgroup memory (`WGSL_EVENT_SLOTS`) and are given 0

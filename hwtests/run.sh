@@ -2,7 +2,8 @@
 # The GPU checks, in one script of a few minutes, each section time-boxed:
 #  - CUDA (when nvidia-smi answers): the CUDA corpus through cupy (verdicts, sites,
 #    bit-identical outputs, device analysis == NumPy reference), hwtests/nvidia;
-#  - WGSL: the corpus and the determinism checks on the GPU's Vulkan adapter;
+#  - WGSL: the corpus, memcheck's labelled cases (docs/memcheck.md) and the
+#    determinism checks on the GPU's Vulkan adapter;
 #  - OpenCL: the OpenCL corpus on the GPU's OpenCL driver, when the machine has one;
 #  - then the benchmarks: bench_cuda.py (compute-sanitizer's racecheck beside it when
 #    present), bench_wgsl.py, bench_repeat.py.
@@ -58,7 +59,8 @@ if wanted cuda && nvidia-smi >/dev/null 2>&1; then
 fi
 if wanted wgsl; then
   section wgsl "${PYTEST[@]}" hwtests/test_gpu_device.py hwtests/test_determinism_gpu.py \
-    tests/test_corpus_wgsl.py tests/test_analysis_equivalence.py tests/test_determinism.py &
+    tests/test_corpus_wgsl.py tests/test_analysis_equivalence.py tests/test_determinism.py \
+    tests/test_memcheck.py &
   pids+=($!)
 fi
 if wanted opencl; then

@@ -260,11 +260,51 @@ uint _gr_value(const __private uchar *b, uint n) {
   return v;
 }
 
-/* Log one access of `size` bytes at address `a` (records of at most 16 bytes). */
-void _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site, uint kind,
+/* An access outside every tracked variable of its space (docs/memcheck.md): out of
+   bounds of the variable its pointer most likely came from, the nearest one below
+   the address (the nearest above when none lies below), recorded in the control
+   words' out-of-bounds area with its byte offset from that variable's base (signed)
+   and the variable's size. Returns 0 when the kernel tracks no variable of the
+   space: the access is then only counted as unattributed, as before. */
+uint _gr_oob(__private _gr_state_t *s, ulong a, uint space, uint site, uint kind, uint size) {
+  uint best = _GR_SLOTS;
+  for (uint k = 0u; k < s->n; k++) {
+    if (s->space[k] != space) continue;
+    if (best == _GR_SLOTS) {
+      best = k;
+      continue;
+    }
+    ulong b = s->addr[best], c = s->addr[k];
+    /* below the address beats above it; then the nearer */
+    if ((c <= a && (b > a || c > b)) || (c > a && b > a && c < b)) best = k;
+  }
+  if (best == _GR_SLOTS) return 0u;
+  volatile __global uint *ctl = s->ctl;
+  uint i = atomic_inc(&ctl[_GR_CTL_OOB]);
+  if (i < _GR_OOB_SLOTS) {
+    volatile __global uint *r = ctl + _GR_CTL_OOB + 1u + i * _GR_RECORD_WORDS;
+    r[_GR_W_SITE] = site;
+    r[_GR_W_FLAGS] = kind | (space << _GR_F_SPACE_SHIFT) | (min(size, 255u) << _GR_F_SIZE_SHIFT)
+                     | (s->id[best] << _GR_F_VAR_SHIFT);
+    r[_GR_OOB_INDEX] = (uint)(a - s->addr[best]);
+    r[_GR_W_LID] = s->lid;
+    r[_GR_W_GROUP] = s->grp;
+    r[_GR_OOB_DEPTH] = 0u;
+    r[_GR_OOB_BOUND] = s->size[best];
+    r[_GR_OOB_UNIT] = _GR_OOB_BYTES;
+  }
+  return 1u;
+}
+
+/* Log one access of `size` bytes at address `a` (records of at most 16 bytes).
+   Returns 1 when it is out of bounds (recorded by _gr_oob, not logged): the caller
+   then leaves out the access (a read gives zero). */
+uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site, uint kind,
              const __private uchar *bytes, uint known, uint extra) {
   for (uint k = 0u; k < s->n; k++) {
     if (s->space[k] == space && a >= s->addr[k] && a - s->addr[k] < (ulong)s->size[k]) {
+      if (a - s->addr[k] + size > (ulong)s->size[k])  /* it starts inside and ends past it */
+        return _gr_oob(s, a, space, site, kind, size);
       uint off = (uint)(a - s->addr[k]);
       uint ep = space ? s->ep_l : s->ep_g;
       for (uint c = 0u; c < size; c += 16u) {
@@ -277,10 +317,12 @@ void _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site
         else
           _gr_rec(s, site, flags, off + c, ep, val, extra, s->lbase[k]);
       }
-      return;
+      return 0u;
     }
   }
+  if (_gr_oob(s, a, space, site, kind, size)) return 1u;
   atomic_inc(&s->ctl[_GR_CTL_UNATTRIBUTED]);
+  return 0u;
 }
 
 void _gr_exit(__private _gr_state_t *s, uint site) {

@@ -91,7 +91,7 @@ def test_unknown_kernel_name(tmp_path):
     assert line.startswith("k.toml:") and "'shfit'" in line and "'shift'" in line, line
 
 
-def test_access_outside_every_buffer_makes_the_result_incomplete(tmp_path):
+def test_access_outside_every_buffer_is_an_out_of_bounds_error(tmp_path):
     (tmp_path / "oob.cl").write_text(
         "__kernel void oob(__global const float *in, __global float *out)\n"
         "{\n    int i = get_global_id(0);\n    out[i] = in[i + 8];\n}\n"
@@ -101,9 +101,13 @@ def test_access_outside_every_buffer_makes_the_result_incomplete(tmp_path):
         '[[arg]]\ntype = "float"\ncount = 8\n[[arg]]\ntype = "float"\ncount = 8\n'
     )
     p = gpurace("check", "oob.cl", cwd=tmp_path)
-    assert p.returncode == 2, p.stdout + p.stderr
-    assert "oob.cl: 8 accesses through pointers into no tracked variable" in p.stdout
-    assert "result: INCOMPLETE" in p.stdout
+    assert p.returncode == 1, p.stdout + p.stderr  # docs/memcheck.md
+    assert p.stdout.startswith(
+        "oob.cl:4:14: error: out-of-bounds read of global memory 'in[8]' (byte 32, size 8 "
+        "elements)\n"
+    ), p.stdout
+    assert "(8 accesses out of bounds at this site)" in p.stdout
+    assert "result: complete" in p.stdout
 
 
 def test_readme_opencl_example_and_its_sim_file_agree():

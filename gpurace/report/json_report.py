@@ -18,12 +18,16 @@ from typing import Any
 from gpurace.model import Race, Report, Site, Suppressed
 
 from .common import (
+    OobView,
     RaceView,
     Side,
     explanation,
     hint,
     incomplete_reasons,
     message,
+    oob_explanation,
+    oob_message,
+    oob_views,
     relpath,
     view,
     views,
@@ -89,6 +93,37 @@ def race_fields(v: RaceView, cwd: str | None) -> dict[str, Any]:
     }
 
 
+def oob_fields(v: OobView, cwd: str | None) -> dict[str, Any]:
+    """What and where an out-of-bounds access is (docs/memcheck.md): the same fields
+    in JSON and in SARIF's result properties."""
+    return {
+        "memory": v.memory,
+        "var": v.var_name,
+        "index": v.index,
+        "byte": v.byte,
+        "size": v.size,
+        "unit": v.unit,
+        "depth": v.oob.depth,
+        "count": v.oob.count,
+        "access": side_json(v.side, cwd),
+    }
+
+
+def oob_json(report: Report, v: OobView, cwd: str | None) -> dict[str, Any]:
+    """One out-of-bounds access (deduplicated per site and variable)."""
+    site = v.side.site
+    return {
+        "class": "out-of-bounds",
+        "severity": "error",
+        "message": oob_message(v),
+        "explanation": oob_explanation(v),
+        "launch": v.oob.launch,
+        "location": {"file": relpath(site.file, cwd), "line": site.line, "col": site.col},
+        **oob_fields(v, cwd),
+        "suppressed": _suppressed(report.suppressed.get(v.oob.key), cwd),
+    }
+
+
 def instance_json(report: Report, race: Race, cwd: str | None) -> dict[str, Any]:
     """One instance of a race (``--all``)."""
     v = view(report, race)
@@ -145,6 +180,7 @@ def to_json(
         "num_groups": list(report.num_groups),
         "uniform_writes": "race" if report.uniform_writes_race else "tolerate",
         "races": races,
+        "out_of_bounds": [oob_json(report, o, cwd) for o in oob_views(report)],
         "summary": {
             "races": len(report.races),
             "errors": len(report.errors),

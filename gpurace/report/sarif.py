@@ -25,12 +25,17 @@ from gpurace.model import Report, Suppressed
 from .common import (
     CLASS_NAMES,
     KIND_LABELS,
+    OOB_CLASS,
     RULE_IDS,
+    OobView,
     RaceView,
     Side,
     explanation,
     hint,
     message,
+    oob_explanation,
+    oob_message,
+    oob_views,
     relpath,
     views,
     who,
@@ -38,6 +43,7 @@ from .common import (
 from .json_report import (
     document,
     instance_json,
+    oob_fields,
     race_fields,
     scope_json,
     tool_version,
@@ -106,7 +112,9 @@ NOTIFICATIONS: dict[str, str] = {
 _LOCATED = re.compile(r"^(.+?):(\d+)(?::(\d+))?: (.*)$", re.S)
 
 
-def _rules() -> list[dict[str, Any]]:
+def _rules(out_of_bounds: bool = False) -> list[dict[str, Any]]:
+    """The race classes' rules, then `gpurace/out-of-bounds` when a result uses it (a
+    run without one lists the race rules alone, as before memcheck)."""
     return [
         {
             "id": RULE_IDS[cls],
@@ -117,6 +125,7 @@ def _rules() -> list[dict[str, Any]]:
             "properties": {"class": cls},
         }
         for cls in CLASS_NAMES.values()
+        if cls != OOB_CLASS or out_of_bounds
     ]
 
 
@@ -208,6 +217,34 @@ def _result(report: Report, v: RaceView, cwd: str | None, seen: dict[str, int]) 
         "properties": props,
     }
     entry = report.suppressed.get(race.key)
+    if entry is not None:
+        result["suppressions"] = [_suppression(entry, cwd)]
+    return result
+
+
+def _oob_result(report: Report, v: OobView, cwd: str | None) -> dict[str, Any]:
+    """One out-of-bounds access: its site, with the facts of the JSON report."""
+    site = v.side.site
+    key = json.dumps(
+        [report.kernel, OOB_CLASS, relpath(site.file, cwd), v.side.kind, site.operand,
+         site.line_text.strip(), v.var_name]
+    )  # fmt: skip
+    result: dict[str, Any] = {
+        "ruleId": RULE_IDS[OOB_CLASS],
+        "ruleIndex": list(CLASS_NAMES.values()).index(OOB_CLASS),
+        "level": "error",
+        "message": {"text": oob_message(v)},
+        "locations": [_location(v.side, cwd)],
+        "partialFingerprints": {FINGERPRINT: hashlib.sha256(key.encode()).hexdigest()[:32]},
+        "properties": {
+            "kernel": report.kernel,
+            "class": OOB_CLASS,
+            "launch": v.oob.launch,
+            "explanation": oob_explanation(v),
+            **oob_fields(v, cwd),
+        },
+    }
+    entry = report.suppressed.get(v.oob.key)
     if entry is not None:
         result["suppressions"] = [_suppression(entry, cwd)]
     return result
@@ -308,6 +345,7 @@ def to_sarif(
     seen: dict[str, int] = {}
     for report in reports:
         results += [_result(report, v, cwd, seen) for v in views(report)]
+        results += [_oob_result(report, v, cwd) for v in oob_views(report)]
         notes += _scope_notifications(report, cwd)
     if suppressions is not None:
         for entry in suppressions.unused:
@@ -353,7 +391,7 @@ def to_sarif(
                     "driver": {
                         "name": "gpurace",
                         "version": tool_version(),
-                        "rules": _rules(),
+                        "rules": _rules(any(r.out_of_bounds for r in reports)),
                         "notifications": [
                             {"id": k, "shortDescription": {"text": t}}
                             for k, t in NOTIFICATIONS.items()

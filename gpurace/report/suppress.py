@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from gpurace.limits import check_regular_file
 from gpurace.model import GpuraceError, Report, Site, Suppressed
 
-from .common import CLASS_NAMES, RULE_IDS, RaceView, relpath, views
+from .common import CLASS_NAMES, OOB_CLASS, RULE_IDS, OobView, RaceView, oob_views, relpath, views
 
 #: ``rule`` values: the JSON class names and the SARIF rule ids, both to the class name.
 RULES: dict[str, str] = {
@@ -74,11 +74,20 @@ class Entry:
         if self.rule is not None and self.rule != v.cls:
             return False
         if self.sites is not None:
-            a, b = self.sites
             x, y = v.first.site, v.second.site
+            a, b = self.sites
             if not ((a.matches(x) and b.matches(y)) or (a.matches(y) and b.matches(x))):
                 return False
         return True
+
+    def matches_oob(self, report: Report, v: OobView) -> bool:
+        """An out-of-bounds access (docs/memcheck.md): its one site is both of the
+        pair (``sites = ["k.cl:9", "k.cl:9"]``)."""
+        if self.kernel is not None and not fnmatch.fnmatchcase(report.kernel, self.kernel):
+            return False
+        if self.rule is not None and self.rule != OOB_CLASS:
+            return False
+        return self.sites is None or all(s.matches(v.side.site) for s in self.sites)
 
 
 @dataclass
@@ -102,6 +111,14 @@ class Suppressions:
                     first = first or entry
             if first is not None:
                 report.suppressed[v.race.key] = Suppressed(first.reason, first.file, first.line)
+        for o in oob_views(report):
+            first = None
+            for i, entry in enumerate(self.entries):
+                if entry.matches_oob(report, o):
+                    self.used.add(i)
+                    first = first or entry
+            if first is not None:
+                report.suppressed[o.oob.key] = Suppressed(first.reason, first.file, first.line)
         return report
 
     def apply_all(self, reports: Iterable[Report]) -> None:

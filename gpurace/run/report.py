@@ -15,9 +15,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpurace.model import Report, Scope
-from gpurace.report.common import plural, relpath, views
+from gpurace.report.common import oob_views, plural, relpath, views
 from gpurace.report.json_report import write_document
-from gpurace.report.text import format_race, scope_lines, summary_line, suppressed_lines
+from gpurace.report.text import (
+    format_oob,
+    format_race,
+    oob_summary_line,
+    scope_lines,
+    summary_line,
+    suppressed_lines,
+)
 from gpurace.run.session import Kernel, ProgramResult, Session
 
 SCHEMA_NAME = "gpurace-run"
@@ -30,9 +37,12 @@ def merged(kernel: Kernel) -> Report | None:
         return None
     first = kernel.reports[0][1]
     races: dict[tuple, Any] = {}
+    oob: dict[tuple, Any] = {}  # out-of-bounds accesses (docs/memcheck.md), first launch's
     for _, r in kernel.reports:
         for race in r.races:
             races.setdefault(race.key, race)
+        for o in r.out_of_bounds:
+            oob.setdefault(o.key, o)
     scopes = [r.scope for _, r in kernel.reports]
     scope = Scope(
         launches=len(scopes),
@@ -47,7 +57,11 @@ def merged(kernel: Kernel) -> Report | None:
     )
     suppressed = {k: v for _, r in kernel.reports for k, v in r.suppressed.items()}
     return dataclasses.replace(
-        first, races=list(races.values()), scope=scope, suppressed=suppressed
+        first,
+        races=list(races.values()),
+        scope=scope,
+        suppressed=suppressed,
+        out_of_bounds=sorted(oob.values(), key=lambda o: o.key),
     )
 
 
@@ -77,6 +91,10 @@ def format_kernel(kernel: Kernel, tool: str, cwd: str | None = None) -> str:
         seen.update(r.key for r in new)
         shown = dataclasses.replace(report, races=new)
         blocks += ["\n".join(format_race(shown, v, cwd)) for v in views(shown)]
+        fresh = [o for o in report.oob_errors if o.key not in seen]
+        seen.update(o.key for o in fresh)
+        shown = dataclasses.replace(report, out_of_bounds=fresh)
+        blocks += ["\n".join(format_oob(shown, v, cwd)) for v in oob_views(shown)]
     total = merged(kernel)
     parts = ["\n".join(lines)]
     if blocks:
@@ -84,7 +102,12 @@ def format_kernel(kernel: Kernel, tool: str, cwd: str | None = None) -> str:
     if total is not None:
         parts.append(
             "\n".join(
-                [summary_line(total), *suppressed_lines(total, cwd), *scope_lines(total, cwd)]
+                [
+                    summary_line(total),
+                    *filter(None, [oob_summary_line(total)]),
+                    *suppressed_lines(total, cwd),
+                    *scope_lines(total, cwd),
+                ]
             )
         )
     if kernel.repeats:

@@ -336,6 +336,8 @@ class Session:
             )
             for race in report.races:
                 race.launch = index  # the text report's "launch N"
+            for oob in report.out_of_bounds:
+                oob.launch = index
             kernel.reports.append((index, report))
         if opts.tool in ("determinism", "all"):
             from gpurace.determinism import repeater
@@ -503,7 +505,7 @@ class Session:
     def exit_code(self) -> int:
         """0 clean and complete, 1 races or nondeterminism, 2 incomplete (design.md §3)."""
         kernels = [k for k in self.kernels.values() if k.selected]
-        if any(r.errors for k in kernels for _, r in k.reports):
+        if any(r.errors or r.oob_errors for k in kernels for _, r in k.reports):
             return 1
         if any(not res.identical for k in kernels for _, res in k.repeats):
             return 1

@@ -46,11 +46,28 @@ def runs(indices: list[int]) -> list[tuple[int, int]]:
 def acc_line(off: int, size: int, kind: int, site: str, sp: int, value: str | None) -> str:
     """A helper's `_gr_acc` call for the `size` bytes at byte `off` of the access at
     `p` (with the stored bytes of `value` for a store): one record line, whatever
-    part of the access (a record leaf, a run of vector components) it logs."""
+    part of the access (a record leaf, a run of vector components) it logs. It sets
+    the helper's `oob` when the part is out of bounds (docs/memcheck.md): the helper
+    then leaves out the access (OOB_HEAD declares it)."""
     bytes_ = f"(const __private uchar *)&{value} + {off}" if value else "0"
     known = "1u" if value else "0u"
     return (
-        f"  _gr_acc(s, (ulong)p + {off}u, {sp}u, {size}u, {site}, {kind}u, {bytes_}, {known}, 0u);"
+        f"  oob |= _gr_acc(s, (ulong)p + {off}u, {sp}u, {size}u, {site}, {kind}u, {bytes_}, "
+        f"{known}, 0u);"
+    )
+
+
+#: the first line of a helper whose accesses acc_line logs
+OOB_HEAD = "  uint oob = 0u;\n"
+
+
+def zero(T: str, record: bool) -> str:
+    """Statements that return a zero `T`: what a read out of bounds gives."""
+    if not record:
+        return f"return ({T})(0);"
+    return (
+        f"{{ {T} z; for (uint k = 0u; k < sizeof({T}); k++) ((__private uchar *)&z)[k] = 0; "
+        "return z; }"
     )
 
 
@@ -82,8 +99,9 @@ class AccessHelpers(RewriterAPI):
                 body = self.run_lines(vt, idx, 0, "site", sp, None)
                 return (
                     f"{ST} {name}(const {self.pquals(vt)} {VT} *p, {PS}s, uint site) {{\n"
+                    + OOB_HEAD
                     + "\n".join(body)
-                    + f"\n  return (*p).{sel};\n}}"
+                    + f"\n  if (oob) {zero(ST, False)}\n  return (*p).{sel};\n}}"
                 )
 
             h = self.helper(f"ldv|{VT}|{sel}|{self.pquals(vt)}", make_vec)
@@ -101,8 +119,9 @@ class AccessHelpers(RewriterAPI):
             body = self.leaf_lines(t, 0, "site", sp, None)
             return (
                 f"{T} {name}({pointer_to(T, 'const ' + self.pquals(t))}p, {PS}s, uint site) {{\n"
+                + OOB_HEAD
                 + "\n".join(body)
-                + "\n  return *p;\n}"
+                + f"\n  if (oob) {zero(T, is_record(t))}\n  return *p;\n}}"
             )
 
         h = self.helper(f"ld|{T}|{self.pquals(c.type)}", make)
@@ -132,9 +151,10 @@ class AccessHelpers(RewriterAPI):
                 body = self.run_lines(vt, idx, 1, "site", sp, "t")
                 return (
                     f"{ST} {name}({self.pquals(vt)} {VT} *p, {ST} v, {PS}s, uint site) {{\n"
-                    f"  {VT} t = ({VT})(0);\n  t.{sel} = v;\n"
+                    + OOB_HEAD
+                    + f"  {VT} t = ({VT})(0);\n  t.{sel} = v;\n"
                     + "\n".join(body)
-                    + f"\n  (*p).{sel} = v;\n  return v;\n}}"
+                    + f"\n  if (!oob) (*p).{sel} = v;\n  return v;\n}}"
                 )
 
             h = self.helper(f"stv|{VT}|{sel}|{self.pquals(vt)}", make_vec)
@@ -145,8 +165,9 @@ class AccessHelpers(RewriterAPI):
                 body = self.leaf_lines(t, 1, "site", sp, "v")
                 return (
                     f"{T} {name}({pointer_to(T, self.pquals(t))}p, {T} v, {PS}s, uint site) {{\n"
+                    + OOB_HEAD
                     + "\n".join(body)
-                    + "\n  *p = v;\n  return v;\n}"
+                    + "\n  if (!oob) *p = v;\n  return v;\n}"
                 )
 
             h = self.helper(f"st|{T}|{self.pquals(c.type)}", make)
@@ -189,14 +210,16 @@ class AccessHelpers(RewriterAPI):
             ret = "r" if op.startswith("pre") else "old"
 
         def make(name):
+            # out of bounds: the load gives zero, the store is left out (both recorded)
             return (
                 f"{T} {name}({ptype}p{arg}, {PS}s, uint sl, uint ss) {{\n"
+                + OOB_HEAD
                 + "\n".join(ld)
-                + f"\n  {T} old = {read};\n  {T} r = old;\n"
+                + f"\n  {T} old = oob ? ({T})(0) : {read};\n  {T} r = old;\n"
                 + apply_
                 + fill
                 + "\n".join(stl)
-                + f"\n  {write}\n  return {ret};\n}}"
+                + f"\n  if (!oob) {write}\n  return {ret};\n}}"
             )
 
         return self.helper(f"rmw|{key}|{ptype}|{sel}|{op}|{arg}", make)

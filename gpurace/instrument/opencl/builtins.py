@@ -156,9 +156,9 @@ class BuiltinCalls(RewriterAPI):
             return (
                 f"{ret} {h}({', '.join(params)}, {PS}s, uint site) {{\n"
                 f"  {c_type(pointee)} t;\n  {ret} r = {call};\n"
-                f"  _gr_acc(s, (ulong)a{k}, {int(space)}u, {size}u, site, 1u, "
-                "(const __private uchar *)&t, 1u, 0u);\n"
-                f"  *a{k} = t;\n  return r;\n}}"
+                f"  if (!_gr_acc(s, (ulong)a{k}, {int(space)}u, {size}u, site, 1u, "
+                "(const __private uchar *)&t, 1u, 0u))\n"
+                f"    *a{k} = t;\n  return r;\n}}"
             )
 
         h = self.helper(f"out|{name}|{'|'.join(params)}|{ret}", make)
@@ -263,8 +263,10 @@ class BuiltinCalls(RewriterAPI):
             r = "return " if ret != "void" else ""
             log = f"_gr_acc(s, (ulong)a0, {int(space)}u, {size}u, site, {{}}, 0, 0u, {op}u);"
             if op != CMPXCHG:
+                # out of bounds: left out, giving zero (docs/memcheck.md)
                 head = f"{ret} {h}({', '.join(params)}, {PS}s, uint site) {{"
-                return f"{head}\n  {log.format('2u')}\n  {r}{call};\n}}"
+                skip = "return;" if ret == "void" else f"return ({ret})(0);"
+                return f"{head}\n  if ({log.format('2u')[:-1]}) {skip}\n  {r}{call};\n}}"
             # a compare-exchange that fails only reads: logged after the call, as an
             # atomic with the reads bit (flags bit 4; docs/internals.md §1, §3)
             failed = "!r" if name.startswith("atomic_compare_exchange") else "r != a1"
@@ -302,20 +304,24 @@ class BuiltinCalls(RewriterAPI):
         params, ret = self.sig(callee, args, {pi: pt})
         call = f"{name}({', '.join(f'a{i}' for i in range(len(args)))})"
         addr = f"(ulong)(a{pi} + a{pi - 1} * {step})"
+        # out of bounds: left out, a load giving zero (docs/memcheck.md)
+        skip = "return;" if ret == "void" else f"return ({ret})(0);"
         if store and half:
             value = (
                 f"  ushort t[{max(n, 4) if n == 3 else n}];\n"
                 f"  {name}(a0, 0, (__private half *)t);\n"
-                f"  _gr_acc(s, {addr}, {int(space)}u, {size}u, site, 1u, "
-                f"(const __private uchar *)t, 1u, 0u);\n"
+                f"  if (_gr_acc(s, {addr}, {int(space)}u, {size}u, site, 1u, "
+                f"(const __private uchar *)t, 1u, 0u)) {skip}\n"
             )
         elif store:
             value = (
-                f"  _gr_acc(s, {addr}, {int(space)}u, {size}u, site, 1u, "
-                f"(const __private uchar *)&a0, 1u, 0u);\n"
+                f"  if (_gr_acc(s, {addr}, {int(space)}u, {size}u, site, 1u, "
+                f"(const __private uchar *)&a0, 1u, 0u)) {skip}\n"
             )
         else:
-            value = f"  _gr_acc(s, {addr}, {int(space)}u, {size}u, site, 0u, 0, 0u, 0u);\n"
+            value = (
+                f"  if (_gr_acc(s, {addr}, {int(space)}u, {size}u, site, 0u, 0, 0u, 0u)) {skip}\n"
+            )
 
         def make(h):
             r = "return " if ret != "void" else ""

@@ -61,7 +61,8 @@ def rec_function(nvars: int) -> str:
     the linear address range [lo, hi), [4]/[5] histogram bins and width (a counting
     run when bins > 0), [6 + v] each variable's linear base, [6 + NV + v] its size,
     [6 + 2 NV] unattributed accesses, [7 + 2 NV] the OpenCL async-copy flags (unused
-    here), [8 + 2 NV + bin] the bins, then E (groups with event slots) and EVENT_SLOTS
+    here), the out-of-bounds area (unused here: docs/memcheck.md), the bins
+    (abi.ctl_bins), then E (groups with event slots) and EVENT_SLOTS
     words per group. An access is kept if a 4-byte word it
     touches lies in [lo, hi); an event if its group does and no work-item of the group
     with a lower-or-equal `lid` claimed its slot with the same (ordinal, site) (the

@@ -1,0 +1,234 @@
+"""Out-of-bounds accesses (docs/memcheck.md): found before the access, redirected, and
+reported like races with exact sites, indices, sizes and counts, on WGSL (lavapipe)
+and OpenCL C (PoCL); the labelled cases are tests/corpus/memcheck/."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+
+from gpurace import abi, api
+from gpurace.analysis import memcheck
+from gpurace.backends import opencl_backend, wgpu_backend
+from gpurace.instrument.wgsl import instrument as wgsl_instrument
+from gpurace.languages import opencl
+from gpurace.launch import LaunchSpec
+from gpurace.model import Kind, OutOfBounds, pack_flags
+from gpurace.options import Options
+from gpurace.report import sarif, suppress, to_json
+from gpurace.report.common import work_item
+from gpurace.report.text import format_text
+from tests.corpus import CORPUS, cases, expected, reported
+
+MEMCHECK = CORPUS / "memcheck"
+CASES = cases("memcheck/wgsl", ".wgsl") + cases("memcheck/opencl", ".cl")
+SCHEMA = json.loads((Path(__file__).parent.parent / "docs/gpurace-report.schema.json").read_text())
+
+
+def _oob_labels(report) -> list[tuple]:
+    found = []
+    for o in report.out_of_bounds:
+        site = report.sites[o.site]
+        var = next(v for v in report.variables if v.id == o.var)
+        index = o.index
+        size = o.bound
+        if o.unit == abi.OOB_BYTES:  # attributed by address: bytes from the base
+            index, size = index // var.elem_stride, size // var.elem_stride
+        gid = work_item(report, o.group, o.lid).global_id
+        found.append((f"{site.line}:{site.col}", site.kind.name.lower(), var.name, index, size,
+                      o.count, list(gid)))  # fmt: skip
+    return sorted(found)
+
+
+def _expected_oob(expect: dict) -> list[tuple]:
+    return sorted(
+        (o["at"], o["kind"], o["var"], o["index"], o["size"], o["count"], o["work_item"])
+        for o in expect.get("oob", [])
+    )
+
+
+@pytest.fixture(scope="module")
+def reports():
+    """Each labelled case checked once (shared by the tests below)."""
+    out = {}
+    for case in CASES:
+        source, spec = case.load()
+        out[case.id + "." + case.language] = (
+            case,
+            api.check(source, spec, path=str(case.kernel)),
+        )
+    return out
+
+
+def test_corpus_has_every_labelled_shape():
+    ids = {f"{c.language}/{c.id}" for c in CASES}
+    assert ids == {
+        "wgsl/storage_write_past_end", "wgsl/workgroup_read_past_end", "wgsl/race_and_oob",
+        "wgsl/bounds_checked_clean", "opencl/global_read_past_end",
+        "opencl/local_write_past_end", "opencl/race_and_oob", "opencl/bounds_checked_clean",
+    }  # fmt: skip
+
+
+def test_labelled_sites_indices_sizes_and_counts(reports):
+    for name, (case, report) in reports.items():
+        expect = case.load()[1].expect
+        assert reported(report) == expected(expect), name
+        assert _oob_labels(report) == _expected_oob(expect), name
+        assert report.scope.complete, (name, report.scope)
+        assert report.exit_code == (0 if expect["verdict"] == "clean" else 1), name
+        if expect["verdict"] == "oob":
+            assert report.races == [] and report.oob_errors, name
+
+
+def test_text_report_names_buffer_index_size_and_ids(reports):
+    _, report = reports["storage_write_past_end.wgsl"]
+    text = format_text(report, cwd=str(MEMCHECK.parent.parent.parent))
+    assert text.startswith(
+        "tests/corpus/memcheck/wgsl/storage_write_past_end.wgsl:9:5: error: out-of-bounds "
+        "write to storage buffer 'dst[128]' (size 128 elements)\n"
+        "  kernel 'main', launch 0: outside 'dst': the access was left out and the launch "
+        "went on\n"
+        "  write  by global (127,0,0) local (63,0,0) group (1,0,0)  at "
+        "tests/corpus/memcheck/wgsl/storage_write_past_end.wgsl:9:5\n"
+    )
+    assert "\n1 out-of-bounds access at 1 site (1 error) in kernel 'main'\n" in text
+    _, report = reports["global_read_past_end.opencl"]
+    assert (
+        format_text(report)
+        .split("\n")[0]
+        .endswith(
+            "global_read_past_end.cl:4:12: error: out-of-bounds read of global memory 'in[128]' "
+            "(byte 512, size 128 elements)"
+        )
+    )
+
+
+def test_json_and_sarif_carry_the_class(reports):
+    _, report = reports["race_and_oob.opencl"]
+    doc = to_json(report)
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+    assert doc["summary"]["errors"] == 2 and doc["exit_code"] == 1
+    assert [(o["access"]["site"]["kind"], o["var"], o["index"], o["byte"], o["size"],
+             o["count"]) for o in doc["out_of_bounds"]] == [
+        ("load", "partial", 31, 124, 31, 2), ("store", "partial", 31, 124, 31, 2)]  # fmt: skip
+    log = sarif.to_sarif(report)
+    rules = [r["id"] for r in log["runs"][0]["tool"]["driver"]["rules"]]
+    results = [r for r in log["runs"][0]["results"] if r["ruleId"] == "gpurace/out-of-bounds"]
+    assert len(results) == 2 and all(rules[r["ruleIndex"]] == r["ruleId"] for r in results)
+    assert results[0]["message"]["text"] == doc["out_of_bounds"][0]["message"]
+    _, clean = reports["bounds_checked_clean.wgsl"]
+    doc = to_json(clean)
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+    assert doc["out_of_bounds"] == []
+    assert "gpurace/out-of-bounds" not in json.dumps(sarif.to_sarif(clean))
+
+
+def test_suppressed_by_class(reports, tmp_path):
+    case, _ = reports["workgroup_read_past_end.wgsl"]
+    source, spec = case.load()
+    report = api.check(source, spec, path=str(case.kernel))
+    (tmp_path / "s.toml").write_text('[[suppress]]\nrule = "out-of-bounds"\nreason = "known"\n')
+    sup = suppress.load(str(tmp_path / "s.toml"))
+    sup.apply(report)
+    assert report.exit_code == 0 and report.oob_errors == [] and sup.unused == []
+    assert "suppressed (1):" in format_text(report)
+    (tmp_path / "r.toml").write_text('[[suppress]]\nrule = "local"\nreason = "other"\n')
+    other = suppress.load(str(tmp_path / "r.toml"))
+    report.suppressed.clear()
+    other.apply(report)
+    assert report.exit_code == 1 and len(other.unused) == 1
+
+
+def test_reference_deduplicates_independently_of_order():
+    def rec(site, kind, var, index, group, lid):
+        flags = pack_flags(int(kind), 0, 0, var)
+        return [site, flags, index & 0xFFFFFFFF, lid, group, 0, 10, abi.OOB_ELEMENTS]
+
+    recs = [rec(3, Kind.STORE, 1, 10 + k, 1 - k % 2, 5 - k) for k in range(5)]
+    recs += [rec(2, Kind.LOAD, 0, -2, 0, 7)]
+    want = [
+        OutOfBounds(2, Kind.LOAD, 0, -2, 10, abi.OOB_ELEMENTS, 0, 1, 0, 7),
+        OutOfBounds(3, Kind.STORE, 1, 13, 10, abi.OOB_ELEMENTS, 0, 5, 0, 2),
+    ]
+    for seed in range(4):
+        random.Random(seed).shuffle(recs)
+        assert memcheck.deduplicate(recs) == want
+    area = np.zeros(abi.OOB_AREA_WORDS, np.uint32)
+    area[0] = len(recs)
+    area[1 : 1 + len(recs) * abi.RECORD_WORDS] = np.array(recs, np.uint32).ravel()
+    assert memcheck.analyse(area) == (want, 6)
+    area[0] = 100  # more counted than the slots hold: every slot is read
+    assert len(memcheck.area_records(area)[1]) == abi.OOB_SLOTS
+
+
+def test_checks_cost_one_compare_and_none_where_static():
+    """A dynamic index gets one compare (against the fixed count or arrayLength); a
+    constant index into a fixed array none; into a runtime-sized array one."""
+    src = (
+        "@group(0) @binding(0) var<storage, read_write> b: array<u32>;\n"
+        "var<workgroup> t: array<u32, 8>;\n"
+        "@compute @workgroup_size(8)\n"
+        "fn main(@builtin(local_invocation_index) i: u32) {\n"
+        "  t[3] = 1u;\n  t[i] = 2u;\n  b[i] = t[7];\n  b[5] = 0u;\n}\n"
+    )
+    text = wgsl_instrument(src, "k.wgsl").source
+    assert text.count("_gr_oob(") == 1 + 3  # the definition, then t[i], b[i], b[5]
+    assert text.count("if _gr_i0 >= 8u {") == 1
+    assert text.count("if _gr_i0 >= arrayLength(&b) {") == 1
+    assert text.count("if 5u >= arrayLength(&b) {") == 1
+
+
+def _wgsl_outputs(case):
+    source, spec = case.load()
+    inst = api.instrument(source, str(case.kernel))
+    return wgpu_backend.launch(
+        wgpu_backend.get_device()[0], inst.source, str(case.kernel), inst.entry,
+        inst.bindings, {(b.group, b.binding): b.data for b in spec.buffers},
+        tuple(spec.workgroups), log_group=inst.log_group, log_capacity=1 << 12,
+        var_bases=api.var_bases(inst, spec),
+    )  # fmt: skip
+
+
+def _opencl_outputs(case):
+    source, spec = case.load()
+    target = opencl.target(source, spec, str(case.kernel), opencl_backend, None,
+                           Options(prefilter=False))  # fmt: skip
+    return target.run(0, api.FULL_RANGE, 1 << 12)
+
+
+def test_faulting_accesses_are_redirected_and_the_launch_goes_on(reports):
+    """A read out of bounds gives 0, a write is left out, every other work-item runs."""
+    case, _ = reports["global_read_past_end.opencl"]
+    result = _opencl_outputs(case)
+    x = np.arange(128, dtype=np.float32)
+    want = (x + np.append(x[1:], 0.0).astype(np.float32)) * np.float32(0.5)
+    assert np.array_equal(result.outputs[(0, 1)], want)
+    assert result.oob is not None and result.oob[0] == 1
+    case, _ = reports["storage_write_past_end.wgsl"]
+    result = _wgsl_outputs(case)
+    dst = result.outputs[(0, 1)]
+    assert dst[0] == 0 and np.array_equal(dst[1:], np.arange(127, dtype=np.float32) * 2)
+
+
+def test_more_faults_than_slots_saturate_with_counts_as_lower_bounds():
+    src = (
+        "@group(0) @binding(0) var<storage, read_write> b: array<u32>;\n"
+        "@compute @workgroup_size(64)\n"
+        "fn main(@builtin(global_invocation_id) g: vec3<u32>) {\n  b[g.x + 64u] = g.x;\n}\n"
+    )
+    spec = LaunchSpec.from_dict(
+        {"entry": "main", "workgroups": [2, 1, 1],
+         "binding": [{"group": 0, "binding": 0, "type": "u32", "count": 64}]}
+    )  # fmt: skip
+    report = api.check(src, spec, path="k.wgsl")
+    assert report.exit_code == 1 and not report.scope.complete
+    assert report.scope.saturated == [memcheck.saturation(128)]
+    # which 64 of the 128 the slots hold depends on the order the work-items ran
+    [found] = report.out_of_bounds
+    assert (found.count, found.bound, found.kind) == (abi.OOB_SLOTS, 64, Kind.STORE)
+    assert 64 <= found.index < 192
