@@ -108,9 +108,9 @@ def test_a_batch_reports_the_hang_and_checks_the_inputs_after_it():
     """`gpurace check A B`: the worker child stuck on A's kernel is ended at A's deadline,
     A is its one error line and a new child checks B to its usual report."""
     racy = ROOT / "examples" / "opencl" / "reduce_racy.cl"
-    proc = _gpurace("check", str(HANGS / "spin_forever.cl"), str(racy), timeout_s="1")
+    proc = _gpurace("check", str(HANGS / "spin_forever.cl"), str(racy), timeout_s="3")
     assert proc.returncode == 2, proc.stderr
-    hang = [ln for ln in proc.stderr.splitlines() if "did not finish within 1 s" in ln]
+    hang = [ln for ln in proc.stderr.splitlines() if "did not finish within 3 s" in ln]
     assert len(hang) == 1
     assert hang[0].startswith("tests/corpus/hangs/spin_forever.cl: error: kernel 'spin'")
     assert "crashed" not in proc.stderr
