@@ -89,7 +89,8 @@ class Simulator:
             batch = Batch(self.mem, blocks, grid, block, int(shared_bytes), shared, local)
             frame = Frame(batch, entry, params, 0)
             try:
-                self._execute(frame, np.arange(batch.lanes), run, entry=True)
+                with np.errstate(all="ignore"):  # PTX's x/0, sqrt(-1): values, not warnings
+                    self._execute(frame, np.arange(batch.lanes), run, entry=True)
             except SimUnsupported as exc:
                 run.stopped = str(exc)
                 return run
