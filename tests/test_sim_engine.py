@@ -93,3 +93,79 @@ def test_an_instruction_it_cannot_run_stops_the_launch_and_is_named():
         "sim cannot execute tensormap.replace.tile.global_address.global.b1024.b64 at PTX line 13"
     )
     assert out.tolist() == [0] * 64
+
+
+ALU = """
+mul.lo.s32 %r2, %r1, 7919;
+sub.s32 %r2, %r2, 100000;
+mul.wide.u32 %rd4, %r1, 64;
+add.s64 %rd5, %rd1, %rd4;
+bfe.u32 %r3, %r2, 3, 5;
+st.global.u32 [%rd5], %r3;
+bfe.s32 %r3, %r2, 4, 8;
+st.global.u32 [%rd5+4], %r3;
+bfi.b32 %r3, %r2, -1, 8, 4;
+st.global.u32 [%rd5+8], %r3;
+prmt.b32 %r3, %r2, 0, 291;
+st.global.u32 [%rd5+12], %r3;
+lop3.b32 %r3, %r2, -252645136, -858993460, 150;
+st.global.u32 [%rd5+16], %r3;
+div.s32 %r3, %r2, -7;
+st.global.u32 [%rd5+20], %r3;
+rem.s32 %r3, %r2, 7;
+st.global.u32 [%rd5+24], %r3;
+shr.s32 %r3, %r2, 40;
+st.global.u32 [%rd5+28], %r3;
+mul.hi.s32 %r3, %r2, 305419896;
+st.global.u32 [%rd5+32], %r3;
+cvt.rn.f32.s32 %f1, %r2;
+mul.f32 %f2, %f1, 0f3F000000;
+cvt.rni.s32.f32 %r3, %f2;
+st.global.u32 [%rd5+36], %r3;
+popc.b32 %r3, %r2;
+st.global.u32 [%rd5+40], %r3;
+clz.b32 %r3, %r2;
+st.global.u32 [%rd5+44], %r3;
+brev.b32 %r3, %r2;
+st.global.u32 [%rd5+48], %r3;
+shf.l.wrap.b32 %r3, %r2, %r2, 13;
+st.global.u32 [%rd5+52], %r3;
+"""
+
+
+def test_integer_and_bit_instructions_as_the_isa_defines_them():
+    """bfe/bfi/prmt/lop3/div/rem/shr/mul.hi/cvt.rni/popc/clz/brev/shf on 64 values of
+    both signs, against the PTX ISA's definitions computed with Python integers."""
+    ptx = _kernel(ALU, regs=".reg .f32 %f<4>;\n")
+    sim = Simulator(ptx)
+    out = np.zeros(64 * 16, np.uint32)
+    assert not sim.launch("k", (1, 1, 1), (64, 1, 1), [sim.mem.register(out)]).stopped
+    got = out.reshape(64, 16)
+    m32 = (1 << 32) - 1
+
+    def s32(v: int) -> int:
+        v &= m32
+        return v - (1 << 32) if v >> 31 else v
+
+    for t in range(64):
+        a = s32(t * 7919 - 100000)
+        u = a & m32
+        trunc_div = abs(a) // 7 * (1 if a < 0 else -1)  # a / -7, toward zero
+        field = (u >> 4) & 0xFF
+        want = [
+            (u >> 3) & 0x1F,
+            (field - 256 if field & 0x80 else field) & m32,
+            (0xFFFFF0FF | ((u & 0xF) << 8)) & m32,
+            int.from_bytes(u.to_bytes(4, "little")[::-1], "little"),
+            u ^ 0xF0F0F0F0 ^ 0xCCCCCCCC,
+            trunc_div & m32,
+            (a - 7 * int(a / 7)) & m32,
+            (-1 if a < 0 else 0) & m32,
+            ((a * 305419896) >> 32) & m32,
+            round(a / 2) & m32,  # Python's round is to nearest even, as cvt.rni
+            bin(u).count("1"),
+            32 - u.bit_length(),
+            int(f"{u:032b}"[::-1], 2),
+            ((u << 13) | (u >> 19)) & m32,
+        ]
+        assert got[t, :14].tolist() == want, t
