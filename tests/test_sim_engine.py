@@ -169,3 +169,58 @@ def test_integer_and_bit_instructions_as_the_isa_defines_them():
             ((u << 13) | (u >> 19)) & m32,
         ]
         assert got[t, :14].tolist() == want, t
+
+
+FLOATS = """
+cvt.rn.f32.u32 %f1, %r1;
+mul.f32 %f1, %f1, 0f3DCCCCCD;
+sub.f32 %f1, %f1, 0f40400000;
+mul.wide.u32 %rd4, %r1, 32;
+add.s64 %rd5, %rd1, %rd4;
+fma.rn.f32 %f2, %f1, %f1, 0f3F800000;
+st.global.f32 [%rd5], %f2;
+cvt.rn.f16.f32 %rs1, %f1;
+cvt.u32.u16 %r3, %rs1;
+st.global.u32 [%rd5+4], %r3;
+cvt.rn.bf16.f32 %rs2, %f1;
+cvt.u32.u16 %r3, %rs2;
+st.global.u32 [%rd5+8], %r3;
+sqrt.rn.f32 %f3, %f1;
+setp.neu.f32 %p1, %f3, %f3;
+selp.u32 %r4, 1, 0, %p1;
+setp.ne.f32 %p2, %f3, %f3;
+selp.u32 %r5, 2, 0, %p2;
+or.b32 %r4, %r4, %r5;
+st.global.u32 [%rd5+12], %r4;
+min.f32 %f3, %f3, %f1;
+st.global.f32 [%rd5+16], %f3;
+cvt.rzi.s32.f32 %r6, %f1;
+st.global.u32 [%rd5+20], %r6;
+div.rn.f32 %f3, 0f3F800000, %f1;
+st.global.f32 [%rd5+24], %f3;
+"""
+
+
+def test_float_instructions_round_as_the_isa_defines_them():
+    """f32 arithmetic rounds to nearest even (NumPy float32 is IEEE), fma once, f16 and
+    bf16 conversions to nearest even; sqrt of a negative is NaN, which setp.neu sees
+    and the ordered setp.ne does not; min.f32 returns the non-NaN operand."""
+    ptx = _kernel(FLOATS, regs=".reg .f32 %f<4>;\n.reg .b16 %rs<3>;\n")
+    sim = Simulator(ptx)
+    out = np.zeros(64 * 8, np.uint32)
+    assert not sim.launch("k", (1, 1, 1), (64, 1, 1), [sim.mem.register(out)]).stopped
+    got = out.reshape(64, 8)
+    f = (np.arange(64, dtype=np.float32) * np.float32(0.1)) - np.float32(3.0)
+    fma = (f.astype(np.float64) * f + 1.0).astype(np.float32)  # exact product, one rounding
+    assert got[:, 0].tolist() == fma.view(np.uint32).tolist()
+    assert got[:, 1].tolist() == f.astype(np.float16).view(np.uint16).tolist()
+    b = f.view(np.uint32).astype(np.uint64)
+    bf16 = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint32)
+    assert got[:, 2].tolist() == bf16.tolist()
+    assert got[:, 3].tolist() == [1 if x < 0 else 0 for x in f]
+    with np.errstate(invalid="ignore"):
+        root = np.sqrt(f)
+    assert got[:, 4].tolist() == np.where(f < 0, f, np.minimum(root, f)).view(np.uint32).tolist()
+    assert got[:, 5].tolist() == np.trunc(f).astype(np.int32).view(np.uint32).tolist()
+    with np.errstate(divide="ignore"):
+        assert got[:, 6].tolist() == (np.float32(1) / f).view(np.uint32).tolist()
