@@ -61,3 +61,31 @@ def test_gpurace_repeat_on_sim() -> None:
     assert f"on {sim_device.DESCRIPTION}): 2 replays, 1 distinct result: bit-identical" in (
         result.output
     )
+
+
+DP4A = """\
+extern "C" __global__ void k(int *out) {
+  int t = threadIdx.x;
+  out[t] = t;
+  int r;
+  asm volatile("dp4a.u32.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(t), "r"(t), "r"(0));
+  out[t ^ 1] = r;
+}
+"""
+
+
+def test_an_instruction_sim_cannot_execute_makes_the_check_incomplete(tmp_path: Path) -> None:
+    """The launch stops at `dp4a` (not executed by sim): the check names it at its
+    source line, the result is incomplete and the exit code 2, not a clean 0."""
+    kernel, launch, out = tmp_path / "dp.cu", tmp_path / "dp.toml", tmp_path / "r.json"
+    kernel.write_text(DP4A)
+    launch.write_text('grid = [1]\nblock = [64]\n[[arg]]\ntype = "int"\ncount = 64\n')
+    result = CliRunner().invoke(main, ["check", str(kernel), "--launch", str(launch),
+                                       "--json", str(out)])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    scope = json.loads(out.read_text())["scope"]
+    assert not scope["complete"]
+    [note] = scope["not_instrumented"]
+    assert note.startswith(f"{kernel}: sim cannot execute dp4a.u32.u32 at PTX line ")
+    assert note.endswith(f", {kernel}:5: the launch stopped there, what the kernel would "
+                         "have done after it is not checked")  # fmt: skip

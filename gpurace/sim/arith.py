@@ -96,13 +96,13 @@ def compile_alu(ins: Instr, dec: Decoder) -> Run | None:  # noqa: C901 - a dispa
         return _setp(ins, dec, t)
     if op == "selp":
         a, b, c = dec.reader(ops[1], t), dec.reader(ops[2], t), dec.reader(ops[3], "pred")
-        d = dec.writer(ops[0])
-        return lambda fr, g: d(fr, g, np.where(c(fr, g) != 0, a(fr, g), b(fr, g)))
+        sel = dec.writer(ops[0])
+        return lambda fr, g: sel(fr, g, np.where(c(fr, g) != 0, a(fr, g), b(fr, g)))
     if t in ("f16x2", "bf16x2") and op in ("add", "sub", "mul", "fma", "neg", "abs", "min",
                                            "max"):  # fmt: skip
         return _packed(ins, dec, t)
     srcs = [dec.reader(o, t) for o in ops[1:]]
-    d = dec.writer(ops[0]) if ops else None
+    d: Any = dec.writer(ops[0]) if ops else None
     n = len(srcs)
 
     def vals(fr: Any, g: np.ndarray, ty: str = t) -> list[np.ndarray]:
@@ -126,8 +126,8 @@ def compile_alu(ins: Instr, dec: Decoder) -> Run | None:  # noqa: C901 - a dispa
     if t == "pred" and op in ("and", "or", "xor", "not"):
         if op == "not":
             return unary(lambda a: ~a, "pred")
-        f = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}[op]
-        return binary(f, "pred")
+        logic: Any = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}[op]
+        return binary(logic, "pred")
     if op in ("and", "or", "xor") and not is_float:
         return binary({"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op])
     if op == "not":
@@ -143,13 +143,13 @@ def compile_alu(ins: Instr, dec: Decoder) -> Run | None:  # noqa: C901 - a dispa
                "min": np.fmin, "max": np.fmax}  # fmt: skip
         if op not in fns:
             raise SimUnsupported(ins.opcode)
-        f = fns[op]
+        f: Any = fns[op]
         ftz = ins.has("ftz")
         return binary(lambda a, b: _float_result(ins, f(_ftz(a, ftz), _ftz(b, ftz)), t))
     if op in ("add", "sub") and not is_float:
         if ins.has("sat"):  # s32 only: saturate instead of wrapping
-            f = np.add if op == "add" else np.subtract
-            return binary(lambda a, b: np.clip(f(a.astype(np.int64), b), -(2**31), 2**31 - 1))
+            fs: Any = np.add if op == "add" else np.subtract
+            return binary(lambda a, b: np.clip(fs(a.astype(np.int64), b), -(2**31), 2**31 - 1))
         return binary(np.add if op == "add" else np.subtract)
     if op in ("mul", "mul24") and not is_float:
         if ins.has("wide"):
@@ -158,8 +158,8 @@ def compile_alu(ins: Instr, dec: Decoder) -> Run | None:  # noqa: C901 - a dispa
             wdt = int_dtype(8) if t.startswith("s") else U64
 
             def wide_mul(fr: Any, g: np.ndarray) -> None:
-                a, b = as_type(r0(fr, g), t).astype(wdt), as_type(r1(fr, g), t).astype(wdt)
-                d(fr, g, to_bits(a * b, wt))
+                a: Any = as_type(r0(fr, g), t).astype(wdt)
+                d(fr, g, to_bits(a * as_type(r1(fr, g), t).astype(wdt), wt))
 
             return wide_mul
         if ins.has("hi"):
@@ -176,7 +176,7 @@ def compile_alu(ins: Instr, dec: Decoder) -> Run | None:  # noqa: C901 - a dispa
     if op == "abs":
         return unary(lambda a: _float_result(ins, np.abs(a), t) if is_float else np.abs(a))
     if op in ("rcp", "sqrt", "rsqrt", "sin", "cos", "lg2", "ex2", "tanh") and is_float:
-        f64 = {"rcp": lambda x: 1.0 / x, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x),
+        f64: Any = {"rcp": lambda x: 1.0 / x, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x),
                "sin": np.sin, "cos": np.cos, "lg2": np.log2, "ex2": np.exp2,
                "tanh": np.tanh}[op]  # fmt: skip
         with np.errstate(all="ignore"):
@@ -536,7 +536,7 @@ def _packed(ins: Instr, dec: Decoder, t: str) -> Run:
     srcs = [dec.reader(o, "b32") for o in ins.operands[1:]]
     d = dec.writer(ins.operands[0])
     op = ins.op
-    f = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    f: Any = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
          "min": np.fmin, "max": np.fmax, "neg": lambda a: -a, "abs": np.abs,
          "fma": lambda a, b, c: a.astype(np.float64) * b + c}[op]  # fmt: skip
 

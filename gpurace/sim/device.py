@@ -43,8 +43,8 @@ class SimDevice:
     def __enter__(self) -> SimDevice:
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
-        return False
+    def __exit__(self, *exc: Any) -> None:
+        return None
 
 
 DEVICE = SimDevice()

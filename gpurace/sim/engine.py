@@ -184,7 +184,7 @@ class Program:
         dec = Decoder(fn.reg_types, self.symbols, f"kernel function '{fn.name}'")
         dec.locals = locals_
         labels: dict[str, int] = {}
-        stmts = []
+        stmts: list[tuple[Any, str]] = []
         loc = ""
         for s in fn.body:
             if s.kind == "label":
@@ -257,10 +257,10 @@ class Program:
             return ("arrive", None, None, None, None)
         if ins.has("red"):  # bar.red.op.type d, a{, b}, {!}c
             mode = next(p for p in ins.parts if p in ("popc", "and", "or"))
-            ident = dec.reader(ops[1], "u32")
-            count = dec.reader(ops[2], "u32") if len(ops) > 3 else None
-            return (mode, ident, count, dec.reader(ops[-1], "pred"), dec.writer(ops[0]))
-        ident = dec.reader(ops[0], "u32") if ops else None
+            red_id = dec.reader(ops[1], "u32")
+            red_count = dec.reader(ops[2], "u32") if len(ops) > 3 else None
+            return (mode, red_id, red_count, dec.reader(ops[-1], "pred"), dec.writer(ops[0]))
+        ident: Any = dec.reader(ops[0], "u32") if ops else None
         count = dec.reader(ops[1], "u32") if len(ops) > 1 else None
         return ("sync", ident, count, None, None)
 

@@ -134,7 +134,7 @@ def _exch(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return b
 
 
-def _atom_fn(opname: str, t: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+def _atom_fn(opname: str, t: str) -> Any:
     if opname == "inc":
         return lambda a, b: np.where(a >= b, 0, a + 1).astype(a.dtype)
     if opname == "dec":
@@ -280,6 +280,7 @@ def _serial(buf: np.ndarray, offs: np.ndarray, n: int, t: str, f: Any, b: np.nda
 
 def _apply(f: Any, cur: np.ndarray, b: np.ndarray, c: np.ndarray | None, t: str) -> np.ndarray:
     if f is None:  # cas: store c where the old value equals b
+        assert c is not None
         mask = U64((1 << (8 * TYPE_BYTES[t])) - 1)
         return np.where(cur == (b & mask), c, cur)
     with np.errstate(all="ignore"):

@@ -125,13 +125,13 @@ class Memory:
         which = np.searchsorted(self._starts, addr, side="right") - 1
         out = []
         for r in np.unique(which):
-            sel = np.nonzero(which == r)[0]
+            hit = np.nonzero(which == r)[0]
             if r < 0:
-                raise SimError(f"global address {int(addr[sel[0]]):#x} in no allocation")
+                raise SimError(f"global address {int(addr[hit[0]]):#x} in no allocation")
             start, region, _ = self.regions[int(r)]
-            off = (addr[sel] - U64(start)).astype(np.int64)
-            self._check(off, n, region.nbytes, "global", addr[sel])
-            out.append((region, off, sel))
+            off = (addr[hit] - U64(start)).astype(np.int64)
+            self._check(off, n, region.nbytes, "global", addr[hit])
+            out.append((region, off, hit))
         return out
 
     @staticmethod

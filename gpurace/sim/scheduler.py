@@ -89,7 +89,8 @@ class Simulator:
             batch = Batch(self.mem, blocks, grid, block, int(shared_bytes), shared, local)
             frame = Frame(batch, entry, params, 0)
             try:
-                self._execute(frame, np.arange(batch.lanes), run, entry=True)
+                with np.errstate(all="ignore"):  # PTX's x/0, sqrt(-1): values, not warnings
+                    self._execute(frame, np.arange(batch.lanes), run, entry=True)
             except SimUnsupported as exc:
                 run.stopped = str(exc)
                 return run
@@ -106,6 +107,12 @@ class Simulator:
         # where each waiting lane waits: its bar's pc, barrier id, thread count (-1: the
         # whole block), predicate (bar.red)
         waits = np.zeros((4, n), np.int64)
+        parted = self._converged(frame, lanes, run, entry, state)
+        if parted is None:
+            return
+        pc[:] = parted[0]
+        if parted[1] is not None:  # a branch that some lanes took
+            pc[parted[1]] = parted[2]
         while True:
             runnable = state == _RUN
             if not runnable.any():
@@ -166,6 +173,58 @@ class Simulator:
                 if len(take):
                     raise SimUnsupported(c.error)
                 pc[act] += 1
+
+    def _converged(
+        self, frame: Frame, lanes: np.ndarray, run: Launch, entry: bool, state: np.ndarray
+    ) -> tuple[int, np.ndarray | None, int] | None:
+        """The scheduler while every lane is at one PC (no masks to compute): runs until
+        the lanes part, then says where `_execute` goes on (every lane's PC, and the
+        lanes a branch sent to its target; `state` marks the lanes that finished), or
+        until all have returned (None). Barriers, traps and instructions it cannot
+        execute are left to `_execute`."""
+        code = frame.fn.code
+        batch = frame.batch
+        n = len(lanes)
+        upc = 0
+        while True:
+            c: Code = code[upc]
+            kind = c.kind
+            if kind not in ("op", "bra", "ret", "exit", "call"):
+                return upc, None, 0
+            run.steps += 1
+            run.lane_steps += n
+            batch.steps += 1
+            if not run.steps & 0x3FFF:
+                check_time(run, "the kernel")
+            m = None if c.guard is None else c.guard(frame, lanes)
+            every = m is None or bool(m.all())
+            if m is not None and not every and not m.any():  # no lane takes it
+                upc += 1
+                continue
+            g = lanes if every else lanes[m]
+            if kind == "op":
+                c.run(frame, g)
+                upc += 1
+            elif kind == "bra":
+                if every:
+                    upc = c.target
+                    continue
+                return upc + 1, m, c.target
+            elif kind in ("ret", "exit"):
+                if kind == "exit" or entry:
+                    batch.live[g] = False
+                if every:
+                    state[:] = _DONE
+                    return None
+                state[m] = _DONE
+                return upc + 1, None, 0
+            else:  # call
+                self._call(frame, c, g, run)
+                upc += 1
+                gone = ~batch.live[lanes]
+                if gone.any():
+                    state[gone] = _DONE
+                    return upc, None, 0
 
     def _call(self, frame: Frame, c: Code, g: np.ndarray, run: Launch) -> None:
         callee_name, rets, args = c.call
