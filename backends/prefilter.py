@@ -35,17 +35,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from gpurace.abi import (  # noqa: F401 - MAX_EVENT_SLOT_GROUPS re-exported for the backends
+    KB_ATOMIC,
+    KB_LOAD,
+    KB_STORE,
     MAX_EVENT_SLOT_GROUPS,
+    MULTI,
     PAIR_WORDS,
     SHADOW_BUILD,
     SHADOW_FILTER,
     SHADOW_HEAD,
     SHADOW_OFF,
     SHD_LGROUPS,
+    SHD_LOCAL_OOB,
     SHD_LOFF,
     SHD_LWORDS,
     SHD_MODE,
+    SHD_UNSEEN,
     SHD_WGSIZE,
     SHD_WORDS,
 )
@@ -110,6 +118,29 @@ def local_order_words(variables: Sequence, extents: Sequence[int]) -> int:
     (OpenCL and CUDA; WGSL's variables have static sizes, see `wgsl.runtime.local_order`)."""
     pairs = zip(variables, extents, strict=True)
     return sum(-(-e // 4) for v, e in pairs if v.space == Space.LOCAL)
+
+
+# a built shadow up to this size is searched on the host (`may_conflict_words`):
+# reading it back costs less than compiling the device search (~0.2-0.5 s on lavapipe)
+HOST_SEARCH_BYTES = 1 << 20
+
+
+def may_conflict_words(words: np.ndarray, pre: Prefilter) -> bool:
+    """The device search of a built shadow (`shadow_may_conflict`), on its words read
+    back: a word beyond the shadow or a workgroup access out of bounds (header), a
+    launch-wide word with several actors and a store or atomics beside plain
+    accesses, or a local mask word with a bit set."""
+    if words[SHD_UNSEEN] or words[SHD_LOCAL_OOB]:
+        return True
+    pairs = words[SHADOW_HEAD : pre.local_offset].reshape(-1, PAIR_WORDS)
+    who, kinds = pairs[:, 0], pairs[:, 1]
+    both = KB_LOAD | KB_ATOMIC
+    mixed = ((kinds & KB_STORE) != 0) | ((kinds & both) == both)
+    if bool(np.any((who == MULTI) & mixed)):
+        return True
+    masks = pre.local_words * pre.groups
+    first = pre.local_offset + masks
+    return bool(np.any(words[first : first + masks]))
 
 
 # launch(lo, hi, capacity, bins, width, prefilter=None) -> LaunchResult

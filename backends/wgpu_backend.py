@@ -18,8 +18,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from gpurace import shaders, watchdog
-
 # Mesa's Vulkan drivers complain on stderr when XDG_RUNTIME_DIR is unset (as in CI
 # and containers); give them a private directory so users see only gpurace's output.
 if not os.environ.get("XDG_RUNTIME_DIR"):
@@ -28,7 +26,9 @@ if not os.environ.get("XDG_RUNTIME_DIR"):
     os.environ["XDG_RUNTIME_DIR"] = _runtime
 
 import wgpu  # noqa: E402
+from wgpu.backends.wgpu_native import _ffi, _helpers, extras  # noqa: E402
 
+from gpurace import watchdog
 from gpurace.abi import (
     CTL_REQUESTED,
     OOB_AREA_WORDS,
@@ -39,7 +39,7 @@ from gpurace.abi import (
     par_shadow,
     wgsl_consts,
 )
-from gpurace.backends import analysis_driver
+from gpurace.backends import analysis_driver, wgpu_ffi
 from gpurace.backends.analysis_driver import (  # noqa: F401 - re-exported for callers
     BUCKET_WORDS,
     COUNTER_NAMES,
@@ -57,28 +57,34 @@ from gpurace.backends.analysis_driver import (  # noqa: F401 - re-exported for c
 )
 from gpurace.backends.common import LaunchResult, choose_device
 from gpurace.backends.prefilter import (  # noqa: F401 - re-exported for callers
+    HOST_SEARCH_BYTES,
     SHADOW_BUILD,
     SHADOW_FILTER,
     SHADOW_HEAD,
     SHADOW_OFF,
     Prefilter,
     local_groups,
+    may_conflict_words,
     shadow_words,
 )
 from gpurace.backends.wgpu_pipelines import (  # noqa: F401 - re-exported for callers
     Groups,
+    analysis_pipelines,
     binding_type,
     cached_module_pipeline,
     cached_pipeline,
     compile_module,
     compute_pipeline,
     one_line,
+    start_analysis_pipelines,
     validate_source,
 )
 from gpurace.model import RECORD_WORDS, Binding, GpuraceError
 from gpurace.options import Options
 
 T = TypeVar("T")
+
+wgpu_ffi.install(_ffi.ffi)  # ~3 s of cffi type parsing a check saved (see the module)
 
 WORKGROUP = 64
 ROW_GROUPS = 32768  # work-groups per dispatch row; more rows for larger grids
@@ -96,8 +102,15 @@ class Adapter:
     is_gpu: bool
 
 
+# every backend but OpenGL (whose adapters `list_devices` skips): enumerating the GL
+# adapter initialises EGL and a second llvmpipe context, ~0.4-0.6 s on lavapipe
+_BACKENDS = ("Vulkan", "Metal", "DX12")
+
+
 def list_devices() -> list[Adapter]:
     """Every compute-capable adapter wgpu offers, best first (GPUs, then the CPU)."""
+    if _helpers._the_instance is None:  # a program under `gpurace run` may have made it
+        extras.set_instance_extras(backends=_BACKENDS)
     found = []
     for a in wgpu.gpu.enumerate_adapters_sync():
         info = a.info
@@ -199,11 +212,15 @@ fn masks(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups)
 )
 
 
-def shadow_may_conflict(device, pre: Prefilter) -> bool:
+def shadow_may_conflict(device, pre: Prefilter, host_bytes: int = HOST_SEARCH_BYTES) -> bool:
     """Whether a built shadow has a word where a conflict is possible (a launch-wide
     pair, or a local mask with a bit set), or its run touched a word beyond the
     shadow or a workgroup variable out of bounds. When none, a filter run would log
-    only events: the build run (which logged them) stands for it."""
+    only events: the build run (which logged them) stands for it. A shadow of at
+    most `host_bytes` is read back and searched on the host (the same test)."""
+    if pre.nbytes <= host_bytes:
+        words = np.frombuffer(device.queue.read_buffer(pre.buf, 0, pre.nbytes), np.uint32)
+        return may_conflict_words(words, pre)
     storage = wgpu.BufferBindingType.storage
     layout = ((0, ((0, storage), (1, storage), (2, wgpu.BufferBindingType.uniform))),)
     found = device.create_buffer(size=16, usage=_STORAGE)
@@ -417,6 +434,7 @@ def launch(
             (2, storage, shd_buf),
             (3, wgpu.BufferBindingType.read_only_storage, par_buf),
         ]
+        start_analysis_pipelines(device)  # compiled while this module's are
     pipeline, bind_groups = cached_pipeline(device, source, path, entry, groups, constants)
     encoder = device.create_command_encoder()
     pass_ = encoder.begin_compute_pass()
@@ -491,28 +509,6 @@ def read_log(device, result: LaunchResult) -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 
-@functools.cache
-def _analysis_pipelines(device):
-    source = shaders.source("analysis.wgsl")
-    module = device.create_shader_module(code=source)
-    storage, ro = wgpu.BufferBindingType.storage, wgpu.BufferBindingType.read_only_storage
-    types = [ro, wgpu.BufferBindingType.uniform, ro] + [storage] * 8
-    layout = device.create_bind_group_layout(
-        entries=[
-            {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": t}}
-            for i, t in enumerate(types)
-        ]
-    )
-    playout = device.create_pipeline_layout(bind_group_layouts=[layout])
-    pipes = {
-        name: device.create_compute_pipeline(
-            layout=playout, compute={"module": module, "entry_point": name}
-        )
-        for name in KERNELS
-    }
-    return layout, pipes
-
-
 @dataclass(eq=False)
 class _Slice:
     """The first `size` bytes of a pooled buffer: what a kernel binding sees (so that
@@ -528,7 +524,7 @@ class _WgpuKernels:
 
     def __init__(self, device) -> None:
         self.device = device
-        self.layout, self.pipes = _analysis_pipelines(device)
+        self.layout, self.pipes = analysis_pipelines(device)
         self.params = device.create_buffer(
             size=PARAM_WORDS * 4, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
         )

@@ -9,10 +9,15 @@ points at the user's file; a rewrite that fails afterwards is gpurace's bug.
 
 from __future__ import annotations
 
+import atexit
 import functools
+import threading
+from typing import Any
 
 import wgpu
 
+from gpurace import shaders
+from gpurace.backends.analysis_driver import KERNELS
 from gpurace.backends.naga_errors import naga_error
 from gpurace.model import Binding, GpuraceError
 
@@ -145,3 +150,71 @@ def cached_pipeline(
         for g, layout in enumerate(layouts)
     ]
     return pipeline, bind_groups
+
+
+# ---------------------------------------------------------------------------
+# The analysis kernels (shaders/analysis.wgsl), compiled beside the first launch.
+# ---------------------------------------------------------------------------
+
+
+class _Compiling:
+    """The analysis pipelines of one device, compiled on a thread of their own.
+
+    They are the same for every check (once per device per process) and cost more
+    than a small check's own module (`walk` alone ~0.5 s of LLVM on lavapipe); the
+    driver call releases the GIL, so on a machine with a free core they compile
+    while the instrumented module is compiled and run, and `result` waits for them
+    only if they are not done by the time the analysis starts."""
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+        self.value: tuple | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._compile, name="gpurace-analysis", daemon=True)
+        self.thread.start()
+        atexit.register(self.thread.join)  # never exit with the driver mid-compile
+
+    def _compile(self) -> None:
+        try:
+            self.value = _compile_analysis(self.device)
+        except BaseException as exc:  # handed to the caller of `result`
+            self.error = exc
+
+    def result(self) -> tuple:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        assert self.value is not None
+        return self.value
+
+
+@functools.cache
+def start_analysis_pipelines(device: Any) -> _Compiling:
+    """Start compiling `device`'s analysis pipelines (once; later calls return it)."""
+    return _Compiling(device)
+
+
+def analysis_pipelines(device: Any) -> tuple:
+    """(bind group layout, {kernel: pipeline}) of shaders/analysis.wgsl on `device`."""
+    return start_analysis_pipelines(device).result()
+
+
+def _compile_analysis(device: Any) -> tuple:
+    source = shaders.source("analysis.wgsl")
+    module = device.create_shader_module(code=source)
+    storage, ro = wgpu.BufferBindingType.storage, wgpu.BufferBindingType.read_only_storage
+    types = [ro, wgpu.BufferBindingType.uniform, ro] + [storage] * 8
+    layout = device.create_bind_group_layout(
+        entries=[
+            {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": t}}
+            for i, t in enumerate(types)
+        ]
+    )
+    playout = device.create_pipeline_layout(bind_group_layouts=[layout])
+    pipes = {
+        name: device.create_compute_pipeline(
+            layout=playout, compute={"module": module, "entry_point": name}
+        )
+        for name in KERNELS
+    }
+    return layout, pipes

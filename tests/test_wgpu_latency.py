@@ -1,0 +1,68 @@
+"""What keeps a small WGSL check cheap leaves every answer as it was: the host search
+of a small built shadow says what the device search says, and the command line
+imports wgpu only for a check that needs it (docs/internals.md §2, "Small launches")."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from gpurace import api
+from gpurace.backends import wgpu_backend
+from tests.corpus import cases
+from tests.patched import Patched
+
+ROOT = Path(__file__).resolve().parent.parent
+# clean and racy, launch-wide words and local masks, a shadow without conflicts
+IDS = ("atomic_global_counter", "inter_ww", "reduce_tree", "reduce_loop_no_barrier")
+
+
+def test_host_search_of_a_small_shadow_is_the_device_search() -> None:
+    answers = []
+
+    def both(device, pre):
+        host = wgpu_backend.shadow_may_conflict(device, pre)  # small: searched on the host
+        on_device = wgpu_backend.shadow_may_conflict(device, pre, host_bytes=0)
+        assert pre.nbytes <= wgpu_backend.HOST_SEARCH_BYTES
+        assert host == on_device
+        answers.append(host)
+        return host
+
+    for case in (c for c in cases("wgsl", ".wgsl") if c.id in IDS):
+        source, spec = case.load()
+        api.check(
+            source,
+            spec,
+            path=str(case.kernel),
+            backend=Patched(wgpu_backend, shadow_may_conflict=both),
+        )
+    assert len(answers) == len(IDS) and True in answers and False in answers
+
+
+def _modules_after(*args: str) -> set[str]:
+    """The top-level modules a `gpurace ARGS` process has imported when it ends."""
+    code = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('MODULES', *sorted({m.split('.')[0] for m in "
+        "sys.modules})))\n"
+        "from gpurace.cli import main\n"
+        f"sys.argv = ['gpurace', *{list(args)!r}]\n"
+        "main()\n"
+    )
+    env = {**os.environ, "GPURACE_ISOLATE": "0"}  # the check in this process, not a child
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    line = next(x for x in done.stdout.splitlines() if x.startswith("MODULES"))
+    return set(line.split()[1:])
+
+
+def test_help_and_an_opencl_check_do_not_import_wgpu() -> None:
+    assert not {"wgpu", "pyopencl", "numpy"} & _modules_after("--help")
+    cl = ROOT / "examples" / "opencl"
+    kernel = next(iter(sorted(cl.glob("*.cl"))))
+    launch = kernel.with_suffix(".toml")
+    modules = _modules_after("check", str(kernel), "--launch", str(launch))
+    assert "pyopencl" in modules and "wgpu" not in modules
