@@ -66,6 +66,14 @@ def _file_stamp(path: str) -> str:
     return f"{path}:{st.st_size}:{st.st_mtime_ns}"
 
 
+#: what the OpenCL rewriter's output is made by (its imports from gpurace)
+_REWRITER_CODE = (
+    "gpurace.instrument",
+    "gpurace.shaders",
+    "gpurace.abi",
+    "gpurace.model",
+    "gpurace.limits",
+)
 _INCLUDE = re.compile(r"^\s*#\s*include", re.M)
 
 
@@ -82,7 +90,7 @@ def _cache_key(source: str, path: str, options: Sequence[str]) -> str:
         stamps.append(_file_stamp(spec.origin if spec and spec.origin else module))
     return cache.key(
         "opencl-instrumented",
-        cache.code_stamp("gpurace.instrument", "gpurace.shaders", "gpurace.abi", "gpurace.model"),
+        cache.code_stamp(*_REWRITER_CODE),
         *stamps,
         os.environ.get("GPURACE_OPENCL_INCLUDE", ""),
         os.path.abspath(path),
