@@ -151,8 +151,9 @@ def filtered_run(
         if built is not None and bins == 0:
             if lo >= events_end or built.requested == 0:
                 return LaunchResult(
-                    {}, None, 0, capacity, unattributed=built.unattributed, copies=built.copies
-                )
+                    {}, None, 0, capacity, unattributed=built.unattributed,
+                    copies=built.copies, loops_cut=built.loops_cut,
+                )  # fmt: skip
             if lo == 0 and hi >= events_end and capacity >= built.requested:
                 return built
         result = launch(lo, hi, capacity, bins, width, pre)

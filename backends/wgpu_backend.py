@@ -34,6 +34,7 @@ from gpurace.abi import (
     SHD_UNSEEN,
     control_words,
     ctl_bins,
+    ctl_loops,
     par_shadow,
     wgsl_consts,
 )
@@ -442,6 +443,7 @@ def launch(
         if ctl_buf is not None:
             words = np.frombuffer(device.queue.read_buffer(ctl_buf), np.uint32)
             result.requested = int(words[CTL_REQUESTED])
+            result.loops_cut = int(words[ctl_loops(nv)])
             if histogram_bins:
                 bins = words[ctl_bins(nv) : ctl_bins(nv) + histogram_bins]
                 result.histogram = bins.astype(np.int64)

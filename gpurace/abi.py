@@ -88,9 +88,15 @@ def ctl_copies(nv: int) -> int:
     return ctl_unattributed(nv) + 1
 
 
+def ctl_loops(nv: int) -> int:
+    """The loop word (WGSL): bit min(loop, 31) set when that loop was cut short by the
+    driver's iteration limit (gpurace/instrument/wgsl/loops.py)."""
+    return ctl_copies(nv) + 1
+
+
 def ctl_bins(nv: int) -> int:
     """The first histogram bin of a counting run."""
-    return ctl_copies(nv) + 1
+    return ctl_loops(nv) + 1
 
 
 def ctl_event_groups(nv: int, nbins: int) -> int:
@@ -117,7 +123,7 @@ def control_words(
     address, `slotted` groups with event slots."""
     nv = len(bases)
     head = [0, capacity, *log_range, nbins, width, *bases, *(sizes or [0] * nv)]
-    return head + [0] * (2 + nbins) + [slotted]
+    return head + [0] * (3 + nbins) + [slotted]  # unattributed, copies, loops, bins
 
 
 def par_shadow(nv: int) -> int:
@@ -135,6 +141,7 @@ def per_kernel(nv: int) -> dict[str, int]:
         "CTL_SIZES": ctl_size(nv, 0),
         "CTL_UNATTRIBUTED": ctl_unattributed(nv),
         "CTL_COPIES": ctl_copies(nv),
+        "CTL_LOOPS": ctl_loops(nv),
         "CTL_BINS0": ctl_bins(nv),
         "CTL_EVG0": ctl_event_groups(nv, 0),
         "CTL_EVS0": ctl_event_slots(nv, 0),

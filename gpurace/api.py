@@ -14,6 +14,7 @@ from typing import TypedDict, Unpack
 
 from gpurace import abi, isolate, limits, registry
 from gpurace.analysis.merge import merge_ranges
+from gpurace.instrument.wgsl.loops import cut_lines
 from gpurace.interfaces import Backend, RunFn, Target
 from gpurace.launch import LaunchSpec, load_launch
 from gpurace.launch.sim import load_sim
@@ -199,7 +200,7 @@ def check(
     pending = [(a, b, opts.records_per_item * work_items) for a, b in subranges(
         0, FULL_RANGE, t.total, -(-t.total // (4 * t.max_words)))]  # fmt: skip
     parts, saturated, listed = [], [], []
-    logged = dropped = peak = unattributed = copies = 0
+    logged = dropped = peak = unattributed = copies = loops_cut = 0
     say(f"launching instrumented '{t.kernel}' on {t.device}")
     while pending:
         lo, hi, guess = pending.pop(0)
@@ -235,6 +236,7 @@ def check(
         dropped += result.requested - n
         unattributed = max(unattributed, result.unattributed)  # every pass sees them all
         copies |= result.copies
+        loops_cut |= result.loops_cut
         parts.append((analysis.races, analysis.orders))
         listed += analysis.listed
         saturated += analysis.saturated
@@ -254,7 +256,8 @@ def check(
             if unattributed
             else []
         )
-        + unmodelled_copies(path, copies),
+        + unmodelled_copies(path, copies)
+        + cut_lines(path, t.inst.loops, loops_cut),
         saturated=saturated,
         device_bytes=peak,
         passes=len(parts),

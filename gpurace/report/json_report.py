@@ -13,6 +13,7 @@ import json
 import os
 from typing import Any
 
+from gpurace.instrument.wgsl.loops import cut_sites
 from gpurace.model import Race, Report, Site, Suppressed
 
 from .common import (
@@ -164,6 +165,7 @@ def scope_json(report: Report) -> dict[str, Any]:
         "accesses_logged": s.accesses_logged,
         "accesses_dropped": s.accesses_dropped,
         "not_instrumented": list(s.not_instrumented),
+        "loops_cut": cut_sites(s.not_instrumented),
         "saturated": list(s.saturated),
         "device_bytes": getattr(s, "device_bytes", 0),
         "complete": s.complete,
