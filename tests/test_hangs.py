@@ -71,6 +71,17 @@ def test_an_opencl_kernel_that_never_ends_is_killed_and_named():
     assert time.monotonic() - start < 60  # well under the default limit
 
 
+def test_an_opencl_replay_that_never_ends_is_named_too():
+    """`gpurace repeat` waits for each replay the same way (--timeout sets the limit;
+    the environment's 60 s would otherwise apply)."""
+    kernel = str(HANGS / "spin_forever.cl")
+    proc = _gpurace("repeat", kernel, "--runs", "3", "--timeout", "0.5", timeout_s="60")
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert f"{kernel}: error: kernel 'spin' did not finish within 0.5 s on 'pthread" in line
+    assert "(replay)" in line
+
+
 def test_a_wgpu_launch_past_its_limit_is_an_error(tmp_path):
     """lavapipe runs the long kernel to its end; the check stops waiting at 0.1 s."""
     kernel, launch = tmp_path / "slow.wgsl", tmp_path / "slow.toml"
