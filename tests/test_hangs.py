@@ -236,3 +236,12 @@ def test_the_loop_flags_change_no_output():
     assert logged.loops_cut == 0
     out = plain.outputs[(0, 1)]
     assert np.array_equal(out, logged.outputs[(0, 1)]) and out.any()
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "inf", "nan", "soon"])
+def test_the_limit_must_be_a_positive_number_of_seconds(value):
+    from gpurace.options import Options
+
+    with pytest.raises(GpuraceError, match="GPURACE_KERNEL_TIMEOUT must be a number of sec"):
+        Options.from_env({"GPURACE_KERNEL_TIMEOUT": value})
+    assert Options.from_env({"GPURACE_KERNEL_TIMEOUT": "2.5"}).kernel_timeout_s == 2.5
