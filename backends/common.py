@@ -23,6 +23,7 @@ class LaunchResult:
     histogram: np.ndarray | None = None  # counting runs: records per address bin
     unattributed: int = 0  # OpenCL: tracked-space accesses that hit no tracked variable
     copies: int = 0  # OpenCL: the async-copy word (gpurace/abi.py's COPY_* bits)
+    loops_cut: int = 0  # WGSL: the loop word (bit min(loop, 31): cut short by the driver)
     unseen: int = 0  # WGSL prefilter: words touched in a way the shadow run did not see
     # the control words' out-of-bounds area (gpurace/abi.py's OOB_*; docs/memcheck.md)
     oob: np.ndarray | None = None

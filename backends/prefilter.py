@@ -188,6 +188,7 @@ def filtered_run(
                     capacity,
                     unattributed=built.unattributed,
                     copies=built.copies,
+                    loops_cut=built.loops_cut,
                     oob=built.oob,
                 )
             if lo == 0 and hi >= events_end and capacity >= built.requested:

@@ -35,6 +35,7 @@ from gpurace.abi import (
     SHD_UNSEEN,
     control_words,
     ctl_bins,
+    ctl_loops,
     ctl_oob,
     par_shadow,
     wgsl_consts,
@@ -462,6 +463,7 @@ def launch(
         if ctl_buf is not None:
             words = np.frombuffer(device.queue.read_buffer(ctl_buf), np.uint32)
             result.requested = int(words[CTL_REQUESTED])
+            result.loops_cut = int(words[ctl_loops(nv)])
             result.oob = words[ctl_oob(nv) : ctl_oob(nv) + OOB_AREA_WORDS].copy()
             if histogram_bins:
                 bins = words[ctl_bins(nv) : ctl_bins(nv) + histogram_bins]

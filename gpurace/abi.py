@@ -93,9 +93,15 @@ def ctl_copies(nv: int) -> int:
     return ctl_unattributed(nv) + 1
 
 
+def ctl_loops(nv: int) -> int:
+    """The loop word (WGSL): bit min(loop, 31) set when that loop was cut short by the
+    driver's iteration limit (gpurace/instrument/wgsl/loops.py)."""
+    return ctl_copies(nv) + 1
+
+
 def ctl_oob(nv: int) -> int:
     """The out-of-bounds area (docs/memcheck.md): its counter, then OOB_SLOTS records."""
-    return ctl_copies(nv) + 1
+    return ctl_loops(nv) + 1
 
 
 def ctl_bins(nv: int) -> int:
@@ -127,7 +133,8 @@ def control_words(
     address, `slotted` groups with event slots."""
     nv = len(bases)
     head = [0, capacity, *log_range, nbins, width, *bases, *(sizes or [0] * nv)]
-    return head + [0] * (2 + OOB_AREA_WORDS + nbins) + [slotted]
+    # unattributed, copies, loops, the out-of-bounds area, bins
+    return head + [0] * (3 + OOB_AREA_WORDS + nbins) + [slotted]
 
 
 def par_shadow(nv: int) -> int:
@@ -145,6 +152,7 @@ def per_kernel(nv: int) -> dict[str, int]:
         "CTL_SIZES": ctl_size(nv, 0),
         "CTL_UNATTRIBUTED": ctl_unattributed(nv),
         "CTL_COPIES": ctl_copies(nv),
+        "CTL_LOOPS": ctl_loops(nv),
         "CTL_OOB": ctl_oob(nv),
         "CTL_BINS0": ctl_bins(nv),
         "CTL_EVG0": ctl_event_groups(nv, 0),

@@ -15,6 +15,7 @@ from typing import TypedDict, Unpack
 from gpurace import abi, isolate, limits, registry
 from gpurace.analysis import memcheck
 from gpurace.analysis.merge import merge_ranges
+from gpurace.instrument.wgsl.loops import cut_lines
 from gpurace.interfaces import Backend, RunFn, Target
 from gpurace.launch import LaunchSpec, load_launch
 from gpurace.launch.sim import load_sim
@@ -229,7 +230,7 @@ def check(
     pending = [(a, b, opts.records_per_item * work_items) for a, b in subranges(
         0, FULL_RANGE, t.total, -(-t.total // (4 * t.max_words)))]  # fmt: skip
     parts, saturated, listed = [], [], []
-    logged = dropped = peak = unattributed = copies = 0
+    logged = dropped = peak = unattributed = copies = loops_cut = 0
     oob_area = None  # every run counts every out-of-bounds access: any one will do
     say(f"launching instrumented '{t.kernel}' on {t.device}")
     while pending:
@@ -268,6 +269,7 @@ def check(
         copies |= result.copies
         if oob_area is None or (result.oob is not None and result.oob[0] > oob_area[0]):
             oob_area = result.oob
+        loops_cut |= result.loops_cut
         parts.append((analysis.races, analysis.orders))
         listed += analysis.listed
         saturated += analysis.saturated
@@ -290,7 +292,8 @@ def check(
             if unattributed
             else []
         )
-        + unmodelled_copies(path, copies),
+        + unmodelled_copies(path, copies)
+        + cut_lines(path, t.inst.loops, loops_cut),
         saturated=saturated,
         device_bytes=peak,
         passes=len(parts),

@@ -225,6 +225,24 @@ _DEVICE = click.option("--device", metavar="NAME", help="Device to run on (see `
 _ENTRY = click.option("--entry", metavar="NAME", help="Entry point (overrides the launch file).")
 
 
+def _set_timeout(ctx: click.Context, param: click.Parameter, value: float | None) -> None:
+    """--timeout: the watchdog's limit (gpurace/watchdog.py) as $GPURACE_KERNEL_TIMEOUT,
+    which every place that makes Options reads (the check's child, the replayers)."""
+    if value is not None:
+        os.environ["GPURACE_KERNEL_TIMEOUT"] = repr(value)
+
+
+_TIMEOUT = click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    expose_value=False,
+    callback=_set_timeout,
+    help="Give up on a launch still running after SECONDS: exit 2 "
+    "(default: $GPURACE_KERNEL_TIMEOUT, else 60).",
+)
+
+
 def _count(flag: str, dest: str, default: str, help: str) -> Callable[[Any], Any]:
     """An integer option, read as text and parsed by ``_positive``."""
     return click.option(flag, dest, metavar="N", default=default, show_default=True, help=help)
@@ -269,6 +287,7 @@ def main() -> None:
 @click.option("--all", "all_instances", is_flag=True, help="List every instance of each race.")
 @_DEVICE
 @_ENTRY
+@_TIMEOUT
 @click.option(
     "--build-options",
     metavar="OPTIONS",
@@ -457,6 +476,7 @@ def _check_batch(paths: tuple[str, ...], kwargs: dict[str, Any], out: Output) ->
 @_file("--json", "json_path", "Also write the result as JSON ('-': stdout).")
 @_DEVICE
 @_ENTRY
+@_TIMEOUT
 def repeat(
     kernel: str,
     launch_path: str | None,
@@ -549,6 +569,7 @@ def devices() -> None:
 @_suppress("run")
 @_UNIFORM_WRITES
 @click.option("--device", metavar="NAME", help="Device gpurace checks on (see `gpurace devices`).")
+@_TIMEOUT
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- python APP.py [ARGS]")
 def run_command(
     tool: str,

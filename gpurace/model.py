@@ -157,6 +157,8 @@ class Instrumented:
     not_instrumented: list[str] = field(default_factory=list)  # "file:l:c: what and why"
     # OpenCL/CUDA: each kernel's parameters in order (docs/internals.md §5)
     params: dict[str, list[Binding]] = field(default_factory=dict)
+    # WGSL: each loop's (line, col), by id: the bits of the loop word (wgsl/loops.py)
+    loops: list[tuple[int, int]] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ knob by passing a value rather than by patching a module global.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -19,7 +20,7 @@ from gpurace.model import GpuraceError
 DEVICE_VARIABLES = MappingProxyType(
     {"wgpu": "GPURACE_DEVICE", "opencl": "GPURACE_OPENCL_DEVICE", "cuda": "GPURACE_CUDA_DEVICE"}
 )
-KERNEL_TIMEOUT_S = 60.0  # a CUDA launch that runs longer is taken for a hang
+KERNEL_TIMEOUT_S = 60.0  # a launch that runs longer is taken for a hang (watchdog.py)
 RECORDS_PER_ITEM = 16  # first log size tried, per work-item (docs/internals.md §2)
 
 
@@ -53,9 +54,12 @@ class Options:
         try:
             seconds = float(timeout) if timeout else KERNEL_TIMEOUT_S
         except ValueError:
+            seconds = math.nan
+        if not (math.isfinite(seconds) and seconds > 0):  # the watchdog's limit: watchdog.py
             raise GpuraceError(
-                f"GPURACE_KERNEL_TIMEOUT must be a number of seconds, not '{timeout}'"
-            ) from None
+                f"GPURACE_KERNEL_TIMEOUT must be a number of seconds, not '{timeout}' "
+                "(more than 0; default 60)"
+            )
         found = cls(
             kernel_timeout_s=seconds,
             default_devices={b: env[v] for b, v in DEVICE_VARIABLES.items() if env.get(v)},

@@ -10,10 +10,17 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from gpurace import isolate, watchdog
+from gpurace import api, isolate, watchdog
+from gpurace.backends import wgpu_backend
+from gpurace.launch import LaunchSpec, load_launch
 from gpurace.model import DeviceHang, GpuraceError
+from gpurace.report.json_report import to_json
+from gpurace.report.sarif import to_sarif
+from tests.corpus import CORPUS
+from tests.test_sarif import validate_report, validate_sarif
 
 ROOT = Path(__file__).resolve().parent.parent
 HANGS = ROOT / "tests" / "corpus" / "hangs"
@@ -64,6 +71,17 @@ def test_an_opencl_kernel_that_never_ends_is_killed_and_named():
     assert time.monotonic() - start < 60  # well under the default limit
 
 
+def test_an_opencl_replay_that_never_ends_is_named_too():
+    """`gpurace repeat` waits for each replay the same way (--timeout sets the limit;
+    the environment's 60 s would otherwise apply)."""
+    kernel = str(HANGS / "spin_forever.cl")
+    proc = _gpurace("repeat", kernel, "--runs", "3", "--timeout", "0.5", timeout_s="60")
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert f"{kernel}: error: kernel 'spin' did not finish within 0.5 s on 'pthread" in line
+    assert "(replay)" in line
+
+
 def test_a_wgpu_launch_past_its_limit_is_an_error(tmp_path):
     """lavapipe runs the long kernel to its end; the check stops waiting at 0.1 s."""
     kernel, launch = tmp_path / "slow.wgsl", tmp_path / "slow.toml"
@@ -102,6 +120,131 @@ def test_poll_and_finish_give_up_at_the_deadline_and_pass_results_on():
     assert watchdog.finish(lambda: 42, 1, lambda: hang) == 42
     with pytest.raises(ZeroDivisionError):
         watchdog.finish(lambda: 1 // 0, 1, lambda: hang)
+
+
+def _check_loops(kernel: Path, launch: Path | None = None):
+    spec = load_launch(str(launch or kernel.with_suffix(".toml")))
+    return spec, api.check(kernel.read_text(), spec, path=str(kernel))
+
+
+def _cut_sites(report) -> list[str]:
+    """The line:col of each loop the report says the driver cut."""
+    out = []
+    for line in report.scope.not_instrumented:
+        where, _, what = line.partition(": ")
+        if what.startswith("loop ended by the driver's iteration limit"):
+            out.append(where.rsplit(":", 2)[1] + ":" + where.rsplit(":", 2)[2])
+    return out
+
+
+def test_loops_the_driver_cuts_make_the_result_incomplete_naming_them():
+    """lavapipe ends both loops of loop_cut (3 rounds of 40,000 > 65,535): never clean
+    and complete; the labelled loops are named, nothing else is missing."""
+    spec, report = _check_loops(HANGS / "loop_cut.wgsl")
+    assert spec.expect["verdict"] == "incomplete"
+    assert _cut_sites(report) == spec.expect["cut"] == ["11:5", "13:9"]
+    assert len(report.scope.not_instrumented) == 2
+    assert not report.scope.complete and report.exit_code == 2 and not report.races
+    doc = to_json(report, cwd=str(ROOT))
+    validate_report(doc)
+    where = str(HANGS / "loop_cut.wgsl")  # as given, like not_instrumented
+    assert doc["scope"]["loops_cut"] == [f"{where}:11:5", f"{where}:13:9"]
+    sarif = to_sarif(report, cwd=str(ROOT))
+    validate_sarif(sarif)
+    notes = sarif["runs"][0]["invocations"][0]["toolExecutionNotifications"]
+    cut = [n for n in notes if n["descriptor"]["id"] == "gpurace/incomplete/loop-cut"]
+    lines = [n["locations"][0]["physicalLocation"]["region"]["startLine"] for n in cut]
+    assert lines == [11, 13] and len(notes) == 2
+
+
+@pytest.mark.parametrize(
+    "kernel, launch",
+    [
+        (HANGS / "loop_cut.wgsl", HANGS / "loop_cut_short.toml"),
+        (HANGS / "loop_exits_clean.wgsl", None),
+        (CORPUS / "wgsl" / "long_loop_clean.wgsl", None),
+    ],
+    ids=["within_budget", "every_exit", "long_loop"],
+)
+def test_loops_that_end_as_written_are_clean_and_complete(kernel, launch):
+    """Conditions, break, break if, a break in a switch, a return: no loop is taken
+    for cut; 3 x 20,000 and 60,000 iterations are within lavapipe's budget."""
+    spec, report = _check_loops(kernel, launch)
+    assert spec.expect["verdict"] == "clean"
+    assert report.scope.not_instrumented == [] and report.scope.complete
+    assert report.exit_code == 0 and not report.races
+
+
+CUT_FORMS = {  # each loop alone runs 70,000 times: lavapipe ends it at 65,535
+    "while": "var i = 0u;\n    while i < m {\n        s += i;\n        i++;\n    }",
+    "break_if": "var i = 0u;\n    loop {\n        s += i;\n        continuing {\n"
+    "            i++;\n            break if i >= m;\n        }\n    }",
+    "helper": "s = spin(m);",
+}
+CUT_KERNEL = """\
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+
+fn spin(m: u32) -> u32 {
+    var t = 0u;
+    for (var i = 0u; i < m; i++) {
+        t += 3u;
+    }
+    return t;
+}
+
+@compute @workgroup_size(1)
+fn main() {
+    let m = 70000u + out[0];
+    var s = 0u;
+    FORM
+    out[0] = s;
+}
+"""
+
+
+@pytest.mark.parametrize("form", list(CUT_FORMS))
+def test_every_loop_form_is_seen_cut(form):
+    """A while, a loop ended by break if, a for in a called function: each cut loop
+    is named at its keyword (the helper's for at 5:5, the others at 16:5)."""
+    source = CUT_KERNEL.replace("FORM", CUT_FORMS[form])
+    spec = LaunchSpec.from_dict(
+        {"entry": "main", "workgroups": [1, 1, 1],
+         "binding": [{"binding": 0, "type": "u32", "count": 1}]}
+    )  # fmt: skip
+    report = api.check(source, spec, path="cut.wgsl")
+    assert _cut_sites(report) == ["5:5" if form == "helper" else "16:5"]
+    assert report.exit_code == 2
+
+
+def test_the_loop_flags_change_no_output():
+    """long_loop_clean computes the same bits instrumented and plain (the flags are
+    private; the loop word is the log's)."""
+    kernel = CORPUS / "wgsl" / "long_loop_clean.wgsl"
+    spec = load_launch(str(kernel.with_suffix(".toml")))
+    device = wgpu_backend.get_device()[0]
+    from gpurace.instrument.wgsl import instrument
+
+    inst = instrument(kernel.read_text(), str(kernel))
+    data = {(b.group, b.binding): b.data for b in spec.buffers}
+    plain = wgpu_backend.launch(
+        device, kernel.read_text(), str(kernel), "main", inst.bindings, data, (2, 1, 1)
+    )
+    logged = wgpu_backend.launch(
+        device, inst.source, str(kernel), "main", inst.bindings, data, (2, 1, 1),
+        log_group=inst.log_group, log_capacity=64, var_bases=[0] * len(inst.variables),
+    )  # fmt: skip
+    assert logged.loops_cut == 0
+    out = plain.outputs[(0, 1)]
+    assert np.array_equal(out, logged.outputs[(0, 1)]) and out.any()
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "inf", "nan", "soon"])
+def test_the_limit_must_be_a_positive_number_of_seconds(value):
+    from gpurace.options import Options
+
+    with pytest.raises(GpuraceError, match="GPURACE_KERNEL_TIMEOUT must be a number of sec"):
+        Options.from_env({"GPURACE_KERNEL_TIMEOUT": value})
+    assert Options.from_env({"GPURACE_KERNEL_TIMEOUT": "2.5"}).kernel_timeout_s == 2.5
 
 
 def test_a_batch_reports_the_hang_and_checks_the_inputs_after_it():

@@ -338,6 +338,7 @@ def test_json_fields() -> None:
         "accesses_logged": 5000,
         "accesses_dropped": 0,
         "not_instrumented": [],
+        "loops_cut": [],
         "saturated": [],
         "device_bytes": 0,
         "complete": True,

@@ -158,6 +158,11 @@ class OpenclReplayer:
             enqueue(cl, q, self.kernel, self.gsize, self.shape)
         except cl.Error as exc:
             raise GpuraceError(f"launch of '{self.name}' failed: {exc}", self.path) from None
+        from gpurace.backends import opencl_backend
+
+        # the watchdog's limit; before more is enqueued (PoCL blocks in enqueue_copy
+        # behind a kernel that never ends)
+        opencl_backend.wait(q, self.name, "replay", self.path)
         for k, groups in self.hash_jobs:
             cl.enqueue_nd_range_kernel(q, k, (groups * HASH_WORKGROUP,), (HASH_WORKGROUP,))
         cl.enqueue_copy(q, self.acc_host, self.acc, is_blocking=True)

@@ -76,6 +76,7 @@ class WgpuReplayer:
         self.wgpu = wgpu
         self.device = device
         self.launch = launch
+        self.where = (path, entry)  # what a replay that hangs names (wgpu_backend.waited)
         self.compare = list(compare)
         self.outputs = [self._output(b) for b in self.compare]
         storage = wgpu.BufferUsage.STORAGE
@@ -158,7 +159,13 @@ class WgpuReplayer:
             hp.end()
         enc.copy_buffer_to_buffer(self.acc, 0, self.readback, 0, self.acc.size)
         self.device.queue.submit([enc.finish()])
-        self.readback.map_sync(self.wgpu.MapMode.READ)
+        from gpurace.backends import wgpu_backend
+
+        path, entry = self.where
+        wgpu_backend.waited(
+            self.device, lambda: self.readback.map_sync(self.wgpu.MapMode.READ), entry, "replay",
+            path,
+        )  # fmt: skip
         words = np.frombuffer(self.readback.read_mapped(copy=True), np.uint32)
         self.readback.unmap()
         return hashes_of(words, len(self.compare))

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpurace.instrument.wgsl.loops import cut_sites
 from gpurace.model import Race, Report, Site, Suppressed
 
 from .common import (
@@ -257,6 +258,7 @@ def scope_json(report: Report) -> dict[str, Any]:
         "accesses_logged": s.accesses_logged,
         "accesses_dropped": s.accesses_dropped,
         "not_instrumented": list(s.not_instrumented),
+        "loops_cut": cut_sites(s.not_instrumented),
         "saturated": list(s.saturated),
         "device_bytes": getattr(s, "device_bytes", 0),
         "complete": s.complete,

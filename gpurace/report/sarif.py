@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from gpurace.instrument.wgsl.loops import CUT_WHAT
 from gpurace.model import Report, Suppressed
 
 from .common import (
@@ -104,6 +105,7 @@ RULE_TEXT: dict[str, tuple[str, str, str]] = {
 NOTIFICATIONS: dict[str, str] = {
     "gpurace/incomplete/dropped": "Access records were dropped because the log was full.",
     "gpurace/incomplete/not-instrumented": "A construct was not instrumented.",
+    "gpurace/incomplete/loop-cut": "The driver ended a loop at its iteration limit.",
     "gpurace/incomplete/saturated": "A counter or table saturated.",
     "gpurace/unused-suppression": "A suppression entry matched no race.",
     "gpurace/input-error": "An input of a batch could not be checked (bad input or an error).",
@@ -293,10 +295,11 @@ def _scope_notifications(report: Report, cwd: str | None) -> list[dict[str, Any]
         m = _LOCATED.match(entry)
         where = (m.group(1), int(m.group(2)), int(m.group(3) or 0)) if m else None
         what = m.group(4) if m else entry
+        cut = what.startswith(CUT_WHAT)  # a loop the driver ended (wgsl/loops.py)
         notes.append(
             _notification(
-                "gpurace/incomplete/not-instrumented",
-                f"{prefix}not instrumented: {what}",
+                "gpurace/incomplete/loop-cut" if cut else "gpurace/incomplete/not-instrumented",
+                f"{prefix}{'' if cut else 'not instrumented: '}{what}",
                 where=where,
                 cwd=cwd,
             )

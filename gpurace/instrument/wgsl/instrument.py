@@ -342,6 +342,7 @@ def instrument(
     log_exits = any(site.event == Event.BARRIER for site in sites.sites)
     parts.append(log_bindings(log_group) + "\n" + prelude(len(m.tracked), log_exits))
     parts += mr.runtime.decls
+    parts += mr.loops.decls()
     parts += out_fns
     return Instrumented(
         language="wgsl",
@@ -354,6 +355,7 @@ def instrument(
         log_group=log_group,
         entry_points={f.name: wg if f is chosen else m.workgroup_size(f) for f in entries},
         not_instrumented=mr.not_instrumented,
+        loops=mr.loops.sites,
     )
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from gpurace.model import Event, Kind, Site
 
 from . import ast as A
+from .loops import LoopMarks
 from .printer import attrs_text, expr_text
 from .runtime import Path, Runtime
 from .semantics import ModuleScope
@@ -68,6 +69,7 @@ class ModuleRewriter:
         self.path = path
         self.sites = sites
         self.runtime = Runtime()
+        self.loops = LoopMarks()  # every loop's id and site (loops.py)
         self.functions = functions
         self.not_instrumented: list[str] = []
         self._specs: dict[tuple, str] = {}

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from gpurace.model import Event, Kind
 
 from . import ast as A
+from . import loops
 from .expressions import ExpressionRewriter, Unsupported, pointer_to, ref_text
 from .module import ModuleRewriter
 from .printer import attrs_text, expr_text
@@ -35,6 +36,7 @@ class FunctionRewriter(ExpressionRewriter):
         super().__init__(mod, fn, aliases)
         self.is_entry = is_entry
         self.ntemp = 0
+        self.targets: list[int | None] = []  # what a `break` leaves: a loop's id, a switch
 
     def temp(self) -> str:
         self.ntemp += 1
@@ -77,12 +79,40 @@ class FunctionRewriter(ExpressionRewriter):
         if isinstance(s, A.Switch):
             sel = self.expr(s.expr)
             lines = [f"{at}switch {sel.text} {attrs_text(s.body_attrs)}{{"]
+            self.targets.append(None)
             for c in s.cases:
                 sels = ", ".join("default" if x is None else self.expr(x).text for x in c.selectors)
                 body = self.block(c.body)
                 lines.append(f"  case {sels}: " + body[0])
                 lines += ["  " + x for x in body[1:]]
+            self.targets.pop()
             return lines + ["}"]
+        if isinstance(s, A.Loop | A.For | A.While):
+            loop = self.mod.loops.id_of(s.start, *self.mod.sites.line_of(s.start))
+            self.targets.append(loop)
+            try:
+                return [loops.start(loop), *self.loop_stmt(s, loop), loops.end(loop)]
+            finally:
+                self.targets.pop()
+        if isinstance(s, A.Return):
+            if self.is_entry:
+                sid = self.event_site(Event.EXIT, s, "return")
+                return [f"{self.rt.exit(sid)}();", "return;"]
+            if s.value is None:
+                return ["return;"]
+            return [f"return {self.expr(s.value).text};"]
+        if isinstance(s, A.Simple):
+            if s.word == "break" and self.targets and self.targets[-1] is not None:
+                return [loops.leave(self.targets[-1]), "break;"]
+            return [s.word + (";" if s.word != ";" else "")]
+        if isinstance(s, A.ConstAssert):
+            return [f"const_assert {expr_text(s.expr)};"]
+        raise self.error("unsupported statement", s)
+
+    def loop_stmt(self, s: A.Loop | A.For | A.While, loop: int) -> list[str]:
+        """A loop statement, its condition and `break if` noting that it left as
+        written (gpurace/instrument/wgsl/loops.py)."""
+        at = attrs_text(s.attrs)
         if isinstance(s, A.Loop):
             self.scopes.append({})
             lines = [f"{at}loop {attrs_text(s.body_attrs)}{{"]
@@ -94,7 +124,8 @@ class FunctionRewriter(ExpressionRewriter):
                 for x in s.continuing.stmts:
                     lines += ["    " + y for y in self.stmt(x)]
                 if s.break_if is not None:
-                    lines.append(f"    break if {self.expr(s.break_if).text};")
+                    cond = loops.leave_if(loop, self.expr(s.break_if).text)
+                    lines.append(f"    break if {cond};")
                 self.scopes.pop()
                 lines.append("  }")
             self.scopes.pop()
@@ -102,7 +133,7 @@ class FunctionRewriter(ExpressionRewriter):
         if isinstance(s, A.For):
             self.scopes.append({})
             pre, init = self.simple(s.init) if s.init is not None else ([], "")
-            cond = self.expr(s.cond).text if s.cond is not None else ""
+            cond = loops.stay(loop, self.expr(s.cond).text) if s.cond is not None else ""
             upre, update = self.simple(s.update) if s.update is not None else ([], "")
             if upre:
                 raise self.error("unsupported for-loop update", s.update)  # type: ignore[arg-type]
@@ -112,22 +143,9 @@ class FunctionRewriter(ExpressionRewriter):
             if pre:
                 return ["{"] + ["  " + x for x in pre + lines] + ["}"]
             return lines
-        if isinstance(s, A.While):
-            cond = self.expr(s.cond).text
-            body = self.block(s.body)
-            return [f"{at}while {cond} " + body[0]] + body[1:]
-        if isinstance(s, A.Return):
-            if self.is_entry:
-                sid = self.event_site(Event.EXIT, s, "return")
-                return [f"{self.rt.exit(sid)}();", "return;"]
-            if s.value is None:
-                return ["return;"]
-            return [f"return {self.expr(s.value).text};"]
-        if isinstance(s, A.Simple):
-            return [s.word + (";" if s.word != ";" else "")]
-        if isinstance(s, A.ConstAssert):
-            return [f"const_assert {expr_text(s.expr)};"]
-        raise self.error("unsupported statement", s)
+        cond = loops.stay(loop, self.expr(s.cond).text)
+        body = self.block(s.body)
+        return [f"{at}while {cond} " + body[0]] + body[1:]
 
     def if_stmt(self, s: A.If) -> list[str]:
         cond = self.expr(s.cond).text
