@@ -392,6 +392,7 @@ def launch(
         groups.setdefault(b.group, []).append((b.binding, binding_type(b), res))
     log_buf = ctl_buf = None
     constants: tuple = ()
+    encoder = device.create_command_encoder()  # the clears below, then the dispatch
     if log_group is not None:
         log_bytes = max(32, log_capacity * RECORD_WORDS * 4)
         log_buf = (
@@ -415,9 +416,7 @@ def launch(
         device.queue.write_buffer(shd_buf, 0, shd_head[: SHADOW_HEAD - keep].tobytes())
         local = pre.local_words * pre.groups
         if local:  # every run starts from empty states; the masks are the build run's
-            clear = device.create_command_encoder()
-            clear.clear_buffer(shd_buf, pre.local_offset * 4, int(local) * 4)
-            device.queue.submit([clear.finish()])
+            encoder.clear_buffer(shd_buf, pre.local_offset * 4, int(local) * 4)
         # the read-only copy of the parameters: the control words up to the bins, then
         # the shadow's header (gpurace/abi.py's par_shadow)
         par = np.concatenate([ctl[: par_shadow(nv)], shd_head])
@@ -437,17 +436,22 @@ def launch(
         ]
         start_analysis_pipelines(device)  # compiled while this module's are
     pipeline, bind_groups = cached_pipeline(device, source, path, entry, groups, constants)
-    encoder = device.create_command_encoder()
     pass_ = encoder.begin_compute_pass()
     pass_.set_pipeline(pipeline)
     for g, bg in enumerate(bind_groups):
         pass_.set_bind_group(g, bg)
     pass_.dispatch_workgroups(*workgroups)
     pass_.end()
-    device.queue.submit([encoder.finish()])
     what = "instrumented run" if log_group is not None else "plain run"
+    read_control: Callable[[], list[np.ndarray]] | None = None
+    if ctl_buf is not None:  # the control words, and a filter run's unseen counter
+        unseen = [(shd_buf, 4 * SHD_UNSEEN, 4)] if pre.mode == SHADOW_FILTER else []
+        read_control = _read_back(device, encoder, [(ctl_buf, 0, ctl_buf.size), *unseen])
+    else:
+        device.queue.submit([encoder.finish()])
 
     def collect() -> LaunchResult:  # the first read waits for the launch
+        control = read_control() if read_control is not None else []
         outputs = {}
         for b in bindings:
             if b.kind == "storage" and read_outputs:
@@ -460,8 +464,8 @@ def launch(
                     np.frombuffer(raw, dtype=src.dtype)[: src.size].reshape(src.shape).copy()
                 )
         result = LaunchResult(outputs, log_buf, 0, log_capacity)
-        if ctl_buf is not None:
-            words = np.frombuffer(device.queue.read_buffer(ctl_buf), np.uint32)
+        if control:
+            words = control[0]
             result.requested = int(words[CTL_REQUESTED])
             result.loops_cut = int(words[ctl_loops(nv)])
             result.oob = words[ctl_oob(nv) : ctl_oob(nv) + OOB_AREA_WORDS].copy()
@@ -469,8 +473,7 @@ def launch(
                 bins = words[ctl_bins(nv) : ctl_bins(nv) + histogram_bins]
                 result.histogram = bins.astype(np.int64)
             if pre.mode == SHADOW_FILTER:
-                raw = device.queue.read_buffer(shd_buf, 4 * SHD_UNSEEN, 4)
-                result.unseen = int(np.frombuffer(raw, np.uint32)[0])
+                result.unseen = int(control[1][0])
         return result
 
     return waited(device, collect, entry, what, path, timeout)
@@ -499,6 +502,35 @@ HANG_CAUSE = (
 )
 
 
+def _read_back(
+    device, encoder, ranges: list[tuple[Any, int, int]]
+) -> Callable[[], list[np.ndarray]]:
+    """Submit `encoder`'s commands with a copy of each (buffer, offset, bytes) range
+    at their end into one staging buffer: one submit and one map for a launch and
+    everything the host reads of it (4-byte multiples). Returns the function that maps
+    it (the wait, which the watchdog times: only it may run off the calling thread,
+    whose wgpu calls `gpurace run`'s hooks let through) and gives each range's words."""
+    total = sum(size for _, _, size in ranges)
+    staging = device.create_buffer(
+        size=total, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST
+    )
+    at = 0
+    for buf, offset, size in ranges:
+        encoder.copy_buffer_to_buffer(buf, offset, staging, at, size)
+        at += size
+    device.queue.submit([encoder.finish()])
+
+    def words() -> list[np.ndarray]:
+        staging.map_sync(wgpu.MapMode.READ)
+        words = np.frombuffer(staging.read_mapped(), np.uint32).copy()
+        staging.unmap()
+        staging.destroy()
+        cuts = np.cumsum([size // 4 for _, _, size in ranges])[:-1]
+        return np.split(words, cuts)
+
+    return words
+
+
 def read_log(device, result: LaunchResult) -> np.ndarray:
     """The logged records as an (n, 8) u32 array (tests and the reference use this)."""
     n = min(result.requested, result.capacity)
@@ -522,7 +554,9 @@ class _Slice:
 
 class _WgpuKernels:
     """The driver's KernelApi on a wgpu device: one bind group per set of buffers,
-    storage from the device's pool (handed back by `release` when the pass is done)."""
+    storage from the device's pool (handed back by `release` when the pass is done).
+    Clears are recorded into the encoder of the next kernel (or read) and submitted
+    with it: one submit per kernel, not one per zeroed buffer."""
 
     def __init__(self, device) -> None:
         self.device = device
@@ -534,13 +568,23 @@ class _WgpuKernels:
         self.pool = _pool(device)
         self.taken: list[object] = []
         self.timeout = Options.from_env().kernel_timeout_s
+        self.encoder: Any = None  # holds the clears not yet submitted
+
+    def pending(self) -> Any:
+        """The encoder the next commands go to (made when there is none)."""
+        if self.encoder is None:
+            self.encoder = self.device.create_command_encoder()
+        return self.encoder
+
+    def submit(self) -> None:
+        if self.encoder is not None:
+            self.device.queue.submit([self.encoder.finish()])
+            self.encoder = None
 
     def zeros(self, nbytes: int) -> object:
         buf = self.pool.take(nbytes)
         self.taken.append(buf)
-        enc = self.device.create_command_encoder()
-        enc.clear_buffer(buf, 0, nbytes)
-        self.device.queue.submit([enc.finish()])
+        self.pending().clear_buffer(buf, 0, nbytes)
         return _Slice(buf, nbytes)
 
     def upload(self, words: np.ndarray) -> object:
@@ -551,6 +595,7 @@ class _WgpuKernels:
     def release(self) -> None:
         """Every pooled buffer this pass took goes back to the pool."""
         self.bound = ([], None)
+        self.encoder = None  # clears of buffers no kernel used: not needed
         self.pool.give(self.taken)
         self.taken = []
 
@@ -574,15 +619,15 @@ class _WgpuKernels:
         params[P_ROW] = gx * WORKGROUP
         bind = self.bind_group(buffers)
         self.device.queue.write_buffer(self.params, 0, params.tobytes())
-        enc = self.device.create_command_encoder()
-        cp = enc.begin_compute_pass()
+        cp = self.pending().begin_compute_pass()
         cp.set_pipeline(self.pipes[kernel])
         cp.set_bind_group(0, bind)
         cp.dispatch_workgroups(gx, gy, 1)
         cp.end()
-        self.device.queue.submit([enc.finish()])
+        self.submit()
 
     def read(self, buf: Any) -> np.ndarray:
+        self.submit()
         raw = waited(
             self.device,
             lambda: self.device.queue.read_buffer(buf.buf, 0, buf.size),

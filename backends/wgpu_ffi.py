@@ -8,11 +8,12 @@ over a preamble of one ``typedef int NAME;`` line for every typedef of wgpu's he
 than the device work.
 
 Almost all of them are a typedef or primitive name, alone or followed by ``*`` or
-``[]``. Those resolve here from the parser's own declaration table, into exactly the
-type objects cffi's parser builds (the same calls: `_get_type_pointer`,
-`model.ArrayType`, `resolve_common_type`); anything else (function types, qualifiers,
-sized arrays) goes through cffi's parser as before. tests/test_wgpu_ffi.py holds the
-two equal on every form.
+``[]``, and the rest are callbacks' function types of such arguments. Those resolve
+here from the parser's own declaration table, into exactly the type objects cffi's
+parser builds (the same calls: `_get_type_pointer`, `_as_func_arg`,
+`model.ArrayType`, `model.RawFunctionType`, `resolve_common_type`); anything else
+(other qualifiers, sized arrays, varargs) goes through cffi's parser as before.
+tests/test_wgpu_ffi.py holds the two equal on every form.
 """
 
 from __future__ import annotations
@@ -30,25 +31,76 @@ _SIMPLE = re.compile(r"\s*([A-Za-z_]\w*)\s*(\*|\[\])?\s*$")
 _REWRITTEN = frozenset(("short", "long", "signed", "unsigned", "void"))
 
 
-def simple_type(parser: Any, cdecl: str) -> Any | None:
-    """The cffi model type of `cdecl` if it is a simple form `parser` has declared
-    (a typedef, or a primitive), else None (parse it the slow way)."""
-    m = _SIMPLE.match(cdecl)
-    if m is None:
-        return None
-    name, suffix = m.groups()
+# RESULT(ARG, ...): a callback's type, as wgpu-py writes them
+_FUNCTION = re.compile(r"\s*(\w+)\s*\(([^()]*)\)\s*$")
+# a callback's argument: NAME, NAME *, NAME const *, const NAME *
+_ARG = re.compile(r"\s*(const\s+)?([A-Za-z_]\w*)(\s+const)?\s*(\*)?\s*$")
+
+
+def _named(parser: Any, name: str) -> tuple[Any, int] | None:
+    """(type, qualifiers) of a declared typedef or a primitive name, as cffi's parser
+    resolves it; None for anything it would rewrite or does not know."""
     declared = parser._declarations.get("typedef " + name)
     if declared is not None:  # cffi looks typedefs up first, as here
-        tp, quals = declared
-    elif name in model.PrimitiveType.ALL_PRIMITIVE_TYPES and name not in _REWRITTEN:
-        tp, quals = resolve_common_type(parser, name)
-    else:
+        return declared
+    if name in model.PrimitiveType.ALL_PRIMITIVE_TYPES and name not in _REWRITTEN:
+        return resolve_common_type(parser, name)
+    return None
+
+
+def simple_type(parser: Any, cdecl: str) -> Any | None:
+    """The cffi model type of `cdecl` if it is a simple form `parser` has declared
+    (a typedef or a primitive, alone, as a pointer or an unsized array; or a
+    function type of such arguments), else None (parse it the slow way)."""
+    m = _SIMPLE.match(cdecl)
+    if m is None:
+        return _function_type(parser, cdecl)
+    name, suffix = m.groups()
+    named = _named(parser, name)
+    if named is None:
         return None
+    tp, quals = named
     if suffix == "*":
         return parser._get_type_pointer(tp, quals)
     if suffix == "[]":
         return model.ArrayType(tp, None)
     return tp
+
+
+def _function_type(parser: Any, cdecl: str) -> Any | None:
+    """`RESULT(ARG, ...)` as cffi's `_parse_function_type` makes it (no ellipsis, no
+    __stdcall), when the result and every argument are simple; else None."""
+    m = _FUNCTION.match(cdecl)
+    if m is None:
+        return None
+    result, params = m.group(1), m.group(2).split(",")
+    args = []
+    for param in params:
+        a = _ARG.match(param)
+        if a is None:
+            return None
+        const, name, const_after, star = a.groups()
+        if name == "void":
+            if not star:
+                return None  # (void): left to cffi
+            tp, quals = model.void_type, 0
+        else:
+            named = _named(parser, name)
+            if named is None:
+                return None
+            tp, quals = named
+        if star:
+            quals |= model.Q_CONST if const or const_after else 0
+            tp = parser._get_type_pointer(tp, quals)
+        args.append(parser._as_func_arg(tp, 0))
+    if result == "void":
+        res = model.void_type
+    else:
+        named = _named(parser, result)
+        if named is None:
+            return None
+        res = named[0]
+    return model.RawFunctionType(tuple(args), res, False, None)
 
 
 def install(ffi: Any) -> None:

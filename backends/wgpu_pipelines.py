@@ -94,6 +94,20 @@ PIPELINE_CACHE = 32  # compiled (module, entry, layout) pipelines kept per proce
 
 
 @functools.lru_cache(maxsize=PIPELINE_CACHE)
+def _instrumented_module(device, source: str, path: str):
+    """The shader module of `source`, parsed and validated by naga once: a check's
+    build and filter runs are two pipelines (other override constants) of one module."""
+    try:
+        return device.create_shader_module(code=source)
+    except Exception as exc:  # the user's module validated (validate_source): our bug
+        raise GpuraceError(
+            "the instrumented module does not validate (a gpurace bug; please report it "
+            f"with the kernel): {naga_error(exc, path).message}",
+            path,
+        ) from None
+
+
+@functools.lru_cache(maxsize=PIPELINE_CACHE)
 def cached_module_pipeline(
     device, source: str, path: str, entry: str, layout_key: tuple, constants: tuple = ()
 ) -> tuple:
@@ -102,14 +116,7 @@ def cached_module_pipeline(
     ...). Compiled once: naga's validation and the driver's compile (LLVM on
     lavapipe) cost more than a small launch, and a check launches the same module
     once per address range."""
-    try:
-        module = device.create_shader_module(code=source)
-    except Exception as exc:  # the user's module validated (validate_source): our bug
-        raise GpuraceError(
-            "the instrumented module does not validate (a gpurace bug; please report it "
-            f"with the kernel): {naga_error(exc, path).message}",
-            path,
-        ) from None
+    module = _instrumented_module(device, source, path)
     layouts = [
         device.create_bind_group_layout(
             entries=[
@@ -157,22 +164,37 @@ def cached_pipeline(
 # ---------------------------------------------------------------------------
 
 
-class _Compiling:
-    """The analysis pipelines of one device, compiled on a thread of their own.
+#: whether `start_analysis_pipelines` compiles on a thread of its own. `gpurace run`
+#: turns it off (`run.hooks_wgpu.install`): its hooks let gpurace's own calls through
+#: only on the thread that checks, so a thread of ours would wait for that thread's
+#: lock, which waits for it.
+background = True
 
-    They are the same for every check (once per device per process) and cost more
-    than a small check's own module (`walk` alone ~0.5 s of LLVM on lavapipe); the
-    driver call releases the GIL, so on a machine with a free core they compile
-    while the instrumented module is compiled and run, and `result` waits for them
-    only if they are not done by the time the analysis starts."""
+
+class _Compiling:
+    """The analysis pipelines of one device, compiled once per process.
+
+    They are the same for every check and cost more than a small check's own module
+    (`walk` alone ~0.5 s of LLVM on lavapipe); the driver call releases the GIL, so
+    on a machine with a free core they compile on a thread while the instrumented
+    module is compiled and run, and `result` waits for them only if they are not
+    done by the time the analysis starts."""
 
     def __init__(self, device: Any) -> None:
         self.device = device
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
         self.value: tuple | None = None
         self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._compile, name="gpurace-analysis", daemon=True)
-        self.thread.start()
-        atexit.register(self.thread.join)  # never exit with the driver mid-compile
+
+    def start(self) -> None:
+        with self.lock:
+            if self.thread is None and self.value is None:
+                self.thread = threading.Thread(
+                    target=self._compile, name="gpurace-analysis", daemon=True
+                )
+                self.thread.start()
+                atexit.register(self.thread.join)  # never exit with the driver mid-compile
 
     def _compile(self) -> None:
         try:
@@ -181,7 +203,11 @@ class _Compiling:
             self.error = exc
 
     def result(self) -> tuple:
-        self.thread.join()
+        if self.thread is not None:
+            self.thread.join()
+        with self.lock:
+            if self.value is None and self.error is None:
+                self._compile()  # not started: compile here
         if self.error is not None:
             raise self.error
         assert self.value is not None
@@ -189,14 +215,20 @@ class _Compiling:
 
 
 @functools.cache
-def start_analysis_pipelines(device: Any) -> _Compiling:
-    """Start compiling `device`'s analysis pipelines (once; later calls return it)."""
+def _compiling(device: Any) -> _Compiling:
     return _Compiling(device)
+
+
+def start_analysis_pipelines(device: Any) -> None:
+    """Start compiling `device`'s analysis pipelines on a thread, unless they are
+    compiled or compiling, or `background` is off."""
+    if background:
+        _compiling(device).start()
 
 
 def analysis_pipelines(device: Any) -> tuple:
     """(bind group layout, {kernel: pipeline}) of shaders/analysis.wgsl on `device`."""
-    return start_analysis_pipelines(device).result()
+    return _compiling(device).result()
 
 
 def _compile_analysis(device: Any) -> tuple:

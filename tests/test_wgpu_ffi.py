@@ -27,6 +27,12 @@ SIMPLE = [
     "uintptr_t",
     "intptr_t",
     "WGPUStringView *",
+    # callbacks
+    "void(WGPULogLevel, WGPUStringView, void *)",
+    "void(WGPUDevice const *, WGPUDeviceLostReason, WGPUStringView, void *, void *)",
+    "void(WGPURequestDeviceStatus, WGPUDevice, WGPUStringView, void *, void *)",
+    "void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)",
+    "void(const WGPUStringView *, uint32_t)",
 ]
 
 
@@ -36,9 +42,10 @@ def slow(cdecl: str):
 
 
 def btype(tp):
-    """The backend type cffi makes of model type `tp` (what ffi.new allocates)."""
+    """The backend type cffi makes of model type `tp` (what ffi.new allocates; of a
+    function type, its pointer, as `ffi.callback` takes it)."""
     with _ffi.ffi._lock:
-        return _ffi.ffi._get_cached_btype(tp)
+        return _ffi.ffi._get_cached_btype(tp.as_function_pointer() if tp.is_raw_function else tp)
 
 
 @pytest.mark.parametrize("cdecl", SIMPLE)
@@ -52,7 +59,9 @@ def test_simple_forms_resolve_to_cffis_own_types(cdecl: str) -> None:
 @pytest.mark.parametrize(
     "cdecl",
     [
-        "void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)",  # a function type
+        "void(WGPUMapAsyncStatus, WGPUStringView, ...)",  # varargs
+        "void(void)",
+        "void(uint8_t[4])",
         "WGPUDevice const *",  # a qualifier
         "uint8_t[4]",  # a sized array
         "unsigned",  # cffi rewrites it

@@ -128,8 +128,14 @@ def install(session: Session) -> Callable[[], None]:
     import wgpu
     from wgpu.backends.wgpu_native import _api as native
 
+    from gpurace.backends import wgpu_pipelines
+
     usage = wgpu.BufferUsage
     undo: list[Callable[[], None]] = []
+    # the hooks let gpurace's calls through on the checking thread only: no thread
+    # of gpurace's own may call wgpu (`wgpu_pipelines.background`)
+    wgpu_pipelines.background = False
+    undo.append(lambda: setattr(wgpu_pipelines, "background", True))
     module_count = [0]
 
     def wrap(cls: type, name: str, make: Callable[[Callable], Callable]) -> None:
