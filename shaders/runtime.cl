@@ -304,7 +304,7 @@ uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site
   for (uint k = 0u; k < s->n; k++) {
     if (s->space[k] == space && a >= s->addr[k] && a - s->addr[k] < (ulong)s->size[k]) {
       if (a - s->addr[k] + size > (ulong)s->size[k])  /* it starts inside and ends past it */
-        return _gr_oob(s, a, space, site, kind, size);
+        break;  /* out of bounds of this variable, the nearest below: _gr_oob finds it */
       uint off = (uint)(a - s->addr[k]);
       uint ep = space ? s->ep_l : s->ep_g;
       for (uint c = 0u; c < size; c += 16u) {
@@ -320,6 +320,7 @@ uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site
       return 0u;
     }
   }
+  /* one call site, so that the rare path is inlined once into each helper */
   if (_gr_oob(s, a, space, site, kind, size)) return 1u;
   atomic_inc(&s->ctl[_GR_CTL_UNATTRIBUTED]);
   return 0u;

@@ -426,9 +426,12 @@ def test_sigterm_ends_like_ctrl_c(tmp_path):
 
 # --------------------------------------------------------------------------- a faulting launch
 
-OOB = """// writes 1 GiB apart, far outside its 64-byte buffer: PoCL faults in the host process
-__kernel void smash(__global float *a, int n)
+# (a kernel with a buffer would not fault under check: its accesses outside it are
+# found and left out, docs/memcheck.md; with none tracked, they are made)
+OOB = """// writes 1 GiB apart from an address the host gives: PoCL faults in the host process
+__kernel void smash(ulong where, int n)
 {
+    __global float *a = (__global float *)where;
     size_t i = get_global_id(0);
     for (int k = 0; k < n; k++)
         a[i * 268435456 + k] = 1.0f;
@@ -439,8 +442,7 @@ global_size = [64]
 local_size = [64]
 
 [[arg]]
-type = "float"
-count = 16
+value = 4096
 
 [[arg]]
 value = 1000
