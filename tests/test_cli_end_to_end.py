@@ -109,17 +109,18 @@ def test_devices_lists_the_cpu_driver():
 def test_devices_names_each_device_once():
     """One line per device: mark, the name padded to one column, what the backend says
     beyond the name, and each API's default marked; the name is not repeated."""
-    from gpurace.backends import opencl_backend, wgpu_backend
+    from gpurace.backends import cuda_backend, opencl_backend, wgpu_backend
 
     p = gpurace("devices")
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     names = [a.name for a in wgpu_backend.list_devices()]
     names += [d.name for d in opencl_backend.list_devices()]
+    names += [d.name for d in cuda_backend.list_devices()]
     assert len(lines) == len(names) and len(set(names)) == len(names)
     width = max(map(len, names))
     for line, name in zip(lines, names, strict=True):
-        assert line.count(name) == 1, line
+        assert len(re.findall(rf"(?<!\w){re.escape(name)}(?!\w)", line)) == 1, line
         assert line[2 : 2 + width] == name.ljust(width) and line[2 + width : 4 + width] == "  "
         assert line[0] in "* " and line.endswith("  (default)") == (line[0] == "*")
     vulkan = next(line for line in lines if "llvmpipe" in line)
@@ -131,6 +132,10 @@ def test_devices_names_each_device_once():
         r"[* ] (cpu|pthread)-\S.*? +\(Portable Computing Language, OpenCL\)(  \(default\))?",
         pocl,
     ), pocl
+    sim = lines[-1]
+    assert re.fullmatch(
+        r"[* ] sim +\(gpurace's PTX simulator on the CPU, CUDA sm_\d+\)(  \(default\))?", sim
+    ), sim
 
 
 def test_python_api_returns_the_same_report_as_the_cli():
