@@ -109,14 +109,10 @@ def in_child(fn: Callable[[], T], crashed: Callable[[str], GpuraceError]) -> T:
         last = [ln.strip() for ln in said.splitlines() if ln.strip()][-1:]
         raise crashed(": ".join([_how(status), *last]))
     kind, payload = pickle.loads(data)
-    if kind == "ok":
-        if said:
-            sys.stderr.write(said)
-        return payload
-    if kind == "gpurace":
-        cls, message, file, line, col = payload
-        raise cls(message, file, line, col)
-    raise payload
+    ok, value = _taken(kind, payload, said)
+    if ok:
+        return value
+    raise value
 
 
 def _read_answer(read_fd: int, board: watchdog.Board) -> bytes:
@@ -159,12 +155,7 @@ def _serve(fn: Callable[[], Any], write_fd: int) -> None:
     _in_child = True
     faulthandler.disable()  # a fault is reported by the parent, in one line, not as a stack
     try:
-        try:
-            answer: tuple[str, Any] = ("ok", fn())
-        except GpuraceError as err:
-            answer = ("gpurace", (type(err), err.message, err.file, err.line, err.col))
-        except BaseException as err:  # noqa: BLE001 (re-raised in the parent)
-            answer = ("raise", err)
+        answer = _answer(fn)
         try:
             data = pickle.dumps(answer)
         except Exception as err:  # an exception that does not pickle
@@ -301,15 +292,7 @@ class Worker:
                 self.next += 1
             if self.next < len(self.items):
                 self._start(self.next)
-        kind, payload, said = self.answers.pop(i)
-        if kind == "ok":
-            if said:
-                sys.stderr.write(said)
-            return payload
-        if kind == "gpurace":
-            cls, message, file, line, col = payload
-            return cls(message, file, line, col)
-        return payload
+        return _taken(*self.answers.pop(i))[1]
 
     def _reap(self) -> int:
         os.close(self.fd)
@@ -336,6 +319,19 @@ def _answer(fn: Callable[[], Any]) -> tuple[str, Any]:
         return ("gpurace", (type(err), err.message, err.file, err.line, err.col))
     except BaseException as err:  # noqa: BLE001 (re-raised or reported by the parent)
         return ("raise", err)
+
+
+def _taken(kind: str, payload: Any, said: str) -> tuple[bool, Any]:
+    """An answer as the parent takes it: (True, the result), the child's stderr passed
+    on, or (False, the exception it raised, rebuilt where it is gpurace's own)."""
+    if kind == "ok":
+        if said:
+            sys.stderr.write(said)
+        return True, payload
+    if kind == "gpurace":
+        cls, message, file, line, col = payload
+        return False, cls(message, file, line, col)
+    return False, payload
 
 
 def _pickled(answer: tuple) -> bytes:
