@@ -47,4 +47,6 @@ for data_range, view_range in [
     cp.dispatch_workgroups(2)
     cp.end()
     dev.queue.submit([enc.finish()])
-print(f"buffer sha {digest(read(dev, buf))}")
+# words 0-62 only: launch 0 writes them from loads inside work-group 0, one value on
+# every run; the words after them depend on which work-group ran first (the races)
+print(f"buffer sha {digest(read(dev, buf)[:63])}")
