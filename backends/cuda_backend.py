@@ -192,6 +192,20 @@ class CudaLaunchResult(LaunchResult):
     stopped: str = ""  # sim: the instruction it could not execute (the rest did not run)
 
 
+def instrumented_extras(
+    inst: Instrumented, launch: CudaLaunch, args: dict, log_capacity: int
+) -> dict[str, Any]:
+    """The keywords `launch` takes for one instrumented launch of `inst`'s entry with
+    these arguments: each tracked variable's base and extent (the layout `target`
+    gives a check) and the log's capacity, for callers that launch by hand."""
+    from gpurace.target import linear_layout
+
+    kernel = inst.entry
+    sizes = var_sizes(inst, kernel, inst.params[kernel], args, launch.shared_bytes)
+    bases, _ = linear_layout(sizes, int(np.prod(launch.grid)))
+    return {"var_bases": bases, "var_sizes": sizes, "log_capacity": log_capacity}
+
+
 def var_sizes(inst: Instrumented, kernel: str, params: list[Binding], args: dict, shared: int):
     """Each tracked variable's extent in this launch (internals §5): buffers' sizes for
     this kernel's pointer parameters, static sizes for shared and __device__ variables,

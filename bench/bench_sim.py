@@ -16,7 +16,6 @@ import argparse
 import statistics
 import sys
 import time
-from math import prod
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,7 +26,6 @@ from gpurace.backends import cuda_backend  # noqa: E402
 from gpurace.instrument.ptx import instrument  # noqa: E402
 from gpurace.launch.cuda import cuda_launch_from_dict  # noqa: E402
 from gpurace.sim import device as sim_device  # noqa: E402
-from gpurace.target import linear_layout  # noqa: E402
 
 N = 1 << int(__import__("os").environ.get("SIM_BENCH_LOG2", "16"))
 KERNELS = {
@@ -88,9 +86,7 @@ def _run(inst, launch, instrumented: bool):  # type: ignore[no-untyped-def]
     args = cuda_backend.launch_args(launch)
     extra = {}
     if instrumented:
-        sizes = cuda_backend.var_sizes(inst, kernel, params, args, launch.shared_bytes)
-        bases, _ = linear_layout(sizes, prod(launch.grid))
-        extra = {"var_bases": bases, "var_sizes": sizes, "log_capacity": 1 << 20}
+        extra = cuda_backend.instrumented_extras(inst, launch, args, 1 << 20)
     ptx = inst.source if instrumented else inst.original_ptx
     start, cpu = time.perf_counter(), time.process_time()
     cuda_backend.launch(sim_device.DEVICE, ptx, "k.cu", kernel, params, args, launch.grid,

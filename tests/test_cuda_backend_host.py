@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from math import prod
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,7 +16,6 @@ import numpy as np
 import pytest
 
 from gpurace import api
-from gpurace.api import linear_layout
 from gpurace.backends import cuda_backend
 from gpurace.languages import cuda
 from gpurace.model import RECORD_WORDS, DeviceHang
@@ -105,9 +103,7 @@ def _launch(case, instrumented: bool, **kw):
     args = cuda_backend.launch_args(launch)
     extra = {}
     if instrumented:
-        sizes = cuda_backend.var_sizes(inst, kernel, params, args, launch.shared_bytes)
-        bases, _ = linear_layout(sizes, prod(launch.grid))
-        extra = {"var_bases": bases, "var_sizes": sizes, "log_capacity": 1 << 14} | kw
+        extra = cuda_backend.instrumented_extras(inst, launch, args, 1 << 14) | kw
     ptx = inst.source if instrumented else inst.original_ptx
     return cuda_backend.launch(
         _Device(), ptx, "k.cu", kernel, params, args,
