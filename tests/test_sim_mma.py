@@ -273,3 +273,37 @@ def test_an_mma_shape_sim_does_not_execute_is_listed(tmp_path: Path) -> None:
     )
     assert note.endswith(f", {kernel}:6: the launch stopped there, what the kernel would "
                          "have done after it is not checked")  # fmt: skip
+
+
+def test_cvt_to_tf32_rounds_as_its_mode_says() -> None:
+    """cvt.{rna,rn,rz}.tf32.f32 (tf32 operands for mma) keeps 10 fraction bits: ties
+    away from zero, to even, toward zero; .satfinite clamps an overflow to the largest
+    finite tf32 (an infinite input too); NaN stays NaN."""
+    forms = ["cvt.rna.tf32.f32", "cvt.rn.tf32.f32", "cvt.rz.tf32.f32", "cvt.rna.satfinite.tf32.f32"]
+    body = [f"{op} %r{3 + j}, %r2;\nst.global.u32 [%rd4+{4 * j}], %r{3 + j};" for j, op in
+            enumerate(forms)]  # fmt: skip
+    ptx = (
+        ".version 8.0\n.target sm_80\n.address_size 64\n"
+        ".visible .entry k(.param .u64 inp, .param .u64 out)\n{\n"
+        ".reg .b32 %r<8>;\n.reg .b64 %rd<8>;\n"
+        "ld.param.u64 %rd1, [inp];\nld.param.u64 %rd2, [out];\nmov.u32 %r1, %tid.x;\n"
+        "mul.wide.u32 %rd3, %r1, 4;\nadd.s64 %rd3, %rd1, %rd3;\nld.global.u32 %r2, [%rd3];\n"
+        "mul.wide.u32 %rd4, %r1, 16;\nadd.s64 %rd4, %rd2, %rd4;\n" + "\n".join(body) + "\nret;\n}\n"
+    )
+    one = 0x3F800000  # 1.0; tf32's last kept bit is 1 << 13
+    cases = {  # input bits: (rna, rn, rz, rna.satfinite)
+        one | 0x1000: (one | 0x2000, one, one, one | 0x2000),  # a tie, even below
+        one | 0x3000: (one | 0x4000, one | 0x4000, one | 0x2000, one | 0x4000),  # even above
+        0x80000000 | one | 0x1000: (0x80000000 | one | 0x2000, 0x80000000 | one,
+                                    0x80000000 | one, 0x80000000 | one | 0x2000),
+        one | 0x0FFF: (one, one, one, one),
+        0x7F7FFFFF: (0x7F800000, 0x7F800000, 0x7F7FE000, 0x7F7FE000),
+        0xFF800000: (0xFF800000,) * 3 + (0xFF7FE000,),
+    }  # fmt: skip
+    sim = Simulator(ptx)
+    inp = np.array(list(cases) + [0x7FC00001], np.uint32)
+    out = np.zeros((len(inp), 4), np.uint32)
+    assert sim.launch("k", (1, 1, 1), (len(inp), 1, 1),
+                      [sim.mem.register(inp), sim.mem.register(out)]).stopped == ""  # fmt: skip
+    assert [tuple(r) for r in out[:-1].tolist()] == list(cases.values())
+    assert np.isnan(out[-1].view(np.float32)).all() and (out[-1] & 0x1FFF == 0).all()
