@@ -69,13 +69,24 @@ def _softmax(s: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
-def _mma_bound(a: np.ndarray, b: np.ndarray, k_step: int) -> np.ndarray:
-    """docs/compatibility.md: each mma of k `k_step` rounds its exact sum once to f32,
-    so K / k_step roundings, each within 2^-24 of the sum of |a b| so far."""
-    return a.shape[1] // k_step * 2.0**-24 * (np.abs(a) @ np.abs(b))
+def _mma_bound(a: np.ndarray, b: np.ndarray, k_step: int, unit: float) -> np.ndarray:
+    """docs/compatibility.md: each mma of k `k_step` rounds its exact sum once to its
+    D type (unit roundoff `unit`), so K / k_step roundings, each within `unit` of the
+    sum of |a b| so far."""
+    return a.shape[1] // k_step * unit * (np.abs(a) @ np.abs(b))
 
 
-def _check_outputs(name: str, ins: list, out: dict) -> None:  # noqa: C901 - one per kernel
+#: float matmul case -> (its inputs as values, mma k, D's unit roundoff, C's type)
+MATMULS = {
+    "matmul_f16": (np.float64, 16, 2.0**-24, np.float32),
+    "matmul_bf16": (_bf16, 16, 2.0**-24, np.float32),
+    "matmul_tf32": (_tf32, 8, 2.0**-24, np.float32),
+    "matmul_f16out": (np.float64, 16, 2.0**-24, np.float16),
+    "matmul_acc16": (np.float64, 16, 2.0**-11, np.float16),
+}
+
+
+def _check_outputs(name: str, ins: list, out: dict) -> None:
     if name == "vadd":
         assert np.frombuffer(out[2], np.float32).tolist() == (ins[0] + ins[1]).tolist()
     elif name == "softmax":  # ex2.approx and div.full, each within 2 ulp: 8 ulp in all
@@ -89,15 +100,17 @@ def _check_outputs(name: str, ins: list, out: dict) -> None:  # noqa: C901 - one
         np.testing.assert_allclose(_f32(out[3]).reshape(8, 100), y, rtol=0, atol=1e-5)
         np.testing.assert_allclose(_f32(out[4]), mean, rtol=1e-6)
         np.testing.assert_allclose(_f32(out[5]), rstd, rtol=1e-5)
-    elif name.startswith("matmul"):
-        kind = name.split("_")[1]
-        conv = {"f16": np.float64, "bf16": _bf16, "tf32": _tf32, "i8": np.int64}[kind]
+    elif name == "matmul_i8":  # integer sums are exact
+        a, b = (x.astype(np.int64).reshape(64, 64) for x in ins[:2])
+        assert _f32(out[2]).reshape(64, 64).tolist() == (a @ b).tolist()
+    elif name in MATMULS:
+        conv, k_step, unit, ctype = MATMULS[name]
         a, b = (np.asarray(conv(x)).astype(np.float64).reshape(64, 64) for x in ins[:2])
-        c = _f32(out[2]).reshape(64, 64)
-        if kind == "i8":  # integer sums are exact
-            assert c.tolist() == (a @ b).tolist()
-        else:
-            assert (np.abs(c - a @ b) <= _mma_bound(a, b, 8 if kind == "tf32" else 16)).all()
+        c = np.frombuffer(out[2], ctype).astype(np.float64).reshape(64, 64)
+        bound = _mma_bound(a, b, k_step, unit)
+        if name == "matmul_f16out":  # the f32 result rounded once more, to f16
+            bound += 2.0**-11 * (np.abs(a) @ np.abs(b))
+        assert (np.abs(c - a @ b) <= bound).all()
     elif name == "attn_softmax":
         q, kt = (x.astype(np.float64) for x in ins[:2])
         want = _softmax(q.reshape(64, 32) @ kt.reshape(32, 32) * 0.125)

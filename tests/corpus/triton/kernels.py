@@ -96,3 +96,18 @@ def attn_softmax(q_ptr, kt_ptr, p_ptr, scale, D: tl.constexpr, BM: tl.constexpr,
     s = tl.dot(q, kt) * scale
     e = tl.exp(s - tl.max(s, axis=1)[:, None])
     tl.store(p_ptr + rm[:, None] * BN + rn[None, :], e / tl.sum(e, axis=1)[:, None])
+
+
+@triton.jit
+def matmul_acc16(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
+                 BK: tl.constexpr):  # fmt: skip
+    # C = A B accumulated and stored in f16 (mma with f16 C and D)
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float16)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :])
+        acc = tl.dot(a, b, acc, out_dtype=tl.float16)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
