@@ -165,7 +165,7 @@ CP_ASYNC = """\
 .reg .pred %p<2>;
 .reg .b32 %r<12>;
 .reg .b64 %rd<8>;
-.shared .align 16 .b8 buf[1536];
+.shared .align 16 .b8 buf[2048];
 ld.param.u64 %rd1, [src];
 ld.param.u64 %rd2, [dst];
 mov.u32 %r1, %tid.x;
@@ -180,6 +180,8 @@ setp.eq.u32 %p1, %r5, 0;
 cp.async.cg.shared.global [%r4], [%rd4], 16, %r5;
 cp.async.ca.shared.global [%r4+512], [%rd4], 16, %p1;
 cp.async.ca.shared.global [%r4+1024], [%rd4], 16, 0;
+mov.b64 %rd7, 0;
+cp.async.cg.shared.global.L2::cache_hint [%r4+1536], [%rd4], 16, %rd7;
 cp.async.commit_group;
 cp.async.wait_all;
 bar.sync 0;
@@ -188,6 +190,8 @@ ld.shared.v4.u32 {%r6, %r7, %r8, %r9}, [%r4];
 st.global.v4.u32 [%rd5], {%r6, %r7, %r8, %r9};
 ld.shared.v4.u32 {%r6, %r7, %r8, %r9}, [%r4+512];
 st.global.v4.u32 [%rd5+512], {%r6, %r7, %r8, %r9};
+ld.shared.v4.u32 {%r6, %r7, %r8, %r9}, [%r4+1536];
+st.global.v4.u32 [%rd5+1024], {%r6, %r7, %r8, %r9};
 ret;
 }
 """
@@ -195,9 +199,10 @@ ret;
 
 def test_cp_async_reads_only_its_source_bytes() -> None:
     """cp.async's global read is src-size bytes (Triton's masked prefetches pass 0:
-    no read, so no false race with the buffer beyond) or none where ignore-src holds;
-    the copy zero-fills the rest. Lane l's src-size is 5 (l % 4): its records and
-    the copied words say so, and the instrumented PTX assembles."""
+    no read, so no false race with the buffer beyond) or none where ignore-src holds
+    (a cache policy operand is not a size); the copy zero-fills the rest. Lane l's
+    src-size is 5 (l % 4): its records and the copied bytes say so, and the
+    instrumented PTX assembles."""
     from gpurace.launch.cuda import cuda_launch_from_dict
     from gpurace.model import Kind
 
@@ -207,24 +212,26 @@ def test_cp_async_reads_only_its_source_bytes() -> None:
     assemble(inst.source, "sm_80")
     src = {"type": "uint", "count": 128, "fill": "arange"}
     launch = cuda_launch_from_dict(
-        {"grid": [1], "block": [32], "arg": [src, {"type": "uint", "count": 256}]}, "cp.toml"
+        {"grid": [1], "block": [32], "arg": [src, {"type": "uint", "count": 384}]}, "cp.toml"
     )
     plain, _, _, _ = _emulate_launch(launch, inst, False)
     outputs, records, _, _ = _emulate_launch(launch, inst, True)
     assert outputs == plain
     lane = np.arange(32)
     data = np.arange(128, dtype=np.uint32).view(np.uint8).reshape(32, 16)
-    got = np.frombuffer(plain[1], np.uint8).reshape(2, 32, 16)
+    got = np.frombuffer(plain[1], np.uint8).reshape(3, 32, 16)
     assert (got[0] == np.where(np.arange(16) < 5 * (lane[:, None] % 4), data, 0)).all()
+    assert (got[2] == data).all()
     assert (got[1] == np.where(lane[:, None] % 4 > 0, data, 0)).all()
-    loads = [s.id for s in inst.sites if s.kind == Kind.LOAD and s.line in (21, 22, 23)]
-    assert len(loads) == 3
+    loads = [s.id for s in inst.sites if s.kind == Kind.LOAD and s.line in (21, 22, 23, 25)]
+    assert len(loads) == 4
     read = {}
     for sid in loads:
         mine = records[records[:, 0] == sid]
         read[sid] = {int(r[3]): (int(r[2]), int(r[1]) >> 8 & 0xFF) for r in mine}
         assert len(mine) == len(read[sid])
-    sized, ignored, zero = (read[s] for s in loads)
+    sized, ignored, zero, hinted = (read[s] for s in loads)
     assert sized == {ln: (16 * ln, 5 * (ln % 4)) for ln in range(32) if ln % 4}
+    assert hinted == {ln: (16 * ln, 16) for ln in range(32)}
     assert ignored == {ln: (16 * ln, 16) for ln in range(32) if ln % 4}
     assert zero == {}
