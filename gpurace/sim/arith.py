@@ -274,6 +274,8 @@ def _cvt(ins: Instr, dec: Decoder, types: list[str]) -> Run:
         return lambda fr, g: d(fr, g, (to_bits(as_type(a(fr, g), st), half) << U64(16))
                                | to_bits(as_type(b(fr, g), st), half))  # fmt: skip
     src = dec.reader(ops[1], st)
+    if dt == "tf32":
+        return _cvt_tf32(ins, src, d)
     mode = next((m for m in _ROUND if ins.has(m)), None)
     if dt in FLOATS and st in FLOATS and ins.has("rz", "rm", "rp"):
         raise SimUnsupported(f"rounding mode of {ins.opcode}")
@@ -304,6 +306,33 @@ def _cvt(ins: Instr, dec: Decoder, types: list[str]) -> Run:
             wide = x.astype(np.float64) if x.dtype == U64 else x.astype(np.int64)
             x = np.clip(wide, lo, hi).astype(np.int64 if dt.startswith("s") or w < 64 else U64)
         d(fr, g, to_bits(x, dt))
+
+    return run
+
+
+def _cvt_tf32(ins: Instr, src: Any, d: Any) -> Run:
+    """cvt.{rna,rn,rz}{.satfinite}.tf32.f32: an f32 rounded to tf32's 10 fraction bits,
+    kept as an f32 bit pattern whose low 13 bits are 0 (ties away with .rna, to even
+    with .rn); NaN stays NaN, and .satfinite turns an infinite result (or input) into the
+    largest finite tf32 of its sign."""
+    mode = next((m for m in ("rna", "rn", "rz") if ins.has(m)), "")
+    if not mode:
+        raise SimUnsupported(f"rounding mode of {ins.opcode}")
+    sat = ins.has("satfinite")
+
+    def run(fr: Any, g: np.ndarray) -> None:
+        b = src(fr, g) & U64(0xFFFFFFFF)
+        special = (b & U64(0x7F800000)) == U64(0x7F800000)  # inf or NaN: kept
+        nan = special & ((b & U64(0x7FFFFF)) != 0)
+        add = {"rna": U64(0x1000), "rz": U64(0)}.get(mode)
+        if add is None:  # rn: ties to the even neighbour
+            add = U64(0xFFF) + ((b >> U64(13)) & U64(1))
+        r = np.where(special, b, (b + add) & U64(0xFFFFE000))
+        r = np.where(nan, U64(0x7FFFE000) | (b & U64(0x80000000)), r)
+        if sat:
+            inf = (r & U64(0x7FFFFFFF)) == U64(0x7F800000)
+            r = np.where(inf, (r & U64(0x80000000)) | U64(0x7F7FE000), r)
+        d(fr, g, r)
 
     return run
 

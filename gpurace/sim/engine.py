@@ -29,6 +29,7 @@ from gpurace.instrument.ptx.parse import TYPE_BYTES, Function, Module, parse_ins
 from gpurace.sim.arith import compile_alu
 from gpurace.sim.memops import compile_mem
 from gpurace.sim.memory import SHARED_BASE, Memory
+from gpurace.sim.mma import compile_mma
 from gpurace.sim.operands import Decoder, guard_reader
 from gpurace.sim.values import U64, SimError, SimUnsupported, immediate
 from gpurace.sim.warp import compile_warp
@@ -222,7 +223,12 @@ class Program:
             elif op in ("bar", "barrier") and not ins.has("warp"):
                 c.kind, c.bar = "bar", self._bar(ins, dec)
             else:
-                c.run = compile_mem(ins, dec) or compile_warp(ins, dec) or compile_alu(ins, dec)
+                c.run = (
+                    compile_mem(ins, dec)
+                    or compile_warp(ins, dec)
+                    or compile_mma(ins, dec)
+                    or compile_alu(ins, dec)
+                )
                 if c.run is None and op in (
                     "mbarrier",
                     "griddepcontrol",

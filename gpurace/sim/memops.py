@@ -294,7 +294,18 @@ def _cp_async(ins: Instr, dec: Decoder) -> Run:
     dst, _, doff = dec.address(ops[0])
     src, _, soff = dec.address(ops[1])
     size = int(ops[2], 0)
-    src_size = dec.reader(ops[3], "u32") if len(ops) > 3 and not ops[3].startswith("%p") else None
+    if ins.has("::cache_hint"):  # the last operand is the cache policy
+        ops = ops[:-1]
+    src_size: Any = None  # bytes read from the source; the rest of the copy is zeros
+    last = ops[3] if len(ops) > 3 else ""
+    if "pred" in (dec.reg_types.get(last), dec.reg_types.get(re.sub(r"\d+$", "", last))):
+        ignore = dec.reader(last, "pred")  # ignore-src: reads nothing where it holds
+
+        def src_size(fr: Any, g: np.ndarray) -> np.ndarray:
+            return np.where(ignore(fr, g) != 0, U64(0), U64(size))
+
+    elif last:
+        src_size = dec.reader(last, "u32")
 
     def run(fr: Any, g: np.ndarray) -> None:
         mem = fr.batch.mem
@@ -308,6 +319,11 @@ def _cp_async(ins: Instr, dec: Decoder) -> Run:
             if inside.any():
                 sel = np.nonzero(inside)[0]
                 bits[sel] = mem.load("global", s[sel] + U64(k), g[sel], w)
+            for j in range(w - 1):  # a src-size that ends inside this word: byte by byte
+                sel = np.nonzero((keep > U64(k + j)) & (keep < U64(k + w)))[0]
+                if len(sel):
+                    one = mem.load("global", s[sel] + U64(k + j), g[sel], 1)
+                    bits[sel] |= one << U64(8 * j)
             mem.store("shared", dd + U64(k), g, w, bits)
 
     return run

@@ -14,6 +14,7 @@ from gpurace import abi
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site, Space, TrackedVar
 
 from . import emit
+from .asynccopy import async_copy
 from .emit import CLOSE, OPEN
 from .inline import INLINE_CLOSE, INLINE_OPEN, call_target, inline_calls, not_inlined
 from .locate import Locator
@@ -333,7 +334,7 @@ class _Entry:
         elif op in ("atom", "red") and not ins.has("async"):
             self._atomic(s, ins)
         elif op == "cp" and ins.has("async"):
-            self._cp_async(s, ins)
+            async_copy(self, s, ins, SYNC_ASYNC)
         elif op in ("bar", "barrier"):
             self._barrier(s, ins)
         elif op in ("membar", "fence"):
@@ -429,26 +430,6 @@ class _Entry:
         sid = self.site(s, Kind.ATOMIC, ins)
         self._access(s, ins, sid, Kind.ATOMIC, space, addr, size, False, extra, [])
 
-    def _cp_async(self, s: Stmt, ins: Instr) -> None:
-        if ins.has("commit_group", "wait_group", "wait_all") or (
-            ins.has("mbarrier") and not ins.has("bulk")
-        ):
-            self._sync(s, ins, SYNC_ASYNC)
-            return
-        if ins.has("bulk") or ins.has("tensor"):
-            self.incomplete(s, f"'{ins.opcode}' (bulk asynchronous copy) is not tracked")
-            return
-        try:
-            size = int(ins.operands[2], 0)  # 16 or 0x10 (Triton)
-        except (IndexError, ValueError):
-            self.incomplete(s, f"'{ins.opcode}': copy size not understood")
-            return
-        guard_code: list[str] = []
-        ld = self.site(s, Kind.LOAD, ins)
-        self._access(s, ins, ld, Kind.LOAD, "global", ins.operands[1], size, False, 0, guard_code)
-        st_ = self.site(s, Kind.STORE, ins)
-        self._access(s, ins, st_, Kind.STORE, "shared", ins.operands[0], size, False, 0, [])
-
     def _access(
         self,
         s: Stmt,
@@ -461,7 +442,10 @@ class _Entry:
         value_known: bool,
         extra: int,
         pre: list[str],
+        size_reg: str = "",
     ) -> None:
+        """Log one access; `size_reg` (a b32 register holding size << 8) stands for a
+        size known only at run time (cp.async's src-size; `size` is 0 then)."""
         skip = self.st.label()
         code = self._guard(ins, skip) + pre
         if not self._address(addr, space, code):
@@ -478,13 +462,13 @@ class _Entry:
                 f"@!%_gr_q1 bra {skip};",
                 "cvta.to.global.u64 %_gr_d0, %_gr_d0;",
             ]
-            code += self._lookup(Space.GLOBAL, sid, flags, value, extra, skip)
+            code += self._lookup(Space.GLOBAL, sid, flags, value, extra, skip, size_reg)
             code += [f"bra {skip};", f"{shared}:", "cvta.to.shared.u64 %_gr_d0, %_gr_d0;"]
-            code += self._lookup(Space.LOCAL, sid, flags | 4, value, extra, skip)
+            code += self._lookup(Space.LOCAL, sid, flags | 4, value, extra, skip, size_reg)
         else:
             sp = Space.LOCAL if space == "shared" else Space.GLOBAL
             code += self._lookup(
-                sp, sid, flags | (4 if sp == Space.LOCAL else 0), value, extra, skip
+                sp, sid, flags | (4 if sp == Space.LOCAL else 0), value, extra, skip, size_reg
             )
         code.append(f"{skip}:")
         self.before(s, code)
@@ -530,7 +514,14 @@ class _Entry:
         )
 
     def _lookup(
-        self, space: Space, sid: int, flags: int, value: str, extra: int, skip: str
+        self,
+        space: Space,
+        sid: int,
+        flags: int,
+        value: str,
+        extra: int,
+        skip: str,
+        size_reg: str = "",
     ) -> list[str]:
         """Attribute %_gr_d0 to a tracked variable of `space` and log the record; an
         address in none of them is counted as unattributed."""
@@ -555,6 +546,7 @@ class _Entry:
             "cvt.u32.u64 %_gr_t3, %_gr_d1;",
             "shl.b32 %_gr_t4, %_gr_t2, 16;",
             f"or.b32 %_gr_t4, %_gr_t4, {flags};",
+            *([f"or.b32 %_gr_t4, %_gr_t4, {size_reg};"] if size_reg else []),
             emit.call_rec(sid, "%_gr_t4", "%_gr_t3", epoch, value, extra, "%_gr_t22"),
         ]
         return code
