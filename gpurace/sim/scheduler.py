@@ -1,6 +1,7 @@
 """The Simulator: a PTX module loaded once, launched many times (as a CUDA module's
 ``__device__`` variables keep their values from launch to launch, so do its
-``.global`` variables here), and the min-PC scheduler of gpurace/sim/engine.py.
+``.global`` variables here), and the min-PC scheduler of gpurace/sim/engine.py, or
+with a non-zero seed the seeded warp order of gpurace/sim/schedule.py.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from gpurace.sim.engine import (
 )
 from gpurace.sim.memops import param_bytes
 from gpurace.sim.memory import Memory
+from gpurace.sim.schedule import Order
 from gpurace.sim.values import U64, SimError, SimUnsupported
 
 _RUN, _WAIT, _DONE = 0, 1, 2
@@ -40,6 +42,7 @@ class Simulator:
         self._programs: dict[str, Program] = {}
         self.last = Launch()
         self._current: Program | None = None
+        self._order: Order | None = None
 
     def program(self, kernel: str) -> Program:
         if kernel not in self._programs:
@@ -57,10 +60,12 @@ class Simulator:
         args: list[int],
         shared_bytes: int = 0,
         timeout: float | None = None,
+        seed: int = 0,
     ) -> Launch:
         """Run `kernel` over `grid` x `block`; `args` are the parameters' raw bits
         (pointers from `mem.register`/`mem.alloc`). Returns what the launch did; an
-        instruction it cannot execute stops it (`Launch.stopped` says which)."""
+        instruction it cannot execute stops it (`Launch.stopped` says which). `seed`
+        0 runs the min-PC order, another the seeded warp order of that seed."""
         prog = self.program(kernel)
         entry = prog.funcs[kernel]
         fn = next(f for f in self.mod.functions if f.name == kernel)
@@ -76,6 +81,7 @@ class Simulator:
             params[p.name] = np.frombuffer(raw, np.uint8).reshape(1, -1).copy()
         run = self.last = Launch()
         self._current = prog
+        self._order = Order(seed) if seed else None
         if timeout is not None:
             run.hang_after, run.deadline = timeout, time.monotonic() + timeout
         shared = (prog.static_shared + int(shared_bytes) + 127) // 128 * 128
@@ -107,12 +113,18 @@ class Simulator:
         # where each waiting lane waits: its bar's pc, barrier id, thread count (-1: the
         # whole block), predicate (bar.red)
         waits = np.zeros((4, n), np.int64)
-        parted = self._converged(frame, lanes, run, entry, state)
-        if parted is None:
-            return
-        pc[:] = parted[0]
-        if parted[1] is not None:  # a branch that some lanes took
-            pc[parted[1]] = parted[2]
+        order = self._order
+        if order is None:
+            parted = self._converged(frame, lanes, run, entry, state)
+            if parted is None:
+                return
+            pc[:] = parted[0]
+            if parted[1] is not None:  # a branch that some lanes took
+                pc[parted[1]] = parted[2]
+        else:  # seeded: one warp at a time, to its next yield point
+            warp = order.warps(batch, lanes)
+            yield_at = order.yield_points(code)
+            turn = -1  # the warp whose turn it is (-1: draw one)
         while True:
             runnable = state == _RUN
             if not runnable.any():
@@ -120,8 +132,18 @@ class Simulator:
                     return
                 self._release(frame, lanes, state, waits)
                 continue
-            p = int(pc[runnable].min())
-            act = np.nonzero(runnable & (pc == p))[0]
+            if order is None:
+                p = int(pc[runnable].min())
+                act = np.nonzero(runnable & (pc == p))[0]
+            else:
+                mine = runnable & (warp == turn)
+                if turn < 0 or not mine.any():
+                    turn = order.pick(warp[runnable])
+                    mine = runnable & (warp == turn)
+                p = int(pc[mine].min())
+                act = np.nonzero(mine & (pc == p))[0]
+                if yield_at[p]:
+                    turn = -1
             c: Code = code[p]
             run.steps += 1
             run.lane_steps += len(act)
