@@ -13,7 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from gpurace.cli import main
+from gpurace.instrument.ptx import instrument
 from gpurace.launch.cuda import load_cuda_launch
+from gpurace.model import Space
 from gpurace.sim import Simulator
 from gpurace.sim import device as sim_device
 from tests.corpus import cases, expected
@@ -33,8 +35,7 @@ def test_the_corpus_has_every_kernel() -> None:
 def test_numba_kernel_through_the_cli(case, tmp_path: Path) -> None:
     """The labelled races at their Python lines (the PTX's .loc; Numba gives column
     1), the verdict's exit code, a complete result on sim; the tracked variables are
-    the arrays' data pointers (parameter 4 of each array's 7 or 9) and Numba's
-    shared array."""
+    arrays' data (test_the_tracked_buffers_are_the_data_pointers)."""
     out = tmp_path / "r.json"
     args = ["check", str(case.kernel), "--launch", str(case.launch_path), "--json", str(out)]
     result = CliRunner().invoke(main, args)
@@ -48,6 +49,24 @@ def test_numba_kernel_through_the_cli(case, tmp_path: Path) -> None:
     for race in doc["races"]:
         assert {race["a"]["site"]["file"], race["b"]["site"]["file"]} == {SOURCE}
         assert race["a"]["site"]["line_text"] == "            s[t] += s[t + k]"
+
+
+DATA_PARAMS = {"vadd": [4, 11, 18], "block_sum": [4, 11], "block_sum_racy": [4, 11],
+               "histogram": [4, 11], "stencil": [4, 13]}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", NUMBA, ids=lambda c: c.kernel.stem)
+def test_the_tracked_buffers_are_the_data_pointers(case) -> None:
+    """Of each array's parameters (meminfo, parent, nitems, itemsize, data, shape,
+    strides) only data is a pointer: the stencil's addresses subtract a stride
+    parameter and must not make it one. The reductions also track Numba's shared
+    array."""
+    inst = instrument(case.kernel.read_text(), str(case.kernel))
+    tracked = [v.binding for v in inst.variables if v.space == Space.GLOBAL]
+    assert tracked == DATA_PARAMS[case.kernel.stem]
+    shared = [v.name for v in inst.variables if v.space == Space.LOCAL]
+    want = {"block_sum": ["_cudapy_smem_1"], "block_sum_racy": ["_cudapy_smem_2"]}
+    assert shared == want.get(case.kernel.stem, [])
 
 
 def _plain(case, seed: int = 0) -> list[np.ndarray]:
