@@ -222,3 +222,42 @@ def test_schedules_are_for_cuda_on_sim() -> None:
         "error: --schedules and --schedule-seed choose warp orders on the sim device; on "
         "'NVIDIA H200' the order is the device's own (--device sim to run them)"
     )
+
+
+# Lane 0 of warps 0 and 1 take a ticket; the first writes x[0], and thread 32 reads
+# it: a race when thread 0 came first (seed 0: lane order), none when thread 32 did
+# (it then reads its own write).
+FIRST_CU = """\
+extern "C" __global__ void first(unsigned *ticket, int *x, int *out) {
+  int t = threadIdx.x;
+  if (t % 32 == 0) {
+    if (atomicAdd(ticket, 1u) == 0u) x[0] = t + 1;
+    if (t == 32) out[0] = x[0];
+  }
+}
+"""
+
+
+def test_a_race_that_one_order_shows_is_in_the_union(tmp_path: Path) -> None:
+    """Seed 1 lets thread 32 come first: clean. Seeds 1-2 together report seed 2's
+    race (write at 4:5, read at 5:5), exactly as seed 2 alone does; seed 0's
+    min-PC order shows it too."""
+    kernel = tmp_path / "first.cu"
+    kernel.write_text(FIRST_CU)
+    (tmp_path / "first.toml").write_text(
+        "grid = [1]\nblock = [64]\n" + '[[arg]]\ntype = "uint"\ncount = 1\n'
+        + '[[arg]]\ntype = "int"\ncount = 1\n' * 2
+    )  # fmt: skip
+
+    def races(*args: str) -> tuple[int, list]:
+        code, out, err = _check(str(kernel), "--json", "-", *args)
+        return code, json.loads(out)["races"]
+
+    assert races("--schedule-seed", "1") == (0, [])
+    code, union = races("--schedules", "2", "--schedule-seed", "1")
+    assert code == 1
+    assert [(r["a"]["site"]["line"], r["a"]["site"]["col"], r["a"]["site"]["kind"],
+             r["b"]["site"]["line"], r["b"]["site"]["col"], r["b"]["site"]["kind"])
+            for r in union] == [(4, 5, "store", 5, 5, "load")]  # fmt: skip
+    assert races("--schedule-seed", "2") == (1, union)
+    assert races() == (1, union)
