@@ -256,7 +256,7 @@ def launch(
     `schedule_seed` picks its warp order (gpurace/sim/schedule.py)."""
     cp = array_api(device)
     fn = load_module(device, ptx).get_function(kernel)
-    if hasattr(fn, "seed"):  # the sim device's kernel
+    if hasattr(fn, "seed"):  # the sim device's kernel: the order of this launch
         fn.seed = schedule_seed
     dev_arrays: dict[int, object] = {}
     kargs: list[object] = []

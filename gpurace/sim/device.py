@@ -70,7 +70,7 @@ class SimKernel:
         self.sim, self.name = sim, name
         self.stopped = ""
         self.lane_steps = 0
-        self.seed = 0  # the warp order of its launches (gpurace/sim/schedule.py)
+        self.seed = 0  # the warp order of its next launch only (gpurace/sim/schedule.py)
 
     def __call__(self, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0) -> None:
         dims = [cast(Dim3, tuple(int(x) for x in (*v, 1, 1, 1)[:3])) for v in (grid, block)]
@@ -78,8 +78,9 @@ class SimKernel:
         sim.mem.drop_transient()
         bits = [_bits(a, sim) for a in args]
         timeout = Options.from_env().kernel_timeout_s
+        seed, self.seed = self.seed, 0  # a later caller that sets none gets seed 0
         try:
-            run = sim.launch(self.name, dims[0], dims[1], bits, int(shared_mem), timeout, self.seed)
+            run = sim.launch(self.name, dims[0], dims[1], bits, int(shared_mem), timeout, seed)
         except SimError as exc:
             if str(exc).startswith("hang"):
                 raise DeviceHang(f"kernel '{self.name}' on sim: {exc}") from None
