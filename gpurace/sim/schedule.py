@@ -51,14 +51,45 @@ class Order:
             self._yields[key] = np.array([c.kind == "bar" or yields(c.text) for c in code])
         return self._yields[key]
 
-    @staticmethod
-    def warps(batch: Any, lanes: np.ndarray) -> np.ndarray:
-        """Per lane of `lanes`: its warp's number (lanes of one warp of one block
-        share it)."""
-        first = lanes - batch.lane[lanes].astype(np.int64)
-        return np.unique(first, return_inverse=True)[1].reshape(-1)
-
-    def pick(self, ready: np.ndarray) -> int:
-        """One of the warps in `ready` (warp numbers, repeats allowed), drawn."""
-        choices = np.unique(ready)
+    def pick(self, ready: np.ndarray, warps: int) -> int:
+        """One of the warps numbered in `ready` (of `warps`, repeats allowed), drawn."""
+        choices = np.flatnonzero(np.bincount(ready, minlength=warps))
         return int(choices[self._rng.randrange(len(choices))])
+
+
+class Turns:
+    """The seeded order within one frame (a function run for some lanes): whose turn
+    it is, and which of its lanes step next."""
+
+    def __init__(self, order: Order, batch: Any, lanes: np.ndarray, code: list[Any]) -> None:
+        first = lanes - batch.lane[lanes].astype(np.int64)  # a warp's lanes share it
+        self.warp = np.unique(first, return_inverse=True)[1].reshape(-1)
+        counts = np.bincount(self.warp)
+        # each warp's lane positions, so a turn looks at 32 lanes, not the batch's
+        self.members = np.split(np.argsort(self.warp, kind="stable"), np.cumsum(counts)[:-1])
+        self.order, self.yield_at = order, order.yield_points(code)
+        self.turn = -1  # the warp whose turn it is (-1: draw one)
+
+    def next(self, state: np.ndarray, pc: np.ndarray, running: int) -> np.ndarray | None:
+        """The lane positions to step next (the turn's warp's runnable lanes at their
+        smallest PC: it reconverges as in the min-PC order), drawing a warp when the
+        last turn ended at a yield point or its warp cannot run; None when no lane
+        can run (`running`: the state of a lane that can)."""
+        if self.turn >= 0:
+            pos = self.members[self.turn]
+            pos = pos[state[pos] == running]
+            if len(pos):
+                return self._at_min(pos, pc)
+        runnable = state == running
+        if not runnable.any():
+            return None
+        self.turn = self.order.pick(self.warp[runnable], len(self.members))
+        pos = self.members[self.turn]
+        return self._at_min(pos[runnable[pos]], pc)
+
+    def _at_min(self, pos: np.ndarray, pc: np.ndarray) -> np.ndarray:
+        at = pc[pos]
+        p = at.min()
+        if self.yield_at[p]:
+            self.turn = -1
+        return pos[at == p]

@@ -26,10 +26,18 @@ from gpurace.sim.engine import (
 )
 from gpurace.sim.memops import param_bytes
 from gpurace.sim.memory import Memory
-from gpurace.sim.schedule import Order
+from gpurace.sim.schedule import Order, Turns
 from gpurace.sim.values import U64, SimError, SimUnsupported
 
 _RUN, _WAIT, _DONE = 0, 1, 2
+
+
+def _min_pc(state: np.ndarray, pc: np.ndarray) -> np.ndarray | None:
+    """The min-PC order's next step: the runnable lanes at the smallest PC."""
+    runnable = state == _RUN
+    if not runnable.any():
+        return None
+    return np.nonzero(runnable & (pc == pc[runnable].min()))[0]
 
 
 class Simulator:
@@ -113,37 +121,22 @@ class Simulator:
         # where each waiting lane waits: its bar's pc, barrier id, thread count (-1: the
         # whole block), predicate (bar.red)
         waits = np.zeros((4, n), np.int64)
-        order = self._order
-        if order is None:
+        turns = None if self._order is None else Turns(self._order, batch, lanes, code)
+        if turns is None:
             parted = self._converged(frame, lanes, run, entry, state)
             if parted is None:
                 return
             pc[:] = parted[0]
             if parted[1] is not None:  # a branch that some lanes took
                 pc[parted[1]] = parted[2]
-        else:  # seeded: one warp at a time, to its next yield point
-            warp = order.warps(batch, lanes)
-            yield_at = order.yield_points(code)
-            turn = -1  # the warp whose turn it is (-1: draw one)
         while True:
-            runnable = state == _RUN
-            if not runnable.any():
+            act = _min_pc(state, pc) if turns is None else turns.next(state, pc, _RUN)
+            if act is None:  # no lane can run
                 if (state == _DONE).all():
                     return
                 self._release(frame, lanes, state, waits)
                 continue
-            if order is None:
-                p = int(pc[runnable].min())
-                act = np.nonzero(runnable & (pc == p))[0]
-            else:
-                mine = runnable & (warp == turn)
-                if turn < 0 or not mine.any():
-                    turn = order.pick(warp[runnable])
-                    mine = runnable & (warp == turn)
-                p = int(pc[mine].min())
-                act = np.nonzero(mine & (pc == p))[0]
-                if yield_at[p]:
-                    turn = -1
+            p = int(pc[act[0]])
             c: Code = code[p]
             run.steps += 1
             run.lane_steps += len(act)
