@@ -205,7 +205,9 @@ def check(
     `backend` to the language's (`gpurace.registry`). `options` default to
     `Options.from_env()`; `device` and `uniform_writes`, when given, override theirs.
     With `all_instances`, the report also lists every instance of each race (up to
-    ALL_INSTANCES_CAP per pass; more makes the result incomplete).
+    ALL_INSTANCES_CAP per pass; more makes the result incomplete). `options.schedules`
+    above 1 checks the launch once per warp order of the sim device and merges the
+    reports (gpurace/schedules.py).
     """
     language = language or language_of(path)
     if language == "opencl" and backend is None and isolate.wanted():  # a fault must not end us
