@@ -244,6 +244,7 @@ def launch(
     sync_capacity: int = SYNC_CAPACITY,
     prefilter: Prefilter | None = None,
     timeout: float | None = None,
+    schedule_seed: int = 0,
 ) -> CudaLaunchResult:
     """Run `kernel` of `ptx` once, as `opencl_backend.launch` does: `args[i]` is a
     NumPy array for a pointer parameter (copied back in `outputs[(0, i)]`) or a
@@ -251,9 +252,12 @@ def launch(
     `_gr_log`, `_gr_ctl`, `_gr_sync` and `_gr_shd` buffers (docs/internals.md §7); with
     `prefilter` the run builds or filters with its shadow (its mode), without it every
     access in the range is logged. On the sim device, a launch that stopped at an
-    instruction the simulator does not execute says which in `stopped`."""
+    instruction the simulator does not execute says which in `stopped`, and
+    `schedule_seed` picks its warp order (gpurace/sim/schedule.py)."""
     cp = array_api(device)
     fn = load_module(device, ptx).get_function(kernel)
+    if hasattr(fn, "seed"):  # the sim device's kernel: the order of this launch
+        fn.seed = schedule_seed
     dev_arrays: dict[int, object] = {}
     kargs: list[object] = []
     with device:

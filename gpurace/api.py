@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from math import prod
 from typing import TypedDict, Unpack
 
-from gpurace import abi, isolate, limits, registry
+from gpurace import abi, isolate, limits, registry, schedules
 from gpurace.analysis import memcheck
 from gpurace.analysis.merge import merge_ranges
 from gpurace.instrument.wgsl.loops import cut_lines
@@ -205,7 +205,9 @@ def check(
     `backend` to the language's (`gpurace.registry`). `options` default to
     `Options.from_env()`; `device` and `uniform_writes`, when given, override theirs.
     With `all_instances`, the report also lists every instance of each race (up to
-    ALL_INSTANCES_CAP per pass; more makes the result incomplete).
+    ALL_INSTANCES_CAP per pass; more makes the result incomplete). `options.schedules`
+    above 1 checks the launch once per warp order of the sim device and merges the
+    reports (gpurace/schedules.py).
     """
     language = language or language_of(path)
     if language == "opencl" and backend is None and isolate.wanted():  # a fault must not end us
@@ -217,12 +219,35 @@ def check(
             ),
             lambda how: crashed(launch, entry, how),
         )  # fmt: skip
-    say = progress or (lambda _msg: None)
     opts = (options or Options.from_env()).with_(device=device, uniform_writes=uniform_writes)
     mode = opts.uniform_writes or launch.uniform_writes or "tolerate"
     if mode not in ("tolerate", "race"):
         raise GpuraceError(f"--uniform-writes must be 'tolerate' or 'race', not '{mode}'")
     opts = opts.with_(uniform_writes=mode)
+    schedules.validate(language, opts)
+
+    def once(one: Options) -> Report:
+        return _check_once(source, launch, path, entry, progress, all_instances, language,
+                           one, backend)  # fmt: skip
+
+    return schedules.check_each(once, opts) if opts.schedules > 1 else once(opts)
+
+
+def _check_once(
+    source: str,
+    launch: LaunchSpec,
+    path: str,
+    entry: str | None,
+    progress: Progress | None,
+    all_instances: bool,
+    language: str,
+    opts: Options,
+    backend: Backend | None,
+) -> Report:
+    """`check` of one launch, in one warp order (`opts.schedule_seed`), with the
+    options resolved."""
+    say = progress or (lambda _msg: None)
+    mode = opts.uniform_writes
     lang = registry.language(language)
     t = lang.target(source, launch, path, backend or registry.backend_for(lang, opts), entry, opts)
     work_items = t.work_items or prod(t.num_groups) * prod(t.workgroup_size)
@@ -297,6 +322,7 @@ def check(
         saturated=saturated,
         device_bytes=peak,
         passes=len(parts),
+        schedule_seed=opts.schedule_seed,
     )
     return Report(
         kernel=t.kernel,

@@ -293,6 +293,18 @@ def main() -> None:
     metavar="OPTIONS",
     help="More OpenCL/CUDA compiler options, after the launch file's (oclgrind-kernel's flag).",
 )
+@_count(
+    "--schedules",
+    "schedules_text",
+    "1",
+    "sim: run the launch under N warp orders (seeds S..S+N-1), report the union.",
+)
+@_count(
+    "--schedule-seed",
+    "seed_text",
+    "0",
+    "sim: the first order's seed S (0: the fixed min-PC order).",
+)
 @click.option(
     "--color/--no-color", default=None, help="Colour the report (default: only on a terminal)."
 )
@@ -308,6 +320,8 @@ def check(
     device: str | None,
     entry: str | None,
     build_options: str | None,
+    schedules_text: str,
+    seed_text: str,
     color: bool | None,
 ) -> None:
     """Run each INPUT once as its launch file describes and report its data races.
@@ -332,6 +346,10 @@ def check(
             kwargs["all_instances"] = True
         if build_options:
             kwargs["build_options"] = build_options
+        n = _positive(schedules_text, "--schedules", 1)
+        seed = _positive(seed_text, "--schedule-seed", 0)
+        if n > 1 or seed:
+            kwargs["options"] = Options.from_env(schedules=n, schedule_seed=seed)
         out = Output(json_path, sarif_path, suppressions, color)
         if len(inputs) > 1 or (inputs and os.path.isdir(inputs[0])):
             if launch_path is not None or sim_path is not None:

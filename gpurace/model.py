@@ -252,6 +252,8 @@ class Scope:
     saturated: list[str] = field(default_factory=list)  # counters/tables that overflowed
     device_bytes: int = 0  # log + analysis tables allocated on the device, largest pass
     passes: int = 1  # address-range passes the launch was split into (each re-runs it)
+    schedules: int = 1  # warp orders the launch ran in (sim: gpurace/schedules.py)
+    schedule_seed: int = 0  # the first order's seed (0: sim's min-PC order)
 
     @property
     def complete(self) -> bool:

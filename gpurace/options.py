@@ -44,6 +44,8 @@ class Options:
     backend: str | None = None
     profile: bool = False  # $GPURACE_PROFILE: print each analysis pass's time
     debug: bool = False  # $GPURACE_DEBUG: show tracebacks of internal errors
+    schedules: int = 1  # --schedules: warp orders to run on sim (gpurace/schedules.py)
+    schedule_seed: int = 0  # --schedule-seed: the first order's seed (0: min-PC order)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **given: object) -> Options:

@@ -61,7 +61,7 @@ def front_end(folder: Path, args: list[str]) -> None:
 
 def test_the_corpus_is_found():
     languages = {p.kernel.suffix for p in PAIRS}
-    assert languages == {".wgsl", ".cl", ".cu"}  # the .ptx corpus has no launch files
+    assert languages == {".wgsl", ".cl", ".cu", ".ptx"}  # .ptx: tests/corpus/ptx/numba
     assert any(p.launch.suffix == ".sim" for p in PAIRS)
     assert len(PAIRS) > 150
 

@@ -341,6 +341,8 @@ def test_json_fields() -> None:
         "loops_cut": [],
         "saturated": [],
         "device_bytes": 0,
+        "schedules": 1,
+        "schedule_seed": 0,
         "complete": True,
         "incomplete_reasons": [],
     }

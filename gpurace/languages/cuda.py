@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from gpurace.interfaces import Backend, Target
 from gpurace.launch.cuda import CudaLaunch, load_cuda_launch
-from gpurace.model import Instrumented, RaceClass
+from gpurace.model import GpuraceError, Instrumented, RaceClass
 from gpurace.options import Options
 from gpurace.target import filtered_target, launcher, linear_layout
 
@@ -67,8 +67,14 @@ def target(
     from gpurace.instrument.ptx import instrument as instrument_ptx
     from gpurace.instrument.ptx import resolve_kernel
     from gpurace.launch.cuda import validate_cuda
+    from gpurace.sim import device as sim_device
 
     dev, dev_name = registry.open_device(backend, options)
+    if (options.schedules > 1 or options.schedule_seed) and not sim_device.is_sim(dev):
+        raise GpuraceError(
+            f"--schedules and --schedule-seed choose warp orders on the sim device; on "
+            f"'{dev_name}' the order is the device's own (--device sim to run them)"
+        )
     if entry is not None:
         launch.entry = entry
     arch = cuda_backend.arch_of(dev)
@@ -86,6 +92,7 @@ def target(
     launch_once = launcher(
         backend.launch, dev, inst.source, path, kernel, params, args, grid, block,
         launch.shared_bytes, var_bases=bases, var_sizes=sizes, timeout=options.kernel_timeout_s,
+        **({"schedule_seed": options.schedule_seed} if options.schedule_seed else {}),
     )  # fmt: skip
 
     def run(

@@ -261,6 +261,8 @@ def scope_json(report: Report) -> dict[str, Any]:
         "loops_cut": cut_sites(s.not_instrumented),
         "saturated": list(s.saturated),
         "device_bytes": getattr(s, "device_bytes", 0),
+        "schedules": s.schedules,
+        "schedule_seed": s.schedule_seed,
         "complete": s.complete,
         "incomplete_reasons": incomplete_reasons(report),
     }

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from gpurace.model import Race, Report
+from gpurace.model import Race, Report, Scope
 
 from .common import (
     KIND_LABELS,
@@ -182,13 +182,23 @@ def _relative_entry(entry: str, cwd: str | None) -> str:
     return relpath(m.group(1), cwd) + m.group(2) if m else entry
 
 
+def schedule_words(s: Scope) -> str:
+    """The scope line's end for a check under sim's seeded warp orders (none for the
+    one default order): how many ran, and their seeds."""
+    if s.schedules > 1:
+        last = s.schedule_seed + s.schedules - 1
+        return f", {s.schedules} schedules (seeds {s.schedule_seed}-{last})"
+    return f", schedule seed {s.schedule_seed}" if s.schedule_seed else ""
+
+
 def scope_lines(report: Report, cwd: str | None = None) -> list[str]:
     """The explicit-scope statement (design.md §2) and the verdict's completeness."""
     s = report.scope
     lines = [
         f"scope: {plural(s.launches, 'launch', 'launches')}, "
         f"{plural(s.work_groups, 'work-group')}, {plural(s.work_items, 'work-item')}"
-        + (f" on '{report.device}'" if report.device else ""),
+        + (f" on '{report.device}'" if report.device else "")
+        + schedule_words(s),
         f"  {plural(s.accesses_logged, 'access', 'accesses')} logged, {s.accesses_dropped} dropped",
     ]
     if s.not_instrumented:

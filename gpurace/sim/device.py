@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from gpurace.sim.values import SimError
 
 NAME = "sim"
 DESCRIPTION = "sim (gpurace's PTX simulator on the CPU, CUDA sm_90)"
+Dim3 = tuple[int, int, int]
 MEMORY = 1 << 30  # what "device memory" the log sizing may plan with (host RAM)
 
 
@@ -69,18 +70,20 @@ class SimKernel:
         self.sim, self.name = sim, name
         self.stopped = ""
         self.lane_steps = 0
+        self.seed = 0  # the warp order of its next launch only (gpurace/sim/schedule.py)
 
     def __call__(self, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0) -> None:
-        dims = [tuple(int(x) for x in (*v, 1, 1, 1)[:3]) for v in (grid, block)]
+        dims = [cast(Dim3, tuple(int(x) for x in (*v, 1, 1, 1)[:3])) for v in (grid, block)]
         sim = self.sim
         sim.mem.drop_transient()
         bits = [_bits(a, sim) for a in args]
         timeout = Options.from_env().kernel_timeout_s
+        seed, self.seed = self.seed, 0  # a later caller that sets none gets seed 0
         try:
-            run = sim.launch(self.name, dims[0], dims[1], bits, int(shared_mem), timeout)  # type: ignore[arg-type]
+            run = sim.launch(self.name, dims[0], dims[1], bits, int(shared_mem), timeout, seed)
         except SimError as exc:
             if str(exc).startswith("hang"):
-                raise DeviceHang(f"error: kernel '{self.name}' on sim: {exc}") from None
+                raise DeviceHang(f"kernel '{self.name}' on sim: {exc}") from None
             raise
         finally:
             sim.mem.drop_transient()

@@ -1,6 +1,7 @@
 """The Simulator: a PTX module loaded once, launched many times (as a CUDA module's
 ``__device__`` variables keep their values from launch to launch, so do its
-``.global`` variables here), and the min-PC scheduler of gpurace/sim/engine.py.
+``.global`` variables here), and the min-PC scheduler of gpurace/sim/engine.py, or
+with a non-zero seed the seeded warp order of gpurace/sim/schedule.py.
 """
 
 from __future__ import annotations
@@ -25,9 +26,18 @@ from gpurace.sim.engine import (
 )
 from gpurace.sim.memops import param_bytes
 from gpurace.sim.memory import Memory
+from gpurace.sim.schedule import Order, Turns
 from gpurace.sim.values import U64, SimError, SimUnsupported
 
 _RUN, _WAIT, _DONE = 0, 1, 2
+
+
+def _min_pc(state: np.ndarray, pc: np.ndarray) -> np.ndarray | None:
+    """The min-PC order's next step: the runnable lanes at the smallest PC."""
+    runnable = state == _RUN
+    if not runnable.any():
+        return None
+    return np.nonzero(runnable & (pc == pc[runnable].min()))[0]
 
 
 class Simulator:
@@ -40,6 +50,7 @@ class Simulator:
         self._programs: dict[str, Program] = {}
         self.last = Launch()
         self._current: Program | None = None
+        self._order: Order | None = None
 
     def program(self, kernel: str) -> Program:
         if kernel not in self._programs:
@@ -57,10 +68,12 @@ class Simulator:
         args: list[int],
         shared_bytes: int = 0,
         timeout: float | None = None,
+        seed: int = 0,
     ) -> Launch:
         """Run `kernel` over `grid` x `block`; `args` are the parameters' raw bits
         (pointers from `mem.register`/`mem.alloc`). Returns what the launch did; an
-        instruction it cannot execute stops it (`Launch.stopped` says which)."""
+        instruction it cannot execute stops it (`Launch.stopped` says which). `seed`
+        0 runs the min-PC order, another the seeded warp order of that seed."""
         prog = self.program(kernel)
         entry = prog.funcs[kernel]
         fn = next(f for f in self.mod.functions if f.name == kernel)
@@ -76,6 +89,7 @@ class Simulator:
             params[p.name] = np.frombuffer(raw, np.uint8).reshape(1, -1).copy()
         run = self.last = Launch()
         self._current = prog
+        self._order = Order(seed) if seed else None
         if timeout is not None:
             run.hang_after, run.deadline = timeout, time.monotonic() + timeout
         shared = (prog.static_shared + int(shared_bytes) + 127) // 128 * 128
@@ -107,21 +121,22 @@ class Simulator:
         # where each waiting lane waits: its bar's pc, barrier id, thread count (-1: the
         # whole block), predicate (bar.red)
         waits = np.zeros((4, n), np.int64)
-        parted = self._converged(frame, lanes, run, entry, state)
-        if parted is None:
-            return
-        pc[:] = parted[0]
-        if parted[1] is not None:  # a branch that some lanes took
-            pc[parted[1]] = parted[2]
+        turns = None if self._order is None else Turns(self._order, batch, lanes, code)
+        if turns is None:
+            parted = self._converged(frame, lanes, run, entry, state)
+            if parted is None:
+                return
+            pc[:] = parted[0]
+            if parted[1] is not None:  # a branch that some lanes took
+                pc[parted[1]] = parted[2]
         while True:
-            runnable = state == _RUN
-            if not runnable.any():
+            act = _min_pc(state, pc) if turns is None else turns.next(state, pc, _RUN)
+            if act is None:  # no lane can run
                 if (state == _DONE).all():
                     return
                 self._release(frame, lanes, state, waits)
                 continue
-            p = int(pc[runnable].min())
-            act = np.nonzero(runnable & (pc == p))[0]
+            p = int(pc[act[0]])
             c: Code = code[p]
             run.steps += 1
             run.lane_steps += len(act)

@@ -129,8 +129,11 @@ def _pointer_params(fn: Function) -> set[int]:
                     found |= taint.get(ins.operands[1], set())
                 continue
             if ins.op in ("mov", "add", "sub", "cvta", "cvt", "mad", "selp", "max", "min"):
+                # `a - b` and `a * b + c` are pointers through `a` and `c` only: Numba
+                # subtracts and multiplies by its strides (parameters too) in addresses
+                froms = {"sub": ins.operands[1:2], "mad": ins.operands[3:4]}
                 srcs = set()
-                for o in ins.operands[1:]:
+                for o in froms.get(ins.op, ins.operands[1:]):
                     srcs |= taint.get(o, set())
                 if srcs:
                     taint.setdefault(ins.operands[0], set()).update(srcs)
