@@ -25,7 +25,7 @@ from gpurace.sim.engine import (
 )
 from gpurace.sim.memops import param_bytes
 from gpurace.sim.memory import Memory
-from gpurace.sim.values import U64, SimError, SimUnsupported
+from gpurace.sim.values import U64, Shortcuts, SimError, SimUnsupported
 
 _RUN, _WAIT, _DONE = 0, 1, 2
 
@@ -90,7 +90,8 @@ class Simulator:
             frame = Frame(batch, entry, params, 0)
             try:
                 with np.errstate(all="ignore"):  # PTX's x/0, sqrt(-1): values, not warnings
-                    self._execute(frame, np.arange(batch.lanes), run, entry=True)
+                    lanes = batch.every if Shortcuts.on else np.arange(batch.lanes)
+                    self._execute(frame, lanes, run, entry=True)
             except SimUnsupported as exc:
                 run.stopped = str(exc)
                 return run
