@@ -10,6 +10,12 @@ import numpy as np
 
 from gpurace.model import GpuraceError
 
+# Bytes allocated after each buffer of an instrumented launch (OpenCL, CUDA and sim;
+# docs/memcheck.md): an access that runs up to this far past a buffer's end lands in
+# no other buffer, so the runtime names the buffer it overran (the nearest below)
+# and not a neighbour.
+OOB_GUARD_BYTES = 256
+
 
 @dataclass
 class LaunchResult:

@@ -49,7 +49,7 @@ from gpurace.backends.analysis_driver import (
     DeviceAnalysis,
     log_words,
 )
-from gpurace.backends.common import LaunchResult
+from gpurace.backends.common import OOB_GUARD_BYTES, LaunchResult
 from gpurace.backends.prefilter import (
     MAX_EVENT_SLOT_GROUPS,
     SHADOW_FILTER,
@@ -264,7 +264,7 @@ def launch(
         for b in params:
             a = args[b.binding]
             if isinstance(a, np.ndarray):
-                arr = cp.asarray(np.ascontiguousarray(a))
+                arr = _buffer(cp, np.ascontiguousarray(a), var_bases is not None)
                 dev_arrays[b.binding] = arr
                 kargs.append(arr)
             else:
@@ -325,6 +325,16 @@ def launch(
             if pre.mode == SHADOW_FILTER:
                 result.unseen = int(cp.asnumpy(pre.buf[SHD_UNSEEN : SHD_UNSEEN + 1])[0])
     return result
+
+
+def _buffer(cp: Any, a: np.ndarray, guarded: bool) -> Any:
+    """`a` on the device; for an instrumented launch with OOB_GUARD_BYTES of zeros
+    after it (docs/memcheck.md), so that an overrun lands in no other buffer."""
+    if not guarded:
+        return cp.asarray(a)
+    raw = cp.zeros(a.nbytes + OOB_GUARD_BYTES, np.uint8)
+    raw[: a.nbytes] = cp.asarray(a.reshape(-1).view(np.uint8))
+    return raw[: a.nbytes].view(a.dtype).reshape(a.shape)
 
 
 def prefilter(

@@ -38,7 +38,7 @@ from gpurace.backends.analysis_driver import (
     DeviceAnalysis,
     log_words,
 )
-from gpurace.backends.common import LaunchResult, choose_device
+from gpurace.backends.common import OOB_GUARD_BYTES, LaunchResult, choose_device
 from gpurace.backends.prefilter import (
     MAX_EVENT_SLOT_GROUPS,
     SHADOW_BUILD,
@@ -181,12 +181,6 @@ def _scalar(b: Binding, value) -> np.ndarray:
             arr = np.concatenate([arr, np.zeros(1, arr.dtype)])
         return arr if m.group(2) else arr[0]
     return np.frombuffer(bytes(value), np.uint8)  # a struct (or raw bytes): as given
-
-
-# Bytes allocated after each buffer of an instrumented launch (docs/memcheck.md): an
-# access that runs up to this far past a buffer's end lands in no other buffer, so
-# the runtime names the buffer it overran (the nearest below) and not a neighbour.
-OOB_GUARD_BYTES = 256
 
 
 def launch(

@@ -18,8 +18,7 @@ Where the backends still differ, the difference is named here:
   is out of range is caught by its bounds check and never logged, so the word is a
   backstop that no checked access sets.
 - The out-of-bounds area (`CTL_OOB`, `OOB_*`) is written by WGSL kernels (by index,
-  in elements) and OpenCL kernels (by address, in bytes); the CUDA runtime does not
-  check bounds yet and leaves it 0.
+  in elements) and OpenCL and CUDA kernels (by address, in bytes).
 - The control words' sizes, unattributed counter and event slots are filled and
   read by the OpenCL and CUDA backends only; WGSL kernels attribute statically,
   deduplicate events in workgroup memory (`WGSL_EVENT_SLOTS`) and are given 0

@@ -27,9 +27,10 @@ from gpurace.sim.engine import (
 from gpurace.sim.memops import param_bytes
 from gpurace.sim.memory import Memory
 from gpurace.sim.schedule import Order, Turns
-from gpurace.sim.values import U64, SimError, SimUnsupported
+from gpurace.sim.values import U64, Shortcuts, SimError, SimUnsupported
 
 _RUN, _WAIT, _DONE = 0, 1, 2
+_CONVERGED_KINDS = ("op", "bra", "ret", "exit", "call")  # what `_converged` executes
 
 
 def _min_pc(state: np.ndarray, pc: np.ndarray) -> np.ndarray | None:
@@ -104,7 +105,8 @@ class Simulator:
             frame = Frame(batch, entry, params, 0)
             try:
                 with np.errstate(all="ignore"):  # PTX's x/0, sqrt(-1): values, not warnings
-                    self._execute(frame, np.arange(batch.lanes), run, entry=True)
+                    lanes = batch.every if Shortcuts.on else np.arange(batch.lanes)
+                    self._execute(frame, lanes, run, entry=True)
             except SimUnsupported as exc:
                 run.stopped = str(exc)
                 return run
@@ -112,32 +114,52 @@ class Simulator:
 
     # -- the scheduler -----------------------------------------------------------
     def _execute(self, frame: Frame, lanes: np.ndarray, run: Launch, entry: bool) -> None:
-        """Run `frame`'s function for `lanes` until each has returned (or exited)."""
-        batch = frame.batch
-        code = frame.fn.code
+        """Run `frame`'s function for `lanes` until each has returned (or exited): the
+        converged and the min-PC scheduler in turn, as the lanes part and meet (a
+        seeded order runs `_diverged` alone, one warp's turn at a time)."""
         n = len(lanes)
         pc = np.zeros(n, np.int64)
         state = np.zeros(n, np.int8)
         # where each waiting lane waits: its bar's pc, barrier id, thread count (-1: the
         # whole block), predicate (bar.red)
         waits = np.zeros((4, n), np.int64)
-        turns = None if self._order is None else Turns(self._order, batch, lanes, code)
-        if turns is None:
-            parted = self._converged(frame, lanes, run, entry, state)
-            if parted is None:
+        turns = (
+            None if self._order is None else Turns(self._order, frame.batch, lanes, frame.fn.code)
+        )
+        p = 0
+        while True:
+            if turns is None:
+                parted = self._converged(frame, lanes, run, entry, state, p)
+                if parted is None:
+                    return
+                pc[:] = parted[0]
+                if parted[1] is not None:  # a branch that some lanes took
+                    pc[parted[1]] = parted[2]
+            p = self._diverged(frame, lanes, run, entry, pc, state, waits, turns)
+            if p < 0:
                 return
-            pc[:] = parted[0]
-            if parted[1] is not None:  # a branch that some lanes took
-                pc[parted[1]] = parted[2]
+
+    def _diverged(self, frame: Frame, lanes: np.ndarray, run: Launch, entry: bool,
+                  pc: np.ndarray, state: np.ndarray, waits: np.ndarray,
+                  turns: Turns | None) -> int:  # fmt: skip
+        """The min-PC scheduler while the lanes are apart: runs until each has returned
+        (-1), or until every lane is running at one PC again where `_converged` can go
+        on (that PC; with `Shortcuts.on` and the min-PC order only, so tests can compare
+        both ways). `turns` is the seeded order's, None for the min-PC order."""
+        batch = frame.batch
+        code = frame.fn.code
+        n = len(lanes)
         while True:
             act = _min_pc(state, pc) if turns is None else turns.next(state, pc, _RUN)
             if act is None:  # no lane can run
                 if (state == _DONE).all():
-                    return
+                    return -1
                 self._release(frame, lanes, state, waits)
                 continue
             p = int(pc[act[0]])
             c: Code = code[p]
+            if turns is None and len(act) == n and Shortcuts.on and c.kind in _CONVERGED_KINDS:
+                return p  # every lane at one PC again: back to the converged scheduler
             run.steps += 1
             run.lane_steps += len(act)
             batch.steps += 1
@@ -190,21 +212,27 @@ class Simulator:
                 pc[act] += 1
 
     def _converged(
-        self, frame: Frame, lanes: np.ndarray, run: Launch, entry: bool, state: np.ndarray
+        self,
+        frame: Frame,
+        lanes: np.ndarray,
+        run: Launch,
+        entry: bool,
+        state: np.ndarray,
+        start: int = 0,
     ) -> tuple[int, np.ndarray | None, int] | None:
-        """The scheduler while every lane is at one PC (no masks to compute): runs until
-        the lanes part, then says where `_execute` goes on (every lane's PC, and the
-        lanes a branch sent to its target; `state` marks the lanes that finished), or
-        until all have returned (None). Barriers, traps and instructions it cannot
-        execute are left to `_execute`."""
+        """The scheduler while every lane is at one PC (`start`; no masks to compute):
+        runs until the lanes part, then says where `_diverged` goes on (every lane's PC,
+        and the lanes a branch sent to its target; `state` marks the lanes that
+        finished), or until all have returned (None). Barriers, traps and instructions
+        it cannot execute are left to `_diverged`."""
         code = frame.fn.code
         batch = frame.batch
         n = len(lanes)
-        upc = 0
+        upc = start
         while True:
             c: Code = code[upc]
             kind = c.kind
-            if kind not in ("op", "bra", "ret", "exit", "call"):
+            if kind not in _CONVERGED_KINDS:
                 return upc, None, 0
             run.steps += 1
             run.lane_steps += n

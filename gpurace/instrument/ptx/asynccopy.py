@@ -54,7 +54,9 @@ def async_copy(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
             return
         pre = [] if read else [f"bra {no_read};"]
     ld = entry.site(s, Kind.LOAD, ins)
-    entry._access(s, ins, ld, Kind.LOAD, "global", ins.operands[1], read, False, 0, pre, size_reg)
+    out = entry._redirect(s, None)  # either side out of bounds: the copy is left out
+    src_addr, dst_addr = ins.operands[1], ins.operands[0]
+    entry._access(s, ins, ld, Kind.LOAD, "global", src_addr, read, False, 0, pre, out, size_reg)
     entry.before(s, [f"{no_read}:"])
     st_ = entry.site(s, Kind.STORE, ins)
-    entry._access(s, ins, st_, Kind.STORE, "shared", ins.operands[0], size, False, 0, [])
+    entry._access(s, ins, st_, Kind.STORE, "shared", dst_addr, size, False, 0, [], out)

@@ -41,13 +41,15 @@ def _values(nvars: int) -> dict[str, int]:
         CTL_BINS0_B=4 * abi.ctl_bins(nvars),
         CTL_EVG0_B=4 * abi.ctl_event_groups(nvars, 0),  # E and the first slot, after
         CTL_EVS0_B=4 * abi.ctl_event_slots(nvars, 0),  # the `nbins` bins
+        CTL_OOB_B=4 * abi.ctl_oob(nvars),  # the out-of-bounds area's counter ...
+        OOB_REC0_B=4 * (abi.ctl_oob(nvars) + 1),  # ... and its first record
     )
     return out
 
 
 def runtime(nvars: int) -> str:
     """``shaders/runtime.ptx`` (from its first ``.func``) for a module with `nvars`
-    tracked variables: `_gr_rec`, then `_gr_srec`."""
+    tracked variables: `_gr_rec`, `_gr_srec`, then `_gr_oob`."""
     text = shaders.text("runtime.ptx")
     values = _values(nvars)
     text = text[text.index(".func _gr_rec") :]  # after the file's own comments
@@ -81,7 +83,33 @@ def srec_function() -> str:
     barrier over part of the block, ...) to the sync log; never analysed as a
     barrier, kept for later analyses and counted in the report."""
     text = runtime(0)
-    return text[text.index(".func _gr_srec") :]
+    return text[text.index(".func _gr_srec") : text.index("// An access that does not lie")]
+
+
+def oob_function(nvars: int) -> str:
+    """``_gr_oob``: record an access outside every tracked variable of its space, or
+    one that starts inside a variable and ends past it (docs/memcheck.md): the
+    variable it is out of bounds of is the nearest below its address, else above,
+    chosen from the entry's variable table (`bounds.TABLE`)."""
+    text = runtime(nvars)
+    return text[text.index("// An access that does not lie") :]
+
+
+def call_oob(site: int, flags: str, ntab: int) -> str:
+    """A call of ``_gr_oob`` for the address in %_gr_d0, with the entry's variable
+    table (`ntab` slots) and the access's flags (kind, space, size; no variable: an
+    immediate or a register)."""
+    args = [
+        ("b64", "%_gr_ctl"),
+        ("b64", "%_gr_vt"),
+        ("b32", str(ntab)),
+        ("b64", "%_gr_d0"),
+        ("b32", str(site)),
+        ("b32", flags),
+        ("b32", "%_gr_lid"),
+        ("b32", "%_gr_grp"),
+    ]
+    return _call("_gr_oob", args)
 
 
 def call_rec(

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from gpurace import abi
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site, Space, TrackedVar
 
-from . import emit
+from . import bounds, emit
 from .asynccopy import async_copy
 from .emit import CLOSE, OPEN
 from .inline import INLINE_CLOSE, INLINE_OPEN, call_target, inline_calls, not_inlined
@@ -108,7 +108,8 @@ def instrument_ptx(
     # the helpers go after the module header (before the first function)
     first = min(fn.header.start for fn in mod.functions)
     head = _decl_start(mod, first)
-    inserts.append((head, 0, emit.wrap(emit.rec_function(nv) + emit.srec_function())))
+    runtime = emit.rec_function(nv) + emit.srec_function() + emit.oob_function(nv)
+    inserts.append((head, 0, emit.wrap(runtime)))
     out = _apply(mod.ptx, inserts)
     return Instrumented(
         language="cuda",
@@ -269,7 +270,7 @@ class _Entry:
         lids = [v.id for v in self.vars if v.space == Space.LOCAL]
         if lids:
             regs.append(".reg .b32 " + ", ".join(f"%_gr_lw{v}" for v in lids) + ";")
-        return "\n".join(regs)
+        return "\n".join(regs + bounds.table_decls(self.vars))
 
     def _prologue(self) -> str:
         nv = self.nv
@@ -305,12 +306,13 @@ class _Entry:
             "mov.u32 %_gr_epg, 0;",
             "mov.u32 %_gr_nbar, 0;",
         ]
-        for v in self.vars:
+        for slot, v in enumerate(self.vars):
             code += [
                 v.base,
                 f"ld.global.u32 %_gr_t0, [%_gr_ctl+{4 * abi.ctl_size(nv, v.id)}];",
                 "cvt.u64.u32 %_gr_d0, %_gr_t0;",
                 f"add.s64 %_gr_e{v.id}, %_gr_b{v.id}, %_gr_d0;",
+                *bounds.table_slot(slot, v),
             ]
         # each shared variable's first word in the block's local order (the prefilter's
         # local area, internals §7): the words of the preceding ones, ceil(extent / 4)
@@ -411,7 +413,8 @@ class _Entry:
             if ins.op == "st":
                 value_known = self._value(ins, ins.operands[1], size, code)
         sid = self.site(s, kind, ins)
-        self._access(s, ins, sid, kind, space, addr, size, value_known, extra, code)
+        out = self._redirect(s, ins.operands[0] if ins.op != "st" else None)
+        self._access(s, ins, sid, kind, space, addr, size, value_known, extra, code, out)
 
     def _atomic(self, s: Stmt, ins: Instr) -> None:
         space = self._space(ins)
@@ -428,7 +431,8 @@ class _Entry:
         addr = next((o for o in ins.operands if o.startswith("[")), "")
         extra = ATOM_OPS[opname] | _scope_order(ins) << 8
         sid = self.site(s, Kind.ATOMIC, ins)
-        self._access(s, ins, sid, Kind.ATOMIC, space, addr, size, False, extra, [])
+        out = self._redirect(s, ins.operands[0] if ins.op == "atom" else None)
+        self._access(s, ins, sid, Kind.ATOMIC, space, addr, size, False, extra, [], out)
 
     def _access(
         self,
@@ -442,19 +446,23 @@ class _Entry:
         value_known: bool,
         extra: int,
         pre: list[str],
+        out: tuple[str, list[str]] | None = None,
         size_reg: str = "",
     ) -> None:
-        """Log one access; `size_reg` (a b32 register holding size << 8) stands for a
-        size known only at run time (cp.async's src-size; `size` is 0 then)."""
-        skip = self.st.label()
+        """The record of one access of `s` (address `addr`), before it; one out of
+        bounds is recorded, then goes to `out` (`_redirect`'s) or, without it, is made.
+        `size_reg` (a b32 register holding size << 8) stands for a size known only at
+        run time (cp.async's src-size; `size` is 0 then)."""
+        skip, shared = self.st.label(), self.st.label()
         code = self._guard(ins, skip) + pre
         if not self._address(addr, space, code):
             self.incomplete(s, f"'{ins.text}': address operand not understood")
             return
         flags = int(kind) | (8 if value_known else 0) | (size << 8)
         value = "%_gr_val" if value_known else "0"
+        spaces = [Space.LOCAL] if space == "shared" else [Space.GLOBAL]
         if space is None:  # generic: classify at run time
-            shared = self.st.label()
+            spaces = [Space.GLOBAL, Space.LOCAL]
             code += [
                 "isspacep.shared %_gr_q1, %_gr_d0;",
                 f"@%_gr_q1 bra {shared};",
@@ -462,16 +470,35 @@ class _Entry:
                 f"@!%_gr_q1 bra {skip};",
                 "cvta.to.global.u64 %_gr_d0, %_gr_d0;",
             ]
-            code += self._lookup(Space.GLOBAL, sid, flags, value, extra, skip, size_reg)
-            code += [f"bra {skip};", f"{shared}:", "cvta.to.shared.u64 %_gr_d0, %_gr_d0;"]
-            code += self._lookup(Space.LOCAL, sid, flags | 4, value, extra, skip, size_reg)
-        else:
-            sp = Space.LOCAL if space == "shared" else Space.GLOBAL
-            code += self._lookup(
-                sp, sid, flags | (4 if sp == Space.LOCAL else 0), value, extra, skip, size_reg
+        rare: list[str] = []
+        for sp in spaces:
+            if sp == Space.LOCAL and space is None:
+                code += [f"bra {skip};", f"{shared}:", "cvta.to.shared.u64 %_gr_d0, %_gr_d0;"]
+            f = flags | (4 if sp == Space.LOCAL else 0)
+            oob = self.st.label()
+            inline, rare_sp = bounds.lookup(
+                self.vars, sp, sid, f, size, value, extra, oob, size_reg
             )
+            code += inline
+            rare += rare_sp + ([f"bra {out[0] if out else skip};"] if rare_sp else [])
+        if rare:
+            code += [f"bra {skip};", *rare]
+            if out and out[1]:  # the redirect, emitted by the statement's first record
+                code += out[1]
+                out[1].clear()
         code.append(f"{skip}:")
         self.before(s, code)
+
+    def _redirect(self, s: Stmt, dest: str | None) -> tuple[str, list[str]] | None:
+        """Where an access out of bounds goes instead of `s`: a label after it, through
+        code that sets `dest` (a load's or an atomic's destination) to 0. None where
+        that cannot be done: `s` is then made (docs/memcheck.md)."""
+        zero = bounds.zeroes(self.fn, dest) if dest else []
+        if zero is None:
+            return None
+        done, here = self.st.label(), self.st.label()
+        self.after(s, [f"{done}:"])
+        return here, [f"{here}:", *zero, f"bra {done};"]
 
     def _guard(self, ins: Instr, skip: str) -> list[str]:
         if not ins.guard:
@@ -512,44 +539,6 @@ class _Entry:
             and re.search(rf"\s{re.escape(name)}\b", s.text)
             for s in self.fn.body
         )
-
-    def _lookup(
-        self,
-        space: Space,
-        sid: int,
-        flags: int,
-        value: str,
-        extra: int,
-        skip: str,
-        size_reg: str = "",
-    ) -> list[str]:
-        """Attribute %_gr_d0 to a tracked variable of `space` and log the record; an
-        address in none of them is counted as unattributed."""
-        cands = [v for v in self.vars if v.space == space]
-        epoch = "%_gr_epl" if space == Space.LOCAL else "%_gr_epg"
-        if not cands:
-            return ["red.global.add.u32 [%_gr_unat], 1;"]
-        code = ["mov.u32 %_gr_t2, 255;", "mov.u32 %_gr_t22, 0;"]
-        for v in reversed(cands):
-            code += [
-                f"setp.ge.u64 %_gr_q0, %_gr_d0, %_gr_b{v.id};",
-                f"setp.lt.and.u64 %_gr_q0, %_gr_d0, %_gr_e{v.id}, %_gr_q0;",
-                f"@%_gr_q0 mov.u32 %_gr_t2, {v.id};",
-                f"@%_gr_q0 sub.s64 %_gr_d1, %_gr_d0, %_gr_b{v.id};",
-            ]
-            if space == Space.LOCAL:
-                code.append(f"@%_gr_q0 mov.u32 %_gr_t22, %_gr_lw{v.id};")
-        code += [
-            "setp.eq.u32 %_gr_q0, %_gr_t2, 255;",
-            "@%_gr_q0 red.global.add.u32 [%_gr_unat], 1;",
-            f"@%_gr_q0 bra {skip};",
-            "cvt.u32.u64 %_gr_t3, %_gr_d1;",
-            "shl.b32 %_gr_t4, %_gr_t2, 16;",
-            f"or.b32 %_gr_t4, %_gr_t4, {flags};",
-            *([f"or.b32 %_gr_t4, %_gr_t4, {size_reg};"] if size_reg else []),
-            emit.call_rec(sid, "%_gr_t4", "%_gr_t3", epoch, value, extra, "%_gr_t22"),
-        ]
-        return code
 
     def _value(self, ins: Instr, src: str, size: int, code: list[str]) -> bool:
         """Code that leaves the stored value (internals §1) in %_gr_val."""

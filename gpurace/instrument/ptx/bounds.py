@@ -1,0 +1,121 @@
+"""Attribution and out-of-bounds checks of the PTX path (docs/memcheck.md, CUDA).
+
+Each access's address is attributed to the tracked variable of its space that
+contains it (its record names that variable); an access that lies in none of them,
+or starts inside one and ends past it, is out of bounds. That is decided before the
+access: the rewritten code tests containment and the end inline (one add and one
+compare on top of the attribution), and on the rare path calls ``_gr_oob``
+(shaders/runtime.ptx), which picks the variable the pointer most likely came from
+(the nearest below the address, else above: runtime.cl's rule) from the entry's
+variable table and writes the out-of-bounds record. The access is then redirected:
+a load's or an atomic's destination registers get 0 and the instruction is jumped
+over (a store is dropped), except for warp-collective ``ldmatrix``/``stmatrix``, which
+every lane must execute: those are reported and made.
+
+The variable table is a ``.local`` array of the entry that its prologue fills: one
+16-byte slot per tracked variable, base (u64), size in bytes (u32), id | space << 8.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpurace.model import Space
+
+from . import emit
+from .parse import TYPE_BYTES, Function, reg_type
+
+TABLE = "_gr_vtab"  # the entry's .local variable table
+SLOT_BYTES = 16
+
+
+def table_decls(vars_: list[Any]) -> list[str]:
+    """The table's declaration and its address register (none without variables)."""
+    if not vars_:
+        return []
+    return [f".local .align 8 .b8 {TABLE}[{SLOT_BYTES * len(vars_)}];", ".reg .b64 %_gr_vt;"]
+
+
+def table_slot(slot: int, var: Any) -> list[str]:
+    """The prologue's code that fills `slot` with `var` (after %_gr_e{id} is set)."""
+    at = SLOT_BYTES * slot
+    space = 1 if var.space == Space.LOCAL else 0
+    code = ["mov.u64 %_gr_vt, " + TABLE + ";"] if slot == 0 else []
+    return code + [
+        f"st.local.u64 [{TABLE}+{at}], %_gr_b{var.id};",
+        f"sub.s64 %_gr_d0, %_gr_e{var.id}, %_gr_b{var.id};",
+        "cvt.u32.u64 %_gr_t5, %_gr_d0;",
+        f"st.local.u32 [{TABLE}+{at + 8}], %_gr_t5;",
+        f"mov.u32 %_gr_t5, {var.id | space << 8};",
+        f"st.local.u32 [{TABLE}+{at + 12}], %_gr_t5;",
+    ]
+
+
+def lookup(
+    vars_: list[Any],
+    space: Space,
+    sid: int,
+    flags: int,
+    size: int,
+    value: str,
+    extra: int,
+    oob: str,
+    size_reg: str = "",
+) -> tuple[list[str], list[str]]:
+    """(inline code, rare code) that attribute %_gr_d0 (an address of `space`) and log
+    its record; an access that does not lie inside one variable of the space branches
+    to the rare code (label `oob`), which records it with ``_gr_oob`` (the caller
+    appends the redirect). Without a tracked variable of the space the access is
+    counted as unattributed (the result is incomplete) and made. `size_reg` (a b32
+    register holding size << 8) gives a size known only at run time (`size` is 0)."""
+    cands = [v for v in vars_ if v.space == space]
+    epoch = "%_gr_epl" if space == Space.LOCAL else "%_gr_epg"
+    if not cands:
+        return ["red.global.add.u32 [%_gr_unat], 1;"], []
+    code = ["mov.u32 %_gr_t2, 255;", "mov.u32 %_gr_t22, 0;", "mov.u64 %_gr_d2, 0;"]
+    for v in reversed(cands):
+        code += [
+            f"setp.ge.u64 %_gr_q0, %_gr_d0, %_gr_b{v.id};",
+            f"setp.lt.and.u64 %_gr_q0, %_gr_d0, %_gr_e{v.id}, %_gr_q0;",
+            f"@%_gr_q0 mov.u32 %_gr_t2, {v.id};",
+            f"@%_gr_q0 sub.s64 %_gr_d1, %_gr_d0, %_gr_b{v.id};",
+            f"@%_gr_q0 mov.b64 %_gr_d2, %_gr_e{v.id};",
+        ]
+        if space == Space.LOCAL:
+            code.append(f"@%_gr_q0 mov.u32 %_gr_t22, %_gr_lw{v.id};")
+    if size_reg:  # the run-time size, in %_gr_d3 for the end below
+        code += [f"shr.u32 %_gr_t5, {size_reg}, 8;", "cvt.u64.u32 %_gr_d3, %_gr_t5;"]
+    end = "%_gr_d3" if size_reg else str(size)
+    code += [
+        "setp.eq.u32 %_gr_q0, %_gr_t2, 255;",
+        f"add.s64 %_gr_d3, %_gr_d0, {end};",  # its end, against the variable's end
+        "setp.gt.or.u64 %_gr_q0, %_gr_d3, %_gr_d2, %_gr_q0;",
+        f"@%_gr_q0 bra {oob};",
+        "cvt.u32.u64 %_gr_t3, %_gr_d1;",
+        "shl.b32 %_gr_t4, %_gr_t2, 16;",
+        f"or.b32 %_gr_t4, %_gr_t4, {flags};",
+        *([f"or.b32 %_gr_t4, %_gr_t4, {size_reg};"] if size_reg else []),
+        emit.call_rec(sid, "%_gr_t4", "%_gr_t3", epoch, value, extra, "%_gr_t22"),
+    ]
+    # the record: kind, space and size (runtime.cl's), not the value-known bit
+    rare = [f"{oob}:"]
+    if size_reg:
+        rare.append(f"or.b32 %_gr_t5, {size_reg}, {flags & ~8};")
+    rare.append(emit.call_oob(sid, "%_gr_t5" if size_reg else str(flags & ~8), len(vars_)))
+    return code, rare
+
+
+def zeroes(fn: Function, dest: str) -> list[str] | None:
+    """Code that sets the destination register(s) `dest` (``%r1``, ``{%f1, %f2}``) of
+    a load or atomic to 0, what a redirected read gives; None if a register's type
+    is not one ``mov`` can set."""
+    regs = [r.strip() for r in dest.strip("{}").split(",")] if dest.startswith("{") else [dest]
+    out = []
+    for r in regs:
+        if r == "_":
+            continue
+        width = TYPE_BYTES.get(reg_type(fn, r) or "", 0)
+        if width not in (2, 4, 8) or not r.startswith("%"):
+            return None
+        out.append(f"mov.b{8 * width} {r}, 0;")
+    return out
