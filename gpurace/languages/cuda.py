@@ -108,6 +108,12 @@ def target(
         )
         if partial and not any("named-barrier" in n for n in inst.not_instrumented):
             inst.not_instrumented.append(note)
+        lanes = sync_seen.get(cuda_backend.SYNC_NAMES[8], 0)
+        if lanes and not any("__syncwarp" in n for n in inst.not_instrumented):
+            inst.not_instrumented.append(
+                f"{path}: {lanes} __syncwarp(mask) / bar.warp.sync with lanes left out of the "
+                "mask: the ordering among the lanes in it is not modelled"
+            )
         return result
 
     return filtered_target(
