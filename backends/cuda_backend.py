@@ -74,6 +74,7 @@ SYNC_NAMES = {
     6: "async-copy group",
     7: "cluster barrier",
     8: "warp sync over part of the warp",
+    9: "warp sync reached apart",
 }
 
 

@@ -36,6 +36,21 @@ extern "C" __global__ void k(const int *in, int *out, unsigned m) {
 """
 
 
+# only lanes 0-15 reach the __syncwarp() (undefined behaviour with a full mask): the
+# lanes' warp epochs then disagree, so the result must not claim it is complete
+APART = """\
+extern "C" __global__ void k(const int *in, int *out) {
+  __shared__ int s[32];
+  int t = threadIdx.x;
+  s[t] = in[t];
+  if (t < 16) {
+    __syncwarp();
+    out[t] = s[t + 16];
+  }
+}
+"""
+
+
 def _check(tmp_path: Path, source: str, block: int, extra: str = "") -> tuple[int, dict, str]:
     kernel, launch, out = tmp_path / "w.cu", tmp_path / "w.toml", tmp_path / "r.json"
     kernel.write_text(source)
@@ -81,4 +96,19 @@ def test_a_partial_mask_is_reported_and_incomplete(tmp_path: Path) -> None:
     assert note == (
         f"{tmp_path / 'w.cu'}: 16 __syncwarp(mask) / bar.warp.sync with lanes left out of "
         "the mask: the ordering among the lanes in it is not modelled"
+    )
+
+
+def test_a_syncwarp_some_lanes_never_reach_makes_the_check_incomplete(tmp_path: Path) -> None:
+    """Lanes 0-15 read what lanes 16-31 wrote, ordered by nothing: their warp epochs
+    (1) differ from the writers' (0), which would hide the race; the lanes reached the
+    __syncwarp() apart, so the result says so and is incomplete."""
+    code, doc, text = _check(tmp_path, APART, 32)
+    assert code == 2, text
+    assert doc["races"] == []
+    [note] = doc["scope"]["not_instrumented"]
+    assert note == (
+        f"{tmp_path / 'w.cu'}: 16 __syncwarp() reached apart by the lanes of a warp "
+        "(divergent code): the warp epochs order lanes only if every lane passes the same "
+        "__syncwarp()s, not checked"
     )

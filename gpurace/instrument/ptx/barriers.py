@@ -18,6 +18,7 @@ SYNC_WARP, SYNC_FENCE, SYNC_MBARRIER, SYNC_PARTIAL, SYNC_ARRIVE, SYNC_ASYNC, SYN
     1, 8
 )
 SYNC_WARP_PARTIAL = 8  # bar.warp.sync whose mask leaves lanes out: its ordering not modelled
+SYNC_WARP_APART = 9  # a full bar.warp.sync that the warp's lanes did not reach together
 FULL_MASK = 0xFFFFFFFF
 
 
@@ -84,6 +85,7 @@ def warp_sync(entry: Any, s: Any, ins: Instr) -> None:
             emit.call_srec(sid, SYNC_WARP),
             f"setp.lt.u32 %_gr_q2, %_gr_wep, {top};",
             f"@%_gr_q2 add.u32 %_gr_wep, %_gr_wep, {1 << abi.X_WEPOCH_SHIFT};",
+            *_reached_apart(entry, sid, skip),
             f"bra {skip};",
         ]
     if known != FULL_MASK:
@@ -91,6 +93,27 @@ def warp_sync(entry: Any, s: Any, ins: Instr) -> None:
     code.append(f"{skip}:")
     # after it: a record of the next statement must see the advanced epoch
     entry.after(s, code)
+
+
+def _reached_apart(entry: Any, sid: int, skip: str) -> list[str]:
+    """Unless every lane of the thread's warp (all 32, or the block's last ones) is
+    active here, a sync event (SYNC_WARP_APART) that makes the result incomplete: the
+    warp epoch means "a __syncwarp() between" only if all lanes pass the same ones,
+    which divergent code (a __syncwarp() some lanes never reach, or lanes that meet
+    at different ones) does not show. Also on sim, whose lanes reach a warp
+    instruction together unless their paths diverged."""
+    return [
+        "and.b32 %_gr_t0, %_gr_lid, 0xffffffe0;",  # the warp's first thread ...
+        "sub.u32 %_gr_t0, %_gr_nthr, %_gr_t0;",  # ... the threads from it ...
+        "min.u32 %_gr_t0, %_gr_t0, 32;",  # ... in the warp: its lanes (1 << 32 is 0)
+        "mov.u32 %_gr_t1, 1;",
+        "shl.b32 %_gr_t1, %_gr_t1, %_gr_t0;",
+        "sub.u32 %_gr_t1, %_gr_t1, 1;",
+        "activemask.b32 %_gr_t2;",
+        "setp.eq.u32 %_gr_q2, %_gr_t1, %_gr_t2;",
+        f"@%_gr_q2 bra {skip};",
+        emit.call_srec(sid, SYNC_WARP_APART),
+    ]
 
 
 def _immediate(operand: str) -> int | None:
