@@ -73,6 +73,8 @@ SYNC_NAMES = {
     5: "barrier arrive",
     6: "async-copy group",
     7: "cluster barrier",
+    8: "warp sync over part of the warp",
+    9: "warp sync reached apart",
 }
 
 

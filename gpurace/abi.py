@@ -44,6 +44,13 @@ W_EPOCH = 5  # epoch of the access's space; for barrier/exit events: barrier ord
 W_VALUE = 6  # stored bits (<= 4 bytes) or FNV-1a hash of the stored words
 W_EXTRA = 7  # atomics: op code; barriers: which epochs advanced (1 local, 2 global)
 
+# accesses: the W_EXTRA bits from X_WEPOCH_SHIFT on hold the *warp epoch* (CUDA only;
+# 0 elsewhere): the full-warp __syncwarp()s the thread passed since its last block
+# barrier, saturating at WEPOCH_MAX (docs/ordering.md). Lanes lid // WARP_SIZE.
+X_WEPOCH_SHIFT = 16
+WEPOCH_MAX = 0xFFFF
+WARP_SIZE = 32
+
 # fields of W_FLAGS
 F_KIND_MASK = 0x3  # bits 0-1: model.Kind
 F_SPACE_SHIFT = 2  # bit 2: model.Space
@@ -286,7 +293,8 @@ GROUPS: dict[str, list[str]] = {
     "record": (
         "RECORD_WORDS W_SITE W_FLAGS W_OFFSET W_LID W_GROUP W_EPOCH W_VALUE W_EXTRA "
         "F_KIND_MASK F_SPACE_SHIFT F_KNOWN_SHIFT F_READS_SHIFT F_SIZE_SHIFT F_VAR_SHIFT "
-        "F_EVENT_SHIFT F_BYTE_MASK F_EVENT_MASK KIND_EVENT FNV_OFFSET FNV_PRIME"
+        "F_EVENT_SHIFT F_BYTE_MASK F_EVENT_MASK KIND_EVENT FNV_OFFSET FNV_PRIME "
+        "X_WEPOCH_SHIFT WEPOCH_MAX WARP_SIZE"
     ).split(),
     "control": (
         "CTL_REQUESTED CTL_CAPACITY CTL_LO CTL_HI CTL_NBINS CTL_BINW CTL_BASES "

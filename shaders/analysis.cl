@@ -75,8 +75,11 @@ DEVICE_FN Key make_key(Ctx* c, uint which, uint r, uint p, uint t) {
     return key4(t, var_of(c, r), w, g, SEL(0u, epoch, t == T_LOCAL), 0u, 0u, 0u);
   }
   uint ep = SEL(epoch, 0u, t == T_INTER);
+  // the warp epoch (CUDA; 0 elsewhere) above the reads bit: not in inter-group entries
+  uint wep = SEL(rec(c, r, W_EXTRA) >> X_WEPOCH_SHIFT, 0u, t == T_INTER);
   return key4(t, var_of(c, r), w, g, ep, rec(c, r, W_SITE),
-              kind_of(c, r) | (size_of(c, r) << 2u) | (reads_of(c, r) << 7u), rec(c, r, W_OFFSET));
+              kind_of(c, r) | (size_of(c, r) << 2u) | (reads_of(c, r) << 7u) | (wep << 8u),
+              rec(c, r, W_OFFSET));
 }
 
 DEVICE_FN Key owner_key(Ctx* c, uint which, uint owner) {
@@ -377,6 +380,7 @@ typedef struct {
   uint size;
   uint epoch;
   uint reads;
+  uint wep;
   uint count;
   uint amin;
   uint amax;
@@ -394,7 +398,8 @@ DEVICE_FN Ent load_ent(Ctx* c, uint e) {
   x.site = k.b[1];
   x.kind = k.b[2] & 3u;
   x.size = (k.b[2] >> 2u) & 0x1fu;
-  x.reads = k.b[2] >> 7u;
+  x.reads = (k.b[2] >> 7u) & 1u;
+  x.wep = k.b[2] >> 8u;
   x.off = k.b[3];
   x.epoch = k.b[0];
   x.count = ATOMIC_LOAD(&c->E[s + E_COUNT]);
@@ -418,6 +423,12 @@ DEVICE_FN uint conflict(Ctx* c, Ent a, Ent b, uint w) {
   if ((a.kind == 0u || a.reads != 0u) && (b.kind == 0u || b.reads != 0u)) { return NONE; }
   if (a.kind == 2u && b.kind == 2u) { return NONE; }
   if (a.amin == a.amax && a.amax == b.amin && b.amin == b.amax) { return NONE; }
+  // lanes of one warp with a __syncwarp() between them (docs/ordering.md)
+  uint wa = a.amin / WARP_SIZE;
+  if (a.wep != b.wep && a.amax / WARP_SIZE == wa && b.amin / WARP_SIZE == wa
+      && b.amax / WARP_SIZE == wa) {
+    return NONE;
+  }
   if (c->P[P_UNIFORM_RACE] == 0u && a.kind == 1u && b.kind == 1u && a.off == b.off
       && a.size == b.size && a.known != 0u && b.known != 0u && a.vmin == a.vmax
       && a.vmax == b.vmin && b.vmin == b.vmax) {
@@ -432,7 +443,8 @@ DEVICE_FN bool ent_gt(Ent a, Ent b) {
   if (a.off != b.off) { return a.off > b.off; }
   if (a.size != b.size) { return a.size > b.size; }
   if (a.epoch != b.epoch) { return a.epoch > b.epoch; }
-  return a.reads > b.reads;
+  if (a.reads != b.reads) { return a.reads > b.reads; }
+  return a.wep > b.wep;
 }
 
 DEVICE_FN uint race_key(Ctx* c, uint cls, uint sa, uint ka, uint sb, uint kb) {
@@ -563,8 +575,9 @@ DEVICE_FN void visit_pair(Ctx* c, PairAcc* acc, Ent a0, Ent b0, uint ia0, uint i
     uint slot = race_slot(c, key, true);
     if (slot != NONE) { add_pair_count(c, slot, a.count, bb.count, same); }
   }
-  // (size, reads) ordered as one word
-  uint cand[7] = {lo, a.off, (a.size << 1u) | a.reads, bb.off, (bb.size << 1u) | bb.reads,
+  // (warp epoch, size, reads) ordered as one word
+  uint cand[7] = {lo, a.off, (a.wep << 6u) | (a.size << 1u) | a.reads, bb.off,
+                  (bb.wep << 6u) | (bb.size << 1u) | bb.reads,
                   a.epoch, bb.epoch};
   uint nk = acc->nk;
   uint found = nk;

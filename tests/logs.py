@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpurace.abi import X_WEPOCH_SHIFT
 from gpurace.model import RECORD_WORDS, Event, Kind, Space, pack_flags
 
 VAR_SPACES = {0: Space.LOCAL, 1: Space.GLOBAL, 2: Space.GLOBAL}
@@ -17,12 +18,15 @@ def random_log(
     lids: int = 4,
     spread: int = 16,
     ordinals: int = 3,
+    warps: bool = False,
 ) -> np.ndarray:
     """A log dense in conflicts (few sites, addresses and actors; sizes 1..16).
 
     A larger `spread` leaves many words touched by a single work-item, which the
     device's shadow filter skips; `ordinals` past 16 reach the device's hashed (not
-    direct-mapped) barrier slots.
+    direct-mapped) barrier slots. With `warps` the work-items are lanes of two
+    CUDA warps (local indices 0-3 and 32-35) and each access carries a warp epoch of
+    0-2 (docs/ordering.md).
     """
     rng = np.random.default_rng(seed)
     recs = np.zeros((n, RECORD_WORDS), dtype=np.uint32)
@@ -30,6 +34,8 @@ def random_log(
         r = rng.random()
         grp = int(rng.integers(groups))
         lid = int(rng.integers(lids))
+        if warps:
+            lid = int(rng.choice([0, 1, 2, 3, 32, 33, 34, 35]))
         if r < 0.05:
             ordinal = int(rng.integers(ordinals))
             site = 40 + int(rng.integers(2))
@@ -61,5 +67,6 @@ def random_log(
         flags = pack_flags(kind, VAR_SPACES[var], size, var, value_known=known)
         if kind == Kind.ATOMIC and (lid + off) % 3 == 0:
             flags |= 1 << 4  # an atomic that only read (docs/internals.md §1)
-        recs[i] = [site, flags, off, lid, grp, epoch, value, 0]
+        wep = int(rng.integers(3)) if warps else 0
+        recs[i] = [site, flags, off, lid, grp, epoch, value, wep << X_WEPOCH_SHIFT]
     return recs

@@ -218,16 +218,22 @@ def test_hand_written_ptx():
     before = _inserted_before(inst.source)
     store_at = HAND_PTX.index("\t@%p1 st.global") + 1
     assert "@!%p1 bra" in before[store_at] and "mov.u32 %_gr_t13, 3;" in before[store_at]
-    # extra word (argument 10): op | scope << 8 | order << 12 (add=3, cta=1, acquire=2)
+    # extra word (argument 10): op | scope << 8 | order << 12 (add=3, cta=1, acquire=2),
+    # the warp epoch above (docs/ordering.md)
     atom_at = HAND_PTX.index("atom.acquire")
-    assert f"st.param.b32 [_gr_a10], {3 | 1 << 8 | 2 << 12};" in before[atom_at]
+    assert f"or.b32 %_gr_xt, %_gr_wep, {3 | 1 << 8 | 2 << 12};" in before[atom_at]
+    assert "st.param.b32 [_gr_a10], %_gr_xt;" in before[atom_at]
     red_at = HAND_PTX.index("red.release")
-    assert f"st.param.b32 [_gr_a10], {5 | 4 << 8 | 3 << 12};" in before[red_at]
+    assert f"or.b32 %_gr_xt, %_gr_wep, {5 | 4 << 8 | 3 << 12};" in before[red_at]
     vol_at = HAND_PTX.index("ld.volatile")
-    assert f"st.param.b32 [_gr_a10], {1 | 4 << 8 | 5 << 12};" in before[vol_at]
+    assert f"or.b32 %_gr_xt, %_gr_wep, {1 | 4 << 8 | 5 << 12};" in before[vol_at]
     bar_at = HAND_PTX.index("bar.sync 1")
     assert "setp.eq.u32 %_gr_q2, 64, %_gr_nthr;" in before[bar_at]
-    assert "call _gr_srec" in before[HAND_PTX.index("bar.warp.sync")]
+    # a full-mask bar.warp.sync: after it, a sync event and the warp epoch advanced
+    warp_end = HAND_PTX.index("bar.warp.sync -1;") + len("bar.warp.sync -1;")
+    assert "call _gr_srec" in before[warp_end]
+    assert "@%_gr_q2 add.u32 %_gr_wep, %_gr_wep, 65536;" in before[warp_end]
+    assert "mov.u32 %_gr_wep, 0;" in before[bar_at + len("bar.sync 1, 64;")]
     assert "call _gr_srec" in before[HAND_PTX.index("fence.acq_rel")]
     hint_at = HAND_PTX.index("ld.global.L2::cache_hint")
     assert "add.s64 %_gr_d0, %_gr_d0, 12;" in before[hint_at]  # the address, not the policy

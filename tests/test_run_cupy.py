@@ -88,7 +88,8 @@ def test_raw_module_name_expressions_every_launch(tmp_path: Path) -> None:
     line = "if (i + 1 < n) x[i] = (x[i] + x[i + 1]) / 2;"
     first = f"{PY}:37:5: error: read-write race on global memory 'x[1]' (byte 4)"
     assert block(p.stderr, first)[1:] == [
-        "  kernel '_Z6smoothIfEvPT_i', launch 0: same work-group, no __syncthreads() between",
+        "  kernel '_Z6smoothIfEvPT_i', launch 0: same warp, no __syncwarp() or "
+        "__syncthreads() between",
         f"  read   by global (0,0,0) local (0,0,0) group (0,0,0)  at {PY}:37:5",
         f"      {line}",
         f"  write  by global (1,0,0) local (1,0,0) group (0,0,0)  at {PY}:37:5",

@@ -68,6 +68,10 @@ KERNELS: dict[str, tuple[str, dict[str, str], dict[str, int], dict[str, int]]] =
                                       "scale": "fp32", "D": "constexpr", "BM": "constexpr",
                                       "BN": "constexpr"},
                      {"D": 32, "BM": 32, "BN": 32}, {"num_warps": 2}),
+    # num_warps=1: tl.trans passes the tile through the warp's shared memory, ordered
+    # only by bar.warp.sync (docs/ordering.md)
+    "transpose": ("transpose", {**_ptrs("x_ptr out_ptr", "fp32"), "BLOCK": "constexpr"},
+                  {"BLOCK": 32}, {"num_warps": 1}),
 }  # fmt: skip
 
 

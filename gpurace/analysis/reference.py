@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpurace.abi import F_READS_SHIFT
+from gpurace.abi import F_READS_SHIFT, WARP_SIZE, X_WEPOCH_SHIFT
 from gpurace.model import (
     RECORD_WORDS,
     Event,
@@ -27,8 +27,9 @@ _U32_MAX = 0xFFFFFFFF
 
 @dataclass
 class Entry:
-    """Summary of the pieces of one (site, kind, offset, size[, epoch], reads) in one
-    bucket; `reads` marks an atomic that only read (a failed compare-exchange)."""
+    """Summary of the pieces of one (site, kind, offset, size[, epoch], reads[, wepoch])
+    in one bucket; `reads` marks an atomic that only read (a failed compare-exchange),
+    `wepoch` is the warp epoch (0 outside CUDA and in inter-group buckets)."""
 
     site: int
     kind: int
@@ -36,6 +37,7 @@ class Entry:
     size: int
     epoch: int
     reads: bool = False
+    wepoch: int = 0
     count: int = 0
     amin: int = _U32_MAX  # actor: local index (intra) or group (inter)
     amax: int = 0
@@ -67,6 +69,8 @@ def conflict(a: Entry, b: Entry, word: int, uniform_writes_race: bool) -> int | 
         return None
     if a.amin == a.amax == b.amin == b.amax:
         return None
+    if a.wepoch != b.wepoch and one_warp(a, b):
+        return None  # a __syncwarp() of their warp lies between them
     if (
         not uniform_writes_race
         and a.kind == Kind.STORE
@@ -79,6 +83,11 @@ def conflict(a: Entry, b: Entry, word: int, uniform_writes_race: bool) -> int | 
     ):
         return None
     return lo
+
+
+def one_warp(a: Entry, b: Entry) -> bool:
+    """Every actor of both entries is a lane of one warp (docs/ordering.md)."""
+    return len({x // WARP_SIZE for x in (a.amin, a.amax, b.amin, b.amax)}) == 1
 
 
 def reads_only(e: Entry) -> bool:
@@ -120,7 +129,8 @@ def analyse(
     exits: dict[int, list[tuple[int, int, int]]] = {}  # group -> [(ordinal, site, lid)]
 
     for row in recs.tolist():
-        site, flags, off, lid, grp, epoch, value = row[:7]
+        site, flags, off, lid, grp, epoch, value, extra = row
+        wep = extra >> X_WEPOCH_SHIFT
         kind = flags & 3
         reads = kind == Kind.ATOMIC and bool((flags >> F_READS_SHIFT) & 1)
         known = bool((flags >> 3) & 1)
@@ -141,14 +151,14 @@ def analyse(
         for w in range(off // 4, (off + size - 1) // 4 + 1):
             if space == Space.LOCAL:
                 bucket = local.setdefault((var, w, grp, epoch), {})
-                ekey = (site, kind, off, size, epoch, reads)
+                ekey = (site, kind, off, size, epoch, reads, wep)
                 _entry(bucket, ekey).add(lid, val, known, lid)
             else:
                 bucket = intra.setdefault((var, w, grp), {})
-                ekey = (site, kind, off, size, epoch, reads)
+                ekey = (site, kind, off, size, epoch, reads, wep)
                 _entry(bucket, ekey).add(lid, val, known, lid)
                 bucket = inter.setdefault((var, w), {})
-                ekey = (site, kind, off, size, 0, reads)
+                ekey = (site, kind, off, size, 0, reads, 0)
                 _entry(bucket, ekey).add(grp, val, known, lid)
 
     races: dict[tuple, _Acc] = {}
@@ -191,20 +201,21 @@ def _visit(
             cls = base_cls
             if base_cls == RaceClass.GLOBAL_INTRA and a.epoch != b.epoch:
                 cls = RaceClass.STORAGE_EXCHANGE
-            if (a.site, a.kind, a.offset, a.size, a.epoch, a.reads) > (
-                b.site,
-                b.kind,
-                b.offset,
-                b.size,
-                b.epoch,
-                b.reads,
-            ):
+            if _order(a) > _order(b):
                 a, b = b, a
             key = (int(cls), a.site, a.kind, b.site, b.kind)
             pairs = a.count * (a.count - 1) // 2 if i == j else a.count * b.count
             # an atomic's two entries at one site (it wrote, it only read) are ordered
             # by `reads` after the size: the shaders pack it above the size
-            cand = (lo, a.offset, (a.size, a.reads), b.offset, (b.size, b.reads), a.epoch, b.epoch)
+            cand = (
+                lo,
+                a.offset,
+                (a.wepoch, a.size, a.reads),
+                b.offset,
+                (b.wepoch, b.size, b.reads),
+                a.epoch,
+                b.epoch,
+            )
             acc = races.get(key)
             if acc is None:
                 race = Race(
@@ -222,6 +233,11 @@ def _visit(
         if order < acc.order:
             acc.order = order
             _set_example(acc.race, a, b, var, lo, grp, base_cls)
+
+
+def _order(e: Entry) -> tuple:
+    """The entry order that decides which side of a race is `a` (the shaders' ent_gt)."""
+    return (e.site, e.kind, e.offset, e.size, e.epoch, e.reads, e.wepoch)
 
 
 def _set_example(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from gpurace.abi import OOB_BYTES
+from gpurace.abi import OOB_BYTES, WARP_SIZE
 from gpurace.model import (
     Event,
     Kind,
@@ -321,10 +321,18 @@ def incomplete_reasons(report: Report) -> list[str]:
     return reasons
 
 
+def _same_warp(race: Race, language: str) -> bool:
+    """The example's two threads are lanes of one CUDA warp (docs/ordering.md)."""
+    return language.lower() == "cuda" and race.lid_a // WARP_SIZE == race.lid_b // WARP_SIZE
+
+
 def explanation(v: RaceView, language: str) -> str:
     """Why the two sides race: the class, in the language's words."""
     words = dialect(language)
     cls = RaceClass(v.race.cls)
+    if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and _same_warp(v.race, language):
+        # nothing but __syncwarp() (or a block barrier) orders a warp's lanes
+        return "same warp, no __syncwarp() or __syncthreads() between"
     if cls == RaceClass.LOCAL:
         return f"same work-group, no {words.local_barrier} between"
     if cls == RaceClass.GLOBAL_INTRA:

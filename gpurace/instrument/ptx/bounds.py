@@ -95,7 +95,8 @@ def lookup(
         "shl.b32 %_gr_t4, %_gr_t2, 16;",
         f"or.b32 %_gr_t4, %_gr_t4, {flags};",
         *([f"or.b32 %_gr_t4, %_gr_t4, {size_reg};"] if size_reg else []),
-        emit.call_rec(sid, "%_gr_t4", "%_gr_t3", epoch, value, extra, "%_gr_t22"),
+        f"or.b32 %_gr_xt, %_gr_wep, {extra};",  # the warp epoch above the extra bits
+        emit.call_rec(sid, "%_gr_t4", "%_gr_t3", epoch, value, "%_gr_xt", "%_gr_t22"),
     ]
     # the record: kind, space and size (runtime.cl's), not the value-known bit
     rare = [f"{oob}:"]

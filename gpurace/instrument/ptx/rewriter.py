@@ -15,6 +15,7 @@ from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site
 
 from . import bounds, emit
 from .asynccopy import async_copy
+from .barriers import SYNC_ASYNC, SYNC_FENCE, SYNC_MBARRIER, barrier, is_wait_barrier
 from .emit import CLOSE, OPEN
 from .inline import INLINE_CLOSE, INLINE_OPEN, call_target, inline_calls, not_inlined
 from .locate import Locator
@@ -43,9 +44,6 @@ ATOM_OPS = {
 SCOPES = {"cta": 1, "cluster": 2, "gpu": 3, "sys": 4}
 ORDERS = {"relaxed": 1, "acquire": 2, "release": 3, "acq_rel": 4, "volatile": 5, "mmio": 6}
 # sync-event codes (extra word of the sync log's records)
-SYNC_WARP, SYNC_FENCE, SYNC_MBARRIER, SYNC_PARTIAL, SYNC_ARRIVE, SYNC_ASYNC, SYNC_CLUSTER = range(
-    1, 8
-)
 # instructions that touch memory in ways the rewriter does not model (opcode or its
 # first two parts; tests/ptx_memory_opcodes.toml lists every memory instruction)
 UNMODELLED = {
@@ -202,7 +200,7 @@ class _Entry:
         self.mod, self.fn, self.vars, self.nv, self.st, self.loc = mod, fn, vars_, nv, st, loc
         self.inserts = inserts
         self.has_barrier = any(
-            s.kind == "stmt" and _is_wait_barrier(parse_instr(s.text))
+            s.kind == "stmt" and is_wait_barrier(parse_instr(s.text))
             for s in fn.body
             if not s.text.startswith(".")
         )
@@ -260,6 +258,7 @@ class _Entry:
         vids = [v.id for v in self.vars]
         regs = [
             ".reg .b32 %_gr_lid, %_gr_grp, %_gr_epl, %_gr_epg, %_gr_nbar, %_gr_nthr, %_gr_val;",
+            ".reg .b32 %_gr_wep, %_gr_xt;",
             ".reg .b64 %_gr_log, %_gr_ctl, %_gr_sync, %_gr_unat, %_gr_shd;",
             f".reg .b32 %_gr_t<{emit.SCRATCH32}>;",
             f".reg .b64 %_gr_d<{emit.SCRATCH64}>;",
@@ -305,6 +304,7 @@ class _Entry:
             "mov.u32 %_gr_epl, 0;",
             "mov.u32 %_gr_epg, 0;",
             "mov.u32 %_gr_nbar, 0;",
+            "mov.u32 %_gr_wep, 0;",
         ]
         for slot, v in enumerate(self.vars):
             code += [
@@ -338,7 +338,7 @@ class _Entry:
         elif op == "cp" and ins.has("async"):
             async_copy(self, s, ins, SYNC_ASYNC)
         elif op in ("bar", "barrier"):
-            self._barrier(s, ins)
+            barrier(self, s, ins)
         elif op in ("membar", "fence"):
             self._sync(s, ins, SYNC_FENCE)
         elif op == "mbarrier":
@@ -590,48 +590,7 @@ class _Entry:
             code += emit.fnv_bytes(reg, n)
         return True
 
-    # -- barriers and events -------------------------------------------------
-    def _barrier(self, s: Stmt, ins: Instr) -> None:
-        if ins.has("warp"):
-            self._sync(s, ins, SYNC_WARP)
-            return
-        if ins.has("cluster"):
-            self._sync(s, ins, SYNC_CLUSTER)
-            return
-        if ins.has("arrive"):
-            self._sync(s, ins, SYNC_ARRIVE)
-            return
-        if not _is_wait_barrier(ins):
-            self._sync(s, ins, SYNC_ARRIVE)
-            return
-        ops = ins.operands
-        if ins.has("red"):
-            count = ops[2] if len(ops) == 4 else None
-        else:
-            count = ops[1] if len(ops) == 2 else None
-        sid = self.site(s, Kind.EVENT, ins, Event.BARRIER)
-        flags = int(Kind.EVENT) | (int(Event.BARRIER) << 24)
-        skip, partial = self.st.label(), self.st.label()
-        code = self._guard(ins, skip)
-        if count is not None:
-            code += [f"setp.eq.u32 %_gr_q2, {count}, %_gr_nthr;", f"@!%_gr_q2 bra {partial};"]
-        code.append(emit.call_rec(sid, str(flags), "0", "%_gr_nbar", "0", 3))
-        if count is not None:
-            code += [f"bra {skip};", f"{partial}:", emit.call_srec(sid, SYNC_PARTIAL)]
-        code.append(f"{skip}:")
-        self.before(s, code)
-        skip2 = self.st.label()
-        after = self._guard(ins, skip2)
-        if count is not None:
-            after += [f"setp.eq.u32 %_gr_q2, {count}, %_gr_nthr;", f"@!%_gr_q2 bra {skip2};"]
-        after += [
-            "add.u32 %_gr_epl, %_gr_epl, 1;",
-            "add.u32 %_gr_epg, %_gr_epg, 1;",
-            "add.u32 %_gr_nbar, %_gr_nbar, 1;",
-            f"{skip2}:",
-        ]
-        self.after(s, after)
-
+    # -- barriers and events (barriers.py) -------------------------------------
     def _sync(self, s: Stmt, ins: Instr, code_: int) -> None:
         sid = self.site(s, Kind.EVENT, ins)
         skip = self.st.label()
@@ -661,14 +620,6 @@ def _statement_at(line_text: str, col: int) -> str:
     ``__syncthreads()``): line info gives statements, not sub-expressions."""
     seg = line_text[col - 1 :] if 0 < col <= len(line_text) else ""
     return seg.split(";")[0].strip()
-
-
-def _is_wait_barrier(ins: Instr) -> bool:
-    return (
-        ins.op in ("bar", "barrier")
-        and (ins.has("sync") or ins.has("red"))
-        and not ins.has("warp", "cluster", "arrive")
-    )
 
 
 def _scope_order(ins: Instr) -> int:

@@ -111,3 +111,12 @@ def matmul_acc16(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexp
         b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :])
         acc = tl.dot(a, b, acc, out_dtype=tl.float16)
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
+
+
+@triton.jit
+def transpose(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    # one warp: the tile goes through shared memory with only bar.warp.sync between
+    rows = tl.arange(0, BLOCK)[:, None]
+    cols = tl.arange(0, BLOCK)[None, :]
+    x = tl.load(x_ptr + rows * BLOCK + cols)
+    tl.store(out_ptr + rows * BLOCK + cols, tl.trans(x))

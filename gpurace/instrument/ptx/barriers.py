@@ -1,0 +1,133 @@
+"""Barriers in PTX: ``bar.sync``/``barrier.sync``/``bar.red`` over the whole block
+advance the epochs (docs/internals.md §7); ``bar.warp.sync`` (``__syncwarp``) the warp
+epoch (docs/ordering.md); named barriers over part of the block, ``bar.arrive`` and
+cluster barriers are sync events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpurace import abi
+from gpurace.model import Event, Kind
+
+from . import emit
+from .parse import Instr
+
+# sync-event codes (extra word of the sync log's records; backends/cuda_backend.SYNC_NAMES)
+SYNC_WARP, SYNC_FENCE, SYNC_MBARRIER, SYNC_PARTIAL, SYNC_ARRIVE, SYNC_ASYNC, SYNC_CLUSTER = range(
+    1, 8
+)
+SYNC_WARP_PARTIAL = 8  # bar.warp.sync whose mask leaves lanes out: its ordering not modelled
+SYNC_WARP_APART = 9  # a full bar.warp.sync that the warp's lanes did not reach together
+FULL_MASK = 0xFFFFFFFF
+
+
+def barrier(entry: Any, s: Any, ins: Instr) -> None:
+    """A ``bar``/``barrier`` statement `s` of `entry` (a rewriter._Entry): a block
+    barrier (event, epochs advanced after it), a warp sync, or a sync event."""
+    if ins.has("warp"):
+        warp_sync(entry, s, ins)
+        return
+    if ins.has("cluster"):
+        entry._sync(s, ins, SYNC_CLUSTER)
+        return
+    if ins.has("arrive"):
+        entry._sync(s, ins, SYNC_ARRIVE)
+        return
+    if not is_wait_barrier(ins):
+        entry._sync(s, ins, SYNC_ARRIVE)
+        return
+    ops = ins.operands
+    if ins.has("red"):
+        count = ops[2] if len(ops) == 4 else None
+    else:
+        count = ops[1] if len(ops) == 2 else None
+    sid = entry.site(s, Kind.EVENT, ins, Event.BARRIER)
+    flags = int(Kind.EVENT) | (int(Event.BARRIER) << 24)
+    skip, partial = entry.st.label(), entry.st.label()
+    code = entry._guard(ins, skip)
+    if count is not None:
+        code += [f"setp.eq.u32 %_gr_q2, {count}, %_gr_nthr;", f"@!%_gr_q2 bra {partial};"]
+    code.append(emit.call_rec(sid, str(flags), "0", "%_gr_nbar", "0", 3))
+    if count is not None:
+        code += [f"bra {skip};", f"{partial}:", emit.call_srec(sid, SYNC_PARTIAL)]
+    code.append(f"{skip}:")
+    entry.before(s, code)
+    skip2 = entry.st.label()
+    after = entry._guard(ins, skip2)
+    if count is not None:
+        after += [f"setp.eq.u32 %_gr_q2, {count}, %_gr_nthr;", f"@!%_gr_q2 bra {skip2};"]
+    after += [
+        "add.u32 %_gr_epl, %_gr_epl, 1;",
+        "add.u32 %_gr_epg, %_gr_epg, 1;",
+        "add.u32 %_gr_nbar, %_gr_nbar, 1;",
+        "mov.u32 %_gr_wep, 0;",  # warp epochs count from the last block barrier
+        f"{skip2}:",
+    ]
+    entry.after(s, after)
+
+
+def warp_sync(entry: Any, s: Any, ins: Instr) -> None:
+    """``bar.warp.sync mask`` (``__syncwarp``): with every lane in the mask it
+    advances the thread's warp epoch (saturating at WEPOCH_MAX, docs/ordering.md);
+    with lanes left out it orders nothing here and logs a sync event that makes
+    the result incomplete. A register mask is tested at run time."""
+    sid = entry.site(s, Kind.EVENT, ins)
+    mask = ins.operands[0] if ins.operands else ""
+    skip, partial = entry.st.label(), entry.st.label()
+    code = entry._guard(ins, skip)
+    known = _immediate(mask)
+    if known is None:
+        code += [f"setp.ne.u32 %_gr_q2, {mask}, {FULL_MASK};", f"@%_gr_q2 bra {partial};"]
+    if known is None or known == FULL_MASK:
+        top = abi.WEPOCH_MAX << abi.X_WEPOCH_SHIFT
+        code += [
+            emit.call_srec(sid, SYNC_WARP),
+            f"setp.lt.u32 %_gr_q2, %_gr_wep, {top};",
+            f"@%_gr_q2 add.u32 %_gr_wep, %_gr_wep, {1 << abi.X_WEPOCH_SHIFT};",
+            *_reached_apart(entry, sid, skip),
+            f"bra {skip};",
+        ]
+    if known != FULL_MASK:
+        code += [f"{partial}:", emit.call_srec(sid, SYNC_WARP_PARTIAL)]
+    code.append(f"{skip}:")
+    # after it: a record of the next statement must see the advanced epoch
+    entry.after(s, code)
+
+
+def _reached_apart(entry: Any, sid: int, skip: str) -> list[str]:
+    """Unless every lane of the thread's warp (all 32, or the block's last ones) is
+    active here, a sync event (SYNC_WARP_APART) that makes the result incomplete: the
+    warp epoch means "a __syncwarp() between" only if all lanes pass the same ones,
+    which divergent code (a __syncwarp() some lanes never reach, or lanes that meet
+    at different ones) does not show. Also on sim, whose lanes reach a warp
+    instruction together unless their paths diverged."""
+    return [
+        "and.b32 %_gr_t0, %_gr_lid, 0xffffffe0;",  # the warp's first thread ...
+        "sub.u32 %_gr_t0, %_gr_nthr, %_gr_t0;",  # ... the threads from it ...
+        "min.u32 %_gr_t0, %_gr_t0, 32;",  # ... in the warp: its lanes (1 << 32 is 0)
+        "mov.u32 %_gr_t1, 1;",
+        "shl.b32 %_gr_t1, %_gr_t1, %_gr_t0;",
+        "sub.u32 %_gr_t1, %_gr_t1, 1;",
+        "activemask.b32 %_gr_t2;",
+        "setp.eq.u32 %_gr_q2, %_gr_t1, %_gr_t2;",
+        f"@%_gr_q2 bra {skip};",
+        emit.call_srec(sid, SYNC_WARP_APART),
+    ]
+
+
+def _immediate(operand: str) -> int | None:
+    """An integer immediate's 32 bits (``-1``, ``0xffffffff``), None for a register."""
+    try:
+        return int(operand.rstrip("Uu"), 0) & FULL_MASK
+    except ValueError:
+        return None
+
+
+def is_wait_barrier(ins: Instr) -> bool:
+    """A barrier its threads wait at (``bar.sync``, ``bar.red``): maybe a block barrier."""
+    return (
+        ins.op in ("bar", "barrier")
+        and (ins.has("sync") or ins.has("red"))
+        and not ins.has("warp", "cluster", "arrive")
+    )
