@@ -104,7 +104,7 @@ RULE_TEXT: dict[str, tuple[str, str, str]] = {
         "Uninitialised read",
         "A work-item reads workgroup/local memory that no work-item of its group wrote "
         "earlier in the launch, or bytes of a buffer the launch declares uninitialised "
-        "(fill = \"uninit\") that no work-item wrote. The value read is whatever the "
+        '(fill = "uninit") that no work-item wrote. The value read is whatever the '
         "memory held.",
         "error",
     ),
