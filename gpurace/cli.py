@@ -300,9 +300,8 @@ def main() -> None:
     "--tool",
     "tool",
     metavar="TOOLS",
-    default="all",
-    show_default=True,
-    help="Check classes: race, memcheck, initcheck, all, or a comma list (race,memcheck).",
+    help="Check classes: race, memcheck, initcheck, all (the default), or a comma list "
+    "(race,memcheck).",
 )
 def check(
     inputs: tuple[str, ...],
@@ -317,7 +316,7 @@ def check(
     entry: str | None,
     build_options: str | None,
     color: bool | None,
-    tool: str,
+    tool: str | None,
 ) -> None:
     """Run each INPUT once as its launch file describes and report its data races,
     out-of-bounds accesses and uninitialised reads (--tool picks which).
@@ -334,8 +333,9 @@ def check(
 
     def run() -> int:
         suppressions = _read_suppressions(json_path, sarif_path, suppress_path)
-        options = Options.from_env(tools=parse_tools(tool))
-        kwargs: dict[str, Any] = {"device": device, "entry": entry, "options": options}
+        kwargs: dict[str, Any] = {"device": device, "entry": entry}
+        if tool is not None:  # else check's default: all (docs/memcheck.md)
+            kwargs["options"] = Options.from_env(tools=parse_tools(tool))
         # Only passed when given, so check_file's defaults (the launch file's
         # uniform_writes, one instance per race) apply otherwise.
         if uniform_writes is not None:
