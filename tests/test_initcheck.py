@@ -275,3 +275,22 @@ def test_cuda_says_initcheck_is_not_available():
     assert asked.exit_code == 2 and asked.races == []
     default = api.check_file(kernel, launch)
     assert default.scope.not_instrumented == [] and default.exit_code == 1
+
+
+def test_run_tool_keeps_determinism_opt_in():
+    """`gpurace run --tool`: the default is the check's classes without replays; `all`
+    is every class and the replays (as before initcheck); a class alone checks it
+    alone; `determinism` alone replays without a check."""
+    from gpurace.run.session import Options as RunOptions
+
+    default = RunOptions()
+    assert default.checks == TOOLS and not default.replays
+    everything = RunOptions(tool="all")
+    assert everything.checks == TOOLS and everything.replays
+    race = RunOptions(tool="race")
+    assert race.checks == ("race",) and not race.replays
+    replay = RunOptions(tool="determinism")
+    assert replay.checks == () and replay.replays
+    assert RunOptions(tool="initcheck,determinism").checks == ("initcheck",)
+    with pytest.raises(Exception, match="unknown tool 'racecheck'"):
+        RunOptions(tool="racecheck")

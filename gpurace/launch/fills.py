@@ -54,6 +54,13 @@ def _filled(
     return flat
 
 
+def is_uninit(table: Mapping[str, Any]) -> bool:
+    """Whether a buffer table declares its buffer uninitialised (``fill = "uninit"``:
+    docs/memcheck.md); a fill that is an array (gpurace run's snapshots) never does."""
+    fill = table.get("fill")
+    return isinstance(fill, str) and fill == "uninit"
+
+
 def _is_npy(fill: object) -> bool:
     return isinstance(fill, str | os.PathLike) and os.fspath(fill).lower().endswith(".npy")
 
