@@ -73,7 +73,7 @@ def test_labelled_uninitialised_reads(reports):
         if expect["verdict"] == "uninit":
             assert report.races == [] and report.out_of_bounds == [], name
             assert report.exit_code == 1 and report.uninit_errors, name
-    assert labelled == 9
+    assert labelled == 10
     for clean in ("wgsl/written_before_read_clean", "opencl/written_before_read_clean"):
         assert reports[clean][1].exit_code == 0 and reports[clean][1].uninitialised == []
 
@@ -92,7 +92,8 @@ def test_text_report_names_variable_index_and_ids(reports):
         "tests/corpus/memcheck/wgsl/reduce_reads_unwritten.wgsl:15:37: error: uninitialised "
         "read of workgroup memory 'tile[32]' (byte 128: no work-item wrote it earlier in "
         "the launch)\n"
-        "  kernel 'main', launch 0: 'tile': the read gave whatever the memory held\n"
+        "  kernel 'main', launch 0: 'tile': the read gave 0 (WGSL zero-initialises workgroup "
+        "memory)\n"
         "  read   by global (0,0,0) local (0,0,0) group (0,0,0)  at "
         "tests/corpus/memcheck/wgsl/reduce_reads_unwritten.wgsl:15:37\n"
         "      tile[lid] = tile[lid] + tile[lid + s];\n"

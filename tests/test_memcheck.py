@@ -75,7 +75,8 @@ def test_corpus_has_every_labelled_shape():
         f"{lang}/{name}" for lang in ("wgsl", "opencl") for name in (
             "reduce_reads_unwritten", "uninit_buffer_read_first", "race_and_uninit",
             "written_before_read_clean")
-    } | {"wgsl/partly_written_tile", "opencl/partly_written_local"}  # fmt: skip
+    } | {"wgsl/partly_written_tile", "opencl/partly_written_local",
+         "opencl/copies_and_builtins_write"}  # fmt: skip
 
 
 def test_labelled_sites_indices_sizes_and_counts(reports):

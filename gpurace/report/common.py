@@ -390,6 +390,7 @@ class OobView:
     size: int  # the indexed dimension's elements (or the variable's bytes: `unit`)
     unit: str  # "elements" or "bytes"
     address_name: str  # 'buf[1024]'
+    zeroed: bool = False  # WGSL workgroup memory: zeros until written (the WGSL spec)
 
     @property
     def cls(self) -> str:
@@ -425,6 +426,7 @@ def oob_view(report: Report, oob: OutOfBounds) -> OobView:
         size=size,
         unit=unit,
         address_name=shown,
+        zeroed=report.language == "wgsl" and space == Space.LOCAL,
     )
 
 
@@ -460,6 +462,8 @@ def oob_message(v: OobView) -> str:
 
 def oob_explanation(v: OobView) -> str:
     """What happened to the access (the text report's second line)."""
+    if v.oob.cls == RaceClass.UNINITIALISED and v.zeroed:
+        return f"'{v.var_name}': the read gave 0 (WGSL zero-initialises workgroup memory)"
     if v.oob.cls == RaceClass.UNINITIALISED:
         return f"'{v.var_name}': the read gave whatever the memory held"
     what = "the read gave 0" if v.side.kind == "load" else "the access was left out"

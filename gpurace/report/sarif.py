@@ -105,7 +105,7 @@ RULE_TEXT: dict[str, tuple[str, str, str]] = {
         "A work-item reads workgroup/local memory that no work-item of its group wrote "
         "earlier in the launch, or bytes of a buffer the launch declares uninitialised "
         '(fill = "uninit") that no work-item wrote. The value read is whatever the '
-        "memory held.",
+        "memory held (zero for WGSL workgroup memory).",
         "error",
     ),
 }
