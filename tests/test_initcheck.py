@@ -6,6 +6,7 @@ WGSL (lavapipe) and OpenCL C (PoCL); the labelled cases are tests/corpus/memchec
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -295,3 +296,25 @@ def test_run_tool_keeps_determinism_opt_in():
     assert RunOptions(tool="initcheck,determinism").checks == ("initcheck",)
     with pytest.raises(Exception, match="unknown tool 'racecheck'"):
         RunOptions(tool="racecheck")
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "XDG_RUNTIME_DIR": os.environ.get("XDG_RUNTIME_DIR", "/tmp")}
+    return subprocess.run([sys.executable, "-m", "gpurace", "run", *args], cwd=ROOT,
+                          capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+
+
+def test_gpurace_run_reports_uninitialised_reads_unless_deselected(tmp_path):
+    program = ["--", "python", "tests/run_programs/uninit_tile.py"]
+    found = _run("--json", str(tmp_path / "run.json"), *program)
+    assert found.returncode == 1, found.stderr
+    assert ": error: uninitialised read of workgroup memory 'tile[64]' (byte 256" in found.stderr
+    assert "4 uninitialised reads at 1 site (1 error) in kernel 'pairs'" in found.stderr
+    [kernel] = json.loads((tmp_path / "run.json").read_text())["kernels"]
+    assert [(u["var"], u["index"], u["count"]) for u in kernel["races"]["uninitialised"]] == [
+        ("tile", 64, 4)
+    ]
+    races_only = _run("--tool", "race", *program)
+    assert races_only.returncode == 0, races_only.stderr
+    assert "uninitialised" not in races_only.stderr
+    assert "not checked (--tool): memcheck, initcheck" in races_only.stderr

@@ -521,9 +521,10 @@ class Session:
 
     @property
     def exit_code(self) -> int:
-        """0 clean and complete, 1 races or nondeterminism, 2 incomplete (design.md §3)."""
+        """0 clean and complete, 1 races (out-of-bounds accesses, uninitialised reads) or
+        nondeterminism, 2 incomplete (design.md §3)."""
         kernels = [k for k in self.kernels.values() if k.selected]
-        if any(r.errors or r.oob_errors for k in kernels for _, r in k.reports):
+        if any(r.exit_code == 1 for k in kernels for _, r in k.reports):  # a class's errors
             return 1
         if any(not res.identical for k in kernels for _, res in k.repeats):
             return 1
