@@ -168,6 +168,10 @@ class Instrumented:
 # ---------------------------------------------------------------------------
 
 
+#: The check classes `--tool` selects (docs/memcheck.md); `all` is every one.
+TOOLS = ("race", "memcheck", "initcheck")
+
+
 class RaceClass(IntEnum):
     """Race classes; the number is part of the on-device race key."""
 
@@ -297,7 +301,7 @@ class Report:
     # initcheck: reads of bytes no work-item wrote, per (site, var), sorted by key
     uninitialised: list[OutOfBounds] = field(default_factory=list)
     # the check classes selected (--tool): the others are neither found nor reported
-    tools: tuple[str, ...] = ("race", "memcheck", "initcheck")
+    tools: tuple[str, ...] = TOOLS
 
     @property
     def active(self) -> list[Race]:

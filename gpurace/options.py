@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from gpurace.model import GpuraceError
+from gpurace.model import TOOLS, GpuraceError
 
 #: Backend name -> the environment variable that names its default device.
 DEVICE_VARIABLES = MappingProxyType(
@@ -22,8 +22,6 @@ DEVICE_VARIABLES = MappingProxyType(
 )
 KERNEL_TIMEOUT_S = 60.0  # a launch that runs longer is taken for a hang (watchdog.py)
 RECORDS_PER_ITEM = 16  # first log size tried, per work-item (docs/internals.md §2)
-#: The check classes `--tool` selects (docs/memcheck.md); `all` is every one.
-TOOLS = ("race", "memcheck", "initcheck")
 
 
 def parse_tools(text: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:

@@ -318,3 +318,23 @@ def test_gpurace_run_reports_uninitialised_reads_unless_deselected(tmp_path):
     assert races_only.returncode == 0, races_only.stderr
     assert "uninitialised" not in races_only.stderr
     assert "not checked (--tool): memcheck, initcheck" in races_only.stderr
+
+
+def test_an_uninit_buffer_that_cannot_be_checked_is_an_error():
+    """fill = "uninit" on a buffer no checked variable reads is one located error, never
+    a silently unchecked buffer."""
+    src = (
+        "@group(0) @binding(0) var<uniform> u: vec4<u32>;\n"
+        "@group(0) @binding(1) var<storage, read_write> b: array<u32>;\n"
+        "@compute @workgroup_size(4)\n"
+        "fn main(@builtin(local_invocation_index) i: u32) {\n  b[i] = u.x;\n}\n"
+    )
+    spec = LaunchSpec.from_dict(
+        {"entry": "main", "workgroups": [1, 1, 1], "binding": [
+            {"group": 0, "binding": 0, "type": "u32", "count": 4, "fill": "uninit"},
+            {"group": 0, "binding": 1, "type": "u32", "count": 4}]}
+    )  # fmt: skip
+    with pytest.raises(Exception, match=r'binding 0/0: fill = "uninit" is checked only for'):
+        api.check(src, spec, path="k.wgsl")
+    deselected = api.check(src, spec, path="k.wgsl", options=Options(tools=("race",)))
+    assert deselected.exit_code == 0

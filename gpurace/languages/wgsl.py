@@ -11,7 +11,7 @@ import numpy as np
 from gpurace.abi import F_BYTE_MASK, F_KIND_MASK, F_VAR_SHIFT, W_FLAGS, W_OFFSET
 from gpurace.interfaces import Backend, Target
 from gpurace.launch import LaunchSpec, load_launch, resolve_entry, validate_against
-from gpurace.model import Instrumented, Kind, Space
+from gpurace.model import GpuraceError, Instrumented, Kind, Space
 from gpurace.options import Options
 from gpurace.target import filtered_target, launcher, linear_layout, require_launch_of
 
@@ -45,6 +45,16 @@ def written_shadows(inst: Instrumented, launch: LaunchSpec) -> tuple[list[int], 
     """(bytes, bitmaps) of each tracked variable's written-shadow (`abi.place_written`):
     a checked workgroup variable has one per group, a checked storage buffer one; None
     when no variable is checked (docs/memcheck.md)."""
+    checked = {(v.group, v.binding) for v in inst.variables if v.id in inst.initchecked}
+    for b in launch.buffers:
+        if b.uninit and (b.group, b.binding) not in checked:  # never silently unchecked
+            raise GpuraceError(
+                f'binding {b.group}/{b.binding}: fill = "uninit" is checked only for a '
+                "storage buffer of its own (not a uniform buffer, an alias or the buffer an "
+                "alias views); give it a fill",
+                launch.path,
+                b.line,
+            )
     if not inst.initchecked:
         return None
     sizes: dict[tuple[int | None, int | None], int] = {
@@ -54,8 +64,8 @@ def written_shadows(inst: Instrumented, launch: LaunchSpec) -> tuple[list[int], 
     for v in inst.variables:
         local = v.space == Space.LOCAL
         extents.append(v.size or 0 if local else sizes.get((v.group, v.binding), 0))
-        checked = v.id in inst.initchecked
-        instances.append(0 if not checked else prod(launch.workgroups) if local else 1)
+        shadowed = v.id in inst.initchecked
+        instances.append(0 if not shadowed else prod(launch.workgroups) if local else 1)
     return extents, instances
 
 
@@ -163,7 +173,7 @@ def target(
         log_group=inst.log_group, var_bases=bases, read_outputs=False,
         reuse_log=True,  # each pass's log is analysed before the next launch
         aliases=views or None, timeout=options.kernel_timeout_s,
-        initcheck=written_shadows(inst, launch),
+        initcheck=written_shadows(inst, launch) if "initcheck" in options.tools else None,
     )  # fmt: skip
 
     def run(

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from gpurace.model import Race, Report
+from gpurace.model import TOOLS, Race, Report
 
 from .common import (
     KIND_LABELS,
@@ -175,7 +175,7 @@ def summary_lines(report: Report) -> list[str]:
     selected says so (docs/memcheck.md)."""
     lines = [summary_line(report)] if "race" in report.tools else []
     lines += filter(None, [oob_summary_line(report), uninit_summary_line(report)])
-    skipped = [t for t in ("race", "memcheck", "initcheck") if t not in report.tools]
+    skipped = [t for t in TOOLS if t not in report.tools]
     if skipped:
         lines.append(f"not checked (--tool): {', '.join(skipped)}")
     return lines
