@@ -300,6 +300,7 @@ def check(
     if counted > abi.OOB_SLOTS and "memcheck" in tools:
         saturated = saturated + [memcheck.saturation(counted)]
     uninitialised, counted = memcheck.analyse_uninit(uninit_area)
+    memcheck.sized(uninitialised, t.inst.variables, launch)
     if counted > abi.UNINIT_SLOTS and "initcheck" in tools:
         saturated = saturated + [memcheck.saturation(counted, uninit=True)]
     scope = Scope(

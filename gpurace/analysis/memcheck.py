@@ -12,7 +12,7 @@ bytes no work-item wrote (initcheck) is recorded the same way in the next area
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -29,7 +29,8 @@ from gpurace.abi import (
     W_LID,
     W_SITE,
 )
-from gpurace.model import F_KIND_MASK, F_VAR_SHIFT, Kind, OutOfBounds, RaceClass
+from gpurace.launch.spec import LaunchSpec
+from gpurace.model import F_KIND_MASK, F_VAR_SHIFT, Kind, OutOfBounds, RaceClass, TrackedVar
 
 
 def _signed(word: int) -> int:
@@ -89,6 +90,19 @@ def analyse_uninit(area: np.ndarray | None) -> tuple[list[OutOfBounds], int]:
     """The uninitialised reads of one run's area (initcheck), and how many it counted."""
     counted, recs = area_records(area, UNINIT_SLOTS)
     return deduplicate(recs, RaceClass.UNINITIALISED), counted
+
+
+def sized(found: list[OutOfBounds], variables: Sequence[TrackedVar], launch: LaunchSpec) -> None:
+    """Give each finding whose record has no size (a WGSL storage buffer: its kernel
+    does not know it) its buffer's bytes from the launch."""
+    nbytes: dict[tuple[int | None, int | None], int] = {
+        (b.group, b.binding): b.nbytes for b in launch.buffers
+    }
+    by_id = {v.id: v for v in variables}
+    for o in found:
+        v = by_id.get(o.var)
+        if not o.bound and v is not None:
+            o.bound = nbytes.get((v.group, v.binding), 0)
 
 
 def saturation(counted: int, uninit: bool = False) -> str:
