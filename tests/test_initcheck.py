@@ -341,3 +341,29 @@ def test_an_uninit_buffer_that_cannot_be_checked_is_an_error():
         api.check(src, spec, path="k.wgsl")
     deselected = api.check(src, spec, path="k.wgsl", options=Options(tools=("race",)))
     assert deselected.exit_code == 0
+
+
+def test_partial_group_of_a_non_uniform_launch_has_its_own_shadow(tmp_path):
+    """OpenCL 2.0 non-uniform work-groups (run as sub-launches): the partial last group
+    of 8 writes tile[0..7]; its work-item 7 reads tile[8], which no one of it wrote,
+    while the full groups read only entries they wrote."""
+    (tmp_path / "k.cl").write_text(
+        "__kernel void k(__global uint *out) {\n"
+        "    __local uint tile[16];\n"
+        "    uint lid = get_local_id(0);\n"
+        "    tile[lid] = get_global_id(0);\n"
+        "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+        "    out[get_global_id(0)] = tile[lid] + tile[(lid + 1) % 16];\n"
+        "}\n"
+    )
+    (tmp_path / "k.toml").write_text(
+        'kernel = "k"\nglobal_size = [40]\nlocal_size = [16]\noptions = ["-cl-std=CL2.0"]\n'
+        '[[arg]]\nname = "out"\ntype = "uint"\ncount = 40\n'
+    )
+    report = api.check_file(str(tmp_path / "k.cl"), str(tmp_path / "k.toml"))
+    [found] = report.uninitialised
+    site = report.sites[found.site]
+    gid = work_item(report, found.group, found.lid).global_id
+    assert (site.line, site.col, found.index // 4, found.count, list(gid)) == (
+        6, 41, 8, 1, [39, 0, 0])  # fmt: skip
+    assert report.races == [] and report.scope.complete
