@@ -235,6 +235,8 @@ def check(
     if mode not in ("tolerate", "race"):
         raise GpuraceError(f"--uniform-writes must be 'tolerate' or 'race', not '{mode}'")
     opts = opts.with_(uniform_writes=mode)
+    if "race" not in opts.tools:  # one run that logs nothing: no shadow run before it
+        opts = opts.with_(prefilter=False)
     lang = registry.language(language)
     t = lang.target(source, launch, path, backend or registry.backend_for(lang, opts), entry, opts)
     work_items = t.work_items or prod(t.num_groups) * prod(t.workgroup_size)

@@ -367,3 +367,21 @@ def test_partial_group_of_a_non_uniform_launch_has_its_own_shadow(tmp_path):
     assert (site.line, site.col, found.index // 4, found.count, list(gid)) == (
         6, 41, 8, 1, [39, 0, 0])  # fmt: skip
     assert report.races == [] and report.scope.complete
+
+
+def test_without_race_the_launch_runs_once_logging_nothing(monkeypatch):
+    from gpurace.backends import opencl_backend
+
+    ranges = []
+    launch = opencl_backend.launch
+
+    def counting(*args, **kwargs):
+        ranges.append(kwargs["log_range"])
+        return launch(*args, **kwargs)
+
+    monkeypatch.setattr(opencl_backend, "launch", counting)
+    init = _check("opencl/race_and_uninit", "initcheck")
+    assert ranges == [(0, 0)] and len(init.uninitialised) == 1
+    ranges.clear()
+    both = _check("opencl/race_and_uninit", "race,initcheck")
+    assert len(ranges) == 2 and both.races and len(both.uninitialised) == 1  # shadow, log
