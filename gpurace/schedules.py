@@ -4,7 +4,8 @@ The sim device runs seed 0 in its min-PC order and any other seed in a seeded wa
 order (gpurace/sim/schedule.py). A check with ``schedules`` N runs the whole check
 (every pass) once per seed, ``schedule_seed`` to ``schedule_seed + N - 1``, and
 reports the union: every race any order showed (its example and counts from the
-first order that showed it), every out-of-bounds access, every note. Race verdicts
+first order that showed it), every out-of-bounds access and uninitialised read,
+every note. Race verdicts
 come from the log, which records every access whatever the order, so for most
 kernels the orders agree; the orders matter for kernels whose accesses depend on
 the order (a racy value deciding an address or a loop) and for hangs, which are
@@ -65,6 +66,7 @@ def merge(reports: list[Report], options: Options) -> Report:
     first = reports[0]
     races = {r.key: r for rep in reversed(reports) for r in rep.races}
     oob = {o.key: o for rep in reversed(reports) for o in rep.out_of_bounds}
+    uninit = {u.key: u for rep in reversed(reports) for u in rep.uninitialised}
     instances = {k: v for rep in reversed(reports) for k, v in rep.instances.items()}
     scopes = [r.scope for r in reports]
 
@@ -86,6 +88,7 @@ def merge(reports: list[Report], options: Options) -> Report:
         first,
         races=sorted(races.values(), key=lambda r: r.key),
         out_of_bounds=sorted(oob.values(), key=lambda o: o.key),
+        uninitialised=sorted(uninit.values(), key=lambda u: u.key),
         instances=instances,
         scope=scope,
     )

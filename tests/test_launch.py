@@ -273,7 +273,7 @@ ERRORS = [
     (
         'workgroups = 1\n[[binding]]\nbinding = 0\ntype = "f32"\ncount = 2\nfill = "ones"\n',
         6,
-        ["unknown fill 'ones'", '"zeros", "arange", "random", a number'],
+        ["unknown fill 'ones'", '"zeros", "arange", "random", "uninit", a number'],
     ),
     (
         'workgroups = 1\n[[binding]]\nbinding = 0\ntype = "i32"\ncount = 2\nfill = 1.5\n',

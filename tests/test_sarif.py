@@ -170,6 +170,9 @@ def test_real_outputs_validate(runs: dict[str, Run], name: str) -> None:
     assert run.invocation["exitCode"] == run.proc.returncode == run.json["exit_code"]
 
 
+MEMCHECK_RULES = {"gpurace/out-of-bounds", "gpurace/uninitialised-read"}
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_sarif_says_what_the_text_and_json_say(runs: dict[str, Run], name: str) -> None:
     """Each result is the text report's diagnostic line, and the JSON race, in order."""
@@ -178,7 +181,10 @@ def test_sarif_says_what_the_text_and_json_say(runs: dict[str, Run], name: str) 
         ln for ln in run.proc.stdout.splitlines() if re.match(r"^\S+:\d+:\d+: (error|warning):", ln)
     ]
     from_sarif = []
-    for res, race in zip(run.results, run.json["races"], strict=True):
+    # memcheck findings (docs/memcheck.md) follow the races, as in the text
+    memcheck = [r for r in run.results if r["ruleId"] in MEMCHECK_RULES]
+    races = [r for r in run.results if r["ruleId"] not in MEMCHECK_RULES]
+    for res, race in zip(races, run.json["races"], strict=True):
         loc = res["locations"][0]["physicalLocation"]
         uri, region = loc["artifactLocation"]["uri"], loc["region"]
         assert loc["artifactLocation"]["uriBaseId"] == "%SRCROOT%"
@@ -208,6 +214,14 @@ def test_sarif_says_what_the_text_and_json_say(runs: dict[str, Run], name: str) 
         assert res["properties"]["instances"] == race["instances"]
         assert res["properties"]["pairs"] == race["pairs"]
         assert res["properties"]["kernel"] == run.json["kernel"]
+    found = run.json["out_of_bounds"] + run.json["uninitialised"]
+    for res, item in zip(memcheck, found, strict=True):
+        assert res["ruleId"] == RULE_IDS[item["class"]]
+        where = item["location"]
+        from_sarif.append(
+            f"{where['file']}:{where['line']}:{where['col']}: {res['level']}: "
+            f"{res['message']['text']}"
+        )
     assert from_sarif == diagnostics
     fingerprints = [r["partialFingerprints"]["gpuraceRace/v1"] for r in run.results]
     assert len(set(fingerprints)) == len(fingerprints)
@@ -262,7 +276,13 @@ def test_warnings_and_divergence(runs: dict[str, Run]) -> None:
     assert all("var<workgroup>" in r["properties"]["hint"] for r in warn.results)
     div = runs["divergence_early_return"]
     assert [(r["ruleId"], r["message"]["text"]) for r in div.results] == [
-        ("gpurace/barrier-divergence", "barrier divergence at 'workgroupBarrier()'")
+        ("gpurace/barrier-divergence", "barrier divergence at 'workgroupBarrier()'"),
+        # the work-item that returned early never wrote tile[56], which local 55 reads
+        (
+            "gpurace/uninitialised-read",
+            "uninitialised read of workgroup memory 'tile[56]' (byte 224: no work-item "
+            "wrote it earlier in the launch)",
+        ),
     ]
 
 

@@ -48,7 +48,14 @@ def test_site_pair_in_either_order_suppresses_one_race(tmp_path: Path) -> None:
     )
     # JSON: still listed and counted, with the reason
     validate_report(run.json)
-    assert run.json["summary"] == {"races": 2, "errors": 1, "warnings": 0, "suppressed": 1}
+    assert run.json["summary"] == {
+        "races": 2,
+        "errors": 1,
+        "warnings": 0,
+        "suppressed": 1,
+        "out_of_bounds": 0,
+        "uninitialised": 0,
+    }
     marked = [(r["a"]["site"]["line"], r["suppressed"]) for r in run.json["races"]]
     assert marked == [
         (12, {"reason": "left neighbour: known, issue 7", "file": supp, "line": 1}),
@@ -141,9 +148,9 @@ def test_without_suppress_the_same_kernel_fails(tmp_path: Path) -> None:
          "non-empty 'reason'"),
         ('[[suppress]]\nreason = "x"\nrule = "locl"\n', "supp.toml:3:1: error: unknown rule "
          "'locl' (expected one of: local, global-intra, global-inter, storage-exchange, "
-         "divergence, out-of-bounds, gpurace/local-race, gpurace/global-intra-race, "
-         "gpurace/global-inter-race, gpurace/storage-exchange, gpurace/barrier-divergence, "
-         "gpurace/out-of-bounds)"),
+         "divergence, out-of-bounds, uninitialised-read, gpurace/local-race, "
+         "gpurace/global-intra-race, gpurace/global-inter-race, gpurace/storage-exchange, "
+         "gpurace/barrier-divergence, gpurace/out-of-bounds, gpurace/uninitialised-read)"),
         ('[[suppress]]\nreason = "x"\n  sites = ["a.wgsl:3"]\n', "supp.toml:3:3: error: "
          "'sites' must be a pair [\"file:line[:col]\", \"file:line[:col]\"]"),
         ('[[suppress]]\nreason = "x"\nsites = ["a.wgsl:3", "a.wgsl"]\n', "supp.toml:3:1: "

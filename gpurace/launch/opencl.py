@@ -14,7 +14,7 @@ import numpy as np
 
 from gpurace.model import Binding, GpuraceError
 
-from .fills import _filled
+from .fills import _filled, is_uninit
 from .ndrange import NdRange, check_uniform
 from .spec import CL_SCALARS, ArgSpec, BufferSpec, LaunchSpec, element_type
 from .tables import (
@@ -214,6 +214,7 @@ def _arg(
     if dialect.encode is not None:
         flat = dialect.encode(typ, flat)
     buf = BufferSpec(0, index, typ, int(flat.size // lanes), flat, line=line)
+    buf.uninit = is_uninit(table)  # docs/memcheck.md
     return ArgSpec(index, name, "buffer", buffer=buf, line=line)
 
 

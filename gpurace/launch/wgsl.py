@@ -10,7 +10,7 @@ from typing import Any
 from gpurace.model import Binding, GpuraceError
 
 from .alias import ALIAS_KEYS, alias_table, check_alias_usage, resolve_aliases
-from .fills import _filled
+from .fills import _filled, is_uninit
 from .spec import DTYPES, BufferSpec, LaunchSpec
 from .tables import (
     KeyLines,
@@ -148,6 +148,7 @@ def _buffer(table: Any, index: int, path: str, base_dir: str, lines: KeyLines) -
         count=int(data.size),
         data=data,
         line=lines.binding_key(index, "binding"),
+        uninit=is_uninit(table),
     )
 
 
