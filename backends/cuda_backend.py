@@ -60,7 +60,7 @@ from gpurace.backends.prefilter import (
     shadow_words,
 )
 from gpurace.launch.cuda import CudaLaunch, scalar_bytes
-from gpurace.model import RECORD_WORDS, Binding, GpuraceError, Instrumented, Space
+from gpurace.model import RECORD_WORDS, Binding, DeviceHang, GpuraceError, Instrumented, Space
 from gpurace.options import Options
 
 ANALYSIS_BLOCK = 64
@@ -308,6 +308,8 @@ def launch(
             fn(tuple(grid), tuple(block), tuple(kargs), shared_mem=int(shared_bytes))
         except cp.cuda.driver.CUDADriverError as exc:
             raise GpuraceError(f"launch of '{kernel}' failed: {exc}", path) from None
+        except DeviceHang as exc:  # sim's own watchdog (a GPU's is wait_for's): the file
+            raise DeviceHang(exc.message, path) from None
         stop.record()
         wait_for(stop, kernel, path, timeout)
         result = CudaLaunchResult({}, log, 0, log_capacity)
@@ -400,14 +402,10 @@ def wait_for(event, kernel: str, path: str, timeout: float | None = None) -> Non
     `if (t % 2) __syncthreads(); else __syncthreads();`): gpurace says so instead of
     waiting for ever."""
     limit = Options.from_env().kernel_timeout_s if timeout is None else timeout
-    cause = (
-        "threads of a block wait at barriers that others never reach (barrier "
-        "divergence), or a loop or spin-wait never ends"
-    )
     watchdog.poll(
         lambda: bool(event.done),
         limit,
-        lambda: watchdog.hang(kernel, "", limit, path, "the GPU", cause),
+        lambda: watchdog.hang(kernel, "", limit, path, "the GPU", watchdog.CUDA_HANG_CAUSE),
     )
 
 

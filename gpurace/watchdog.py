@@ -68,13 +68,24 @@ class Board:
 board: Board | None = None  # set in an isolated child (isolate.in_child)
 
 
-def hang(kernel: str, what: str, timeout: float, path: str, device: str, cause: str) -> DeviceHang:
+#: what usually keeps a CUDA launch from finishing (on a GPU or on sim)
+CUDA_HANG_CAUSE = (
+    "threads of a block wait at barriers that others never reach (barrier "
+    "divergence), or a loop or spin-wait never ends"
+)
+
+
+def hang(
+    kernel: str, what: str, timeout: float, path: str, device: str, cause: str, stuck: bool = True
+) -> DeviceHang:
     """The error for a launch of `kernel` (`what`: which launch) still running after
-    `timeout` seconds on `device`; `cause` says what usually does that."""
+    `timeout` seconds on `device`; `cause` says what usually does that; `stuck`: the
+    device cannot be used after it (a GPU, a driver's threads; not sim, which stops)."""
     where = f" ({what})" if what else ""
+    then = "the device is stuck with it, so nothing" if stuck else "it was stopped and nothing"
     return DeviceHang(
         f"kernel '{kernel}' did not finish within {timeout:g} s on {device}{where}: "
-        f"{cause}; the device is stuck with it, so nothing was checked "
+        f"{cause}; {then} was checked "
         "(GPURACE_KERNEL_TIMEOUT=SECONDS or --timeout sets the limit)",
         path,
     )

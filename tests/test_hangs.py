@@ -71,6 +71,18 @@ def test_an_opencl_kernel_that_never_ends_is_killed_and_named():
     assert time.monotonic() - start < 60  # well under the default limit
 
 
+def test_a_cuda_kernel_that_never_ends_on_sim_is_stopped_and_named():
+    """The sim device's own watchdog stops the launch at the deadline: one error line
+    at the kernel's file naming the kernel, the device and the likely cause, exit 2."""
+    kernel = HANGS / "spin_forever_cuda.cu"
+    proc = _gpurace("check", str(kernel), "--device", "sim", timeout_s="1")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"{kernel}: error: kernel 'spin' did not finish within 1 s on sim: ")
+    assert "a loop or spin-wait never ends" in line and "nothing was checked" in line
+
+
 def test_an_opencl_replay_that_never_ends_is_named_too():
     """`gpurace repeat` waits for each replay the same way (--timeout sets the limit;
     the environment's 60 s would otherwise apply)."""

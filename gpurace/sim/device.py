@@ -17,7 +17,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from gpurace.model import DeviceHang, GpuraceError
+from gpurace import watchdog
+from gpurace.model import GpuraceError
 from gpurace.options import Options
 from gpurace.sim.scheduler import Simulator
 from gpurace.sim.values import SimError
@@ -82,8 +83,9 @@ class SimKernel:
         try:
             run = sim.launch(self.name, dims[0], dims[1], bits, int(shared_mem), timeout, seed)
         except SimError as exc:
-            if str(exc).startswith("hang"):
-                raise DeviceHang(f"kernel '{self.name}' on sim: {exc}") from None
+            if str(exc).startswith("hang"):  # the error a GPU's hang gives (cuda_backend)
+                cause = watchdog.CUDA_HANG_CAUSE
+                raise watchdog.hang(self.name, "", timeout, "", "sim", cause, stuck=False) from None
             raise
         finally:
             sim.mem.drop_transient()
