@@ -61,7 +61,7 @@ if wanted wgsl; then
   section wgsl "${PYTEST[@]}" hwtests/test_gpu_device.py hwtests/test_determinism_gpu.py \
     hwtests/test_hangs_gpu.py \
     tests/test_corpus_wgsl.py tests/test_analysis_equivalence.py tests/test_determinism.py \
-    tests/test_memcheck.py &
+    tests/test_memcheck.py tests/test_initcheck.py &
   pids+=($!)
 fi
 if wanted opencl; then
