@@ -26,7 +26,8 @@ SCAN_SUPPRESS = PROGRAMS / "pyopencl_scan.toml"
 
 def test_pyopencl_library_kernels_are_all_checked_and_complete(tmp_path: Path) -> None:
     """Every kernel pyopencl's library launched is checked, complete, and race-free
-    but for the known scan race (suppressed, still counted); the program's own
+    but for the known scan race and the scans' reads of unloaded __local entries
+    (suppressed, still counted); the program's own
     NumPy assertions passed and its output is the same as without gpurace."""
     out = tmp_path / "run.json"
     p = run("--suppress", SCAN_SUPPRESS, "--json", out, "--", "python", LIBRARY)
@@ -51,21 +52,28 @@ def test_pyopencl_library_kernels_are_all_checked_and_complete(tmp_path: Path) -
         suppressed = k["races"]["summary"].get("suppressed", 0)
         assert suppressed == (1 if k["kernel"] == "scan_lev1" else 0), k
         assert k["races"]["summary"]["errors"] == 0
+        assert k["races"]["summary"]["uninitialised"] == 0  # suppressed: the scans'
+        scan = k["kernel"] in ("scan_lev1", "scan_lev2")
+        assert len(k["races"]["uninitialised"]) == (1 if scan else 0), k
     sorts = [k for k in doc["kernels"] if k["file"] == line[52] and k["kernel"] == "scan_lev1"]
     assert sorts[0]["launches"] == 4  # 8 key bits, 2 per pass: launched again, same shape
     assert "suppressed (1):" in p.stderr
     assert p.stderr.rstrip().endswith(
         "gpurace run: 17 kernels, 17 launches checked; 4 races (0 errors, 0 warnings, 4 suppressed)"
+        "; uninitialised reads at 8 sites (0 errors, 8 suppressed)"
     )
 
 
-def test_the_scan_race_is_reported_at_pyopencls_sites() -> None:
-    """Without the suppression the scan's global write, local-only barrier, global read
-    is an error, named in the program's generated source (run on a small scan)."""
+def test_the_scan_race_and_unloaded_reads_are_reported_at_pyopencls_sites() -> None:
+    """Without the suppressions the scan's global write, local-only barrier, global read
+    is an error, named in the program's generated source (run on a small scan); so is
+    the tail unit's read of `ldata` entries past the interval's end, which no
+    work-item loaded (pyopencl's scan.py: `sum = ldata[0][LID_0].value` after loads
+    guarded by `read_i < interval_end`)."""
     p = run("--kernel", "scan_lev1", "--", "python", LIBRARY)
     assert p.returncode == 1, p.stderr
     where = f"<OpenCL program from {LIBRARY.as_posix()}:37>"
-    [first] = [ln for ln in p.stderr.splitlines() if ln.startswith(f"{where}:")]
+    [first, unloaded] = [ln for ln in p.stderr.splitlines() if ln.startswith(f"{where}:")]
     assert re.fullmatch(
         re.escape(where) + r":\d+:47: error: read-write race on global memory "
         r"'psc_partial_scan_buffer\[2999\]' \(byte 11996\)",
@@ -79,6 +87,15 @@ def test_the_scan_race_is_reported_at_pyopencls_sites() -> None:
     assert got[5] == (
         "      psc_interval_results[psc_GID_0] = psc_partial_scan_buffer[psc_interval_end - 1];"
     )
+    assert re.fullmatch(
+        re.escape(where) + r":\d+:37: error: uninitialised read of local memory "
+        r"'psc_ldata\[0\]' \(byte 48: no work-item wrote it earlier in the launch\)",
+        unloaded,
+    )
+    got = block(p.stderr, unloaded)
+    assert got[2].startswith("  read   by global (12,0,0) local (12,0,0) group (0,0,0)  at ")
+    assert got[3] == "      psc_scan_type psc_sum = psc_ldata[0][psc_LID_0].psc_value;"
+    assert got[4] == "  (4 reads of unwritten bytes at this site)"
 
 
 def test_two_wgsl_modules_with_main_are_two_kernels_and_the_racy_one_is_reported() -> None:

@@ -39,8 +39,11 @@ def test_racy_program_is_reported_at_the_cl_files_sites_with_exit_1() -> None:
     ]
     assert f"== kernel 'pairs' ({cl}): 1 launch, 1 checked (launch 0)" in p.stderr
     assert "scope: 1 launch, 4 work-groups, 256 work-items " + POCL in p.stderr
+    # PoCL runs a group's work-items one after another: each reads its right neighbour
+    # before the neighbour's store (the race's other face, initcheck)
     assert p.stderr.rstrip().endswith(
         "gpurace run: 1 kernel, 1 launch checked; 1 race (1 error, 0 warnings)"
+        "; uninitialised reads at 1 site (1 error)"
     )
 
 
@@ -158,6 +161,8 @@ def test_mixed_wgpu_and_opencl_program_reports_both_in_one_sarif_run(tmp_path: P
         ("gpurace/global-inter-race", mixed, 33),
         ("gpurace/global-intra-race", mixed, 33),
         ("gpurace/local-race", "%3Cshader%20module%201%3E", 10),
+        # tile[(lid + 1) % 64] read before its writer ran: the race's other face
+        ("gpurace/uninitialised-read", "%3Cshader%20module%201%3E", 10),
     ]
     checks = sarif_run["invocations"][0]["properties"]["checks"]
     assert sorted((c["kernel"], c["language"]) for c in checks) == [

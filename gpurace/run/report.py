@@ -141,8 +141,8 @@ def format_run(
         f"gpurace run: {plural(len(checked), 'kernel')}, "
         f"{plural(n_launches, 'launch', 'launches')} checked"
     )
+    reports = [r for r in map(merged, checked) if r is not None]
     if "race" in tools:
-        reports = [r for r in map(merged, checked) if r is not None]
         races = sum(len(r.races) for r in reports)
         errors = sum(len(r.errors) for r in reports)
         warnings = sum(len(r.warnings) for r in reports)
@@ -150,6 +150,20 @@ def format_run(
         summary += f"{plural(warnings, 'warning')}"
         hidden = races - errors - warnings
         summary += f", {hidden} suppressed)" if hidden else ")"
+    for tool, what in (
+        ("memcheck", "out-of-bounds accesses"),
+        ("initcheck", "uninitialised reads"),
+    ):
+        found = [
+            (r, o)
+            for r in reports
+            for o in (r.out_of_bounds if tool == "memcheck" else r.uninitialised)
+        ]
+        if tool in tools and found:  # said only when there are any (findings per site)
+            hidden = sum(1 for r, o in found if o.key in r.suppressed)
+            errors = plural(len(found) - hidden, "error")
+            summary += f"; {what} at {plural(len(found), 'site')} ({errors}"
+            summary += f", {hidden} suppressed)" if hidden else ")"
     if "determinism" in tools:
         same = sum(1 for k in checked if k.repeats and all(r.identical for _, r in k.repeats))
         differ = sum(1 for k in checked if any(not r.identical for _, r in k.repeats))
