@@ -161,8 +161,8 @@ def format_run(
         ]
         if tool in tools and found:  # said only when there are any (findings per site)
             hidden = sum(1 for r, o in found if o.key in r.suppressed)
-            errors = plural(len(found) - hidden, "error")
-            summary += f"; {what} at {plural(len(found), 'site')} ({errors}"
+            active = plural(len(found) - hidden, "error")
+            summary += f"; {what} at {plural(len(found), 'site')} ({active}"
             summary += f", {hidden} suppressed)" if hidden else ")"
     if "determinism" in tools:
         same = sum(1 for k in checked if k.repeats and all(r.identical for _, r in k.repeats))
