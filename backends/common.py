@@ -33,6 +33,8 @@ class LaunchResult:
     unseen: int = 0  # WGSL prefilter: words touched in a way the shadow run did not see
     # the control words' out-of-bounds area (gpurace/abi.py's OOB_*; docs/memcheck.md)
     oob: np.ndarray | None = None
+    # the uninitialised-read area (abi.UNINIT_*; docs/memcheck.md, initcheck)
+    uninit: np.ndarray | None = None
 
 
 class Described(Protocol):

@@ -23,12 +23,15 @@ from gpurace.abi import (
     EVENT_SLOTS,
     OOB_AREA_WORDS,
     SHD_UNSEEN,
+    UNINIT_AREA_WORDS,
     c_defines,
     control_words,
     ctl_bins,
     ctl_copies,
     ctl_oob,
     ctl_unattributed,
+    ctl_uninit,
+    place_written,
 )
 from gpurace.backends import analysis_driver
 from gpurace.backends.analysis_driver import (
@@ -203,6 +206,7 @@ def launch(
     prefilter: Prefilter | None = None,
     read_outputs: bool = True,
     timeout: float | None = None,
+    initcheck: tuple[list[int], list[int]] | None = None,
 ) -> LaunchResult:
     """Run `kernel` once. `args[i]`: a numpy array for a global/constant pointer
     (global ones come back in `outputs[(0, i)]`), a number for a scalar, a byte count
@@ -214,13 +218,19 @@ def launch(
     A local size that does not divide the global size runs as uniform sub-launches
     (`gpurace.launch.ndrange`) that share the buffers and the log. A launch still
     running after `timeout` seconds (None: $GPURACE_KERNEL_TIMEOUT's) is a DeviceHang
-    (`gpurace.watchdog`)."""
+    (`gpurace.watchdog`). `initcheck` (each tracked variable's bytes and
+    written-shadows: `abi.place_written`) gives the checked variables their shadows
+    after the event slots and builds the program with _GR_INITCHECK (docs/memcheck.md)."""
     cl = _cl()
     ctx = queue.context
     mf = cl.mem_flags
     gsize = tuple(int(x) for x in global_size)
     lsize = tuple(int(x) for x in local_size) if local_size else None
     shape = NdRange.of(gsize, lsize) if lsize else None
+    if initcheck and var_bases is not None and any(initcheck[1]):
+        options = [*options, "-D_GR_INITCHECK=1"]
+    else:
+        initcheck = None
     source, options = program_for(source, options, shape)
     program = build(queue, source, path, options)
     k = cl.Kernel(program, kernel)
@@ -255,15 +265,17 @@ def launch(
         header = control_words(
             log_capacity, log_range, histogram_bins, histogram_width, var_bases, var_sizes, slotted
         )
+        first = len(header) + slotted * EVENT_SLOTS
+        shadow = place_written(header, first, *initcheck) if initcheck else 0
         ctl = np.array(header, np.uint32)
         log_buf = cl.Buffer(ctx, mf.READ_WRITE, max(32, log_capacity * RECORD_WORDS * 4))
-        # the event slots after the words above start at zero (docs/internals.md §5)
-        ctl_buf = cl.Buffer(ctx, mf.READ_WRITE, ctl.nbytes + slotted * EVENT_SLOTS * 4)
+        # the event slots after the words above, then the written-shadows, start at
+        # zero (docs/internals.md §5, docs/memcheck.md)
+        zeros = (slotted * EVENT_SLOTS + shadow) * 4
+        ctl_buf = cl.Buffer(ctx, mf.READ_WRITE, ctl.nbytes + zeros)
         cl.enqueue_copy(queue, ctl_buf, ctl)
-        if slotted:
-            cl.enqueue_fill_buffer(
-                queue, ctl_buf, np.uint32(0), ctl.nbytes, slotted * EVENT_SLOTS * 4
-            )
+        if zeros:
+            cl.enqueue_fill_buffer(queue, ctl_buf, np.uint32(0), ctl.nbytes, zeros)
         shd_head = np.array(pre.header(), np.uint32)
         if pre.buf is None:
             shd_buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=shd_head)
@@ -299,6 +311,7 @@ def launch(
         result.unattributed = int(words[ctl_unattributed(nv)])
         result.copies = int(words[ctl_copies(nv)])
         result.oob = words[ctl_oob(nv) : ctl_oob(nv) + OOB_AREA_WORDS].copy()
+        result.uninit = words[ctl_uninit(nv) : ctl_uninit(nv) + UNINIT_AREA_WORDS].copy()
         if histogram_bins:
             result.histogram = words[ctl_bins(nv) :].astype(np.int64)
         if pre.mode == SHADOW_FILTER:

@@ -190,6 +190,7 @@ def filtered_run(
                     copies=built.copies,
                     loops_cut=built.loops_cut,
                     oob=built.oob,
+                    uninit=built.uninit,
                 )
             if lo == 0 and hi >= events_end and capacity >= built.requested:
                 return built

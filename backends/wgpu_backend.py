@@ -33,11 +33,14 @@ from gpurace.abi import (
     CTL_REQUESTED,
     OOB_AREA_WORDS,
     SHD_UNSEEN,
+    UNINIT_AREA_WORDS,
     control_words,
     ctl_bins,
     ctl_loops,
     ctl_oob,
+    ctl_uninit,
     par_shadow,
+    place_written,
     wgsl_consts,
 )
 from gpurace.backends import analysis_driver, wgpu_ffi
@@ -351,8 +354,12 @@ def launch(
     read_outputs: bool = True,
     aliases: dict[tuple[int, int], tuple[tuple[int, int], int]] | None = None,
     timeout: float | None = None,
+    initcheck: tuple[list[int], list[int]] | None = None,
 ) -> LaunchResult:
     """Run `entry` once with `data` per (group, binding); with log_group, also log.
+
+    `initcheck` (each tracked variable's bytes and written-shadows: `abi.place_written`)
+    gives the checked variables their shadows after the control words (docs/memcheck.md).
 
     `aliases` maps an aliased (group, binding) to the (group, binding) whose buffer it
     binds and the byte offset there: one buffer, created from the owner's `data`.
@@ -404,8 +411,10 @@ def launch(
         header = control_words(
             log_capacity, log_range, histogram_bins, histogram_width, var_bases or []
         )
+        shadow = place_written(header, len(header), *initcheck) if initcheck else 0
         ctl = np.array(header, dtype=np.uint32)
-        ctl_buf = device.create_buffer(size=max(16, ctl.nbytes), usage=_STORAGE)
+        # a new buffer is zeros (WebGPU): the written-shadows start empty
+        ctl_buf = device.create_buffer(size=max(16, ctl.nbytes + 4 * shadow), usage=_STORAGE)
         device.queue.write_buffer(ctl_buf, 0, ctl.tobytes())
         pre = prefilter or Prefilter(None, 0, 0, SHADOW_OFF)
         shd_head = np.array(pre.header(), np.uint32)
@@ -446,7 +455,7 @@ def launch(
     read_control: Callable[[], list[np.ndarray]] | None = None
     if ctl_buf is not None:  # the control words, and a filter run's unseen counter
         unseen = [(shd_buf, 4 * SHD_UNSEEN, 4)] if pre.mode == SHADOW_FILTER else []
-        read_control = _read_back(device, encoder, [(ctl_buf, 0, ctl_buf.size), *unseen])
+        read_control = _read_back(device, encoder, [(ctl_buf, 0, max(16, ctl.nbytes)), *unseen])
     else:
         device.queue.submit([encoder.finish()])
 
@@ -469,6 +478,7 @@ def launch(
             result.requested = int(words[CTL_REQUESTED])
             result.loops_cut = int(words[ctl_loops(nv)])
             result.oob = words[ctl_oob(nv) : ctl_oob(nv) + OOB_AREA_WORDS].copy()
+            result.uninit = words[ctl_uninit(nv) : ctl_uninit(nv) + UNINIT_AREA_WORDS].copy()
             if histogram_bins:
                 bins = words[ctl_bins(nv) : ctl_bins(nv) + histogram_bins]
                 result.histogram = bins.astype(np.int64)

@@ -19,6 +19,10 @@ Where the backends still differ, the difference is named here:
   backstop that no checked access sets.
 - The out-of-bounds area (`CTL_OOB`, `OOB_*`) is written by WGSL kernels (by index,
   in elements) and OpenCL and CUDA kernels (by address, in bytes).
+- The uninitialised-read area (`CTL_UNINIT`, `UNINIT_*`) and the written-shadows
+  (`ctl_written`, `place_written`) are used by WGSL and OpenCL kernels with a
+  checked variable (docs/memcheck.md); the CUDA runtime does not check yet and
+  leaves the area 0 (every `ctl_written` word is 0 there).
 - The control words' sizes, unattributed counter and event slots are filled and
   read by the OpenCL and CUDA backends only; WGSL kernels attribute statically,
   deduplicate events in workgroup memory (`WGSL_EVENT_SLOTS`) and are given 0
@@ -103,9 +107,22 @@ def ctl_oob(nv: int) -> int:
     return ctl_loops(nv) + 1
 
 
+def ctl_uninit(nv: int) -> int:
+    """The uninitialised-read area (docs/memcheck.md, initcheck): its counter, then
+    UNINIT_SLOTS records."""
+    return ctl_oob(nv) + OOB_AREA_WORDS
+
+
+def ctl_written(nv: int, v: int) -> int:
+    """Variable `v`'s written-shadow: the control word where its bitmap starts (one bit
+    per byte; a __local/workgroup variable has one bitmap per work-group), 0 when the
+    variable is not checked for uninitialised reads."""
+    return ctl_uninit(nv) + UNINIT_AREA_WORDS + v
+
+
 def ctl_bins(nv: int) -> int:
     """The first histogram bin of a counting run."""
-    return ctl_oob(nv) + OOB_AREA_WORDS
+    return ctl_written(nv, nv)
 
 
 def ctl_event_groups(nv: int, nbins: int) -> int:
@@ -129,11 +146,31 @@ def control_words(
 ) -> list[int]:
     """The control words of one launch up to its event slots (which start at 0):
     the counters and bins zero, `sizes` 0 where the API does not attribute by
-    address, `slotted` groups with event slots."""
+    address, `slotted` groups with event slots, no variable's written-shadow yet
+    (`place_written` lays them out)."""
     nv = len(bases)
     head = [0, capacity, *log_range, nbins, width, *bases, *(sizes or [0] * nv)]
-    # unattributed, copies, loops, the out-of-bounds area, bins
-    return head + [0] * (3 + OOB_AREA_WORDS + nbins) + [slotted]
+    # unattributed, copies, loops, the out-of-bounds and uninitialised-read areas
+    head += [0] * (3 + OOB_AREA_WORDS + UNINIT_AREA_WORDS) + [0] * nv
+    return head + [0] * nbins + [slotted]
+
+
+def place_written(
+    words: list[int], first: int, extents: Sequence[int], instances: Sequence[int]
+) -> int:
+    """Lay out the written-shadows (docs/memcheck.md) from control word `first` on (after
+    the event slots) and set each variable's `ctl_written` word in `words` (a launch's
+    `control_words`); returns the shadows' words, which start at 0. Variable v has
+    `instances[v]` bitmaps (its launch's work-groups for a __local/workgroup variable,
+    1 for a global buffer, 0 when it is not checked) of ceil(extents[v] / 32) words,
+    one bit per byte."""
+    nv = len(extents)
+    at = first
+    for v, (size, n) in enumerate(zip(extents, instances, strict=True)):
+        need = n * -(-size // 32)
+        words[ctl_written(nv, v)] = at if need else 0
+        at += need
+    return at - first
 
 
 def par_shadow(nv: int) -> int:
@@ -153,6 +190,8 @@ def per_kernel(nv: int) -> dict[str, int]:
         "CTL_COPIES": ctl_copies(nv),
         "CTL_LOOPS": ctl_loops(nv),
         "CTL_OOB": ctl_oob(nv),
+        "CTL_UNINIT": ctl_uninit(nv),
+        "CTL_WRITTEN": ctl_written(nv, 0),
         "CTL_BINS0": ctl_bins(nv),
         "CTL_EVG0": ctl_event_groups(nv, 0),
         "CTL_EVS0": ctl_event_slots(nv, 0),
@@ -181,6 +220,17 @@ OOB_SLOTS = 64
 OOB_AREA_WORDS = 1 + OOB_SLOTS * RECORD_WORDS
 OOB_INDEX, OOB_BOUND, OOB_DEPTH, OOB_UNIT = W_OFFSET, W_VALUE, W_EPOCH, W_EXTRA
 OOB_ELEMENTS, OOB_BYTES = 0, 1
+
+# The uninitialised-read area (docs/memcheck.md, initcheck), after the out-of-bounds
+# area: [CTL_UNINIT] counts every read of bytes no work-item wrote (atomic bump), then
+# UNINIT_SLOTS records in the OOB record's layout, with OOB_INDEX the byte offset of
+# the first unwritten byte from the variable's base and OOB_BOUND the variable's size
+# in bytes (OOB_UNIT is OOB_BYTES). Then one word per variable (`ctl_written`): where
+# its written-shadow starts in the control words (after the event slots), 0 for a
+# variable not checked. The shadows (one bit per byte) are set by every write and
+# tested by every read of a checked variable.
+UNINIT_SLOTS = 256
+UNINIT_AREA_WORDS = 1 + UNINIT_SLOTS * RECORD_WORDS
 
 # Event slots (docs/internals.md §1, §5): a work-group's events are deduplicated by
 # claiming a slot with (ordinal + 1) << EV_ORDINAL_SHIFT | site << EV_SITE_SHIFT | lid.
@@ -293,7 +343,7 @@ GROUPS: dict[str, list[str]] = {
         "EVENT_SLOTS EV_ORDINALS EV_ORDINAL_SHIFT EV_SITE_SHIFT EV_ORDINAL_LIMIT EV_ID_LIMIT "
         "EV_LID_MASK WGSL_EVENT_SLOTS WGSL_EXIT_SLOT SYNC_W_REQUESTED SYNC_W_CAPACITY SYNC_HEAD "
         "COPY_TABLE COPY_SHORT_WAIT COPY_FULL COPY_N_SHIFT COPY_M_SHIFT COPY_COUNT_MASK "
-        "OOB_SLOTS OOB_INDEX OOB_BOUND OOB_DEPTH OOB_UNIT OOB_ELEMENTS OOB_BYTES"
+        "OOB_SLOTS OOB_INDEX OOB_BOUND OOB_DEPTH OOB_UNIT OOB_ELEMENTS OOB_BYTES UNINIT_SLOTS"
     ).split(),
     "shadow": (
         "SHADOW_HEAD SHD_MODE SHD_WORDS SHD_WGSIZE SHD_UNSEEN SHD_LWORDS SHD_LGROUPS SHD_LOFF "

@@ -23,7 +23,7 @@ import click
 
 from gpurace import isolate
 from gpurace.model import DeviceHang, GpuraceError
-from gpurace.options import Options, debug_enabled
+from gpurace.options import Options, debug_enabled, parse_tools
 
 EXIT_ERROR = 2
 
@@ -296,6 +296,14 @@ def main() -> None:
 @click.option(
     "--color/--no-color", default=None, help="Colour the report (default: only on a terminal)."
 )
+@click.option(
+    "--tool",
+    "tool",
+    metavar="TOOLS",
+    default="all",
+    show_default=True,
+    help="Check classes: race, memcheck, initcheck, all, or a comma list (race,memcheck).",
+)
 def check(
     inputs: tuple[str, ...],
     launch_path: str | None,
@@ -309,21 +317,25 @@ def check(
     entry: str | None,
     build_options: str | None,
     color: bool | None,
+    tool: str,
 ) -> None:
-    """Run each INPUT once as its launch file describes and report its data races.
+    """Run each INPUT once as its launch file describes and report its data races,
+    out-of-bounds accesses and uninitialised reads (--tool picks which).
 
     INPUT is a kernel (.wgsl, .cl, .cu, .ptx) whose launch file is beside it (its name
     with .toml, else .sim) or given with --launch/--sim; a .toml or .sim launch file;
     or a directory, walked for kernels in sorted order. Several inputs are checked in
     one process, each reported as a single check reports it, then one summary line.
 
-    Exit status: 0 no race and complete, 1 races found, 2 incomplete, bad input or
-    error; for several inputs, the worst of theirs (2 over 1 over 0).
+    Exit status: 0 nothing found and complete, 1 races (or out-of-bounds accesses,
+    uninitialised reads) found, 2 incomplete, bad input or error; for several inputs,
+    the worst of theirs (2 over 1 over 0).
     """
 
     def run() -> int:
         suppressions = _read_suppressions(json_path, sarif_path, suppress_path)
-        kwargs: dict[str, Any] = {"device": device, "entry": entry}
+        options = Options.from_env(tools=parse_tools(tool))
+        kwargs: dict[str, Any] = {"device": device, "entry": entry, "options": options}
         # Only passed when given, so check_file's defaults (the launch file's
         # uniform_writes, one instance per race) apply otherwise.
         if uniform_writes is not None:
@@ -547,10 +559,11 @@ def devices() -> None:
 )
 @click.option(
     "--tool",
-    type=click.Choice(["race", "determinism", "all"]),
-    default="race",
+    metavar="TOOLS",
+    default="race,memcheck,initcheck",
     show_default=True,
-    help="Check for races, replay for determinism, or both.",
+    help="race, memcheck, initcheck (the check's classes), determinism (replays), all "
+    "(every one), or a comma list.",
 )
 @click.option("--kernel", "kernel_re", metavar="REGEX", help="Only entry points matching REGEX.")
 @_count(

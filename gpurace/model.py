@@ -159,6 +159,8 @@ class Instrumented:
     params: dict[str, list[Binding]] = field(default_factory=dict)
     # WGSL: each loop's (line, col), by id: the bits of the loop word (wgsl/loops.py)
     loops: list[tuple[int, int]] = field(default_factory=list)
+    # the tracked variables checked for uninitialised reads (docs/memcheck.md), by id
+    initchecked: tuple[int, ...] = ()
 
 
 # ---------------------------------------------------------------------------
@@ -177,6 +179,7 @@ class RaceClass(IntEnum):
     # memcheck (docs/memcheck.md): decided on the host from the OOB area, never on the
     # device's race key; the number only keys suppressions (OutOfBounds.key)
     OUT_OF_BOUNDS = 6
+    UNINITIALISED = 7  # initcheck: a read of bytes no work-item wrote (the same way)
 
 
 @dataclass(frozen=True)
@@ -219,7 +222,9 @@ class Race:
 @dataclass
 class OutOfBounds:
     """An access outside its variable (docs/memcheck.md), deduplicated per (site, var):
-    the example is the faulting access with the lowest (group, local index, index)."""
+    the example is the faulting access with the lowest (group, local index, index).
+    With `cls` UNINITIALISED, a read of bytes no work-item wrote earlier in the launch
+    (initcheck): `index` is then the first unwritten byte's offset (`unit` bytes)."""
 
     site: int
     kind: Kind
@@ -232,11 +237,12 @@ class OutOfBounds:
     group: int  # the example's linear work-group id and local index
     lid: int
     launch: int = field(default=0, compare=False, repr=False)
+    cls: RaceClass = RaceClass.OUT_OF_BOUNDS
 
     @property
     def key(self) -> tuple[int, int, int, int, int]:
         """The suppression key, shaped like a race's."""
-        return (int(RaceClass.OUT_OF_BOUNDS), self.site, int(self.kind), self.var, 0)
+        return (int(self.cls), self.site, int(self.kind), self.var, 0)
 
 
 @dataclass
@@ -288,6 +294,10 @@ class Report:
     suppressed: dict[tuple, Suppressed] = field(default_factory=dict)
     # memcheck: accesses outside their variable, per (site, var), sorted by key
     out_of_bounds: list[OutOfBounds] = field(default_factory=list)
+    # initcheck: reads of bytes no work-item wrote, per (site, var), sorted by key
+    uninitialised: list[OutOfBounds] = field(default_factory=list)
+    # the check classes selected (--tool): the others are neither found nor reported
+    tools: tuple[str, ...] = ("race", "memcheck", "initcheck")
 
     @property
     def active(self) -> list[Race]:
@@ -308,10 +318,15 @@ class Report:
         return [o for o in self.out_of_bounds if o.key not in self.suppressed]
 
     @property
+    def uninit_errors(self) -> list[OutOfBounds]:
+        """The uninitialised reads no suppression entry matched."""
+        return [o for o in self.uninitialised if o.key not in self.suppressed]
+
+    @property
     def exit_code(self) -> int:
         """0 clean and complete, 1 races or out-of-bounds accesses found, 2 incomplete
         (design.md §3)."""
-        if self.errors or self.oob_errors:
+        if self.errors or self.oob_errors or self.uninit_errors:
             return 1
         return 0 if self.scope.complete else 2
 

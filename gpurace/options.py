@@ -22,6 +22,29 @@ DEVICE_VARIABLES = MappingProxyType(
 )
 KERNEL_TIMEOUT_S = 60.0  # a launch that runs longer is taken for a hang (watchdog.py)
 RECORDS_PER_ITEM = 16  # first log size tried, per work-item (docs/internals.md §2)
+#: The check classes `--tool` selects (docs/memcheck.md); `all` is every one.
+TOOLS = ("race", "memcheck", "initcheck")
+
+
+def parse_tools(text: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """``--tool``'s value: one class, ``all`` or a comma list (``race,memcheck``), as
+    the selected classes in TOOLS order (then `extra`'s: `gpurace run`'s determinism);
+    an unknown name is one GpuraceError that lists the valid ones."""
+    known = TOOLS + extra
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    chosen: set[str] = set()
+    for n in names:
+        if n == "all":
+            chosen.update(TOOLS)
+        elif n in known:
+            chosen.add(n)
+        else:
+            raise GpuraceError(
+                f"--tool: unknown tool '{n}'; use {', '.join(known)}, all or a comma list"
+            )
+    if not chosen:
+        raise GpuraceError(f"--tool: name one of {', '.join(known)} or all")
+    return tuple(n for n in known if n in chosen)
 
 
 @dataclass(frozen=True)
@@ -44,6 +67,8 @@ class Options:
     backend: str | None = None
     profile: bool = False  # $GPURACE_PROFILE: print each analysis pass's time
     debug: bool = False  # $GPURACE_DEBUG: show tracebacks of internal errors
+    # the check classes reported and deciding the exit status (--tool; docs/memcheck.md)
+    tools: tuple[str, ...] = TOOLS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **given: object) -> Options:

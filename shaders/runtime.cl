@@ -3,6 +3,9 @@
    that gpurace/abi.py generates (_GR_*) and the program's own part
    (gpurace/instrument/opencl/runtime.py: _GR_SLOTS, the most tracked variables of one
    kernel). tests/test_runtime_shaders.py builds it with PoCL. */
+#ifndef _GR_INITCHECK
+#define _GR_INITCHECK 0  /* 1: some variable has a written-shadow (docs/memcheck.md) */
+#endif
 #ifndef _GR_ENQUEUED_SIZE
 #define _GR_ENQUEUED_SIZE(d) get_local_size(d)
 #endif
@@ -15,6 +18,9 @@ typedef struct {
   uint lwords, lgroups, larea;
   ulong addr[_GR_SLOTS];
   uint size[_GR_SLOTS], id[_GR_SLOTS], space[_GR_SLOTS], lbase[_GR_SLOTS], lw0[_GR_SLOTS];
+#if _GR_INITCHECK
+  uint wb[_GR_SLOTS];  /* the first word of the variable's (group's) written-shadow, or 0 */
+#endif
 #if _GR_ASYNC
   /* the async copies called and not yet waited for (work-group uniform): per copy,
      its element count, then per side (0 the source's loads, 1 the destination's
@@ -76,6 +82,10 @@ void _gr_track(__private _gr_state_t *s, ulong addr, uint space, uint id, uint s
   s->size[k] = size;
   s->lbase[k] = s->ctl[_GR_CTL_BASES + id];
   s->lw0[k] = lw0;
+#if _GR_INITCHECK
+  s->wb[k] = s->ctl[_GR_CTL_WRITTEN + id];
+  if (space && s->wb[k]) s->wb[k] += s->grp * ((size + 31u) / 32u);  /* the group's own */
+#endif
 }
 
 /* Whether this work-item logs its event of kind `code` (0 barrier, 1 exit, ...) at
@@ -296,6 +306,54 @@ uint _gr_oob(__private _gr_state_t *s, ulong a, uint space, uint site, uint kind
   return 1u;
 }
 
+#if _GR_INITCHECK
+/* initcheck (docs/memcheck.md): bits [lo, hi) of a written-shadow word (hi <= 32). */
+uint _gr_wmask(uint lo, uint hi) {
+  return hi - lo >= 32u ? 0xffffffffu : ((1u << (hi - lo)) - 1u) << lo;
+}
+
+/* The `size` bytes at byte `off` of the variable in slot `k`, against its written-shadow
+   (one bit per byte from control word `s->wb[k]`): a read of a byte no write set is
+   counted in the uninitialised-read area and, while it has room, recorded there with
+   its first unwritten byte; a write then sets its bytes. An atomic reads and writes,
+   except a load (op 1), which only reads, a store or exchange (2, 10) and a failed
+   compare-exchange (the reads bit), which only write or only read. */
+void _gr_written(__private _gr_state_t *s, uint k, uint off, uint size, uint site, uint kind,
+                 uint op) {
+  volatile __global uint *ctl = s->ctl;
+  uint base = s->wb[k], e = off + size, kd = kind & _GR_F_KIND_MASK;
+  uint only_reads = (kind >> _GR_F_READS_SHIFT) & 1u;
+  if (kd == 0u || (kd == 2u && op != 2u && op != 10u)) {
+    for (uint b = off; b < e; b = ((b >> 5u) + 1u) << 5u) {
+      uint w = b >> 5u;
+      uint miss = _gr_wmask(b & 31u, min(e - (w << 5u), 32u)) & ~ctl[base + w];
+      if (miss == 0u) continue;
+      uint i = atomic_inc(&ctl[_GR_CTL_UNINIT]);
+      if (i < _GR_UNINIT_SLOTS) {
+        volatile __global uint *r = ctl + _GR_CTL_UNINIT + 1u + i * _GR_RECORD_WORDS;
+        r[_GR_W_SITE] = site;
+        r[_GR_W_FLAGS] = kd | (s->space[k] << _GR_F_SPACE_SHIFT)
+                         | (min(size, 255u) << _GR_F_SIZE_SHIFT) | (s->id[k] << _GR_F_VAR_SHIFT);
+        r[_GR_OOB_INDEX] = (w << 5u) + 31u - clz(miss & (0u - miss));
+        r[_GR_W_LID] = s->lid;
+        r[_GR_W_GROUP] = s->grp;
+        r[_GR_OOB_DEPTH] = 0u;
+        r[_GR_OOB_BOUND] = s->size[k];
+        r[_GR_OOB_UNIT] = _GR_OOB_BYTES;
+      }
+      break;
+    }
+  }
+  if ((kd == 1u || (kd == 2u && op != 1u)) && !only_reads) {
+    for (uint b = off; b < e; b = ((b >> 5u) + 1u) << 5u) {
+      uint w = b >> 5u;
+      uint m = _gr_wmask(b & 31u, min(e - (w << 5u), 32u));
+      if ((ctl[base + w] & m) != m) atomic_or(&ctl[base + w], m);
+    }
+  }
+}
+#endif
+
 /* Log one access of `size` bytes at address `a` (records of at most 16 bytes).
    Returns 1 when it is out of bounds (recorded by _gr_oob, not logged): the caller
    then leaves out the access (a read gives zero). */
@@ -306,6 +364,9 @@ uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site
       if (a - s->addr[k] + size > (ulong)s->size[k])  /* it starts inside and ends past it */
         break;  /* out of bounds of this variable, the nearest below: _gr_oob finds it */
       uint off = (uint)(a - s->addr[k]);
+#if _GR_INITCHECK
+      if (s->wb[k]) _gr_written(s, k, off, size, site, kind, extra);
+#endif
       uint ep = space ? s->ep_l : s->ep_g;
       for (uint c = 0u; c < size; c += 16u) {
         uint n = min(16u, size - c);

@@ -90,8 +90,12 @@ def test_the_wgsl_params_struct_is_the_abi_params_in_order():
 
 @pytest.mark.parametrize(
     "runtime, header",
-    [(wgsl_runtime.prelude(3), abi.runtime_wgsl(3)), (cl_runtime.prelude(3, 4), abi.runtime_c(3))],
-    ids=["wgsl", "opencl"],
+    [
+        (wgsl_runtime.prelude(3), abi.runtime_wgsl(3)),
+        (wgsl_runtime.prelude(3) + shaders.text("initcheck.wgsl"), abi.runtime_wgsl(3)),
+        (cl_runtime.prelude(3, 4), abi.runtime_c(3)),
+    ],
+    ids=["wgsl", "wgsl-initcheck", "opencl"],
 )
 def test_a_runtime_uses_only_generated_abi_names(runtime, header):
     assert runtime.startswith(header)

@@ -71,7 +71,11 @@ def test_corpus_has_every_labelled_shape():
         "wgsl/storage_write_past_end", "wgsl/workgroup_read_past_end", "wgsl/race_and_oob",
         "wgsl/bounds_checked_clean", "opencl/global_read_past_end",
         "opencl/local_write_past_end", "opencl/race_and_oob", "opencl/bounds_checked_clean",
-    }  # fmt: skip
+    } | {  # initcheck's (tests/test_initcheck.py)
+        f"{lang}/{name}" for lang in ("wgsl", "opencl") for name in (
+            "reduce_reads_unwritten", "uninit_buffer_read_first", "race_and_uninit",
+            "written_before_read_clean")
+    } | {"wgsl/partly_written_tile", "opencl/partly_written_local"}  # fmt: skip
 
 
 def test_labelled_sites_indices_sizes_and_counts(reports):
@@ -81,8 +85,8 @@ def test_labelled_sites_indices_sizes_and_counts(reports):
         assert _oob_labels(report) == _expected_oob(expect), name
         assert report.scope.complete, (name, report.scope)
         assert report.exit_code == (0 if expect["verdict"] == "clean" else 1), name
-        if expect["verdict"] == "oob":
-            assert report.races == [] and report.oob_errors, name
+        if expect["verdict"] in ("oob", "uninit"):
+            assert report.races == [] and (report.oob_errors or report.uninit_errors), name
 
 
 def test_text_report_names_buffer_index_size_and_ids(reports):

@@ -302,7 +302,14 @@ def test_json_fields() -> None:
     assert doc["device"] == "llvmpipe (LLVM 17)"
     assert doc["workgroup_size"] == [64, 1, 1] and doc["num_groups"] == [4, 1, 1]
     assert doc["uniform_writes"] == "tolerate"
-    assert doc["summary"] == {"races": 2, "errors": 1, "warnings": 1, "suppressed": 0}
+    assert doc["summary"] == {
+        "races": 2,
+        "errors": 1,
+        "warnings": 1,
+        "suppressed": 0,
+        "out_of_bounds": 0,
+        "uninitialised": 0,
+    }
     assert doc["exit_code"] == 1
     r = doc["races"][0]
     assert r["class"] == "local" and r["severity"] == "error" and r["type"] == "read-write"

@@ -48,7 +48,14 @@ def test_site_pair_in_either_order_suppresses_one_race(tmp_path: Path) -> None:
     )
     # JSON: still listed and counted, with the reason
     validate_report(run.json)
-    assert run.json["summary"] == {"races": 2, "errors": 1, "warnings": 0, "suppressed": 1}
+    assert run.json["summary"] == {
+        "races": 2,
+        "errors": 1,
+        "warnings": 0,
+        "suppressed": 1,
+        "out_of_bounds": 0,
+        "uninitialised": 0,
+    }
     marked = [(r["a"]["site"]["line"], r["suppressed"]) for r in run.json["races"]]
     assert marked == [
         (12, {"reason": "left neighbour: known, issue 7", "file": supp, "line": 1}),

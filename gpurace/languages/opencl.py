@@ -16,7 +16,7 @@ from gpurace.interfaces import Backend, Target
 from gpurace.launch import LaunchSpec, load_launch, resolve_entry, scalar_bytes, validate_opencl
 from gpurace.launch.ndrange import NdRange
 from gpurace.launch.sim import bind_sim_args
-from gpurace.model import Binding, Instrumented
+from gpurace.model import Binding, Instrumented, Space
 from gpurace.options import Options
 from gpurace.target import filtered_target, launcher, linear_layout, require_launch_of
 
@@ -134,6 +134,21 @@ def opencl_extents(inst: Instrumented, kernel: str, launch: LaunchSpec) -> list[
     return extents
 
 
+def written_shadows(
+    inst: Instrumented, kernel: str, launch: LaunchSpec, extents: list[int], groups: int
+) -> tuple[list[int], list[int]]:
+    """(bytes, bitmaps) of each tracked variable's written-shadow (`abi.place_written`;
+    docs/memcheck.md): a __local variable or parameter of the kernel has one per
+    work-group, a global buffer the launch declares uninitialised (``fill =
+    "uninit"``, a .sim file's ``noinit``) one, the others none."""
+    uninit = {a.index for a in launch.args if a.buffer is not None and a.buffer.uninit}
+    instances = [
+        0 if v.kernel != kernel else groups if v.space == Space.LOCAL else int(v.binding in uninit)
+        for v in inst.variables
+    ]
+    return extents, instances
+
+
 def target(
     source: str,
     launch: LaunchSpec,
@@ -167,6 +182,10 @@ def target(
         backend.launch, queue, inst.source, path, kernel, params, args, launch.global_size,
         local, options=launch.options, var_bases=bases, var_sizes=extents,
         timeout=options.kernel_timeout_s,
+        initcheck=(
+            written_shadows(inst, kernel, launch, extents, prod(groups))
+            if "initcheck" in options.tools else None
+        ),
     )  # fmt: skip
     t = filtered_target(
         backend, queue, dev_name, inst, kernel, local, groups, bases, total,

@@ -28,11 +28,35 @@ default_backend = "wgpu"
 read_launch = load_launch  # workgroups, [[binding]] tables: WGSL's form
 
 
-def instrument(source: str, path: str, options: Sequence[str] = ()) -> Instrumented:
-    """The WGSL rewriter (WGSL has no build options)."""
+def instrument(
+    source: str,
+    path: str,
+    options: Sequence[str] = (),
+    initcheck: frozenset[tuple[int, int]] | None = None,
+) -> Instrumented:
+    """The WGSL rewriter (WGSL has no build options); `initcheck` (None: off) names the
+    storage bindings declared uninitialised (docs/memcheck.md)."""
     from gpurace.instrument.wgsl import instrument as instrument_wgsl
 
-    return instrument_wgsl(source, path)
+    return instrument_wgsl(source, path, initcheck=initcheck)
+
+
+def written_shadows(inst: Instrumented, launch: LaunchSpec) -> tuple[list[int], list[int]] | None:
+    """(bytes, bitmaps) of each tracked variable's written-shadow (`abi.place_written`):
+    a checked workgroup variable has one per group, a checked storage buffer one; None
+    when no variable is checked (docs/memcheck.md)."""
+    if not inst.initchecked:
+        return None
+    sizes: dict[tuple[int | None, int | None], int] = {
+        (b.group, b.binding): b.nbytes for b in launch.buffers
+    }
+    extents, instances = [], []
+    for v in inst.variables:
+        local = v.space == Space.LOCAL
+        extents.append(v.size or 0 if local else sizes.get((v.group, v.binding), 0))
+        checked = v.id in inst.initchecked
+        instances.append(0 if not checked else prod(launch.workgroups) if local else 1)
+    return extents, instances
 
 
 def address_layout(inst: Instrumented, launch: LaunchSpec) -> tuple[list[int], int]:
@@ -110,7 +134,14 @@ def target(
         line = launch.key_lines.get("overrides", 0)
         source = set_overrides(source, launch.overrides, launch.path, line)
     validate_source(dev, source, path)  # naga's reason, in the user's file
-    inst = instrument(source, path)
+    # an aliased binding and the buffer it views are not checked (docs/memcheck.md)
+    viewed = {b.alias for b in launch.buffers if b.alias is not None}
+    uninit = frozenset(
+        (b.group, b.binding)
+        for b in launch.buffers
+        if b.uninit and b.alias is None and (b.group, b.binding) not in viewed
+    )
+    inst = instrument(source, path, initcheck=uninit if "initcheck" in options.tools else None)
     entries = inst.entry_points or {inst.entry: inst.workgroup_size}
     kernel = resolve_entry(launch, list(entries), entry)
     validate_against(launch, inst.bindings)
@@ -132,6 +163,7 @@ def target(
         log_group=inst.log_group, var_bases=bases, read_outputs=False,
         reuse_log=True,  # each pass's log is analysed before the next launch
         aliases=views or None, timeout=options.kernel_timeout_s,
+        initcheck=written_shadows(inst, launch),
     )  # fmt: skip
 
     def run(

@@ -76,7 +76,7 @@ def _fill(
         return _from_array(_load_npy(npy, fill, err), f"'{fill}'", typ, dtype, count, err)
     assert count is not None
     if isinstance(fill, str):
-        if fill == "zeros":
+        if fill in ("zeros", "uninit"):  # uninit: its reads are checked (BufferSpec.uninit)
             return np.zeros(count, dtype)
         if fill == "arange":
             return np.arange(count).astype(dtype)
@@ -90,7 +90,7 @@ def _fill(
             return rng.integers(0, min(1000, int(np.iinfo(dtype).max) + 1), count).astype(dtype)
         raise err(
             f"unknown fill '{fill}'{_suggest(fill, FILL_KINDS)}; use \"zeros\", "
-            '"arange", "random", a number, or the path of a .npy file'
+            '"arange", "random", "uninit", a number, or the path of a .npy file'
         )
     if _is_number(fill):
         if is_float:

@@ -214,6 +214,7 @@ def _arg(
     if dialect.encode is not None:
         flat = dialect.encode(typ, flat)
     buf = BufferSpec(0, index, typ, int(flat.size // lanes), flat, line=line)
+    buf.uninit = table.get("fill") == "uninit"  # docs/memcheck.md
     return ArgSpec(index, name, "buffer", buffer=buf, line=line)
 
 

@@ -309,7 +309,7 @@ def _argument(cur: _Cursor, p: Binding) -> ArgSpec:
             vals.append(_value(text, dtype, h.hex, lambda msg, r=r, c=c: cur.err(msg, r, c)))
         data = np.array(vals, dtype)
     if memory:
-        buf = BufferSpec(0, p.binding, typ, count, data, line=row + 1)
+        buf = BufferSpec(0, p.binding, typ, count, data, line=row + 1, uninit=h.noinit)
         return ArgSpec(p.binding, None, "buffer", buffer=buf, line=row + 1)
     if p.size is not None and h.size != p.size:
         raise err(

@@ -38,7 +38,7 @@ CL_SCALARS: dict[str, np.dtype] = {
 }
 CL_VECTOR_WIDTHS = (2, 3, 4, 8, 16)
 
-FILL_KINDS = ("zeros", "arange", "random")
+FILL_KINDS = ("zeros", "arange", "random", "uninit")
 UNIFORM_WRITES = ("race", "tolerate")
 
 
@@ -78,6 +78,9 @@ class BufferSpec:
     line: int = 0
     alias: tuple[int, int] | None = None
     offset: int = 0
+    # fill = "uninit" (a .sim file's noinit): reads of bytes no work-item wrote earlier
+    # in the launch are errors (docs/memcheck.md); the contents are zeros
+    uninit: bool = False
 
     @property
     def nbytes(self) -> int:

@@ -148,6 +148,7 @@ def _buffer(table: Any, index: int, path: str, base_dir: str, lines: KeyLines) -
         count=int(data.size),
         data=data,
         line=lines.binding_key(index, "binding"),
+        uninit=table.get("fill") == "uninit",
     )
 
 

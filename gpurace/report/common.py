@@ -33,6 +33,7 @@ CLASS_NAMES: dict[RaceClass, str] = {
     RaceClass.STORAGE_EXCHANGE: "storage-exchange",
     RaceClass.DIVERGENCE: "divergence",
     RaceClass.OUT_OF_BOUNDS: "out-of-bounds",  # memcheck: not a race (OutOfBounds)
+    RaceClass.UNINITIALISED: "uninitialised-read",  # initcheck: not a race either
 }
 
 #: SARIF rule ids per class (also accepted by ``--suppress`` entries' ``rule``).
@@ -43,6 +44,7 @@ RULE_IDS: dict[str, str] = {
     "storage-exchange": "gpurace/storage-exchange",
     "divergence": "gpurace/barrier-divergence",
     "out-of-bounds": "gpurace/out-of-bounds",
+    "uninitialised-read": "gpurace/uninitialised-read",
 }
 
 
@@ -370,6 +372,8 @@ def hint(v: RaceView, language: str) -> str | None:
 
 #: The class name of out-of-bounds accesses (JSON, corpus labels, ``rule``).
 OOB_CLASS = CLASS_NAMES[RaceClass.OUT_OF_BOUNDS]
+#: ... and of uninitialised reads (initcheck), which share the view.
+UNINIT_CLASS = CLASS_NAMES[RaceClass.UNINITIALISED]
 
 
 @dataclass(frozen=True)
@@ -386,6 +390,11 @@ class OobView:
     size: int  # the indexed dimension's elements (or the variable's bytes: `unit`)
     unit: str  # "elements" or "bytes"
     address_name: str  # 'buf[1024]'
+
+    @property
+    def cls(self) -> str:
+        """OOB_CLASS or UNINIT_CLASS."""
+        return CLASS_NAMES[self.oob.cls]
 
 
 def oob_view(report: Report, oob: OutOfBounds) -> OobView:
@@ -419,15 +428,28 @@ def oob_view(report: Report, oob: OutOfBounds) -> OobView:
     )
 
 
-def oob_views(report: Report) -> list[OobView]:
-    """The report's out-of-bounds accesses in the order of their sites."""
-    vs = [oob_view(report, o) for o in report.out_of_bounds]
+def oob_views(report: Report, uninit: bool = False) -> list[OobView]:
+    """The report's out-of-bounds accesses (with `uninit`, its uninitialised reads) in
+    the order of their sites."""
+    found = report.uninitialised if uninit else report.out_of_bounds
+    vs = [oob_view(report, o) for o in found]
     vs.sort(key=lambda v: (v.side.site.file, v.side.site.line, v.side.site.col, v.oob.key))
     return vs
 
 
+def memcheck_views(report: Report) -> list[OobView]:
+    """The out-of-bounds accesses, then the uninitialised reads: every memcheck finding."""
+    return oob_views(report) + oob_views(report, uninit=True)
+
+
 def oob_message(v: OobView) -> str:
-    """``out-of-bounds write to storage buffer 'buf[1024]' (size 1024 elements)``."""
+    """``out-of-bounds write to storage buffer 'buf[1024]' (size 1024 elements)``, or
+    ``uninitialised read of workgroup variable 'tile[32]' (byte 128)``."""
+    if v.oob.cls == RaceClass.UNINITIALISED:
+        return (
+            f"uninitialised read of {v.memory_words} '{v.var_name}[{v.index}]' "
+            f"(byte {v.byte}: no work-item wrote it earlier in the launch)"
+        )
     what = {"load": "read of", "store": "write to", "atomic": "atomic on"}.get(
         v.side.kind, v.side.kind
     )
@@ -438,5 +460,7 @@ def oob_message(v: OobView) -> str:
 
 def oob_explanation(v: OobView) -> str:
     """What happened to the access (the text report's second line)."""
+    if v.oob.cls == RaceClass.UNINITIALISED:
+        return f"'{v.var_name}': the read gave whatever the memory held"
     what = "the read gave 0" if v.side.kind == "load" else "the access was left out"
     return f"outside '{v.var_name}': {what} and the launch went on"

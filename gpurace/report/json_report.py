@@ -111,10 +111,11 @@ def oob_fields(v: OobView, cwd: str | None) -> dict[str, Any]:
 
 
 def oob_json(report: Report, v: OobView, cwd: str | None) -> dict[str, Any]:
-    """One out-of-bounds access (deduplicated per site and variable)."""
+    """One out-of-bounds access or uninitialised read (deduplicated per site and
+    variable)."""
     site = v.side.site
     return {
-        "class": "out-of-bounds",
+        "class": v.cls,
         "severity": "error",
         "message": oob_message(v),
         "explanation": oob_explanation(v),
@@ -181,12 +182,16 @@ def to_json(
         "num_groups": list(report.num_groups),
         "uniform_writes": "race" if report.uniform_writes_race else "tolerate",
         "races": races,
+        "tools": list(report.tools),
         "out_of_bounds": [oob_json(report, o, cwd) for o in oob_views(report)],
+        "uninitialised": [oob_json(report, o, cwd) for o in oob_views(report, uninit=True)],
         "summary": {
             "races": len(report.races),
             "errors": len(report.errors),
             "warnings": len(report.warnings),
             "suppressed": len(report.races) - len(report.active),
+            "out_of_bounds": len(report.oob_errors),
+            "uninitialised": len(report.uninit_errors),
         },
         "scope": scope_json(report),
         "suppressions": _suppressions(suppressions, cwd),

@@ -28,15 +28,16 @@ from .common import (
     KIND_LABELS,
     OOB_CLASS,
     RULE_IDS,
+    UNINIT_CLASS,
     OobView,
     RaceView,
     Side,
     explanation,
     hint,
+    memcheck_views,
     message,
     oob_explanation,
     oob_message,
-    oob_views,
     relpath,
     views,
     who,
@@ -99,6 +100,14 @@ RULE_TEXT: dict[str, tuple[str, str, str]] = {
         "the access and leaves the access out, so the rest of the launch is checked.",
         "error",
     ),
+    "uninitialised-read": (
+        "Uninitialised read",
+        "A work-item reads workgroup/local memory that no work-item of its group wrote "
+        "earlier in the launch, or bytes of a buffer the launch declares uninitialised "
+        '(fill = "uninit") that no work-item wrote. The value read is whatever the '
+        "memory held.",
+        "error",
+    ),
 }
 
 #: Notifications an incomplete check or a suppressions file can raise.
@@ -114,9 +123,10 @@ NOTIFICATIONS: dict[str, str] = {
 _LOCATED = re.compile(r"^(.+?):(\d+)(?::(\d+))?: (.*)$", re.S)
 
 
-def _rules(out_of_bounds: bool = False) -> list[dict[str, Any]]:
-    """The race classes' rules, then `gpurace/out-of-bounds` when a result uses it (a
-    run without one lists the race rules alone, as before memcheck)."""
+def _rules(out_of_bounds: bool = False, uninit: bool = False) -> list[dict[str, Any]]:
+    """The race classes' rules, then `gpurace/out-of-bounds` and
+    `gpurace/uninitialised-read` when a result uses them (a run without one lists the
+    race rules alone, as before memcheck)."""
     return [
         {
             "id": RULE_IDS[cls],
@@ -127,7 +137,7 @@ def _rules(out_of_bounds: bool = False) -> list[dict[str, Any]]:
             "properties": {"class": cls},
         }
         for cls in CLASS_NAMES.values()
-        if cls != OOB_CLASS or out_of_bounds
+        if (cls != OOB_CLASS or out_of_bounds) and (cls != UNINIT_CLASS or uninit)
     ]
 
 
@@ -224,23 +234,31 @@ def _result(report: Report, v: RaceView, cwd: str | None, seen: dict[str, int]) 
     return result
 
 
-def _oob_result(report: Report, v: OobView, cwd: str | None) -> dict[str, Any]:
-    """One out-of-bounds access: its site, with the facts of the JSON report."""
+def rule_index(cls: str, any_oob: bool) -> int:
+    """Where `_rules` lists `cls`'s rule (uninitialised-read follows out-of-bounds only
+    when that one is listed)."""
+    at = list(CLASS_NAMES.values()).index(cls)
+    return at - 1 if cls == UNINIT_CLASS and not any_oob else at
+
+
+def _oob_result(report: Report, v: OobView, cwd: str | None, any_oob: bool) -> dict[str, Any]:
+    """One out-of-bounds access or uninitialised read: its site, with the facts of the
+    JSON report."""
     site = v.side.site
     key = json.dumps(
-        [report.kernel, OOB_CLASS, relpath(site.file, cwd), v.side.kind, site.operand,
+        [report.kernel, v.cls, relpath(site.file, cwd), v.side.kind, site.operand,
          site.line_text.strip(), v.var_name]
     )  # fmt: skip
     result: dict[str, Any] = {
-        "ruleId": RULE_IDS[OOB_CLASS],
-        "ruleIndex": list(CLASS_NAMES.values()).index(OOB_CLASS),
+        "ruleId": RULE_IDS[v.cls],
+        "ruleIndex": rule_index(v.cls, any_oob),
         "level": "error",
         "message": {"text": oob_message(v)},
         "locations": [_location(v.side, cwd)],
         "partialFingerprints": {FINGERPRINT: hashlib.sha256(key.encode()).hexdigest()[:32]},
         "properties": {
             "kernel": report.kernel,
-            "class": OOB_CLASS,
+            "class": v.cls,
             "launch": v.oob.launch,
             "explanation": oob_explanation(v),
             **oob_fields(v, cwd),
@@ -346,9 +364,10 @@ def to_sarif(
     results: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
+    any_oob = any(r.out_of_bounds for r in reports)  # whether _rules lists out-of-bounds
     for report in reports:
         results += [_result(report, v, cwd, seen) for v in views(report)]
-        results += [_oob_result(report, v, cwd) for v in oob_views(report)]
+        results += [_oob_result(report, v, cwd, any_oob) for v in memcheck_views(report)]
         notes += _scope_notifications(report, cwd)
     if suppressions is not None:
         for entry in suppressions.unused:
@@ -394,7 +413,7 @@ def to_sarif(
                     "driver": {
                         "name": "gpurace",
                         "version": tool_version(),
-                        "rules": _rules(any(r.out_of_bounds for r in reports)),
+                        "rules": _rules(any_oob, any(r.uninitialised for r in reports)),
                         "notifications": [
                             {"id": k, "shortDescription": {"text": t}}
                             for k, t in NOTIFICATIONS.items()

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from gpurace.limits import check_regular_file
 from gpurace.model import GpuraceError, Report, Site, Suppressed
 
-from .common import CLASS_NAMES, OOB_CLASS, RULE_IDS, OobView, RaceView, oob_views, relpath, views
+from .common import CLASS_NAMES, RULE_IDS, OobView, RaceView, memcheck_views, relpath, views
 
 #: ``rule`` values: the JSON class names and the SARIF rule ids, both to the class name.
 RULES: dict[str, str] = {
@@ -81,11 +81,11 @@ class Entry:
         return True
 
     def matches_oob(self, report: Report, v: OobView) -> bool:
-        """An out-of-bounds access (docs/memcheck.md): its one site is both of the
-        pair (``sites = ["k.cl:9", "k.cl:9"]``)."""
+        """An out-of-bounds access or uninitialised read (docs/memcheck.md): its one site
+        is both of the pair (``sites = ["k.cl:9", "k.cl:9"]``)."""
         if self.kernel is not None and not fnmatch.fnmatchcase(report.kernel, self.kernel):
             return False
-        if self.rule is not None and self.rule != OOB_CLASS:
+        if self.rule is not None and self.rule != v.cls:
             return False
         return self.sites is None or all(s.matches(v.side.site) for s in self.sites)
 
@@ -111,7 +111,7 @@ class Suppressions:
                     first = first or entry
             if first is not None:
                 report.suppressed[v.race.key] = Suppressed(first.reason, first.file, first.line)
-        for o in oob_views(report):
+        for o in memcheck_views(report):
             first = None
             for i, entry in enumerate(self.entries):
                 if entry.matches_oob(report, o):

@@ -21,15 +21,16 @@ from gpurace.model import Race, Report
 
 from .common import (
     KIND_LABELS,
+    UNINIT_CLASS,
     OobView,
     RaceView,
     explanation,
     hint,
     incomplete_reasons,
+    memcheck_views,
     message,
     oob_explanation,
     oob_message,
-    oob_views,
     plural,
     relpath,
     view,
@@ -95,7 +96,9 @@ def format_oob(report: Report, v: OobView, cwd: str | None = None) -> list[str]:
     ]
     if site.line_text.strip():
         lines.append(f"      {site.line_text.strip()}")
-    if v.oob.count > 1:
+    if v.oob.count > 1 and v.cls == UNINIT_CLASS:
+        lines.append(f"  ({plural(v.oob.count, 'read')} of unwritten bytes at this site)")
+    elif v.oob.count > 1:
         lines.append(f"  ({plural(v.oob.count, 'access', 'accesses')} out of bounds at this site)")
     return lines
 
@@ -111,6 +114,22 @@ def oob_summary_line(report: Report) -> str | None:
     s = len(found) - e
     return (
         f"{plural(n, 'out-of-bounds access', 'out-of-bounds accesses')} at "
+        f"{plural(len(found), 'site')} ({plural(e, 'error')}"
+        + (f", {s} suppressed" if s else "")
+        + f") in kernel '{report.kernel}'"
+    )
+
+
+def uninit_summary_line(report: Report) -> str | None:
+    """``N uninitialised reads at S sites (E errors[, X suppressed])``; None when there
+    are none (docs/memcheck.md, initcheck)."""
+    found = report.uninitialised
+    if not found:
+        return None
+    e = len(report.uninit_errors)
+    s = len(found) - e
+    return (
+        f"{plural(sum(o.count for o in found), 'uninitialised read')} at "
         f"{plural(len(found), 'site')} ({plural(e, 'error')}"
         + (f", {s} suppressed" if s else "")
         + f") in kernel '{report.kernel}'"
@@ -150,6 +169,18 @@ def batch_summary_line(entries: Sequence[BatchEntry]) -> str:
     )
 
 
+def summary_lines(report: Report) -> list[str]:
+    """The summary of each class `--tool` selected: the races' line, then the
+    out-of-bounds and uninitialised-read lines when there are any; a class not
+    selected says so (docs/memcheck.md)."""
+    lines = [summary_line(report)] if "race" in report.tools else []
+    lines += filter(None, [oob_summary_line(report), uninit_summary_line(report)])
+    skipped = [t for t in ("race", "memcheck", "initcheck") if t not in report.tools]
+    if skipped:
+        lines.append(f"not checked (--tool): {', '.join(skipped)}")
+    return lines
+
+
 def suppressed_lines(report: Report, cwd: str | None = None) -> list[str]:
     """The suppressed races, one line each: where, what, and the entry's reason."""
     lines = []
@@ -161,7 +192,7 @@ def suppressed_lines(report: Report, cwd: str | None = None) -> list[str]:
         lines.append(
             f"  {loc}: {message(v)}: {entry.reason} [{relpath(entry.file, cwd)}:{entry.line}]"
         )
-    for o in oob_views(report):
+    for o in memcheck_views(report):
         entry = report.suppressed.get(o.oob.key)
         if entry is None:
             continue
@@ -222,14 +253,12 @@ def format_text(report: Report, cwd: str | None = None, notes: Sequence[str] = (
     ]
     blocks += [
         "\n".join(format_oob(report, o, cwd))
-        for o in oob_views(report)
+        for o in memcheck_views(report)
         if o.oob.key not in report.suppressed
     ]
-    oob = oob_summary_line(report)
     tail = "\n".join(
         [
-            summary_line(report),
-            *([oob] if oob else []),
+            *summary_lines(report),
             *suppressed_lines(report, cwd),
             *scope_lines(report, cwd),
             *notes,

@@ -14,18 +14,19 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from gpurace.model import Report, Scope
-from gpurace.report.common import oob_views, plural, relpath, views
+from gpurace.model import RaceClass, Report, Scope
+from gpurace.report.common import memcheck_views, plural, relpath, views
 from gpurace.report.json_report import write_document
 from gpurace.report.text import (
     format_oob,
     format_race,
-    oob_summary_line,
     scope_lines,
-    summary_line,
+    summary_lines,
     suppressed_lines,
 )
 from gpurace.run.session import Kernel, ProgramResult, Session
+
+OUT = RaceClass.OUT_OF_BOUNDS
 
 SCHEMA_NAME = "gpurace-run"
 SCHEMA_VERSION = 1
@@ -41,7 +42,7 @@ def merged(kernel: Kernel) -> Report | None:
     for _, r in kernel.reports:
         for race in r.races:
             races.setdefault(race.key, race)
-        for o in r.out_of_bounds:
+        for o in r.out_of_bounds + r.uninitialised:
             oob.setdefault(o.key, o)
     scopes = [r.scope for _, r in kernel.reports]
     scope = Scope(
@@ -61,7 +62,8 @@ def merged(kernel: Kernel) -> Report | None:
         races=list(races.values()),
         scope=scope,
         suppressed=suppressed,
-        out_of_bounds=sorted(oob.values(), key=lambda o: o.key),
+        out_of_bounds=sorted((o for o in oob.values() if o.cls == OUT), key=lambda o: o.key),
+        uninitialised=sorted((o for o in oob.values() if o.cls != OUT), key=lambda o: o.key),
     )
 
 
@@ -69,7 +71,7 @@ def _indices(ns: list[int]) -> str:
     return ", ".join(map(str, ns[:8])) + (", ..." if len(ns) > 8 else "")
 
 
-def format_kernel(kernel: Kernel, tool: str, cwd: str | None = None) -> str:
+def format_kernel(kernel: Kernel, tools: Sequence[str], cwd: str | None = None) -> str:
     """The block of one kernel: header, race blocks, summary, scope, determinism."""
     where = relpath(kernel.file, cwd) if os.path.exists(kernel.file) else kernel.file
     head = (
@@ -91,10 +93,14 @@ def format_kernel(kernel: Kernel, tool: str, cwd: str | None = None) -> str:
         seen.update(r.key for r in new)
         shown = dataclasses.replace(report, races=new)
         blocks += ["\n".join(format_race(shown, v, cwd)) for v in views(shown)]
-        fresh = [o for o in report.oob_errors if o.key not in seen]
+        fresh = [o for o in report.oob_errors + report.uninit_errors if o.key not in seen]
         seen.update(o.key for o in fresh)
-        shown = dataclasses.replace(report, out_of_bounds=fresh)
-        blocks += ["\n".join(format_oob(shown, v, cwd)) for v in oob_views(shown)]
+        shown = dataclasses.replace(
+            report,
+            out_of_bounds=[o for o in fresh if o.cls == OUT],
+            uninitialised=[o for o in fresh if o.cls != OUT],
+        )
+        blocks += ["\n".join(format_oob(shown, v, cwd)) for v in memcheck_views(shown)]
     total = merged(kernel)
     parts = ["\n".join(lines)]
     if blocks:
@@ -103,8 +109,7 @@ def format_kernel(kernel: Kernel, tool: str, cwd: str | None = None) -> str:
         parts.append(
             "\n".join(
                 [
-                    summary_line(total),
-                    *filter(None, [oob_summary_line(total)]),
+                    *summary_lines(total),
                     *suppressed_lines(total, cwd),
                     *scope_lines(total, cwd),
                 ]
@@ -114,7 +119,7 @@ def format_kernel(kernel: Kernel, tool: str, cwd: str | None = None) -> str:
         parts.append(
             "\n".join(f"determinism (launch {i}): {result}" for i, result in kernel.repeats)
         )
-    elif tool != "race" and not kernel.skipped:
+    elif "determinism" in tools and not kernel.skipped:
         parts.append("determinism: no launch replayed")
     return "\n\n".join(parts)
 
@@ -124,10 +129,10 @@ def format_run(
 ) -> str:
     """The whole report, ending with one summary line and the exit status; ``notes``
     (the unused suppressions) come just before the summary."""
-    tool = session.options.tool
+    tools = session.options.tools
     checked = [k for k in session.kernels.values() if k.selected]
     others = [k for k in session.kernels.values() if not k.selected]
-    blocks = [format_kernel(k, tool, cwd) for k in checked]
+    blocks = [format_kernel(k, tools, cwd) for k in checked]
     if others:
         names = ", ".join(f"'{k.entry}' ({k.launches})" for k in others)
         blocks.append(f"not selected (launches): {names}")
@@ -136,7 +141,7 @@ def format_run(
         f"gpurace run: {plural(len(checked), 'kernel')}, "
         f"{plural(n_launches, 'launch', 'launches')} checked"
     )
-    if tool in ("race", "all"):
+    if "race" in tools:
         reports = [r for r in map(merged, checked) if r is not None]
         races = sum(len(r.races) for r in reports)
         errors = sum(len(r.errors) for r in reports)
@@ -145,7 +150,7 @@ def format_run(
         summary += f"{plural(warnings, 'warning')}"
         hidden = races - errors - warnings
         summary += f", {hidden} suppressed)" if hidden else ")"
-    if tool in ("determinism", "all"):
+    if "determinism" in tools:
         same = sum(1 for k in checked if k.repeats and all(r.identical for _, r in k.repeats))
         differ = sum(1 for k in checked if any(not r.identical for _, r in k.repeats))
         summary += f"; determinism: {same} bit-identical, {differ} NOT deterministic"

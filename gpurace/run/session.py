@@ -35,10 +35,13 @@ from typing import Any
 
 from gpurace import registry
 from gpurace.model import GpuraceError, Report
+from gpurace.options import TOOLS as CHECK_TOOLS
 from gpurace.options import Options as CheckOptions
+from gpurace.options import parse_tools
 from gpurace.report.common import relpath
 
-TOOLS = ("race", "determinism", "all")
+#: the default: the check's classes, no replays (determinism is opt-in)
+DEFAULT_TOOL = "race,memcheck,initcheck"
 #: Where module sources are looked for: at most this many .wgsl/.py files of at most
 #: this size (a program started from a large directory must not be slowed down).
 MAX_SOURCE_FILES = 200
@@ -61,7 +64,7 @@ def identity(source: str | None, file: str, options: Sequence[str] = ()) -> str:
 class Options:
     """What ``gpurace run`` checks; the CLI options one to one."""
 
-    tool: str = "race"
+    tool: str = DEFAULT_TOOL  # --tool as given; `tools` is what it selects
     kernel: str | None = None  # regular expression over entry point names
     launches: int = 1  # first N launches per kernel; 0: all
     repeat: int = 20
@@ -70,9 +73,23 @@ class Options:
     # how each launch is checked: the environment's (read at the run's start) unless given
     check: CheckOptions = field(default_factory=CheckOptions.from_env)
 
+    tools: tuple[str, ...] = field(init=False, default=())
+
+    @property
+    def checks(self) -> tuple[str, ...]:
+        """The check classes selected (gpurace.options.TOOLS): () runs no check."""
+        return tuple(t for t in self.tools if t in CHECK_TOOLS)
+
+    @property
+    def replays(self) -> bool:
+        """Whether launches are replayed for determinism."""
+        return "determinism" in self.tools
+
     def __post_init__(self) -> None:
-        if self.tool not in TOOLS:
-            raise GpuraceError(f"--tool must be one of {', '.join(TOOLS)}, not '{self.tool}'")
+        # `all` is every class and the replays, as before initcheck; a check class alone
+        # (`race`) checks without replays, as on `gpurace check` (docs/memcheck.md)
+        picked = parse_tools(self.tool, ("determinism",))
+        self.tools = (*picked, "determinism") if "all" in self.tool.split(",") else picked
         if self.launches < 0:
             raise GpuraceError(f"--launches must be 0 (all) or more, not {self.launches}")
         if self.repeat < 1:
@@ -320,12 +337,13 @@ class Session:
 
         assert kernel.source is not None
         opts = self.options
-        if opts.tool in ("determinism", "all"):
+        if opts.replays:
             from gpurace.launch.alias import refuse_replay
 
             refuse_replay(spec)  # before the race check: a launch is checked whole or not
         check = opts.check.with_(device=opts.device, uniform_writes=opts.uniform_writes)
-        if opts.tool in ("race", "all"):
+        if opts.checks:
+            check = check.with_(tools=opts.checks)
             report = api.check(
                 kernel.source,
                 spec,
@@ -336,10 +354,10 @@ class Session:
             )
             for race in report.races:
                 race.launch = index  # the text report's "launch N"
-            for oob in report.out_of_bounds:
+            for oob in report.out_of_bounds + report.uninitialised:
                 oob.launch = index
             kernel.reports.append((index, report))
-        if opts.tool in ("determinism", "all"):
+        if opts.replays:
             from gpurace.determinism import repeater
 
             result = repeater(kernel.language, check)(

@@ -6,6 +6,7 @@ module (log bindings in group ``log_group``, private state, ``_gr_rec``).
 
 from __future__ import annotations
 
+from gpurace import shaders
 from gpurace.limits import deep_recursion
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Space, TrackedVar
 
@@ -50,9 +51,16 @@ def _word(e: A.Expr) -> str:
 class _Module:
     """Module-scope analysis: symbols, tracked variables, bindings, entry points."""
 
-    def __init__(self, source: str, path: str, overrides: dict[str, float] | None):
+    def __init__(
+        self,
+        source: str,
+        path: str,
+        overrides: dict[str, float] | None,
+        initcheck: frozenset[tuple[int, int]] | None = None,
+    ):
         self.source = source
         self.path = path
+        self.initcheck = initcheck  # docs/memcheck.md: None, or the uninit bindings
         parser = Parser(source, path)
         self.scanner: _Scanner = parser.scanner
         self._check_names(parser)
@@ -169,6 +177,10 @@ class _Module:
         if sym.space in ("storage", "workgroup"):
             space = Space.GLOBAL if sym.space == "storage" else Space.LOCAL
             info = TrackedInfo(len(self.tracked), v.name, space, t, sym.access)
+            if self.initcheck is not None and (
+                space == Space.LOCAL or (group, binding) in self.initcheck
+            ):  # checked for uninitialised reads (docs/memcheck.md)
+                info.written = -(-size_of(t) // 32) if space == Space.LOCAL else -1
             if info.id >= MAX_TRACKED:
                 raise self.error(f"more than {MAX_TRACKED} storage/workgroup variables", d)
             sym.tracked = info
@@ -280,14 +292,18 @@ def instrument(
     path: str,
     entry: str | None = None,
     overrides: dict[str, float] | None = None,
+    initcheck: frozenset[tuple[int, int]] | None = None,
 ) -> Instrumented:
     """Rewrite a WGSL compute module so that it logs its accesses (docs/internals.md §2).
 
     ``entry`` picks the entry point described by the result (default: the first
     ``@compute`` function); every compute entry point is instrumented. ``overrides``
-    gives values for pipeline-overridable constants used in sizes.
+    gives values for pipeline-overridable constants used in sizes. ``initcheck`` (None:
+    off) checks reads of workgroup variables and of the storage bindings it names
+    (the launch's ``fill = "uninit"`` buffers) for bytes no write set
+    (docs/memcheck.md); a module with neither gets no added code.
     """
-    m = _Module(source, path, overrides)
+    m = _Module(source, path, overrides, initcheck)
     entries = [f for f in m.functions.values() if _attr(f.attrs, "compute") is not None]
     if not entries:
         raise GpuraceError("no @compute entry point in the module", path, 1, 1)
@@ -341,6 +357,9 @@ def instrument(
     # module without barriers logs none, one record per work-item fewer.
     log_exits = any(site.event == Event.BARRIER for site in sites.sites)
     parts.append(log_bindings(log_group) + "\n" + prelude(len(m.tracked), log_exits))
+    checked = [info.id for info in m.tracked if info.written]
+    if checked:
+        parts.append(shaders.text("initcheck.wgsl"))
     parts += mr.runtime.decls
     parts += mr.loops.decls()
     parts += out_fns
@@ -356,6 +375,7 @@ def instrument(
         entry_points={f.name: wg if f is chosen else m.workgroup_size(f) for f in entries},
         not_instrumented=mr.not_instrumented,
         loops=mr.loops.sites,
+        initchecked=tuple(checked),
     )
 
 
