@@ -51,6 +51,16 @@ def table_slot(slot: int, var: Any) -> list[str]:
     ]
 
 
+def checked_vars(variables: list[Any], initcheck: frozenset[int] | None) -> frozenset[int]:
+    """The tracked variables whose accesses call ``_gr_init`` (docs/memcheck.md,
+    initcheck): with `initcheck` (the pointer parameters, by index, that a launch leaves
+    uninitialised), every ``.shared`` variable and those parameters. None (initcheck not
+    asked for) or nothing to check leaves the instrumented text as it was without it."""
+    if initcheck is None:
+        return frozenset()
+    return frozenset(v.id for v in variables if v.space == Space.LOCAL or v.binding in initcheck)
+
+
 def lookup(
     vars_: list[Any],
     space: Space,
@@ -60,12 +70,15 @@ def lookup(
     value: str,
     extra: int,
     oob: str,
+    checked: frozenset[int] = frozenset(),
 ) -> tuple[list[str], list[str]]:
     """(inline code, rare code) that attribute %_gr_d0 (an address of `space`) and log
     its record; an access that does not lie inside one variable of the space branches
     to the rare code (label `oob`), which records it with ``_gr_oob`` (the caller
     appends the redirect). Without a tracked variable of the space the access is
-    counted as unattributed (the result is incomplete) and made."""
+    counted as unattributed (the result is incomplete) and made. Where a variable of
+    the space may be `checked` for uninitialised reads, ``_gr_init`` then tests (a
+    read) or sets (a write) its written-shadow (docs/memcheck.md, initcheck)."""
     cands = [v for v in vars_ if v.space == space]
     epoch = "%_gr_epl" if space == Space.LOCAL else "%_gr_epg"
     if not cands:
@@ -91,6 +104,8 @@ def lookup(
         f"or.b32 %_gr_t4, %_gr_t4, {flags};",
         emit.call_rec(sid, "%_gr_t4", "%_gr_t3", epoch, value, extra, "%_gr_t22"),
     ]
+    if any(v.id in checked for v in cands):
+        code.append(emit.call_init(sid, "%_gr_t4", "%_gr_t3", extra))
     # the record: kind, space and size (runtime.cl's), not the value-known bit
     rare = [f"{oob}:", emit.call_oob(sid, flags & ~8, len(vars_))]
     return code, rare

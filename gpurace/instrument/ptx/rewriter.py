@@ -74,10 +74,12 @@ class _State:
 
 
 def instrument_ptx(
-    ptx: str, path: str, source: CudaSource | None = None, user_file: str | None = None
-) -> Instrumented:
+    ptx: str, path: str, source: CudaSource | None = None, user_file: str | None = None,
+    initcheck: frozenset[int] | None = None,
+) -> Instrumented:  # fmt: skip
     """Instrument every ``.entry`` of `ptx`. `source` (the CUDA file it came from, if
-    any) names parameters and ``__shared__`` variables and supplies line texts."""
+    any) names parameters and ``__shared__`` variables and supplies line texts;
+    `initcheck`: `bounds.checked_vars`'s."""
     mod = parse_module(ptx, path)
     entries = [f for f in mod.functions if f.is_entry]
     if not entries:
@@ -96,11 +98,12 @@ def instrument_ptx(
     inserts: list[tuple[int, int, str]] = []  # (offset, order, text)
     params: dict[str, list[Binding]] = {}
     entry_points: dict[str, tuple[int, int, int]] = {}
+    checked = bounds.checked_vars(st.variables, initcheck)
     for fn, (vars_, bindings) in zip(entries, plans, strict=True):
         loc = Locator(
             mod, user_file if user_file else (source.path if source else None), source, path
         )
-        _Entry(mod, fn, vars_, nv, st, loc, inserts).rewrite()
+        _Entry(mod, fn, vars_, nv, st, loc, inserts, checked).rewrite()
         params[fn.name] = bindings
         entry_points[fn.name] = _reqntid(fn)
     st.not_instrumented += not_inlined(mod, entries, path, inlined.callees)
@@ -108,6 +111,8 @@ def instrument_ptx(
     first = min(fn.header.start for fn in mod.functions)
     head = _decl_start(mod, first)
     runtime = emit.rec_function(nv) + emit.srec_function() + emit.oob_function(nv)
+    if checked:
+        runtime += emit.init_function(nv)
     inserts.append((head, 0, emit.wrap(runtime)))
     out = _apply(mod.ptx, inserts)
     return Instrumented(
@@ -197,9 +202,11 @@ class _Entry:
         st: _State,
         loc: Locator,
         inserts: list[tuple[int, int, str]],
+        checked: frozenset[int] = frozenset(),
     ) -> None:
         self.mod, self.fn, self.vars, self.nv, self.st, self.loc = mod, fn, vars_, nv, st, loc
         self.inserts = inserts
+        self.checked = checked  # variables with a written-shadow (initcheck)
         self.has_barrier = any(
             s.kind == "stmt" and _is_wait_barrier(parse_instr(s.text))
             for s in fn.body
@@ -492,7 +499,9 @@ class _Entry:
                 code += [f"bra {skip};", f"{shared}:", "cvta.to.shared.u64 %_gr_d0, %_gr_d0;"]
             f = flags | (4 if sp == Space.LOCAL else 0)
             oob = self.st.label()
-            inline, rare_sp = bounds.lookup(self.vars, sp, sid, f, size, value, extra, oob)
+            inline, rare_sp = bounds.lookup(
+                self.vars, sp, sid, f, size, value, extra, oob, self.checked
+            )
             code += inline
             rare += rare_sp + ([f"bra {out[0] if out else skip};"] if rare_sp else [])
         if rare:
