@@ -12,7 +12,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from gpurace import api
+from gpurace import abi, api
+from gpurace.analysis import memcheck
 from gpurace.cli import main
 from gpurace.instrument.ptx import assemble, instrument, strip_inserted
 from gpurace.launch.cuda import cuda_launch_from_dict, load_cuda_launch
@@ -158,3 +159,20 @@ def test_shared_memory_clean_cases_have_no_uninitialised_read() -> None:
         assert "call _gr_init" in inst.source, case.id
         assert report.uninitialised == [] and report.exit_code == 0, case.id
         assert report.scope.complete, (case.id, report.scope)
+
+
+def test_more_reads_than_slots_saturate() -> None:
+    """512 reads of an unwritten __shared__ tile (8 blocks of 64): the area counts all
+    of them and records the first UNINIT_SLOTS; the scope says the counts are lower
+    bounds (incomplete, exit 1)."""
+    src = (
+        'extern "C" __global__ void k(float *out) {\n'
+        "  __shared__ float tile[64];\n"
+        "  out[blockIdx.x * 64 + threadIdx.x] = tile[threadIdx.x];\n}\n"
+    )
+    spec = {"kernel": "k", "grid": [8], "block": [64], "arg": [{"type": "float", "count": 512}]}
+    report = api.check(src, cuda_launch_from_dict(spec, "k.toml"), path="k.cu")
+    assert report.exit_code == 1 and not report.scope.complete
+    assert report.scope.saturated == [memcheck.saturation(512, uninit=True)]
+    [found] = report.uninitialised
+    assert found.count == abi.UNINIT_SLOTS and found.index == 0
