@@ -176,3 +176,34 @@ def test_more_reads_than_slots_saturate() -> None:
     assert report.scope.saturated == [memcheck.saturation(512, uninit=True)]
     [found] = report.uninitialised
     assert found.count == abi.UNINIT_SLOTS and found.index == 0
+
+
+CAS = r"""
+extern "C" __global__ void cas(unsigned *out) {
+  __shared__ unsigned tile[64];
+  unsigned t = threadIdx.x;
+  if (t % 2 == 0) atomicCAS(&tile[t], 0u, t + 1);
+  else atomicCAS(&tile[t], 12345u, t + 1);
+  __syncthreads();
+  out[blockIdx.x * 64 + t] = tile[t];
+}
+"""
+
+
+def test_compare_exchange_writes_only_when_it_exchanged() -> None:
+    """Every atomicCAS reads an unwritten entry (64 a block); on sim, whose shared
+    memory starts at zero, the even threads' compare with 0 exchanges (their entry is
+    written: its later read is clean) and the odd threads' with 12345 fails (their
+    entry stays unwritten: the later read of it is reported, from thread 1)."""
+    spec = {"kernel": "cas", "grid": [2], "block": [64], "arg": [{"type": "uint", "count": 128}]}
+    report = api.check(CAS, cuda_launch_from_dict(spec, "cas.toml"), path="cas.cu")
+    assert report.scope.complete, report.scope
+    assert _found(report) == [
+        (5, "atomic", "tile", 0, 64, (0, 0, 0)),
+        (6, "atomic", "tile", 1, 64, (1, 0, 0)),
+        (8, "load", "tile", 1, 64, (1, 0, 0)),
+    ]
+    inst = instrument(CAS, "cas.cu", initcheck=frozenset())
+    assert inst.source.count("call _gr_init") == 2 * 2 + 1  # each CAS twice, the load
+    assert strip_inserted(inst.source) == inst.original_ptx
+    assert len(assemble(inst.source, "sm_90")) > 0

@@ -26,6 +26,13 @@ from . import emit
 from .parse import TYPE_BYTES, Function, reg_type
 
 TABLE = "_gr_vtab"  # the entry's .local variable table
+# initcheck of a compare-exchange (atom.cas, op code 11): `_gr_init` tests its read
+# before it; CAS_TESTED is set where it did, and `cas_written` sets the written bits
+# after the instruction only if the exchange happened (its result equals the compare)
+CAS_OP, CAS_TESTED = 11, "%_gr_q3"
+# before the access's code: false until its read is tested (a guarded-off or
+# unattributed compare-exchange is not)
+CAS_UNTESTED = f"setp.ne.u32 {CAS_TESTED}, %_gr_lid, %_gr_lid;"
 SLOT_BYTES = 16
 
 
@@ -106,6 +113,8 @@ def lookup(
     ]
     if any(v.id in checked for v in cands):
         code.append(emit.call_init(sid, "%_gr_t4", "%_gr_t3", extra))
+        if flags & 3 == 2 and extra & 0xFF == CAS_OP:  # its write is decided after it
+            code.append(f"setp.eq.u32 {CAS_TESTED}, %_gr_t2, %_gr_t2;")
     # the record: kind, space and size (runtime.cl's), not the value-known bit
     rare = [f"{oob}:", emit.call_oob(sid, flags & ~8, len(vars_))]
     return code, rare
@@ -125,3 +134,17 @@ def zeroes(fn: Function, dest: str) -> list[str] | None:
             return None
         out.append(f"mov.b{8 * width} {r}, 0;")
     return out
+
+
+def cas_written(sid: int, operands: list[str], size: int, done: str) -> list[str]:
+    """After an ``atom.cas`` (`operands`: d, [a], compare, new) whose read `_gr_init`
+    tested (CAS_TESTED): when it stored (its old value d equals compare), `_gr_init`
+    as a store sets its bytes."""
+    dest, compare = operands[0], operands[2]
+    return [
+        f"@!{CAS_TESTED} bra {done};",
+        f"setp.eq.b{8 * size} {CAS_TESTED}, {dest}, {compare};",
+        f"@!{CAS_TESTED} bra {done};",
+        emit.call_init(sid, "%_gr_t4", "%_gr_t3", 2),
+        f"{done}:",
+    ]

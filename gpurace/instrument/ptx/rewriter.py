@@ -16,7 +16,7 @@ from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site
 from . import bounds, emit
 from .emit import CLOSE, OPEN
 from .inline import INLINE_CLOSE, INLINE_OPEN, call_target, inline_calls, not_inlined
-from .locate import Locator
+from .locate import Locator, statement_at
 from .matrix import matrix_access
 from .parse import (
     TYPE_BYTES,
@@ -205,8 +205,7 @@ class _Entry:
         checked: frozenset[int] = frozenset(),
     ) -> None:
         self.mod, self.fn, self.vars, self.nv, self.st, self.loc = mod, fn, vars_, nv, st, loc
-        self.inserts = inserts
-        self.checked = checked  # variables with a written-shadow (initcheck)
+        self.inserts, self.checked = inserts, checked  # checked: initcheck's variables
         self.has_barrier = any(
             s.kind == "stmt" and _is_wait_barrier(parse_instr(s.text))
             for s in fn.body
@@ -228,7 +227,7 @@ class _Entry:
         if key not in self.st.site_ids:
             sid = len(self.st.sites)
             self.st.site_ids[key] = sid
-            operand = _statement_at(text, col) if self.loc.current else ""
+            operand = statement_at(text, col) if self.loc.current else ""
             detail = _atomic_detail(ins) if kind == Kind.ATOMIC else ""
             self.st.sites.append(
                 Site(sid, file, line, col, kind, operand or ins.text, text, "", event, detail)
@@ -438,7 +437,12 @@ class _Entry:
         extra = ATOM_OPS[opname] | _scope_order(ins) << 8
         sid = self.site(s, Kind.ATOMIC, ins)
         out = self._redirect(s, ins.operands[0] if ins.op == "atom" else None)
+        cas = opname == "cas" and bool(self.checked)  # initcheck: bounds.cas_written
+        if cas:
+            self.before(s, [bounds.CAS_UNTESTED])
         self._access(s, ins, sid, Kind.ATOMIC, space, addr, size, False, extra, [], out)
+        if cas:
+            self.after(s, bounds.cas_written(sid, ins.operands, size, self.st.label()))
 
     def _cp_async(self, s: Stmt, ins: Instr) -> None:
         if ins.has("commit_group", "wait_group", "wait_all") or (
@@ -499,9 +503,8 @@ class _Entry:
                 code += [f"bra {skip};", f"{shared}:", "cvta.to.shared.u64 %_gr_d0, %_gr_d0;"]
             f = flags | (4 if sp == Space.LOCAL else 0)
             oob = self.st.label()
-            inline, rare_sp = bounds.lookup(
-                self.vars, sp, sid, f, size, value, extra, oob, self.checked
-            )
+            found = bounds.lookup(self.vars, sp, sid, f, size, value, extra, oob, self.checked)
+            inline, rare_sp = found
             code += inline
             rare += rare_sp + ([f"bra {out[0] if out else skip};"] if rare_sp else [])
         if rare:
@@ -677,13 +680,6 @@ def _atomic_detail(ins: Instr) -> str:
     order = {v: k for k, v in ORDERS.items()}[so >> 4]
     what = next((p for p in ins.parts[1:] if p in ATOM_OPS), "load" if ins.op != "st" else "store")
     return f"{ins.op}.{what} scope={scope} order={order}"
-
-
-def _statement_at(line_text: str, col: int) -> str:
-    """The source statement that starts at `col` (``tile[t] = in[g]``,
-    ``__syncthreads()``): line info gives statements, not sub-expressions."""
-    seg = line_text[col - 1 :] if 0 < col <= len(line_text) else ""
-    return seg.split(";")[0].strip()
 
 
 def _is_wait_barrier(ins: Instr) -> bool:
