@@ -92,8 +92,18 @@ class Frame:
             r = self.regs[name] = np.zeros(self.batch.lanes, U64)
         return r
 
+    def get(self, name: str, g: np.ndarray) -> np.ndarray:
+        """Register `name` of lanes `g` (a copy): a slice's copy when `g` is every lane
+        of the batch (`Batch.every`, the converged scheduler's case), which costs a
+        sixth of gathering them by index."""
+        r = self.reg(name)
+        return r.copy() if g is self.batch.every else r[g]
+
     def set(self, name: str, g: np.ndarray, bits: np.ndarray) -> None:
-        self.reg(name)[g] = bits
+        if g is self.batch.every:
+            self.reg(name)[:] = bits
+        else:
+            self.reg(name)[g] = bits
 
     def param(self, name: str) -> np.ndarray:
         arr = self.params.get(name)
@@ -113,6 +123,9 @@ class Batch:
         per = prod(block)
         self.mem = mem
         self.lanes = per * len(blocks)
+        # every lane, in order: the one array the scheduler passes while all run together,
+        # which the register, parameter and memory accesses test by identity (`is`)
+        self.every = np.arange(self.lanes)
         lin = np.tile(np.arange(per), len(blocks))
         self.lin = lin
         self.lane = (lin % 32).astype(U64)

@@ -20,7 +20,16 @@ import numpy as np
 from gpurace.instrument.ptx.parse import TYPE_BYTES, Instr
 from gpurace.sim.memory import gather, scatter
 from gpurace.sim.operands import Decoder
-from gpurace.sim.values import FLOATS, U64, SimError, SimUnsupported, as_type, to_bits
+from gpurace.sim.values import (
+    FLOATS,
+    U64,
+    Shortcuts,
+    SimError,
+    SimUnsupported,
+    as_type,
+    to_bits,
+    uint_dtype,
+)
 
 Run = Callable[[Any, np.ndarray], None]
 SPACES = ("global", "shared", "local", "const", "param")
@@ -47,6 +56,16 @@ def param_bytes(store: dict[str, np.ndarray], name: str, lanes: int, size: int) 
             new[:, : arr.shape[1]] = arr
         store[name] = arr = new
     return arr
+
+
+def _words(arr: np.ndarray, at: int, n: int) -> np.ndarray | None:
+    """The [lanes, bytes] .param scratch `arr` as [lanes, words] of `n` bytes (a view),
+    where byte `at` starts a word; None where it does not (read byte by byte)."""
+    if not Shortcuts.on or n not in (2, 4, 8) or at % n or arr.shape[1] % n:
+        return None
+    if not arr.flags.c_contiguous:
+        return None
+    return arr.view(uint_dtype(n))
 
 
 def compile_mem(ins: Instr, dec: Decoder) -> Run | None:
@@ -78,13 +97,18 @@ def _ld(ins: Instr, dec: Decoder) -> Run:
 
         def ld_param(fr: Any, g: np.ndarray) -> None:
             arr = fr.param(pname)
+            every = g is fr.batch.every and arr.shape[0] > 1  # all rows, in order
             rows = g if arr.shape[0] > 1 else np.zeros(len(g), np.int64)
             for k, wr in enumerate(dsts):
                 at = off + k * n
                 if at + n > arr.shape[1]:
                     arr = param_bytes(fr.out, pname, arr.shape[0], at + n)
+                words = _words(arr, at, n)
+                if words is not None:  # aligned: one gather of whole words
+                    wr(fr, g, (words[:, at // n] if every else words[rows, at // n]).astype(U64))
+                    continue
                 raw = np.zeros((len(g), 8), np.uint8)
-                raw[:, :n] = arr[rows, at : at + n]
+                raw[:, :n] = arr[:, at : at + n] if every else arr[rows, at : at + n]
                 wr(fr, g, raw.view(U64).reshape(-1))
 
         return ld_param
@@ -116,9 +140,15 @@ def _st(ins: Instr, dec: Decoder) -> Run:
 
         def st_param(fr: Any, g: np.ndarray) -> None:
             arr = param_bytes(fr.out, pname, fr.batch.lanes, off + n * len(srcs))
+            rows = slice(None) if g is fr.batch.every else g  # every row: a slice
             for k, rd in enumerate(srcs):
+                at = off + k * n
+                words = _words(arr, at, n)
+                if words is not None:  # aligned: one scatter of whole words
+                    words[rows, at // n] = rd(fr, g).astype(words.dtype)
+                    continue
                 raw = np.ascontiguousarray(rd(fr, g)).view(np.uint8).reshape(-1, 8)
-                arr[g, off + k * n : off + (k + 1) * n] = raw[:, :n]
+                arr[rows, at : at + n] = raw[:, :n]
 
         return st_param
 

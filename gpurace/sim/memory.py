@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpurace.sim.values import U64, SimError, uint_dtype
+from gpurace.sim.values import U64, Shortcuts, SimError, uint_dtype
 
 GLOBAL_BASE = 1 << 32
 SHARED_WINDOW = 1 << 40
@@ -124,13 +124,16 @@ class Memory:
             self._starts = np.array([a for a, _, _ in self.regions], U64)
         which = np.searchsorted(self._starts, addr, side="right") - 1
         out = []
-        for r in np.unique(which):
-            hit = np.nonzero(which == r)[0]
+        lo, hi = (int(which.min()), int(which.max())) if len(which) else (0, -1)
+        one = lo == hi and Shortcuts.on  # one region: no sort, no gather
+        for r in [lo] if one else np.unique(which):
+            hit = every if one else np.nonzero(which == r)[0]
+            at = addr if one else addr[hit]
             if r < 0:
-                raise SimError(f"global address {int(addr[hit[0]]):#x} in no allocation")
+                raise SimError(f"global address {int(at[0]):#x} in no allocation")
             start, region, _ = self.regions[int(r)]
-            off = (addr[hit] - U64(start)).astype(np.int64)
-            self._check(off, n, region.nbytes, "global", addr[hit])
+            off = (at - U64(start)).astype(np.int64)
+            self._check(off, n, region.nbytes, "global", at)
             out.append((region, off, hit))
         return out
 

@@ -48,12 +48,12 @@ class Decoder:
         """The bits of operand `text` read as type `t` (immediates are converted)."""
         s = text.strip()
         if SPECIAL.fullmatch(s):
-            return lambda fr, g: fr.batch.special(s, fr)[g]
+            return lambda fr, g: _lanes(fr.batch.special(s, fr), g, fr, copy=True)
         if s.startswith("!") and self.is_reg(s[1:]):
             inner = s[1:]
-            return lambda fr, g: (fr.reg(inner)[g] == 0).astype(U64)
+            return lambda fr, g: (_lanes(fr.reg(inner), g, fr) == 0).astype(U64)
         if self.is_reg(s):
-            return lambda fr, g: fr.reg(s)[g]
+            return lambda fr, g: fr.get(s, g)
         if s.startswith("{"):
             raise SimUnsupported(f"vector operand {s} where a scalar is read ({self.where})")
         base = s
@@ -112,5 +112,13 @@ def guard_reader(dec: Decoder, guard: str) -> Any:
     neg = guard.startswith("!")
     name = guard.lstrip("!")
     if neg:
-        return lambda fr, g: fr.reg(name)[g] == 0
-    return lambda fr, g: fr.reg(name)[g] != 0
+        return lambda fr, g: _lanes(fr.reg(name), g, fr) == 0
+    return lambda fr, g: _lanes(fr.reg(name), g, fr) != 0
+
+
+def _lanes(arr: np.ndarray, g: np.ndarray, fr: Any, copy: bool = False) -> np.ndarray:
+    """`arr` (a per-lane array of the batch) at lanes `g`: when `g` is every lane,
+    `arr` itself (for a caller that only compares it) or its copy, else gathered."""
+    if g is fr.batch.every:
+        return arr.copy() if copy else arr
+    return arr[g]

@@ -25,9 +25,10 @@ from gpurace.sim.engine import (
 )
 from gpurace.sim.memops import param_bytes
 from gpurace.sim.memory import Memory
-from gpurace.sim.values import U64, SimError, SimUnsupported
+from gpurace.sim.values import U64, Shortcuts, SimError, SimUnsupported
 
 _RUN, _WAIT, _DONE = 0, 1, 2
+_CONVERGED_KINDS = ("op", "bra", "ret", "exit", "call")  # what `_converged` executes
 
 
 class Simulator:
@@ -90,7 +91,8 @@ class Simulator:
             frame = Frame(batch, entry, params, 0)
             try:
                 with np.errstate(all="ignore"):  # PTX's x/0, sqrt(-1): values, not warnings
-                    self._execute(frame, np.arange(batch.lanes), run, entry=True)
+                    lanes = batch.every if Shortcuts.on else np.arange(batch.lanes)
+                    self._execute(frame, lanes, run, entry=True)
             except SimUnsupported as exc:
                 run.stopped = str(exc)
                 return run
@@ -98,31 +100,46 @@ class Simulator:
 
     # -- the scheduler -----------------------------------------------------------
     def _execute(self, frame: Frame, lanes: np.ndarray, run: Launch, entry: bool) -> None:
-        """Run `frame`'s function for `lanes` until each has returned (or exited)."""
-        batch = frame.batch
-        code = frame.fn.code
+        """Run `frame`'s function for `lanes` until each has returned (or exited): the
+        converged and the min-PC scheduler in turn, as the lanes part and meet."""
         n = len(lanes)
         pc = np.zeros(n, np.int64)
         state = np.zeros(n, np.int8)
         # where each waiting lane waits: its bar's pc, barrier id, thread count (-1: the
         # whole block), predicate (bar.red)
         waits = np.zeros((4, n), np.int64)
-        parted = self._converged(frame, lanes, run, entry, state)
-        if parted is None:
-            return
-        pc[:] = parted[0]
-        if parted[1] is not None:  # a branch that some lanes took
-            pc[parted[1]] = parted[2]
+        p = 0
+        while True:
+            parted = self._converged(frame, lanes, run, entry, state, p)
+            if parted is None:
+                return
+            pc[:] = parted[0]
+            if parted[1] is not None:  # a branch that some lanes took
+                pc[parted[1]] = parted[2]
+            p = self._diverged(frame, lanes, run, entry, pc, state, waits)
+            if p < 0:
+                return
+
+    def _diverged(self, frame: Frame, lanes: np.ndarray, run: Launch, entry: bool,
+                  pc: np.ndarray, state: np.ndarray, waits: np.ndarray) -> int:  # fmt: skip
+        """The min-PC scheduler while the lanes are apart: runs until each has returned
+        (-1), or until every lane is running at one PC again where `_converged` can go
+        on (that PC; with `Shortcuts.on` only, so tests can compare both ways)."""
+        batch = frame.batch
+        code = frame.fn.code
+        n = len(lanes)
         while True:
             runnable = state == _RUN
             if not runnable.any():
                 if (state == _DONE).all():
-                    return
+                    return -1
                 self._release(frame, lanes, state, waits)
                 continue
             p = int(pc[runnable].min())
             act = np.nonzero(runnable & (pc == p))[0]
             c: Code = code[p]
+            if len(act) == n and Shortcuts.on and c.kind in _CONVERGED_KINDS:
+                return p  # every lane at one PC again: back to the converged scheduler
             run.steps += 1
             run.lane_steps += len(act)
             batch.steps += 1
@@ -175,21 +192,27 @@ class Simulator:
                 pc[act] += 1
 
     def _converged(
-        self, frame: Frame, lanes: np.ndarray, run: Launch, entry: bool, state: np.ndarray
+        self,
+        frame: Frame,
+        lanes: np.ndarray,
+        run: Launch,
+        entry: bool,
+        state: np.ndarray,
+        start: int = 0,
     ) -> tuple[int, np.ndarray | None, int] | None:
-        """The scheduler while every lane is at one PC (no masks to compute): runs until
-        the lanes part, then says where `_execute` goes on (every lane's PC, and the
-        lanes a branch sent to its target; `state` marks the lanes that finished), or
-        until all have returned (None). Barriers, traps and instructions it cannot
-        execute are left to `_execute`."""
+        """The scheduler while every lane is at one PC (`start`; no masks to compute):
+        runs until the lanes part, then says where `_diverged` goes on (every lane's PC,
+        and the lanes a branch sent to its target; `state` marks the lanes that
+        finished), or until all have returned (None). Barriers, traps and instructions
+        it cannot execute are left to `_diverged`."""
         code = frame.fn.code
         batch = frame.batch
         n = len(lanes)
-        upc = 0
+        upc = start
         while True:
             c: Code = code[upc]
             kind = c.kind
-            if kind not in ("op", "bra", "ret", "exit", "call"):
+            if kind not in _CONVERGED_KINDS:
                 return upc, None, 0
             run.steps += 1
             run.lane_steps += n

@@ -22,6 +22,16 @@ _SINT = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
 FLOATS = {"f16", "bf16", "f32", "f64"}
 
 
+class Shortcuts:
+    """The engine's fast paths, on unless a test turns them off: registers, .param
+    words and global memory accessed for every lane of the batch by slices rather than
+    by lane index (`Batch.every`), .param words as whole words, a global access in one
+    region without sorting. They compute exactly what the general paths compute;
+    tests/test_sim_shortcuts.py runs the CUDA corpus both ways and compares the bytes."""
+
+    on = True
+
+
 class SimError(Exception):
     """The kernel did something a GPU would fault on (an address in no allocation,
     barrier divergence): the launch fails, as a CUDA launch would."""
