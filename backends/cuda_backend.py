@@ -36,10 +36,13 @@ from gpurace.abi import (
     SYNC_HEAD,
     SYNC_W_CAPACITY,
     SYNC_W_REQUESTED,
+    UNINIT_AREA_WORDS,
     control_words,
     ctl_bins,
     ctl_oob,
     ctl_unattributed,
+    ctl_uninit,
+    place_written,
     shadow_pair,
 )
 from gpurace.backends import analysis_driver
@@ -247,6 +250,7 @@ def launch(
     prefilter: Prefilter | None = None,
     timeout: float | None = None,
     schedule_seed: int = 0,
+    initcheck: tuple[list[int], list[int]] | None = None,
 ) -> CudaLaunchResult:
     """Run `kernel` of `ptx` once, as `opencl_backend.launch` does: `args[i]` is a
     NumPy array for a pointer parameter (copied back in `outputs[(0, i)]`) or a
@@ -255,7 +259,9 @@ def launch(
     `prefilter` the run builds or filters with its shadow (its mode), without it every
     access in the range is logged. On the sim device, a launch that stopped at an
     instruction the simulator does not execute says which in `stopped`, and
-    `schedule_seed` picks its warp order (gpurace/sim/schedule.py)."""
+    `schedule_seed` picks its warp order (gpurace/sim/schedule.py). `initcheck`
+    (each tracked variable's bytes and written-shadows: `abi.place_written`) gives the
+    checked variables their shadows, cleared, after the event slots (docs/memcheck.md)."""
     cp = array_api(device)
     fn = load_module(device, ptx).get_function(kernel)
     if hasattr(fn, "seed"):  # the sim device's kernel: the order of this launch
@@ -285,8 +291,11 @@ def launch(
                 var_sizes,
                 slotted,
             )
-            # the event slots after these words start at zero (docs/internals.md §7)
-            ctl = cp.zeros(len(words) + slotted * EVENT_SLOTS, cp.uint32)
+            first = len(words) + slotted * EVENT_SLOTS
+            shadow = place_written(words, first, *initcheck) if initcheck else 0
+            # the event slots after these words, then the written-shadows, start at
+            # zero (docs/internals.md §7, docs/memcheck.md)
+            ctl = cp.zeros(first + shadow, cp.uint32)
             ctl[: len(words)] = cp.asarray(np.array(words, np.uint32))
             log = cp.zeros(max(RECORD_WORDS, log_capacity * RECORD_WORDS), cp.uint32)
             sync = cp.zeros(SYNC_HEAD + sync_capacity * RECORD_WORDS, cp.uint32)
@@ -323,6 +332,7 @@ def launch(
             result.requested = int(words[CTL_REQUESTED])
             result.unattributed = int(words[ctl_unattributed(nv)])
             result.oob = words[ctl_oob(nv) : ctl_oob(nv) + OOB_AREA_WORDS].copy()
+            result.uninit = words[ctl_uninit(nv) : ctl_uninit(nv) + UNINIT_AREA_WORDS].copy()
             if histogram_bins:
                 result.histogram = words[ctl_bins(nv) :].astype(np.int64)
             result.sync_events = _sync_summary(cp, sync, sync_capacity)

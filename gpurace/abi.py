@@ -20,9 +20,10 @@ Where the backends still differ, the difference is named here:
 - The out-of-bounds area (`CTL_OOB`, `OOB_*`) is written by WGSL kernels (by index,
   in elements) and OpenCL and CUDA kernels (by address, in bytes).
 - The uninitialised-read area (`CTL_UNINIT`, `UNINIT_*`) and the written-shadows
-  (`ctl_written`, `place_written`) are used by WGSL and OpenCL kernels with a
-  checked variable (docs/memcheck.md); the CUDA runtime does not check yet and
-  leaves the area 0 (every `ctl_written` word is 0 there).
+  (`ctl_written`, `place_written`) are used by WGSL, OpenCL and CUDA kernels with a
+  checked variable (docs/memcheck.md), the same way on all three (CUDA's
+  `_gr_init` in shaders/runtime.ptx, called twice for a compare-exchange: its read
+  before it, its write after it only when it exchanged).
 - The control words' sizes, unattributed counter and event slots are filled and
   read by the OpenCL and CUDA backends only; WGSL kernels attribute statically,
   deduplicate events in workgroup memory (`WGSL_EVENT_SLOTS`) and are given 0

@@ -20,7 +20,7 @@ from gpurace.interfaces import Backend, RunFn, Target
 from gpurace.launch import LaunchSpec, load_launch
 from gpurace.launch.sim import load_sim
 from gpurace.model import RECORD_WORDS, Binding, GpuraceError, Instrumented, Race, Report, Scope
-from gpurace.options import TOOLS, Options
+from gpurace.options import Options
 from gpurace.registry import language_of
 from gpurace.target import FULL_RANGE, linear_layout
 
@@ -185,18 +185,6 @@ def unmodelled_copies(path: str, word: int) -> list[str]:
     return out
 
 
-def unchecked(path: str, language: str, tools: Sequence[str]) -> list[str]:
-    """The `not_instrumented` line of a class asked for that the language's path does
-    not have yet: initcheck on CUDA (docs/memcheck.md), when chosen with --tool (the
-    default, all, runs what each language has, as memcheck does on CUDA)."""
-    if language == "cuda" and "initcheck" in tools and tuple(tools) != TOOLS:
-        return [
-            f"{path}: initcheck is not available for CUDA kernels yet: reads of unwritten "
-            "memory were not checked"
-        ]
-    return []
-
-
 def check(
     source: str,
     launch: LaunchSpec,
@@ -346,8 +334,7 @@ def _check_once(
             else []
         )
         + unmodelled_copies(path, copies)
-        + cut_lines(path, t.inst.loops, loops_cut)
-        + unchecked(path, t.inst.language, tools),
+        + cut_lines(path, t.inst.loops, loops_cut),
         saturated=saturated,
         device_bytes=peak,
         passes=len(parts),

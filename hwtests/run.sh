@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks, in one script of a few minutes, each section time-boxed:
-#  - CUDA (when nvidia-smi answers): the CUDA corpus through cupy (verdicts, sites,
+#  - CUDA (when nvidia-smi answers): the CUDA corpus and the labelled CUDA memcheck
+#    cases (out-of-bounds, uninitialised reads) through cupy (verdicts, sites,
 #    bit-identical outputs, device analysis == NumPy reference), hwtests/nvidia;
 #  - WGSL: the corpus, memcheck's labelled cases (docs/memcheck.md) and the
 #    determinism checks on the GPU's Vulkan adapter;

@@ -1,4 +1,5 @@
-"""Out-of-bounds accesses on the CUDA/PTX path (docs/memcheck.md), on the sim device:
+"""Out-of-bounds accesses (and, in the labelled cases, uninitialised reads) on the
+CUDA/PTX path (docs/memcheck.md), on the sim device:
 the labelled cases of tests/corpus/memcheck/cuda through `gpurace check` with exact
 sites, indices, sizes, counts and thread ids; the faulting access redirected (a load
 gives 0, a store or an atomic is left out) and the launch goes on; the in-bounds
@@ -53,11 +54,24 @@ def _oobs(doc: dict) -> list[tuple]:
     )  # fmt: skip
 
 
+def _uninits(doc: dict) -> list[tuple]:
+    return sorted(
+        (f"{o['location']['line']}:{o['location']['col']}", o["access"]["site"]["kind"],
+         o["var"], o["index"], o["count"], o["access"]["work_item"]["global"])
+        for o in doc["uninitialised"]
+    )  # fmt: skip
+
+
 def test_corpus_has_every_labelled_shape():
     assert {c.id for c in CASES} == {
         "global_read_past_end", "shared_write_past_end", "dyn_shared_write_past_end",
         "negative_index", "race_and_oob", "bounds_checked_clean",
+        # initcheck (docs/memcheck.md): [[expect.uninit]] labels
+        "reduce_reads_unwritten", "partly_written_shared", "uninit_buffer_read_first",
+        "race_and_uninit", "written_before_read_clean", "dyn_shared_reads_unwritten",
     }  # fmt: skip
+    labels = [load_cuda_launch(str(c.launch_path)).expect.get("uninit", []) for c in CASES]
+    assert sum(len(u) for u in labels) == 5
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -74,6 +88,11 @@ def test_labelled_case_through_the_cli_on_sim(case, tmp_path: Path) -> None:
     )
     assert _oobs(doc) == want
     assert all(o["unit"] == "elements" for o in doc["out_of_bounds"])
+    want = sorted(
+        (u["at"], u["kind"], u["var"], u["index"], u["count"], u["work_item"])
+        for u in expect.get("uninit", [])
+    )
+    assert _uninits(doc) == want
 
 
 def test_text_report_names_buffer_byte_size_and_ids(tmp_path: Path) -> None:

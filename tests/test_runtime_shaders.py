@@ -173,13 +173,15 @@ CALLS
 
 def test_the_ptx_runtime_assembles_with_ptxas():
     """runtime.ptx with its ${NAME}s filled in for 2 tracked variables, called as the
-    rewriter calls it (_gr_oob with an entry's variable table): ptxas accepts the
+    rewriter calls it (_gr_oob with an entry's variable table, _gr_init): ptxas accepts the
     module; no placeholder is left."""
     body = emit.rec_function(2) + emit.srec_function() + emit.oob_function(2)
+    body += emit.init_function(2)
     assert "${" not in body and body == emit.runtime(2)
     calls = emit.call_rec(1, "1025", "%_gr_lid", "0", "0", 0, "0") + "\n" + emit.call_srec(2, 1)
     calls += "\n.local .align 8 .b8 _gr_vtab[32];\n.reg .b64 %_gr_vt, %_gr_d0;\n"
     calls += "mov.u64 %_gr_vt, _gr_vtab;\nmov.u64 %_gr_d0, 0;\n" + emit.call_oob(3, 1025, 2)
+    calls += "\n" + emit.call_init(4, "%_gr_lid", "%_gr_grp", 3)
     ptx = ".version 8.0\n.target sm_90\n.address_size 64\n\n" + body
     ptx += PTX_ENTRY.replace("CALLS", calls)
     assert len(assemble(ptx, "sm_90")) > 0

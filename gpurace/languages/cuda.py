@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from gpurace.interfaces import Backend, Target
 from gpurace.launch.cuda import CudaLaunch, load_cuda_launch
-from gpurace.model import GpuraceError, Instrumented, RaceClass
+from gpurace.model import GpuraceError, Instrumented, RaceClass, Space
 from gpurace.options import Options
 from gpurace.target import filtered_target, launcher, linear_layout
 
@@ -62,6 +62,20 @@ def types_from_launch(inst: Instrumented, kernel: str, launch: CudaLaunch) -> No
             inst.variables[k] = replace(v, elem_stride=stride, elem_type=a.buffer.type)
 
 
+def written_shadows(
+    inst: Instrumented, kernel: str, uninit: frozenset[int], sizes: list[int], blocks: int
+) -> tuple[list[int], list[int]]:
+    """(bytes, bitmaps) of each tracked variable's written-shadow (`abi.place_written`;
+    docs/memcheck.md): a ``__shared__`` variable of the kernel has one per block, a
+    pointer parameter the launch file declares ``fill = "uninit"`` one, the others none
+    (OpenCL's `written_shadows`, by the kernel's own variables)."""
+    instances = [
+        0 if v.kernel != kernel else blocks if v.space == Space.LOCAL else int(v.binding in uninit)
+        for v in inst.variables
+    ]
+    return sizes, instances
+
+
 def target(
     source: str,
     launch: CudaLaunch,
@@ -90,7 +104,11 @@ def target(
     if entry is not None:
         launch.entry = entry
     arch = cuda_backend.arch_of(dev)
-    inst = instrument_ptx(source, path, launch.options, launch.name_expressions, arch)
+    checked = "initcheck" in options.tools  # docs/memcheck.md: __shared__, fill = "uninit"
+    uninit = frozenset(a.index for a in launch.args if a.buffer is not None and a.buffer.uninit)
+    inst = instrument_ptx(
+        source, path, launch.options, launch.name_expressions, arch, uninit if checked else None
+    )
     kernel = resolve_kernel(inst, launch)
     params = inst.params[kernel]
     validate_cuda(launch, params, kernel)
@@ -105,6 +123,7 @@ def target(
         backend.launch, dev, inst.source, path, kernel, params, args, grid, block,
         launch.shared_bytes, var_bases=bases, var_sizes=sizes, timeout=options.kernel_timeout_s,
         **({"schedule_seed": options.schedule_seed} if options.schedule_seed else {}),
+        initcheck=written_shadows(inst, kernel, uninit, sizes, prod(grid)) if checked else None,
     )  # fmt: skip
 
     def run(

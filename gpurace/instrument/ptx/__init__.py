@@ -47,14 +47,19 @@ def instrument(
     options: Sequence[str] = (),
     name_expressions: Sequence[str] = (),
     arch: str = DEFAULT_ARCH,
+    initcheck: frozenset[int] | None = None,
 ) -> Instrumented:
-    """Instrument a CUDA or PTX kernel (see the module docstring)."""
+    """Instrument a CUDA or PTX kernel (see the module docstring); `initcheck`: the
+    uninitialised pointer parameters when reads of unwritten memory are checked
+    (`bounds.checked_vars`, docs/memcheck.md)."""
     if is_ptx(source, path):
-        return instrument_ptx(source, path)
+        return instrument_ptx(source, path, initcheck=initcheck)
     compiled = compile_cuda(source, path, options, name_expressions, arch)
     if not name_expressions and not re.search(r"(^|\s)\.entry\s", compiled.ptx):
         _uninstantiated(CudaSource(path, source), path)
-    inst = instrument_ptx(compiled.ptx, path, CudaSource(path, source), user_file=path)
+    inst = instrument_ptx(
+        compiled.ptx, path, CudaSource(path, source), user_file=path, initcheck=initcheck
+    )
     inst.lowered_names = compiled.lowered  # type: ignore[attr-defined]
     inst.original_ptx = compiled.ptx  # type: ignore[attr-defined]
     return inst

@@ -26,6 +26,13 @@ from . import emit
 from .parse import TYPE_BYTES, Function, reg_type
 
 TABLE = "_gr_vtab"  # the entry's .local variable table
+# initcheck of a compare-exchange (atom.cas, op code 11): `_gr_init` tests its read
+# before it; CAS_TESTED is set where it did, and `cas_written` sets the written bits
+# after the instruction only if the exchange happened (its result equals the compare)
+CAS_OP, CAS_TESTED = 11, "%_gr_q3"
+# before the access's code: false until its read is tested (a guarded-off or
+# unattributed compare-exchange is not)
+CAS_UNTESTED = f"setp.ne.u32 {CAS_TESTED}, %_gr_lid, %_gr_lid;"
 SLOT_BYTES = 16
 
 
@@ -51,6 +58,16 @@ def table_slot(slot: int, var: Any) -> list[str]:
     ]
 
 
+def checked_vars(variables: list[Any], initcheck: frozenset[int] | None) -> frozenset[int]:
+    """The tracked variables whose accesses call ``_gr_init`` (docs/memcheck.md,
+    initcheck): with `initcheck` (the pointer parameters, by index, that a launch leaves
+    uninitialised), every ``.shared`` variable and those parameters. None (initcheck not
+    asked for) or nothing to check leaves the instrumented text as it was without it."""
+    if initcheck is None:
+        return frozenset()
+    return frozenset(v.id for v in variables if v.space == Space.LOCAL or v.binding in initcheck)
+
+
 def lookup(
     vars_: list[Any],
     space: Space,
@@ -60,14 +77,18 @@ def lookup(
     value: str,
     extra: int,
     oob: str,
+    checked: frozenset[int] = frozenset(),
     size_reg: str = "",
 ) -> tuple[list[str], list[str]]:
     """(inline code, rare code) that attribute %_gr_d0 (an address of `space`) and log
     its record; an access that does not lie inside one variable of the space branches
     to the rare code (label `oob`), which records it with ``_gr_oob`` (the caller
     appends the redirect). Without a tracked variable of the space the access is
-    counted as unattributed (the result is incomplete) and made. `size_reg` (a b32
-    register holding size << 8) gives a size known only at run time (`size` is 0)."""
+    counted as unattributed (the result is incomplete) and made. Where a variable of
+    the space may be `checked` for uninitialised reads, ``_gr_init`` then tests (a
+    read) or sets (a write) its written-shadow (docs/memcheck.md, initcheck).
+    `size_reg` (a b32 register holding size << 8) gives a size known only at run time
+    (`size` is 0): the end check, the record, ``_gr_init`` and ``_gr_oob`` take it."""
     cands = [v for v in vars_ if v.space == space]
     epoch = "%_gr_epl" if space == Space.LOCAL else "%_gr_epg"
     if not cands:
@@ -98,6 +119,10 @@ def lookup(
         f"or.b32 %_gr_xt, %_gr_wep, {extra};",  # the warp epoch above the extra bits
         emit.call_rec(sid, "%_gr_t4", "%_gr_t3", epoch, value, "%_gr_xt", "%_gr_t22"),
     ]
+    if any(v.id in checked for v in cands):
+        code.append(emit.call_init(sid, "%_gr_t4", "%_gr_t3", extra))
+        if flags & 3 == 2 and extra & 0xFF == CAS_OP:  # its write is decided after it
+            code.append(f"setp.eq.u32 {CAS_TESTED}, %_gr_t2, %_gr_t2;")
     # the record: kind, space and size (runtime.cl's), not the value-known bit
     rare = [f"{oob}:"]
     if size_reg:
@@ -120,3 +145,17 @@ def zeroes(fn: Function, dest: str) -> list[str] | None:
             return None
         out.append(f"mov.b{8 * width} {r}, 0;")
     return out
+
+
+def cas_written(sid: int, operands: list[str], size: int, done: str) -> list[str]:
+    """After an ``atom.cas`` (`operands`: d, [a], compare, new) whose read `_gr_init`
+    tested (CAS_TESTED): when it stored (its old value d equals compare), `_gr_init`
+    as a store sets its bytes."""
+    dest, compare = operands[0], operands[2]
+    return [
+        f"@!{CAS_TESTED} bra {done};",
+        f"setp.eq.b{8 * size} {CAS_TESTED}, {dest}, {compare};",
+        f"@!{CAS_TESTED} bra {done};",
+        emit.call_init(sid, "%_gr_t4", "%_gr_t3", 2),
+        f"{done}:",
+    ]

@@ -43,13 +43,20 @@ def _values(nvars: int) -> dict[str, int]:
         CTL_EVS0_B=4 * abi.ctl_event_slots(nvars, 0),  # the `nbins` bins
         CTL_OOB_B=4 * abi.ctl_oob(nvars),  # the out-of-bounds area's counter ...
         OOB_REC0_B=4 * (abi.ctl_oob(nvars) + 1),  # ... and its first record
+        CTL_SIZES_B=4 * abi.ctl_size(nvars, 0),  # each variable's extent (initcheck:
+        CTL_WRITTEN_B=4 * abi.ctl_written(nvars, 0),  # a block's bitmap), its shadow,
+        CTL_UNINIT_B=4 * abi.ctl_uninit(nvars),  # the uninitialised-read area's counter
+        UNINIT_REC0_B=4 * (abi.ctl_uninit(nvars) + 1),  # and its first record
+        F_SPACE_BIT=1 << abi.F_SPACE_SHIFT,
+        # an access's flags less the value-known bit: an uninitialised-read record's
+        F_RECORD_MASK=~(1 << abi.F_KNOWN_SHIFT),
     )
     return out
 
 
 def runtime(nvars: int) -> str:
     """``shaders/runtime.ptx`` (from its first ``.func``) for a module with `nvars`
-    tracked variables: `_gr_rec`, `_gr_srec`, then `_gr_oob`."""
+    tracked variables: `_gr_rec`, `_gr_srec`, `_gr_oob`, then `_gr_init`."""
     text = shaders.text("runtime.ptx")
     values = _values(nvars)
     text = text[text.index(".func _gr_rec") :]  # after the file's own comments
@@ -92,7 +99,32 @@ def oob_function(nvars: int) -> str:
     variable it is out of bounds of is the nearest below its address, else above,
     chosen from the entry's variable table (`bounds.TABLE`)."""
     text = runtime(nvars)
-    return text[text.index("// An access that does not lie") :]
+    return text[text.index("// An access that does not lie") : text.index(INIT_MARK)]
+
+
+INIT_MARK = "// initcheck (docs/memcheck.md"
+
+
+def init_function(nvars: int) -> str:
+    """``_gr_init``: test a read's bytes against its variable's written-shadow and
+    record an uninitialised read; set a write's bytes (docs/memcheck.md, initcheck).
+    Added only to modules with a checked variable (`call_init`)."""
+    text = runtime(nvars)
+    return text[text.index(INIT_MARK) :]
+
+
+def call_init(site: int, flags: str, off: str, extra: int) -> str:
+    """A call of ``_gr_init`` for an attributed access (`flags` with its variable)."""
+    args = [
+        ("b64", "%_gr_ctl"),
+        ("b32", str(site)),
+        ("b32", flags),
+        ("b32", off),
+        ("b32", "%_gr_lid"),
+        ("b32", "%_gr_grp"),
+        ("b32", str(extra)),
+    ]
+    return _call("_gr_init", args)
 
 
 def call_oob(site: int, flags: str, ntab: int) -> str:

@@ -79,3 +79,10 @@ def _read_line(name: str, line: int) -> str:
     except OSError:
         pass
     return ""
+
+
+def statement_at(line_text: str, col: int) -> str:
+    """The source statement that starts at `col` (``tile[t] = in[g]``,
+    ``__syncthreads()``): line info gives statements, not sub-expressions."""
+    seg = line_text[col - 1 :] if 0 < col <= len(line_text) else ""
+    return seg.split(";")[0].strip()

@@ -18,7 +18,7 @@ from .asynccopy import async_copy
 from .barriers import SYNC_ASYNC, SYNC_FENCE, SYNC_MBARRIER, barrier, is_wait_barrier
 from .emit import CLOSE, OPEN
 from .inline import INLINE_CLOSE, INLINE_OPEN, call_target, inline_calls, not_inlined
-from .locate import Locator
+from .locate import Locator, statement_at
 from .matrix import matrix_access
 from .parse import (
     TYPE_BYTES,
@@ -73,10 +73,12 @@ class _State:
 
 
 def instrument_ptx(
-    ptx: str, path: str, source: CudaSource | None = None, user_file: str | None = None
-) -> Instrumented:
+    ptx: str, path: str, source: CudaSource | None = None, user_file: str | None = None,
+    initcheck: frozenset[int] | None = None,
+) -> Instrumented:  # fmt: skip
     """Instrument every ``.entry`` of `ptx`. `source` (the CUDA file it came from, if
-    any) names parameters and ``__shared__`` variables and supplies line texts."""
+    any) names parameters and ``__shared__`` variables and supplies line texts;
+    `initcheck`: `bounds.checked_vars`'s."""
     mod = parse_module(ptx, path)
     entries = [f for f in mod.functions if f.is_entry]
     if not entries:
@@ -95,11 +97,12 @@ def instrument_ptx(
     inserts: list[tuple[int, int, str]] = []  # (offset, order, text)
     params: dict[str, list[Binding]] = {}
     entry_points: dict[str, tuple[int, int, int]] = {}
+    checked = bounds.checked_vars(st.variables, initcheck)
     for fn, (vars_, bindings) in zip(entries, plans, strict=True):
         loc = Locator(
             mod, user_file if user_file else (source.path if source else None), source, path
         )
-        _Entry(mod, fn, vars_, nv, st, loc, inserts).rewrite()
+        _Entry(mod, fn, vars_, nv, st, loc, inserts, checked).rewrite()
         params[fn.name] = bindings
         entry_points[fn.name] = _reqntid(fn)
     st.not_instrumented += not_inlined(mod, entries, path, inlined.callees)
@@ -107,6 +110,8 @@ def instrument_ptx(
     first = min(fn.header.start for fn in mod.functions)
     head = _decl_start(mod, first)
     runtime = emit.rec_function(nv) + emit.srec_function() + emit.oob_function(nv)
+    if checked:
+        runtime += emit.init_function(nv)
     inserts.append((head, 0, emit.wrap(runtime)))
     out = _apply(mod.ptx, inserts)
     return Instrumented(
@@ -196,9 +201,10 @@ class _Entry:
         st: _State,
         loc: Locator,
         inserts: list[tuple[int, int, str]],
+        checked: frozenset[int] = frozenset(),
     ) -> None:
         self.mod, self.fn, self.vars, self.nv, self.st, self.loc = mod, fn, vars_, nv, st, loc
-        self.inserts = inserts
+        self.inserts, self.checked = inserts, checked  # checked: initcheck's variables
         self.has_barrier = any(
             s.kind == "stmt" and is_wait_barrier(parse_instr(s.text))
             for s in fn.body
@@ -220,7 +226,7 @@ class _Entry:
         if key not in self.st.site_ids:
             sid = len(self.st.sites)
             self.st.site_ids[key] = sid
-            operand = _statement_at(text, col) if self.loc.current else ""
+            operand = statement_at(text, col) if self.loc.current else ""
             detail = _atomic_detail(ins) if kind == Kind.ATOMIC else ""
             self.st.sites.append(
                 Site(sid, file, line, col, kind, operand or ins.text, text, "", event, detail)
@@ -432,7 +438,12 @@ class _Entry:
         extra = ATOM_OPS[opname] | _scope_order(ins) << 8
         sid = self.site(s, Kind.ATOMIC, ins)
         out = self._redirect(s, ins.operands[0] if ins.op == "atom" else None)
+        cas = opname == "cas" and bool(self.checked)  # initcheck: bounds.cas_written
+        if cas:
+            self.before(s, [bounds.CAS_UNTESTED])
         self._access(s, ins, sid, Kind.ATOMIC, space, addr, size, False, extra, [], out)
+        if cas:
+            self.after(s, bounds.cas_written(sid, ins.operands, size, self.st.label()))
 
     def _access(
         self,
@@ -477,7 +488,7 @@ class _Entry:
             f = flags | (4 if sp == Space.LOCAL else 0)
             oob = self.st.label()
             inline, rare_sp = bounds.lookup(
-                self.vars, sp, sid, f, size, value, extra, oob, size_reg
+                self.vars, sp, sid, f, size, value, extra, oob, self.checked, size_reg
             )
             code += inline
             rare += rare_sp + ([f"bra {out[0] if out else skip};"] if rare_sp else [])
@@ -613,13 +624,6 @@ def _atomic_detail(ins: Instr) -> str:
     order = {v: k for k, v in ORDERS.items()}[so >> 4]
     what = next((p for p in ins.parts[1:] if p in ATOM_OPS), "load" if ins.op != "st" else "store")
     return f"{ins.op}.{what} scope={scope} order={order}"
-
-
-def _statement_at(line_text: str, col: int) -> str:
-    """The source statement that starts at `col` (``tile[t] = in[g]``,
-    ``__syncthreads()``): line info gives statements, not sub-expressions."""
-    seg = line_text[col - 1 :] if 0 < col <= len(line_text) else ""
-    return seg.split(";")[0].strip()
 
 
 def _scope_order(ins: Instr) -> int:
