@@ -267,21 +267,6 @@ def test_written_shadows_are_laid_out_after_the_given_word():
     assert len(words) == abi.ctl_event_slots(3, 0)  # the layout's length is unchanged
 
 
-def test_cuda_says_initcheck_is_not_available():
-    """CUDA/PTX has no initcheck yet: asked for, the result says so and is incomplete;
-    the default (all) runs what CUDA has, as before."""
-    kernel = str(CORPUS / "cuda" / "atomic_vs_plain_race.cu")
-    launch = str(CORPUS / "cuda" / "atomic_vs_plain_race.toml")
-    asked = api.check_file(kernel, launch, options=Options.from_env(tools=("initcheck",)))
-    assert asked.scope.not_instrumented == [
-        f"{kernel}: initcheck is not available for CUDA kernels yet: reads of unwritten "
-        "memory were not checked"
-    ]
-    assert asked.exit_code == 2 and asked.races == []
-    default = api.check_file(kernel, launch)
-    assert default.scope.not_instrumented == [] and default.exit_code == 1
-
-
 def test_run_tool_keeps_determinism_opt_in():
     """`gpurace run --tool`: the default is the check's classes without replays; `all`
     is every class and the replays (as before initcheck); a class alone checks it

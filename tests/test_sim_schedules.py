@@ -7,6 +7,7 @@ by its seed; and the options' errors."""
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -93,14 +94,21 @@ def _doc(case, seed: int) -> dict:
     # what the prefilter logs depends on the order in which the words were first seen
     # (backends/prefilter.py), and the log's size with it: not the races
     del doc["scope"]["accesses_logged"], doc["scope"]["device_bytes"]
+    if tomllib.loads(case.launch_path.read_text())["expect"]["verdict"] == "race":
+        # where a kernel races, which reads find their bytes unwritten is the order's
+        # (docs/memcheck.md, initcheck's limits): the races themselves are not
+        del doc["uninitialised"], doc["summary"]["uninitialised"]
+        scope = doc["scope"]  # and whether they overflow the area (incomplete, listed)
+        scope["saturated"] = [s for s in scope["saturated"] if "uninitialised" not in s]
+        del scope["complete"], scope["incomplete_reasons"]
     return doc
 
 
 @pytest.mark.parametrize("case", CUDA_CASES, ids=lambda c: c.id)
 def test_corpus_reports_do_not_depend_on_the_order(case) -> None:
     """Each CUDA corpus kernel: the whole JSON report (races, sites, examples,
-    counts, out-of-bounds accesses, scope but the log's size) under seeds 1, 2 and
-    3 is seed 0's."""
+    counts, out-of-bounds accesses, uninitialised reads of race-free kernels, scope
+    but the log's size) under seeds 1, 2 and 3 is seed 0's."""
     base = _doc(case, 0)
     for seed in (1, 2, 3):
         assert _doc(case, seed) == base, seed
