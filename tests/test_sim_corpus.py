@@ -28,8 +28,9 @@ def _races(doc: dict) -> list[tuple]:
     return sorted(out)
 
 
-@pytest.mark.parametrize("case", CUDA_CASES, ids=lambda c: c.id)
-def test_cuda_corpus_on_sim_through_the_cli(case, tmp_path: Path) -> None:
+def assert_labels_through_the_cli(case, tmp_path: Path) -> None:
+    """`gpurace check` of a CUDA/PTX case on sim: the verdict's exit code, sim named,
+    complete, exactly the labelled races."""
     from gpurace.launch.cuda import load_cuda_launch
 
     out = tmp_path / "r.json"
@@ -41,6 +42,11 @@ def test_cuda_corpus_on_sim_through_the_cli(case, tmp_path: Path) -> None:
     assert doc["device"] == sim_device.DESCRIPTION
     assert doc["scope"]["complete"], doc["scope"]
     assert _races(doc) == expected(expect)
+
+
+@pytest.mark.parametrize("case", CUDA_CASES, ids=lambda c: c.id)
+def test_cuda_corpus_on_sim_through_the_cli(case, tmp_path: Path) -> None:
+    assert_labels_through_the_cli(case, tmp_path)
 
 
 def test_sim_is_listed_and_is_the_default_without_a_gpu() -> None:

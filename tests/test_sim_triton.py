@@ -7,21 +7,17 @@ bound, softmax and layernorm within the tolerances below."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from gpurace.cli import main
 from gpurace.instrument.ptx import assemble, instrument, strip_inserted
 from gpurace.launch.cuda import load_cuda_launch
-from gpurace.sim import device as sim_device
-from tests.corpus import CORPUS, cases, expected
+from tests.corpus import CORPUS, cases
 from tests.test_ptx_rewriter import _emulate_launch
-from tests.test_sim_corpus import _races
+from tests.test_sim_corpus import assert_labels_through_the_cli
 
 TRITON_CASES = cases("triton", ".ptx")
 CLEAN = [
@@ -33,15 +29,7 @@ SOURCE = "tests/corpus/triton/kernels.py"
 @pytest.mark.parametrize("case", TRITON_CASES, ids=lambda c: c.id)
 def test_triton_kernel_on_sim_through_the_cli(case, tmp_path: Path) -> None:
     """The labelled races at their Python sites, the verdict's exit code, complete."""
-    out = tmp_path / "r.json"
-    args = ["check", str(case.kernel), "--launch", str(case.launch_path), "--json", str(out)]
-    result = CliRunner().invoke(main, args)
-    expect = load_cuda_launch(str(case.launch_path)).expect
-    assert result.exit_code == (1 if expect["verdict"] == "race" else 0), result.output
-    doc = json.loads(out.read_text())
-    assert doc["device"] == sim_device.DESCRIPTION
-    assert doc["scope"]["complete"], doc["scope"]
-    assert _races(doc) == expected(expect)
+    assert_labels_through_the_cli(case, tmp_path)
 
 
 def _prepared(case):

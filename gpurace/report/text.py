@@ -103,37 +103,33 @@ def format_oob(report: Report, v: OobView, cwd: str | None = None) -> list[str]:
     return lines
 
 
-def oob_summary_line(report: Report) -> str | None:
-    """``N out-of-bounds accesses at S sites (E errors[, X suppressed])``; None when
-    there are none (so a report without any reads as before)."""
-    found = report.out_of_bounds
-    if not found:
-        return None
-    n = sum(o.count for o in found)
-    e = len(report.oob_errors)
-    s = len(found) - e
+def _findings_line(report: Report, found: list, errors: int, what: str, whats: str) -> str:
+    """``N <whats> at S sites (E errors[, X suppressed]) in kernel 'k'``."""
+    s = len(found) - errors
     return (
-        f"{plural(n, 'out-of-bounds access', 'out-of-bounds accesses')} at "
-        f"{plural(len(found), 'site')} ({plural(e, 'error')}"
+        f"{plural(sum(o.count for o in found), what, whats)} at "
+        f"{plural(len(found), 'site')} ({plural(errors, 'error')}"
         + (f", {s} suppressed" if s else "")
         + f") in kernel '{report.kernel}'"
     )
+
+
+def oob_summary_line(report: Report) -> str | None:
+    """``N out-of-bounds accesses at S sites (E errors[, X suppressed])``; None when
+    there are none (so a report without any reads as before)."""
+    found, errors = report.out_of_bounds, len(report.oob_errors)
+    if not found:
+        return None
+    return _findings_line(report, found, errors, "out-of-bounds access", "out-of-bounds accesses")
 
 
 def uninit_summary_line(report: Report) -> str | None:
     """``N uninitialised reads at S sites (E errors[, X suppressed])``; None when there
     are none (docs/memcheck.md, initcheck)."""
-    found = report.uninitialised
+    found, errors = report.uninitialised, len(report.uninit_errors)
     if not found:
         return None
-    e = len(report.uninit_errors)
-    s = len(found) - e
-    return (
-        f"{plural(sum(o.count for o in found), 'uninitialised read')} at "
-        f"{plural(len(found), 'site')} ({plural(e, 'error')}"
-        + (f", {s} suppressed" if s else "")
-        + f") in kernel '{report.kernel}'"
-    )
+    return _findings_line(report, found, errors, "uninitialised read", "uninitialised reads")
 
 
 def _instance(report: Report, race: Race) -> str:
