@@ -317,17 +317,24 @@ uint _gr_wmask(uint lo, uint hi) {
    counted in the uninitialised-read area and, while it has room, recorded there with
    its first unwritten byte; a write then sets its bytes. An atomic reads and writes,
    except a load (op 1), which only reads, a store or exchange (2, 10) and a failed
-   compare-exchange (the reads bit), which only write or only read. */
+   compare-exchange (the reads bit), which only write or only read. Per shadow word the
+   access spans (the first; further ones only when it crosses a 32-byte boundary, so
+   the common case's loop ends at its first test): a read, one load and a compare up
+   to the first word with an unwritten byte; a write, one load and an atomic_or only
+   while its bits are not all set. */
 void _gr_written(__private _gr_state_t *s, uint k, uint off, uint size, uint site, uint kind,
                  uint op) {
   volatile __global uint *ctl = s->ctl;
   uint base = s->wb[k], e = off + size, kd = kind & _GR_F_KIND_MASK;
   uint only_reads = (kind >> _GR_F_READS_SHIFT) & 1u;
   if (kd == 0u || (kd == 2u && op != 2u && op != 10u)) {
-    for (uint b = off; b < e; b = ((b >> 5u) + 1u) << 5u) {
-      uint w = b >> 5u;
-      uint miss = _gr_wmask(b & 31u, min(e - (w << 5u), 32u)) & ~ctl[base + w];
-      if (miss == 0u) continue;
+    uint w = off >> 5u;
+    uint miss = _gr_wmask(off & 31u, min(e - (w << 5u), 32u)) & ~ctl[base + w];
+    while (miss == 0u && ((w + 1u) << 5u) < e) {
+      w++;
+      miss = _gr_wmask(0u, min(e - (w << 5u), 32u)) & ~ctl[base + w];
+    }
+    if (miss) {
       uint i = atomic_inc(&ctl[_GR_CTL_UNINIT]);
       if (i < _GR_UNINIT_SLOTS) {
         volatile __global uint *r = ctl + _GR_CTL_UNINIT + 1u + i * _GR_RECORD_WORDS;
@@ -341,14 +348,14 @@ void _gr_written(__private _gr_state_t *s, uint k, uint off, uint size, uint sit
         r[_GR_OOB_BOUND] = s->size[k];
         r[_GR_OOB_UNIT] = _GR_OOB_BYTES;
       }
-      break;
     }
   }
   if ((kd == 1u || (kd == 2u && op != 1u)) && !only_reads) {
-    for (uint b = off; b < e; b = ((b >> 5u) + 1u) << 5u) {
-      uint w = b >> 5u;
-      uint m = _gr_wmask(b & 31u, min(e - (w << 5u), 32u));
+    uint w = off >> 5u, m = _gr_wmask(off & 31u, min(e - (w << 5u), 32u));
+    for (;;) {
       if ((ctl[base + w] & m) != m) atomic_or(&ctl[base + w], m);
+      if ((++w << 5u) >= e) break;
+      m = _gr_wmask(0u, min(e - (w << 5u), 32u));
     }
   }
 }
