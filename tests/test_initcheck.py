@@ -370,3 +370,34 @@ def test_without_race_the_launch_runs_once_logging_nothing(monkeypatch):
     ranges.clear()
     both = _check("opencl/race_and_uninit", "race,initcheck")
     assert len(ranges) == 2 and both.races and len(both.uninitialised) == 1  # shadow, log
+
+
+@pytest.mark.parametrize("written", [7, 8])
+def test_an_opencl_leaf_across_two_shadow_words_is_tested_in_both(written):
+    """A 16-byte vload4 of tile[6..9] spans bytes 24-39: shadow words 0 and 1. With
+    tile[0..6] written the read misses byte 28 (word 0), with tile[0..7] byte 32 (word
+    1, found only by the second word's test); with tile[0..9] written it is clean."""
+    src = (
+        "__kernel void k(__global uint4 *out, uint n) {\n"
+        "    __local uint tile[16];\n"
+        "    uint lid = get_local_id(0);\n"
+        "    if (lid < n) tile[lid] = lid;\n"
+        "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+        "    if (lid == 0) out[0] = vload4(0, tile + 6);\n"
+        "}\n"
+    )
+
+    def check(n: int):
+        spec = LaunchSpec.from_dict(
+            {"kernel": "k", "global_size": [16], "local_size": [16], "arg": [
+                {"name": "out", "type": "uint4", "count": 1},
+                {"name": "n", "value": n}]}
+        )  # fmt: skip
+        return api.check(src, spec, path="k.cl")
+
+    report = check(written)
+    [found] = report.uninitialised
+    assert (found.index, found.count, report.sites[found.site].line) == (4 * written, 1, 6)
+    clean = check(10)
+    assert clean.uninitialised == [] and clean.exit_code == 0
+
