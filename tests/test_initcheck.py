@@ -400,4 +400,3 @@ def test_an_opencl_leaf_across_two_shadow_words_is_tested_in_both(written):
     assert (found.index, found.count, report.sites[found.site].line) == (4 * written, 1, 6)
     clean = check(10)
     assert clean.uninitialised == [] and clean.exit_code == 0
-
