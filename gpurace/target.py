@@ -7,18 +7,19 @@ importing the pass loop that drives it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from math import prod
 from typing import TYPE_CHECKING, Any
 
 from gpurace.interfaces import Backend, Results, Target
-from gpurace.model import Event, GpuraceError, Instrumented
+from gpurace.model import Event, GpuraceError, Instrumented, Space
 from gpurace.options import Options
 
 if TYPE_CHECKING:
     from gpurace.backends.common import LaunchResult
     from gpurace.backends.prefilter import Launch
     from gpurace.launch import LaunchSpec
+    from gpurace.launch.spec import ArgSpec
 
 FULL_RANGE = (0xFFFFFFFF // 16) * 16  # the whole u32 address order, 16-byte aligned
 
@@ -135,3 +136,34 @@ def filtered_target(
         results,
         pre.nbytes if pre else 0,
     )
+
+
+def kernel_shadows(
+    inst: Instrumented,
+    kernel: str,
+    args: Sequence[ArgSpec],
+    path: str,
+    extents: list[int],
+    groups: int,
+) -> tuple[list[int], list[int]]:
+    """(bytes, bitmaps) of each tracked variable's written-shadow (`abi.place_written`;
+    docs/memcheck.md) for OpenCL and CUDA: a ``__local``/``__shared__`` variable or
+    parameter of `kernel` has one per work-group, a buffer the launch declares
+    uninitialised (``fill = "uninit"``, a .sim file's ``noinit``) one, the others none.
+    An uninitialised buffer the kernel does not access through a tracked pointer
+    parameter is an error at its table, never a buffer silently left unchecked."""
+    uninit = {a.index: a for a in args if a.buffer is not None and a.buffer.uninit}
+    instances = [
+        0 if v.kernel != kernel else groups if v.space == Space.LOCAL else int(v.binding in uninit)
+        for v in inst.variables
+    ]
+    tracked = {v.binding for v in inst.variables if v.kernel == kernel}
+    for index, arg in uninit.items():
+        if index not in tracked:
+            raise GpuraceError(
+                f'argument {index}: fill = "uninit" is checked only for a buffer the kernel '
+                "accesses through its pointer parameter; give it a fill",
+                path,
+                arg.line,
+            )
+    return extents, instances

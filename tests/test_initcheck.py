@@ -400,3 +400,23 @@ def test_an_opencl_leaf_across_two_shadow_words_is_tested_in_both(written):
     assert (found.index, found.count, report.sites[found.site].line) == (4 * written, 1, 6)
     clean = check(10)
     assert clean.uninitialised == [] and clean.exit_code == 0
+
+
+def test_an_uninit_buffer_the_kernel_does_not_track_is_a_located_error():
+    """OpenCL: a `__constant` parameter is not a tracked variable, so `fill = "uninit"`
+    on its buffer could not be checked: an error at the argument's table, never a
+    buffer silently left unchecked (gpurace.target.kernel_shadows)."""
+    src = (
+        "__kernel void k(__global int *out, __constant int *tab) {\n"
+        "    out[get_global_id(0)] = tab[0];\n"
+        "}\n"
+    )
+    spec = LaunchSpec.from_dict(
+        {"kernel": "k", "global_size": [4], "local_size": [4], "arg": [
+            {"name": "out", "type": "int", "count": 4},
+            {"name": "tab", "type": "int", "count": 4, "fill": "uninit"}]}
+    )  # fmt: skip
+    with pytest.raises(Exception, match=r'argument 1: fill = "uninit" is checked only for a buf'):
+        api.check(src, spec, path="k.cl")
+    deselected = api.check(src, spec, path="k.cl", options=Options(tools=("race",)))
+    assert deselected.exit_code == 0

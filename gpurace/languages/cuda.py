@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from gpurace.interfaces import Backend, Target
 from gpurace.launch.cuda import CudaLaunch, load_cuda_launch
-from gpurace.model import GpuraceError, Instrumented, RaceClass, Space
+from gpurace.model import GpuraceError, Instrumented, RaceClass
 from gpurace.options import Options
-from gpurace.target import filtered_target, launcher, linear_layout
+from gpurace.target import filtered_target, kernel_shadows, launcher, linear_layout
 
 if TYPE_CHECKING:  # the backends import pyopencl: only where a check runs (isolate.py)
     from gpurace.backends.analysis_driver import DeviceAnalysis
@@ -62,20 +62,6 @@ def types_from_launch(inst: Instrumented, kernel: str, launch: CudaLaunch) -> No
             inst.variables[k] = replace(v, elem_stride=stride, elem_type=a.buffer.type)
 
 
-def written_shadows(
-    inst: Instrumented, kernel: str, uninit: frozenset[int], sizes: list[int], blocks: int
-) -> tuple[list[int], list[int]]:
-    """(bytes, bitmaps) of each tracked variable's written-shadow (`abi.place_written`;
-    docs/memcheck.md): a ``__shared__`` variable of the kernel has one per block, a
-    pointer parameter the launch file declares ``fill = "uninit"`` one, the others none
-    (OpenCL's `written_shadows`, by the kernel's own variables)."""
-    instances = [
-        0 if v.kernel != kernel else blocks if v.space == Space.LOCAL else int(v.binding in uninit)
-        for v in inst.variables
-    ]
-    return sizes, instances
-
-
 def target(
     source: str,
     launch: CudaLaunch,
@@ -123,7 +109,8 @@ def target(
         backend.launch, dev, inst.source, path, kernel, params, args, grid, block,
         launch.shared_bytes, var_bases=bases, var_sizes=sizes, timeout=options.kernel_timeout_s,
         **({"schedule_seed": options.schedule_seed} if options.schedule_seed else {}),
-        initcheck=written_shadows(inst, kernel, uninit, sizes, prod(grid)) if checked else None,
+        initcheck=kernel_shadows(inst, kernel, launch.args, launch.path, sizes, prod(grid))
+        if checked else None,
     )  # fmt: skip
 
     def run(

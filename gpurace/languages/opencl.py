@@ -16,9 +16,15 @@ from gpurace.interfaces import Backend, Target
 from gpurace.launch import LaunchSpec, load_launch, resolve_entry, scalar_bytes, validate_opencl
 from gpurace.launch.ndrange import NdRange
 from gpurace.launch.sim import bind_sim_args
-from gpurace.model import Binding, GpuraceError, Instrumented, Space
+from gpurace.model import Binding, Instrumented
 from gpurace.options import Options
-from gpurace.target import filtered_target, launcher, linear_layout, require_launch_of
+from gpurace.target import (
+    filtered_target,
+    kernel_shadows,
+    launcher,
+    linear_layout,
+    require_launch_of,
+)
 
 if TYPE_CHECKING:  # the backends import pyopencl: only where a check runs (isolate.py)
     from gpurace.backends.analysis_driver import DeviceAnalysis
@@ -134,30 +140,6 @@ def opencl_extents(inst: Instrumented, kernel: str, launch: LaunchSpec) -> list[
     return extents
 
 
-def written_shadows(
-    inst: Instrumented, kernel: str, launch: LaunchSpec, extents: list[int], groups: int
-) -> tuple[list[int], list[int]]:
-    """(bytes, bitmaps) of each tracked variable's written-shadow (`abi.place_written`;
-    docs/memcheck.md): a __local variable or parameter of the kernel has one per
-    work-group, a global buffer the launch declares uninitialised (``fill =
-    "uninit"``, a .sim file's ``noinit``) one, the others none."""
-    uninit = {a.index: a for a in launch.args if a.buffer is not None and a.buffer.uninit}
-    instances = [
-        0 if v.kernel != kernel else groups if v.space == Space.LOCAL else int(v.binding in uninit)
-        for v in inst.variables
-    ]
-    tracked = {v.binding for v in inst.variables if v.kernel == kernel}
-    for index, arg in uninit.items():
-        if index not in tracked:  # never silently unchecked (docs/memcheck.md)
-            raise GpuraceError(
-                f'argument {index}: fill = "uninit" is checked only for a __global buffer '
-                "the kernel accesses through its parameter; give it a fill",
-                launch.path,
-                arg.line,
-            )
-    return extents, instances
-
-
 def target(
     source: str,
     launch: LaunchSpec,
@@ -192,7 +174,7 @@ def target(
         local, options=launch.options, var_bases=bases, var_sizes=extents,
         timeout=options.kernel_timeout_s,
         initcheck=(
-            written_shadows(inst, kernel, launch, extents, prod(groups))
+            kernel_shadows(inst, kernel, launch.args, launch.path, extents, prod(groups))
             if "initcheck" in options.tools else None
         ),
     )  # fmt: skip
