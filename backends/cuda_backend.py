@@ -44,6 +44,7 @@ from gpurace.abi import (
     ctl_uninit,
     place_written,
     shadow_pair,
+    sync_words,
 )
 from gpurace.backends import analysis_driver
 from gpurace.backends.analysis_driver import (
@@ -78,6 +79,7 @@ SYNC_NAMES = {
     7: "cluster barrier",
     8: "warp sync over part of the warp",
     9: "warp sync reached apart",
+    10: "named barrier not modelled",
 }
 
 
@@ -298,7 +300,8 @@ def launch(
             ctl = cp.zeros(first + shadow, cp.uint32)
             ctl[: len(words)] = cp.asarray(np.array(words, np.uint32))
             log = cp.zeros(max(RECORD_WORDS, log_capacity * RECORD_WORDS), cp.uint32)
-            sync = cp.zeros(SYNC_HEAD + sync_capacity * RECORD_WORDS, cp.uint32)
+            # the records, then the named-barrier area (docs/ordering.md)
+            sync = cp.zeros(sync_words(sync_capacity), cp.uint32)
             sync[SYNC_W_CAPACITY] = sync_capacity
             pre = prefilter or Prefilter(None, 0, 0, SHADOW_OFF)
             head_words = cp.asarray(np.array(pre.header(), np.uint32))
@@ -439,6 +442,11 @@ def _sync_summary(cp, sync, capacity: int) -> dict[str, int]:
     out: dict[str, int] = {}
     for code, count in zip(*np.unique(recs[:, 7], return_counts=True), strict=True):
         out[SYNC_NAMES.get(int(code), f"sync {int(code)}")] = int(count)
+    # named-barrier operations not modelled are counted in the named area, never dropped
+    at = SYNC_HEAD + capacity * RECORD_WORDS
+    off = int(cp.asnumpy(sync[at : at + 1])[0])
+    if off:
+        out[SYNC_NAMES[10]] = off
     if n > kept:
         out["(not kept)"] = n - kept
     return out

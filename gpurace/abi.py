@@ -56,6 +56,19 @@ X_WEPOCH_SHIFT = 16
 WEPOCH_MAX = 0xFFFF
 WARP_SIZE = 32
 
+# accesses: the W_FLAGS bits from F_NAMED_SHIFT on (free there: the event field is read
+# only for events) hold the *named-barrier state* (CUDA only; 0 elsewhere): bits 0-4
+# the thread's operations at its named barrier id (bar.sync/bar.arrive with a thread
+# count), saturating at NAMED_MAX; bits 5-7 0 when it never waited there, else u where
+# its participants are the aligned range of NAMED_UNIT << (u - 1) threads holding it
+# (docs/ordering.md, "Named barriers").
+F_NAMED_SHIFT = 24
+NAMED_OPS_MASK = 0x1F
+NAMED_MAX = NAMED_OPS_MASK
+NAMED_SPAN_SHIFT = 5
+NAMED_UNIT = 32
+NAMED_SPANS = 6  # u from 1 to 6: 32 .. 1024 threads
+
 # fields of W_FLAGS
 F_KIND_MASK = 0x3  # bits 0-1: model.Kind
 F_SPACE_SHIFT = 2  # bit 2: model.Space
@@ -257,6 +270,21 @@ MAX_EVENT_SLOT_GROUPS = 1 << 18
 
 # sync-event log of the CUDA backend: [0] requested, [1] capacity, records from SYNC_HEAD
 SYNC_W_REQUESTED, SYNC_W_CAPACITY, SYNC_HEAD = 0, 1, 8
+# after its records (from SYNC_HEAD + capacity * RECORD_WORDS): the named-barrier area,
+# [0] the named-barrier operations not modelled (counted here: never dropped), then per
+# block of the first NAMED_GROUPS, per barrier id, NAMED_WORDS words: the participants'
+# range claim ((lid / count + 1) | count / 32 << 16) and how many threads took part
+# (docs/ordering.md, "Named barriers")
+NAMED_GROUPS = 1 << 12
+NAMED_IDS = 16
+NAMED_WORDS = 2
+NAMED_AREA_WORDS = 1 + NAMED_GROUPS * NAMED_IDS * NAMED_WORDS
+
+
+def sync_words(capacity: int) -> int:
+    """The sync buffer's size in words: the head, `capacity` records, the named area."""
+    return SYNC_HEAD + capacity * RECORD_WORDS + NAMED_AREA_WORDS
+
 
 # ---------------------------------------------------------------------------
 # The prefilter's shadow (backends/prefilter.py, docs/internals.md §2, §5).
@@ -345,12 +373,14 @@ GROUPS: dict[str, list[str]] = {
         "RECORD_WORDS W_SITE W_FLAGS W_OFFSET W_LID W_GROUP W_EPOCH W_VALUE W_EXTRA "
         "F_KIND_MASK F_SPACE_SHIFT F_KNOWN_SHIFT F_READS_SHIFT F_SIZE_SHIFT F_VAR_SHIFT "
         "F_EVENT_SHIFT F_BYTE_MASK F_EVENT_MASK KIND_EVENT FNV_OFFSET FNV_PRIME "
-        "X_WEPOCH_SHIFT WEPOCH_MAX WARP_SIZE"
+        "X_WEPOCH_SHIFT WEPOCH_MAX WARP_SIZE F_NAMED_SHIFT NAMED_OPS_MASK NAMED_MAX "
+        "NAMED_SPAN_SHIFT NAMED_UNIT NAMED_SPANS"
     ).split(),
     "control": (
         "CTL_REQUESTED CTL_CAPACITY CTL_LO CTL_HI CTL_NBINS CTL_BINW CTL_BASES "
         "EVENT_SLOTS EV_ORDINALS EV_ORDINAL_SHIFT EV_SITE_SHIFT EV_ORDINAL_LIMIT EV_ID_LIMIT "
         "EV_LID_MASK WGSL_EVENT_SLOTS WGSL_EXIT_SLOT SYNC_W_REQUESTED SYNC_W_CAPACITY SYNC_HEAD "
+        "NAMED_GROUPS NAMED_IDS NAMED_WORDS NAMED_AREA_WORDS "
         "COPY_TABLE COPY_SHORT_WAIT COPY_FULL COPY_N_SHIFT COPY_M_SHIFT COPY_COUNT_MASK "
         "OOB_SLOTS OOB_INDEX OOB_BOUND OOB_DEPTH OOB_UNIT OOB_ELEMENTS OOB_BYTES UNINIT_SLOTS"
     ).split(),

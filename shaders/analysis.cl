@@ -75,10 +75,13 @@ DEVICE_FN Key make_key(Ctx* c, uint which, uint r, uint p, uint t) {
     return key4(t, var_of(c, r), w, g, SEL(0u, epoch, t == T_LOCAL), 0u, 0u, 0u);
   }
   uint ep = SEL(epoch, 0u, t == T_INTER);
-  // the warp epoch (CUDA; 0 elsewhere) above the reads bit: not in inter-group entries
+  // the warp epoch and the named-barrier state (CUDA; 0 elsewhere) above the reads
+  // bit: not in inter-group entries (docs/ordering.md)
   uint wep = SEL(rec(c, r, W_EXTRA) >> X_WEPOCH_SHIFT, 0u, t == T_INTER);
+  uint named = SEL(rec(c, r, W_FLAGS) >> F_NAMED_SHIFT, 0u, t == T_INTER);
   return key4(t, var_of(c, r), w, g, ep, rec(c, r, W_SITE),
-              kind_of(c, r) | (size_of(c, r) << 2u) | (reads_of(c, r) << 7u) | (wep << 8u),
+              kind_of(c, r) | (size_of(c, r) << 2u) | (reads_of(c, r) << 7u) | (wep << 8u)
+                  | (named << 24u),
               rec(c, r, W_OFFSET));
 }
 
@@ -381,6 +384,7 @@ typedef struct {
   uint epoch;
   uint reads;
   uint wep;
+  uint named;
   uint count;
   uint amin;
   uint amax;
@@ -399,7 +403,8 @@ DEVICE_FN Ent load_ent(Ctx* c, uint e) {
   x.kind = k.b[2] & 3u;
   x.size = (k.b[2] >> 2u) & 0x1fu;
   x.reads = (k.b[2] >> 7u) & 1u;
-  x.wep = k.b[2] >> 8u;
+  x.wep = (k.b[2] >> 8u) & 0xffffu;
+  x.named = k.b[2] >> 24u;
   x.off = k.b[3];
   x.epoch = k.b[0];
   x.count = ATOMIC_LOAD(&c->E[s + E_COUNT]);
@@ -416,6 +421,19 @@ DEVICE_FN Ent load_ent(Ctx* c, uint e) {
 DEVICE_FN uint umax(uint a, uint b) { return a > b ? a : b; }
 DEVICE_FN uint umin(uint a, uint b) { return a < b ? a : b; }
 
+// the entry with more named-barrier operations waited there and every actor of both
+// lies in its participants' aligned range (docs/ordering.md, "Named barriers")
+DEVICE_FN bool named_ordered(Ent a, Ent b) {
+  uint na = a.named & NAMED_OPS_MASK;
+  uint nb = b.named & NAMED_OPS_MASK;
+  if (na == nb) { return false; }
+  uint u = SEL(a.named, b.named, nb > na) >> NAMED_SPAN_SHIFT;
+  if (u == 0u) { return false; }
+  uint span = NAMED_UNIT << (u - 1u);
+  uint ra = a.amin / span;
+  return a.amax / span == ra && b.amin / span == ra && b.amax / span == ra;
+}
+
 DEVICE_FN uint conflict(Ctx* c, Ent a, Ent b, uint w) {
   uint lo = umax(umax(a.off, b.off), 4u * w);
   uint hi = umin(umin(a.off + a.size, b.off + b.size), 4u * w + 4u);
@@ -429,6 +447,7 @@ DEVICE_FN uint conflict(Ctx* c, Ent a, Ent b, uint w) {
       && b.amax / WARP_SIZE == wa) {
     return NONE;
   }
+  if (named_ordered(a, b)) { return NONE; }
   if (c->P[P_UNIFORM_RACE] == 0u && a.kind == 1u && b.kind == 1u && a.off == b.off
       && a.size == b.size && a.known != 0u && b.known != 0u && a.vmin == a.vmax
       && a.vmax == b.vmin && b.vmin == b.vmax) {
@@ -444,7 +463,8 @@ DEVICE_FN bool ent_gt(Ent a, Ent b) {
   if (a.size != b.size) { return a.size > b.size; }
   if (a.epoch != b.epoch) { return a.epoch > b.epoch; }
   if (a.reads != b.reads) { return a.reads > b.reads; }
-  return a.wep > b.wep;
+  if (a.wep != b.wep) { return a.wep > b.wep; }
+  return a.named > b.named;
 }
 
 DEVICE_FN uint race_key(Ctx* c, uint cls, uint sa, uint ka, uint sb, uint kb) {
@@ -575,9 +595,9 @@ DEVICE_FN void visit_pair(Ctx* c, PairAcc* acc, Ent a0, Ent b0, uint ia0, uint i
     uint slot = race_slot(c, key, true);
     if (slot != NONE) { add_pair_count(c, slot, a.count, bb.count, same); }
   }
-  // (warp epoch, size, reads) ordered as one word
-  uint cand[7] = {lo, a.off, (a.wep << 6u) | (a.size << 1u) | a.reads, bb.off,
-                  (bb.wep << 6u) | (bb.size << 1u) | bb.reads,
+  // (named state, warp epoch, size, reads) ordered as one word
+  uint cand[7] = {lo, a.off, (a.named << 22u) | (a.wep << 6u) | (a.size << 1u) | a.reads,
+                  bb.off, (bb.named << 22u) | (bb.wep << 6u) | (bb.size << 1u) | bb.reads,
                   a.epoch, bb.epoch};
   uint nk = acc->nk;
   uint found = nk;

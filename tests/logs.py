@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpurace.abi import X_WEPOCH_SHIFT
+from gpurace.abi import F_NAMED_SHIFT, NAMED_SPAN_SHIFT, X_WEPOCH_SHIFT
 from gpurace.model import RECORD_WORDS, Event, Kind, Space, pack_flags
 
 VAR_SPACES = {0: Space.LOCAL, 1: Space.GLOBAL, 2: Space.GLOBAL}
@@ -19,6 +19,7 @@ def random_log(
     spread: int = 16,
     ordinals: int = 3,
     warps: bool = False,
+    named: bool = False,
 ) -> np.ndarray:
     """A log dense in conflicts (few sites, addresses and actors; sizes 1..16).
 
@@ -26,7 +27,9 @@ def random_log(
     device's shadow filter skips; `ordinals` past 16 reach the device's hashed (not
     direct-mapped) barrier slots. With `warps` the work-items are lanes of two
     CUDA warps (local indices 0-3 and 32-35) and each access carries a warp epoch of
-    0-2 (docs/ordering.md).
+    0-2 (docs/ordering.md). With `named` the work-items are threads 0, 1, 32, 33, 64,
+    65, 96, 97 of a block and each access carries a named-barrier state (0-2
+    operations; waited there with a range of 32, 64 or 128 threads, or not).
     """
     rng = np.random.default_rng(seed)
     recs = np.zeros((n, RECORD_WORDS), dtype=np.uint32)
@@ -36,6 +39,8 @@ def random_log(
         lid = int(rng.integers(lids))
         if warps:
             lid = int(rng.choice([0, 1, 2, 3, 32, 33, 34, 35]))
+        if named:
+            lid = int(rng.choice([0, 1, 32, 33, 64, 65, 96, 97]))
         if r < 0.05:
             ordinal = int(rng.integers(ordinals))
             site = 40 + int(rng.integers(2))
@@ -68,5 +73,9 @@ def random_log(
         if kind == Kind.ATOMIC and (lid + off) % 3 == 0:
             flags |= 1 << 4  # an atomic that only read (docs/internals.md §1)
         wep = int(rng.integers(3)) if warps else 0
+        if named:
+            ops = int(rng.integers(3))
+            span = int(rng.integers(4)) if ops else 0  # u: 0, or 32 << (u - 1) threads
+            flags |= (ops | span << NAMED_SPAN_SHIFT) << F_NAMED_SHIFT
         recs[i] = [site, flags, off, lid, grp, epoch, value, wep << X_WEPOCH_SHIFT]
     return recs

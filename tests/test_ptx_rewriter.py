@@ -452,7 +452,7 @@ def _emulate_launch(
         ctl = np.array(head + [0] * (EVENT_SLOTS * slotted), np.uint32)
         log = emu.mem.alloc(bytes(capacity * 4 * abi.RECORD_WORDS))
         ctl_at = emu.mem.alloc(ctl.tobytes())
-        sync_words = [0, 1024] + [0] * (abi.SYNC_HEAD - 2 + 1024 * abi.RECORD_WORDS)
+        sync_words = [0, 1024] + [0] * (abi.sync_words(1024) - 2)
         sync = emu.mem.alloc(np.array(sync_words, np.uint32).tobytes())
         shd = emu.mem.alloc(bytes(4 * abi.SHADOW_HEAD))  # the header: mode 0, log everything
         args += [log, ctl_at, sync, shd]

@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpurace.abi import F_READS_SHIFT, WARP_SIZE, X_WEPOCH_SHIFT
+from gpurace.abi import (
+    F_NAMED_SHIFT,
+    F_READS_SHIFT,
+    NAMED_OPS_MASK,
+    NAMED_SPAN_SHIFT,
+    NAMED_UNIT,
+    WARP_SIZE,
+    X_WEPOCH_SHIFT,
+)
 from gpurace.model import (
     RECORD_WORDS,
     Event,
@@ -27,9 +35,10 @@ _U32_MAX = 0xFFFFFFFF
 
 @dataclass
 class Entry:
-    """Summary of the pieces of one (site, kind, offset, size[, epoch], reads[, wepoch])
-    in one bucket; `reads` marks an atomic that only read (a failed compare-exchange),
-    `wepoch` is the warp epoch (0 outside CUDA and in inter-group buckets)."""
+    """Summary of the pieces of one (site, kind, offset, size[, epoch], reads[, wepoch,
+    named]) in one bucket; `reads` marks an atomic that only read (a failed
+    compare-exchange), `wepoch` is the warp epoch and `named` the named-barrier state
+    (0 outside CUDA and in inter-group buckets; docs/ordering.md)."""
 
     site: int
     kind: int
@@ -38,6 +47,7 @@ class Entry:
     epoch: int
     reads: bool = False
     wepoch: int = 0
+    named: int = 0
     count: int = 0
     amin: int = _U32_MAX  # actor: local index (intra) or group (inter)
     amax: int = 0
@@ -71,6 +81,8 @@ def conflict(a: Entry, b: Entry, word: int, uniform_writes_race: bool) -> int | 
         return None
     if a.wepoch != b.wepoch and one_warp(a, b):
         return None  # a __syncwarp() of their warp lies between them
+    if named_ordered(a, b):
+        return None  # a named barrier's generation lies between them
     if (
         not uniform_writes_race
         and a.kind == Kind.STORE
@@ -88,6 +100,20 @@ def conflict(a: Entry, b: Entry, word: int, uniform_writes_race: bool) -> int | 
 def one_warp(a: Entry, b: Entry) -> bool:
     """Every actor of both entries is a lane of one warp (docs/ordering.md)."""
     return len({x // WARP_SIZE for x in (a.amin, a.amax, b.amin, b.amax)}) == 1
+
+
+def named_ordered(a: Entry, b: Entry) -> bool:
+    """The entry with more named-barrier operations waited there, and every actor of
+    both lies in its participants' aligned range (docs/ordering.md, "Named
+    barriers"): the other's next operation at that barrier came before that wait."""
+    na, nb = a.named & NAMED_OPS_MASK, b.named & NAMED_OPS_MASK
+    if na == nb:
+        return False
+    u = (b.named if nb > na else a.named) >> NAMED_SPAN_SHIFT
+    if u == 0:
+        return False  # it only arrived: it orders nothing after it
+    span = NAMED_UNIT << (u - 1)
+    return len({x // span for x in (a.amin, a.amax, b.amin, b.amax)}) == 1
 
 
 def reads_only(e: Entry) -> bool:
@@ -132,6 +158,7 @@ def analyse(
         site, flags, off, lid, grp, epoch, value, extra = row
         wep = extra >> X_WEPOCH_SHIFT
         kind = flags & 3
+        named = flags >> F_NAMED_SHIFT if kind != Kind.EVENT else 0
         reads = kind == Kind.ATOMIC and bool((flags >> F_READS_SHIFT) & 1)
         known = bool((flags >> 3) & 1)
         size = (flags >> 8) & 0xFF
@@ -151,14 +178,14 @@ def analyse(
         for w in range(off // 4, (off + size - 1) // 4 + 1):
             if space == Space.LOCAL:
                 bucket = local.setdefault((var, w, grp, epoch), {})
-                ekey = (site, kind, off, size, epoch, reads, wep)
+                ekey = (site, kind, off, size, epoch, reads, wep, named)
                 _entry(bucket, ekey).add(lid, val, known, lid)
             else:
                 bucket = intra.setdefault((var, w, grp), {})
-                ekey = (site, kind, off, size, epoch, reads, wep)
+                ekey = (site, kind, off, size, epoch, reads, wep, named)
                 _entry(bucket, ekey).add(lid, val, known, lid)
                 bucket = inter.setdefault((var, w), {})
-                ekey = (site, kind, off, size, 0, reads, 0)
+                ekey = (site, kind, off, size, 0, reads, 0, 0)
                 _entry(bucket, ekey).add(grp, val, known, lid)
 
     races: dict[tuple, _Acc] = {}
@@ -206,13 +233,14 @@ def _visit(
             key = (int(cls), a.site, a.kind, b.site, b.kind)
             pairs = a.count * (a.count - 1) // 2 if i == j else a.count * b.count
             # an atomic's two entries at one site (it wrote, it only read) are ordered
-            # by `reads` after the size: the shaders pack it above the size
+            # by `reads` after the size: the shaders pack it above the size (and the
+            # warp epoch, then the named state, above that)
             cand = (
                 lo,
                 a.offset,
-                (a.wepoch, a.size, a.reads),
+                (a.named, a.wepoch, a.size, a.reads),
                 b.offset,
-                (b.wepoch, b.size, b.reads),
+                (b.named, b.wepoch, b.size, b.reads),
                 a.epoch,
                 b.epoch,
             )
@@ -237,7 +265,7 @@ def _visit(
 
 def _order(e: Entry) -> tuple:
     """The entry order that decides which side of a race is `a` (the shaders' ent_gt)."""
-    return (e.site, e.kind, e.offset, e.size, e.epoch, e.reads, e.wepoch)
+    return (e.site, e.kind, e.offset, e.size, e.epoch, e.reads, e.wepoch, e.named)
 
 
 def _set_example(

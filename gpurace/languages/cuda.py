@@ -27,8 +27,10 @@ default_backend = "cuda"
 # sync events (backends/cuda_backend.SYNC_NAMES) whose ordering is not modelled: each
 # makes the check incomplete with "FILE: COUNT what" (docs/ordering.md)
 UNMODELLED_SYNC = {
-    4: "named-barrier waits over part of the block: the ordering among their participants "
-    "is not modelled",
+    10: "named-barrier operations outside the modelled use (one barrier id and count per "
+    "thread, a power-of-two number of warps, an aligned range of threads that all take "
+    "part, a thread that waits there or arrives once; docs/ordering.md): the ordering "
+    "among their participants is not modelled",
     8: "__syncwarp(mask) / bar.warp.sync with lanes left out of the mask: the ordering "
     "among the lanes in it is not modelled",
     9: "__syncwarp() reached apart by the lanes of a warp (divergent code): the warp "

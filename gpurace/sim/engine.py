@@ -10,8 +10,11 @@ apart run their paths one after the other and meet again at the first instructio
 both reach, so warp instructions (shuffles, votes, ldmatrix) see the lanes that
 reach them together. A ``bar.sync``/``barrier.sync``/``bar.red`` makes its lanes
 wait; the barrier releases when every live (not exited) thread of the block waits
-(exited threads count as arrived, as on NVIDIA hardware), or, for a named barrier
-with a thread count over part of the block, when that many arrived. ``.func`` calls
+(exited threads count as arrived, as on NVIDIA hardware). A barrier with a thread
+count (``bar.sync 1, 64``, ``bar.arrive 1, 64``) counts generations per block and
+barrier id: its arrivals (waits and ``bar.arrive``s, in step order) fill one
+generation of `count` after another, and a waiting thread goes on once the
+generation it arrived in is complete. ``.func`` calls
 run the callee for the calling lanes (its own registers and PCs) to its ``ret``.
 """
 
@@ -272,8 +275,8 @@ class Program:
 
     def _bar(self, ins: Any, dec: Decoder) -> tuple:
         ops = ins.operands
-        if ins.has("arrive"):
-            return ("arrive", None, None, None, None)
+        if ins.has("arrive"):  # bar.arrive a, b: counts towards id a's generation of b
+            return ("arrive", dec.reader(ops[0], "u32"), dec.reader(ops[1], "u32"), None, None)
         if ins.has("red"):  # bar.red.op.type d, a{, b}, {!}c
             mode = next(p for p in ins.parts if p in ("popc", "and", "or"))
             red_id = dec.reader(ops[1], "u32")

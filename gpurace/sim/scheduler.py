@@ -52,6 +52,8 @@ class Simulator:
         self.last = Launch()
         self._current: Program | None = None
         self._order: Order | None = None
+        # counted barriers of the batch: (block, id) -> [generations done, arrived]
+        self._gens: dict[tuple[int, int], list[int]] = {}
 
     def program(self, kernel: str) -> Program:
         if kernel not in self._programs:
@@ -103,6 +105,7 @@ class Simulator:
             blocks = [(i % grid[0], i // grid[0] % grid[1], i // (grid[0] * grid[1])) for i in ids]
             batch = Batch(self.mem, blocks, grid, block, int(shared_bytes), shared, local)
             frame = Frame(batch, entry, params, 0)
+            self._gens = {}
             try:
                 with np.errstate(all="ignore"):  # PTX's x/0, sqrt(-1): values, not warnings
                     lanes = batch.every if Shortcuts.on else np.arange(batch.lanes)
@@ -121,8 +124,8 @@ class Simulator:
         pc = np.zeros(n, np.int64)
         state = np.zeros(n, np.int8)
         # where each waiting lane waits: its bar's pc, barrier id, thread count (-1: the
-        # whole block), predicate (bar.red)
-        waits = np.zeros((4, n), np.int64)
+        # whole block), predicate (bar.red), the generation it arrived in (counted ones)
+        waits = np.zeros((5, n), np.int64)
         turns = (
             None if self._order is None else Turns(self._order, frame.batch, lanes, frame.fn.code)
         )
@@ -191,12 +194,16 @@ class Simulator:
             elif kind == "bar":
                 pc[act] += 1
                 mode, ident, count, pred, _ = c.bar
-                if mode == "arrive" or not len(take):
+                if not len(take):
                     continue
                 g = lanes[take]
                 ids = ident(frame, g) if ident is not None else np.zeros(len(g), U64)
                 cnt = count(frame, g) if count is not None else None
                 pv = pred(frame, g) != 0 if pred is not None else None
+                if cnt is not None:
+                    waits[4, take] = self._arrive(batch.mem.block_of[g], ids, cnt)
+                if mode == "arrive":
+                    continue
                 waits[0, take] = p
                 waits[1, take] = ids.astype(np.int64)
                 waits[2, take] = -1 if cnt is None else cnt.astype(np.int64)
@@ -285,28 +292,44 @@ class Simulator:
             if theirs in sub.out:
                 frame.out[mine] = sub.out[theirs]
 
+    def _arrive(self, blocks: np.ndarray, ids: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Arrivals at barriers with a thread count, in lane order: each fills the
+        current generation of its (block, id), which is complete at `count` arrivals.
+        Returns the generation each arrived in (what a waiting lane waits for)."""
+        out = np.zeros(len(blocks), np.int64)
+        rows = zip(blocks.tolist(), ids.tolist(), counts.tolist(), strict=True)
+        for k, (b, i, n) in enumerate(rows):
+            gen = self._gens.setdefault((int(b), int(i)), [0, 0])
+            out[k] = gen[0]
+            gen[1] += 1
+            if gen[1] >= max(int(n), 1):
+                gen[0], gen[1] = gen[0] + 1, 0
+        return out
+
     def _release(self, frame: Frame, lanes: np.ndarray, state: np.ndarray,
                  waits: np.ndarray) -> None:  # fmt: skip
-        """Release the barriers whose threads have all arrived; else it is a hang."""
+        """Release the barriers whose threads have all arrived (a counted one: whose
+        generation is complete); else it is a hang."""
         batch = frame.batch
         block_of = batch.mem.block_of
         waiting = np.nonzero(state == _WAIT)[0]
-        blocks = block_of[lanes[waiting]]
         nb = int(block_of.max()) + 1 if len(block_of) else 1
+        counted = waiting[waits[2, waiting] >= 0]
+        if len(counted):
+            keys = zip(block_of[lanes[counted]].tolist(), waits[1, counted].tolist(), strict=True)
+            done = np.array([self._gens.get(k, [0])[0] for k in keys], np.int64)
+            ready = counted[done > waits[4, counted]]
+            if len(ready):
+                self._wake(frame, lanes, state, waits, ready, nb)
+                return
+        whole = waiting[waits[2, waiting] < 0]
+        blocks = block_of[lanes[whole]]
         live = np.bincount(block_of[batch.live], minlength=nb)
         at = np.bincount(blocks, minlength=nb)
         full = (at == live) & (at > 0)
         if full.any():
-            self._wake(frame, lanes, state, waits, waiting[full[blocks]], nb)
+            self._wake(frame, lanes, state, waits, whole[full[blocks]], nb)
             return
-        # named barriers with a thread count over part of the block
-        counted = waiting[waits[2, waiting] >= 0]
-        for b, ident in sorted({(int(block_of[lanes[s]]), int(waits[1, s])) for s in counted}):
-            slots = counted[(block_of[lanes[counted]] == b) & (waits[1, counted] == ident)]
-            count = int(waits[2, slots[0]])
-            if count < live[b] and len(slots) >= count:
-                self._wake(frame, lanes, state, waits, slots[:count], nb)
-                return
         where = sorted({frame.fn.code[int(pc)].line for pc in np.unique(waits[0, waiting])})
         raise SimError(
             f"hang: threads wait at the barriers of PTX lines {where} that other threads of "

@@ -1,7 +1,8 @@
 """Barriers in PTX: ``bar.sync``/``barrier.sync``/``bar.red`` over the whole block
 advance the epochs (docs/internals.md §7); ``bar.warp.sync`` (``__syncwarp``) the warp
-epoch (docs/ordering.md); named barriers over part of the block, ``bar.arrive`` and
-cluster barriers are sync events."""
+epoch (docs/ordering.md); named barriers with a thread count (``bar.sync 1, 64``,
+``bar.arrive 1, 64``) the thread's named-barrier state (docs/ordering.md, "Named
+barriers"); cluster barriers are sync events."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from gpurace import abi
 from gpurace.model import Event, Kind
 
-from . import emit
+from . import emit, named
 from .parse import Instr
 
 # sync-event codes (extra word of the sync log's records; backends/cuda_backend.SYNC_NAMES)
@@ -19,29 +20,36 @@ SYNC_WARP, SYNC_FENCE, SYNC_MBARRIER, SYNC_PARTIAL, SYNC_ARRIVE, SYNC_ASYNC, SYN
 )
 SYNC_WARP_PARTIAL = 8  # bar.warp.sync whose mask leaves lanes out: its ordering not modelled
 SYNC_WARP_APART = 9  # a full bar.warp.sync that the warp's lanes did not reach together
+SYNC_NAMED_OFF = 10  # a named-barrier operation outside the modelled use: not modelled
 FULL_MASK = 0xFFFFFFFF
 
 
 def barrier(entry: Any, s: Any, ins: Instr) -> None:
     """A ``bar``/``barrier`` statement `s` of `entry` (a rewriter._Entry): a block
-    barrier (event, epochs advanced after it), a warp sync, or a sync event."""
+    barrier (event, epochs advanced after it), a warp sync, a named barrier, or a sync
+    event."""
     if ins.has("warp"):
         warp_sync(entry, s, ins)
         return
     if ins.has("cluster"):
         entry._sync(s, ins, SYNC_CLUSTER)
         return
+    ops = ins.operands
     if ins.has("arrive"):
-        entry._sync(s, ins, SYNC_ARRIVE)
+        named.named_op(entry, s, ins, ops[0], ops[1], wait=False)
         return
     if not is_wait_barrier(ins):
         entry._sync(s, ins, SYNC_ARRIVE)
         return
-    ops = ins.operands
-    if ins.has("red"):
-        count = ops[2] if len(ops) == 4 else None
+    if ins.has("red"):  # bar.red.op.type d, a{, b}, {!}c
+        ident, count = ops[1], (ops[2] if len(ops) == 4 else None)
     else:
-        count = ops[1] if len(ops) == 2 else None
+        ident, count = (ops[0] if ops else "0"), (ops[1] if len(ops) == 2 else None)
+    if count is not None and named.has_arrive(entry):
+        # with a bar.arrive in the kernel a count of the whole block is no block
+        # barrier: the threads that arrive go on
+        named.named_op(entry, s, ins, ident, count, wait=True)
+        return
     sid = entry.site(s, Kind.EVENT, ins, Event.BARRIER)
     flags = int(Kind.EVENT) | (int(Event.BARRIER) << 24)
     skip, partial = entry.st.label(), entry.st.label()
@@ -50,13 +58,14 @@ def barrier(entry: Any, s: Any, ins: Instr) -> None:
         code += [f"setp.eq.u32 %_gr_q2, {count}, %_gr_nthr;", f"@!%_gr_q2 bra {partial};"]
     code.append(emit.call_rec(sid, str(flags), "0", "%_gr_nbar", "0", 3))
     if count is not None:
-        code += [f"bra {skip};", f"{partial}:", emit.call_srec(sid, SYNC_PARTIAL)]
+        code += [f"bra {skip};", f"{partial}:", *named.before(entry, sid, ident, count, True)]
     code.append(f"{skip}:")
     entry.before(s, code)
-    skip2 = entry.st.label()
+    skip2, block = entry.st.label(), entry.st.label()
     after = entry._guard(ins, skip2)
     if count is not None:
-        after += [f"setp.eq.u32 %_gr_q2, {count}, %_gr_nthr;", f"@!%_gr_q2 bra {skip2};"]
+        after += [f"setp.eq.u32 %_gr_q2, {count}, %_gr_nthr;", f"@%_gr_q2 bra {block};"]
+        after += [*named.after(entry, sid, ident, count), f"bra {skip2};", f"{block}:"]
     after += [
         "add.u32 %_gr_epl, %_gr_epl, 1;",
         "add.u32 %_gr_epg, %_gr_epg, 1;",

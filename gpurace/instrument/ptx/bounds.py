@@ -116,6 +116,7 @@ def lookup(
         "shl.b32 %_gr_t4, %_gr_t2, 16;",
         f"or.b32 %_gr_t4, %_gr_t4, {flags};",
         *([f"or.b32 %_gr_t4, %_gr_t4, {size_reg};"] if size_reg else []),
+        "or.b32 %_gr_t4, %_gr_t4, %_gr_nmd;",  # the named-barrier state (named.py)
         f"or.b32 %_gr_xt, %_gr_wep, {extra};",  # the warp epoch above the extra bits
         emit.call_rec(sid, "%_gr_t4", "%_gr_t3", epoch, value, "%_gr_xt", "%_gr_t22"),
     ]

@@ -264,7 +264,7 @@ class _Entry:
         vids = [v.id for v in self.vars]
         regs = [
             ".reg .b32 %_gr_lid, %_gr_grp, %_gr_epl, %_gr_epg, %_gr_nbar, %_gr_nthr, %_gr_val;",
-            ".reg .b32 %_gr_wep, %_gr_xt;",
+            ".reg .b32 %_gr_wep, %_gr_xt, %_gr_nmd, %_gr_nst;",
             ".reg .b64 %_gr_log, %_gr_ctl, %_gr_sync, %_gr_unat, %_gr_shd;",
             f".reg .b32 %_gr_t<{emit.SCRATCH32}>;",
             f".reg .b64 %_gr_d<{emit.SCRATCH64}>;",
@@ -311,6 +311,8 @@ class _Entry:
             "mov.u32 %_gr_epg, 0;",
             "mov.u32 %_gr_nbar, 0;",
             "mov.u32 %_gr_wep, 0;",
+            "mov.u32 %_gr_nmd, 0;",  # named barriers (named.py)
+            "mov.u32 %_gr_nst, 0;",
         ]
         for slot, v in enumerate(self.vars):
             code += [
