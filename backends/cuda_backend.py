@@ -73,7 +73,7 @@ SYNC_NAMES = {
     1: "warp sync",
     2: "fence",
     3: "mbarrier",
-    4: "named barrier over part of the block",
+    4: "named barrier wait",
     5: "barrier arrive",
     6: "async-copy group",
     7: "cluster barrier",

@@ -166,6 +166,7 @@ class Program:
     def __init__(self, mod: Module, entry: Function, globals_: dict[str, int]) -> None:
         self.mod = mod
         self.symbols: dict[str, int] = dict(globals_)
+        self._grid_ws = False  # the function being decoded reads %envreg (grid.sync)
         at = SHARED_BASE
         decls = [(s.text, True) for s in entry.body if s.kind == "stmt"]
         decls += [(s.text, False) for s in mod.stmts if s.kind == "stmt" and s.depth == 0]
@@ -212,6 +213,9 @@ class Program:
                     loc = f"{self.mod.files.get(int(parts[1]), '?')}:{parts[2]}"
             elif s.kind == "stmt" and not s.text.startswith("."):
                 stmts.append((s, loc))
+        # cooperative groups' this_grid() reads the driver's grid workspace from
+        # %envreg1/2; without a cooperative launch it is null and grid.sync() traps
+        self._grid_ws = any("%envreg" in s.text for s, _ in stmts)
         code = [self._instr(s, loc, dec, labels) for s, loc in stmts]
         code.append(Code("ret", fn.close.line, "ret"))  # falling off the end returns
         m = re.search(r"\.func\s*\(([^)]*)\)", fn.header.text)
@@ -234,6 +238,8 @@ class Program:
                 c.kind = op
             elif op == "trap":
                 c.kind, c.error = "trap", f"trap at {where}"
+                if self._grid_ws and "cooperative_groups" in loc:
+                    c.error += f" ({GRID_SYNC})"
             elif op == "call":
                 c.kind, c.call = "call", self._call(ins.operands)
             elif op in ("bar", "barrier") and not ins.has("warp"):
@@ -285,6 +291,13 @@ class Program:
         ident: Any = dec.reader(ops[0], "u32") if ops else None
         count = dec.reader(ops[1], "u32") if len(ops) > 1 else None
         return ("sync", ident, count, None, None)
+
+
+GRID_SYNC = (
+    "cooperative groups' grid.sync() needs a cooperative launch, which gpurace does not "
+    "make: this_grid() has no grid workspace; use a kernel launch per phase "
+    "(docs/ordering.md, 'Not yet')"
+)
 
 
 def _no_effect(ins: Any, dec: Decoder) -> Any:
