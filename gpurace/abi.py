@@ -41,7 +41,7 @@ from collections.abc import Sequence
 
 RECORD_WORDS = 8
 W_SITE = 0  # site id (index into the instrumented module's site table)
-W_FLAGS = 1  # kind | space<<2 | value_known<<3 | size<<8 | var<<16 | event<<24
+W_FLAGS = 1  # kind | space<<2 | known<<3 | size<<8 | var<<16 | event<<24 (accesses: named<<24)
 W_OFFSET = 2  # byte offset inside the tracked variable
 W_LID = 3  # local invocation index (linear, inside the work-group)
 W_GROUP = 4  # work-group linear id: x + y*nx + z*nx*ny

@@ -62,3 +62,24 @@ st.global.u32 [%rd3], %r6;
     out, _ = _run(_kernel(body), 128, block=128)
     partner = np.arange(128) ^ 32
     assert out.tolist() == (3 * partner + 3).tolist()
+
+
+def test_bar_red_with_a_count_reduces_each_generation_on_its_own():
+    """Threads 0-63 reduce `tid < 10` over barrier 1 (64 threads), threads 64-127
+    `tid < 100` over barrier 2: 10 and 36, each half its own count, not the block's."""
+    body = """
+shr.u32 %r4, %r1, 6;
+add.u32 %r4, %r4, 1;
+setp.lt.u32 %p1, %r1, 10;
+setp.lt.u32 %p2, %r1, 100;
+setp.eq.u32 %p3, %r4, 2;
+@%p3 bra SECOND;
+bar.red.popc.u32 %r5, 1, 64, %p1;
+bra DONE;
+SECOND:
+bar.red.popc.u32 %r5, 2, 64, %p2;
+DONE:
+st.global.u32 [%rd3], %r5;
+"""
+    out, _ = _run(_kernel(body), 128, block=128)
+    assert out.tolist() == [10] * 64 + [36] * 64

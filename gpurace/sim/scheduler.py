@@ -319,8 +319,11 @@ class Simulator:
             keys = zip(block_of[lanes[counted]].tolist(), waits[1, counted].tolist(), strict=True)
             done = np.array([self._gens.get(k, [0])[0] for k in keys], np.int64)
             ready = counted[done > waits[4, counted]]
-            if len(ready):
-                self._wake(frame, lanes, state, waits, ready, nb)
+            if len(ready):  # each generation on its own: bar.red reduces over it
+                keys = np.stack([block_of[lanes[ready]], waits[1, ready], waits[4, ready]])
+                for key in np.unique(keys, axis=1).T:
+                    one = (keys == key[:, None]).all(axis=0)
+                    self._wake(frame, lanes, state, waits, ready[one], nb)
                 return
         whole = waiting[waits[2, waiting] < 0]
         blocks = block_of[lanes[whole]]
