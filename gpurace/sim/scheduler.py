@@ -320,9 +320,11 @@ class Simulator:
             done = np.array([self._gens.get(k, [0])[0] for k in keys], np.int64)
             ready = counted[done > waits[4, counted]]
             if len(ready):  # each generation on its own: bar.red reduces over it
-                keys = np.stack([block_of[lanes[ready]], waits[1, ready], waits[4, ready]])
-                for key in np.unique(keys, axis=1).T:
-                    one = (keys == key[:, None]).all(axis=0)
+                blk, ids, gens = block_of[lanes[ready]], waits[1, ready], waits[4, ready]
+                for b, i, g in sorted(
+                    set(zip(blk.tolist(), ids.tolist(), gens.tolist(), strict=True))
+                ):
+                    one = (blk == b) & (ids == i) & (gens == g)
                     self._wake(frame, lanes, state, waits, ready[one], nb)
                 return
         whole = waiting[waits[2, waiting] < 0]
