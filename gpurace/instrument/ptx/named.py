@@ -12,7 +12,7 @@ a power-of-two number of warps; it either only waits there or arrives once; the
 threads that take part are exactly the aligned range ``[k count, (k + 1) count)``
 (the range claimed in the block's word of the sync buffer's named area, and after a
 wait the number of threads that took part equals the count). A failed check, a
-block beyond `abi.NAMED_GROUPS` or the operation count saturating logs sync event
+block beyond `abi.NAMED_GROUPS` or a thread's 32nd operation logs sync event
 `SYNC_NAMED_OFF` and counts it in the area's first word: incomplete.
 """
 
