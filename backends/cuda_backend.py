@@ -78,6 +78,7 @@ SYNC_NAMES = {
     7: "cluster barrier",
     8: "warp sync over part of the warp",
     9: "warp sync reached apart",
+    10: "cp.async beyond the in-flight queue",
 }
 
 

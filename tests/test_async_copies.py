@@ -1,0 +1,154 @@
+"""cp.async windows (docs/async.md): sim performs a copy when its group is waited
+for, and the PTX rewriter logs a copy in every epoch and warp epoch from its issue to
+that wait. The labelled pipelines are tests/corpus/cuda/cp_async_* (test_sim_corpus.py,
+test_ptx_rewriter.py); these are the edges."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from gpurace.instrument.ptx import instrument_ptx
+from gpurace.sim import Simulator
+from tests.test_sim_engine import _kernel
+from tests.test_warps import _check, _sites
+
+# three groups of copies into three shared cells per thread, read before any wait,
+# after wait_group 1 and after wait_all; the third group's source is overwritten
+# after its issue (the copy reads it when it is performed)
+GROUPS = """\
+mov.u32 %r2, 0;
+shl.b32 %r3, %r1, 2;
+mov.u32 %r9, sh;
+add.u32 %r3, %r3, %r9;
+st.shared.u32 [%r3], %r2;
+st.shared.u32 [%r3+256], %r2;
+st.shared.u32 [%r3+512], %r2;
+cp.async.ca.shared.global [%r3], [%rd3], 4;
+cp.async.commit_group;
+cp.async.ca.shared.global [%r3+256], [%rd3+256], 4;
+cp.async.commit_group;
+cp.async.ca.shared.global [%r3+512], [%rd3+512], 4;
+cp.async.commit_group;
+mov.u32 %r10, 99;
+st.global.u32 [%rd3+512], %r10;
+ld.shared.u32 %r4, [%r3];
+cp.async.wait_group 1;
+ld.shared.u32 %r5, [%r3];
+ld.shared.u32 %r6, [%r3+256];
+ld.shared.u32 %r7, [%r3+512];
+cp.async.wait_all;
+ld.shared.u32 %r8, [%r3+512];
+st.global.u32 [%rd3+768], %r4;
+st.global.u32 [%rd3+1024], %r5;
+st.global.u32 [%rd3+1280], %r6;
+st.global.u32 [%rd3+1536], %r7;
+st.global.u32 [%rd3+1792], %r8;
+"""
+
+
+def test_sim_performs_a_copy_when_its_group_is_waited_for() -> None:
+    sim = Simulator(_kernel(GROUPS, ".shared .align 4 .b8 sh[768];\n"))
+    out = np.zeros(8 * 64, np.uint32)
+    out[:192] = np.arange(1, 193)
+    launch = sim.launch("k", (1, 1, 1), (64, 1, 1), [sim.mem.register(out)])
+    assert launch.stopped == ""
+    t = np.arange(64)
+    before, wait1_g0, wait1_g1, wait1_g2, wait_all = out[192:].reshape(5, 64)
+    assert (before == 0).all()  # issued, not waited for: the old bytes
+    assert (wait1_g0 == t + 1).all() and (wait1_g1 == t + 65).all()  # groups 0, 1 done
+    assert (wait1_g2 == 0).all()  # wait_group 1 leaves the newest group in flight
+    assert (wait_all == 99).all()  # performed at wait_all: the source as it is then
+
+
+# one warp: each lane's copy is in flight across a __syncwarp(), then a lane clears
+# its neighbour's cell: the warp epochs differ, but the copy was not waited for
+SYNCWARP_RACE = """\
+#include <cuda_pipeline.h>
+extern "C" __global__ void k(const int *in, int *out) {
+  __shared__ int s[32];
+  int t = threadIdx.x;
+  __pipeline_memcpy_async(&s[t], &in[t], sizeof(int));
+  __pipeline_commit();
+  __syncwarp();
+  s[t ^ 1] = 0;
+  __pipeline_wait_prior(0);
+  __syncwarp();
+  out[t] = s[t];
+}
+"""
+
+
+def test_a_copy_in_flight_across_a_syncwarp_races_with_the_warp(tmp_path: Path) -> None:
+    code, doc, text = _check(tmp_path, SYNCWARP_RACE, 32)
+    assert code == 1, text
+    assert _sites(doc) == [("5:3", "8:3")]
+    assert doc["scope"]["complete"]
+    assert "same warp, no __syncwarp() or __syncthreads() between" in text
+
+
+def test_a_copy_waited_for_before_the_syncwarp_is_ordered(tmp_path: Path) -> None:
+    source = SYNCWARP_RACE.replace(
+        "  __syncwarp();\n  s[t ^ 1] = 0;\n  __pipeline_wait_prior(0);\n",
+        "  __pipeline_wait_prior(0);\n  __syncwarp();\n  s[t ^ 1] = 0;\n",
+    )
+    assert source != SYNCWARP_RACE
+    code, doc, text = _check(tmp_path, source, 32)
+    assert code == 0, text
+    assert doc["races"] == [] and doc["scope"]["complete"]
+
+
+# 40 copies in flight per thread: the queue holds 32
+MANY = """\
+#include <cuda_pipeline.h>
+extern "C" __global__ void k(const int *in, int *out) {
+  __shared__ int s[40 * 32];
+  int t = threadIdx.x;
+  for (int i = 0; i < 40; ++i)
+    __pipeline_memcpy_async(&s[i * 32 + t], &in[(i * 32 + t) % 32], sizeof(int));
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
+  __syncthreads();
+  out[t] = s[39 * 32 + (t ^ 1)];
+}
+"""
+
+
+def test_more_copies_in_flight_than_the_queue_holds_is_incomplete(tmp_path: Path) -> None:
+    code, doc, text = _check(tmp_path, MANY, 32)
+    assert code == 2, text
+    assert doc["races"] == []
+    [note] = doc["scope"]["not_instrumented"]
+    assert note == (
+        f"{tmp_path / 'w.cu'}: 256 cp.async copies issued while 32 of the thread's copies "
+        "were in flight: their window past the next barrier is not followed (docs/async.md)"
+    )
+
+
+MBARRIER_ARRIVE = """\
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+.reg .b32 %r<4>;
+.reg .b64 %rd<4>;
+.shared .align 8 .b8 bar[8];
+.shared .align 4 .b8 sh[128];
+ld.param.u64 %rd1, [p];
+cvta.to.global.u64 %rd2, %rd1;
+mov.u32 %r1, sh;
+cp.async.ca.shared.global [%r1], [%rd2], 4;
+cp.async.mbarrier.arrive.b64 [bar];
+ret;
+}
+"""
+
+
+def test_completion_through_an_mbarrier_is_named_not_modelled() -> None:
+    inst = instrument_ptx(MBARRIER_ARRIVE, "k.ptx")
+    assert inst.not_instrumented == [
+        "k.ptx:14:1: 'cp.async.mbarrier.arrive.b64': completion of cp.async copies through "
+        "an mbarrier is not modelled (their window is taken to end at the arrive)"
+    ]
