@@ -62,6 +62,22 @@ def test_sim_performs_a_copy_when_its_group_is_waited_for() -> None:
     assert (wait_all == 99).all()  # performed at wait_all: the source as it is then
 
 
+def test_a_bulk_group_is_not_a_cp_async_group() -> None:
+    """`cp.async.bulk.commit_group` commits bulk copies only: the copy after the first
+    commit stays uncommitted, so `wait_group 0` leaves it in flight."""
+    body = GROUPS.replace(
+        "cp.async.ca.shared.global [%r3+512], [%rd3+512], 4;\ncp.async.commit_group;",
+        "cp.async.ca.shared.global [%r3+512], [%rd3+512], 4;\ncp.async.bulk.commit_group;",
+    ).replace("cp.async.wait_group 1;", "cp.async.wait_group 0;")
+    assert "bulk" in body and "wait_group 0" in body
+    sim = Simulator(_kernel(body, ".shared .align 4 .b8 sh[768];\n"))
+    out = np.zeros(8 * 64, np.uint32)
+    out[:192] = np.arange(1, 193)
+    assert sim.launch("k", (1, 1, 1), (64, 1, 1), [sim.mem.register(out)]).stopped == ""
+    _, _, _, wait0_g2, wait_all = out[192:].reshape(5, 64)
+    assert (wait0_g2 == 0).all() and (wait_all == 99).all()
+
+
 # one warp: each lane's copy is in flight across a __syncwarp(), then a lane clears
 # its neighbour's cell: the warp epochs differ, but the copy was not waited for
 SYNCWARP_RACE = """\

@@ -322,6 +322,8 @@ def _cp_async(ins: Instr, dec: Decoder) -> Run:
     """``cp.async`` and its group operations on the batch's copies in flight
     (gpurace/sim/asynccopy.py): a copy is performed when its group is waited for."""
     ops = ins.operands
+    if ins.has("bulk") and not (ops and ops[0].startswith("[")):  # bulk groups: no copies
+        return lambda fr, g: None
     if ins.has("commit_group"):
         return lambda fr, g: fr.batch.copies.commit(g)
     if ins.has("wait_group", "wait_all"):

@@ -126,7 +126,7 @@ def _group_op(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
     """``commit_group``, ``wait_group N``, ``wait_all``, ``cp.async.mbarrier.arrive``:
     a sync event, then the queue's bookkeeping after the instruction."""
     entry._sync(s, ins, sync_event)
-    if not entry.copies:
+    if not entry.copies or ins.has("bulk"):  # bulk groups are not cp.async's groups
         return
     skip = entry.st.label()
     code = entry._guard(ins, skip)
@@ -160,7 +160,11 @@ def async_copy(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
         _group_op(entry, s, ins, sync_event)
         return
     if ins.has("bulk") or ins.has("tensor"):
-        entry.incomplete(s, f"'{ins.opcode}' (bulk asynchronous copy) is not tracked")
+        entry.incomplete(
+            s,
+            f"'{ins.opcode}' (bulk asynchronous copy) is not tracked: its accesses, and "
+            "its completion through an mbarrier's transaction count, are not modelled",
+        )
         return
     try:
         size = int(ins.operands[2], 0)  # 16 or 0x10 (Triton)
