@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpurace.instrument.ptx import instrument_ptx
+from gpurace.instrument.ptx import assemble, instrument_ptx
 from gpurace.sim import Simulator
 from tests.test_sim_engine import _kernel
 from tests.test_warps import _check, _sites
@@ -168,3 +168,18 @@ def test_completion_through_an_mbarrier_is_named_not_modelled() -> None:
         "k.ptx:14:1: 'cp.async.mbarrier.arrive.b64': completion of cp.async copies through "
         "an mbarrier is not modelled (their window is taken to end at the arrive)"
     ]
+
+
+def test_a_guarded_copy_is_queued() -> None:
+    """`@%p cp.async` (a predicated copy) gets the queue too: the rewrite assembles,
+    and its slot is claimed only where the guard holds."""
+    ptx = MBARRIER_ARRIVE.replace(
+        "cp.async.ca.shared.global [%r1], [%rd2], 4;\ncp.async.mbarrier.arrive.b64 [bar];",
+        ".reg .pred %p<2>;\nmov.u32 %r2, %tid.x;\nsetp.eq.u32 %p1, %r2, 0;\n"
+        "@%p1 cp.async.ca.shared.global [%r1], [%rd2], 4;\ncp.async.wait_all;",
+    )
+    assert "@%p1 cp.async" in ptx
+    inst = instrument_ptx(ptx, "k.ptx")
+    assert inst.not_instrumented == []
+    assert "_gr_cpq" in inst.source and "@!%p1 bra" in inst.source
+    assemble(inst.source, "sm_90")

@@ -41,9 +41,15 @@ SYNC_ASYNC_FULL = 10  # a copy found the queue full: its window is not followed
 def has_copies(fn: Function) -> bool:
     """Whether `fn` issues a ``cp.async`` copy that the queue follows."""
     for s in fn.body:
-        if s.kind == "stmt" and s.text.startswith("cp.async"):
-            ins = parse_instr(s.text)
-            if not ins.has("bulk", "tensor") and ins.operands[:1] and ins.operands[0][:1] == "[":
+        if s.kind == "stmt" and "cp.async" in s.text and not s.text.startswith("."):
+            ins = parse_instr(s.text)  # maybe guarded: @%p cp.async ...
+            if (
+                ins.op == "cp"
+                and ins.has("async")
+                and not ins.has("bulk", "tensor")
+                and ins.operands[:1]
+                and ins.operands[0][:1] == "["
+            ):
                 return True
     return False
 
