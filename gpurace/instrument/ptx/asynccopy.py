@@ -46,7 +46,7 @@ def has_copies(fn: Function) -> bool:
             if (
                 ins.op == "cp"
                 and ins.has("async")
-                and not ins.has("bulk", "tensor")
+                and not ins.has("bulk", "tensor", "mbarrier")
                 and ins.operands[:1]
                 and ins.operands[0][:1] == "["
             ):
