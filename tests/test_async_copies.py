@@ -101,7 +101,28 @@ def test_a_copy_in_flight_across_a_syncwarp_races_with_the_warp(tmp_path: Path) 
     assert code == 1, text
     assert _sites(doc) == [("5:3", "8:3")]
     assert doc["scope"]["complete"]
-    assert "same warp, no __syncwarp() or __syncthreads() between" in text
+    [race] = doc["races"]
+    assert race["explanation"] == (
+        "same warp, no cp.async.wait_group completing the cp.async at 5:3 followed by "
+        "__syncwarp() or __syncthreads() between"
+    )
+
+
+def test_a_copy_race_names_the_missing_wait(tmp_path: Path) -> None:
+    """The race of a copy and a plain access (two warps) says which wait is missing;
+    a race of two plain accesses in the same kernel keeps the barrier's words."""
+    source = SYNCWARP_RACE.replace("s[32]", "s[64]").replace("t ^ 1", "(t + 1) % 64")
+    source = source.replace("  out[t] = s[t];", "  out[t] = s[t];\n  s[t] = 1;")
+    code, doc, text = _check(tmp_path, source, 64)
+    assert code == 1, text
+    why = {tuple(sorted((r["a"]["site"]["line"], r["b"]["site"]["line"]))): r["explanation"]
+           for r in doc["races"]}  # fmt: skip
+    assert why == {
+        (5, 8): "same work-group, no cp.async.wait_group completing the cp.async at 5:3 "
+        "followed by __syncthreads() between",
+        (8, 11): "same work-group, no __syncthreads() between",
+        (8, 12): "same work-group, no __syncthreads() between",
+    }
 
 
 def test_a_copy_waited_for_before_the_syncwarp_is_ordered(tmp_path: Path) -> None:

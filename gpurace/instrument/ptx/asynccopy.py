@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpurace.model import Kind
+from gpurace.model import ASYNC_COPY, Kind
 
 from . import emit
 from .parse import Function, parse_instr, reg_type
@@ -197,8 +197,8 @@ def async_copy(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
             entry.incomplete(s, f"'{ins.opcode}': source size '{src}' not understood")
             return
         pre = [] if read else [f"bra {no_read};"]
-    ld = entry.site(s, Kind.LOAD, ins)
-    st_ = entry.site(s, Kind.STORE, ins)
+    ld = entry.site(s, Kind.LOAD, ins, detail=ASYNC_COPY)
+    st_ = entry.site(s, Kind.STORE, ins, detail=ASYNC_COPY)
     _claim_slot(entry, s, ins)
     out = entry._redirect(s, None)  # either side out of bounds: the copy is left out
     src_addr, dst_addr = ins.operands[1], ins.operands[0]

@@ -221,14 +221,18 @@ class _Entry:
         # when that statement starts right where the barrier ends
         self.inserts.append((stmt.end, 1, emit.wrap("\n".join(code))))
 
-    def site(self, stmt: Stmt, kind: Kind, ins: Instr, event: Event | None = None) -> int:
+    def site(
+        self, stmt: Stmt, kind: Kind, ins: Instr, event: Event | None = None, detail: str = ""
+    ) -> int:
+        """The site id of `stmt`'s access of `kind`; `detail` (ASYNC_COPY: a copy's
+        side) keeps it apart from a plain access at the same place."""
         file, line, col, text = self.loc.where(stmt)
-        key = (file, line, col, int(kind), event, ins.op if kind == Kind.EVENT else "")
+        key = (file, line, col, int(kind), event, ins.op if kind == Kind.EVENT else detail)
         if key not in self.st.site_ids:
             sid = len(self.st.sites)
             self.st.site_ids[key] = sid
             operand = statement_at(text, col) if self.loc.current else ""
-            detail = _atomic_detail(ins) if kind == Kind.ATOMIC else ""
+            detail = _atomic_detail(ins) if kind == Kind.ATOMIC else detail
             self.st.sites.append(
                 Site(sid, file, line, col, kind, operand or ins.text, text, "", event, detail)
             )
