@@ -9,8 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gpurace.instrument.ptx import assemble, instrument_ptx
+from gpurace.instrument.ptx import assemble, compile_cuda, instrument_ptx
 from gpurace.sim import Simulator
+from tests.corpus import CORPUS
 from tests.test_sim_engine import _kernel
 from tests.test_warps import _check, _sites
 
@@ -204,3 +205,57 @@ def test_a_guarded_copy_is_queued() -> None:
     assert inst.not_instrumented == []
     assert "_gr_cpq" in inst.source and "@!%p1 bra" in inst.source
     assemble(inst.source, "sm_90")
+
+
+def test_a_stage_read_before_its_wait_reads_stale_bytes_on_sim() -> None:
+    """The plain (uninstrumented) cp_async_early_read_race on sim: wait_prior(2)
+    completes tile k only at iteration k + 1, so iteration k reads what the stage
+    held before (zeros for the first two tiles, tile k - 2 after): out = 3 tile0 +
+    4 tile1 per element, where the clean pipeline gives 1 tile0 + ... + 4 tile3."""
+    outs = {}
+    for name in ("cp_async_early_read_race", "cp_async_pipeline_clean"):
+        cu = CORPUS / "cuda" / f"{name}.cu"
+        sim = Simulator(compile_cuda(cu.read_text(), str(cu)).ptx)
+        src = np.arange(512, dtype=np.float32)
+        out = np.zeros(128, np.float32)
+        args = [sim.mem.register(src), sim.mem.register(out)]
+        assert sim.launch("pipe", (2, 1, 1), (64, 1, 1), args).stopped == ""
+        outs[name] = out
+    tiles = np.arange(512, dtype=np.float32).reshape(2, 4, 64)[:, :, ::-1]  # [block, k, t]
+    clean = sum((k + 1) * tiles[:, k] for k in range(4)).reshape(128)
+    stale = (3 * tiles[:, 0] + 4 * tiles[:, 1]).reshape(128)
+    assert np.array_equal(outs["cp_async_pipeline_clean"], clean)
+    assert np.array_equal(outs["cp_async_early_read_race"], stale)
+
+
+# the source of a copy in flight overwritten after a barrier: a global-memory race
+SOURCE_RACE = """\
+#include <cuda_pipeline.h>
+extern "C" __global__ void k(int *in, int *out) {
+  __shared__ int s[64];
+  int t = threadIdx.x;
+  __pipeline_memcpy_async(&s[t], &in[t], sizeof(int));
+  __pipeline_commit();
+  __syncthreads();
+  in[(t + 1) % 64] = 0;
+  __pipeline_wait_prior(0);
+  __syncthreads();
+  out[t] = s[63 - t];
+}
+"""
+
+
+def test_overwriting_the_source_of_a_copy_in_flight_races(tmp_path: Path) -> None:
+    code, doc, text = _check(tmp_path, SOURCE_RACE, 64)
+    assert code == 1, text
+    [race] = doc["races"]
+    assert (race["class"], race["a"]["site"]["kind"], race["b"]["site"]["kind"]) == (
+        "global-intra",
+        "load",
+        "store",
+    )
+    assert _sites(doc) == [("5:3", "8:3")]
+    assert race["explanation"] == (
+        "same work-group, no cp.async.wait_group completing the cp.async at 5:3 "
+        "followed by __syncthreads() between"
+    )
