@@ -329,10 +329,10 @@ def _cp_async(ins: Instr, dec: Decoder) -> Run:
     if ins.has("wait_group", "wait_all"):
         n = None if ins.has("wait_all") else int(ops[0], 0)
         return lambda fr, g: fr.batch.copies.wait(fr.batch.mem, g, n)
+    if ins.has("bulk") or ins.has("tensor"):  # (its mbarrier::complete_tx too)
+        raise SimUnsupported(ins.opcode)
     if ins.has("mbarrier"):  # completion through an mbarrier: performed at the arrive
         return lambda fr, g: fr.batch.copies.complete(fr.batch.mem, g, NEVER)
-    if ins.has("bulk") or ins.has("tensor"):
-        raise SimUnsupported(ins.opcode)
     dst, _, doff = dec.address(ops[0])
     src, _, soff = dec.address(ops[1])
     size = int(ops[2], 0)
