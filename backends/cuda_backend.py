@@ -80,6 +80,7 @@ SYNC_NAMES = {
     8: "warp sync over part of the warp",
     9: "warp sync reached apart",
     10: "named barrier not modelled",
+    11: "cp.async beyond the in-flight queue",
 }
 
 

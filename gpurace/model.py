@@ -86,6 +86,10 @@ def unpack_flags(flags: int) -> tuple[int, int, bool, int, int, int]:
 # Static description of an instrumented kernel.
 # ---------------------------------------------------------------------------
 
+# Site.detail of a CUDA cp.async's load and store sites: an access from its issue to
+# the wait that completes it (docs/async.md), so its races name that wait
+ASYNC_COPY = "cp.async"
+
 
 @dataclass(frozen=True)
 class Site:
@@ -101,7 +105,8 @@ class Site:
     var: str = ""  # root variable name ("" for events)
     event: Event | None = None  # for EVENT sites
     # CUDA atomics: the PTX operation, scope and memory order ("atom.add scope=gpu
-    # order=relaxed"); also in the records' extra word (docs/internals.md §7)
+    # order=relaxed"); also in the records' extra word (docs/internals.md §7); a
+    # cp.async's two sides: ASYNC_COPY (their races name the wait: docs/async.md)
     detail: str = ""
 
     @property

@@ -30,7 +30,8 @@ from tests.corpus import CORPUS, cases
 CUDA_CASES = cases("cuda", ".cu")
 # cp.async and 2-byte atomics need sm_80/sm_70 at least, stmatrix sm_90; everything
 # else goes to sm_75 (ldmatrix's oldest)
-OLDER = {"cp_async_clean": "80", "cp_async_race": "80", "stmatrix_clean": "90",
+OLDER = {"cp_async_clean": "80", "cp_async_race": "80", "cp_async_pipeline_clean": "80",
+         "cp_async_early_read_race": "80", "cp_async_overwrite_race": "80", "stmatrix_clean": "90",
          "stmatrix_race": "90"}  # fmt: skip
 
 
@@ -123,7 +124,7 @@ def test_corpus_kernel(case):
                 and s.file.endswith(case.kernel.name)
                 and (
                     s.kind.name.lower() == kind
-                    or (s.kind == Kind.EVENT and s.event == Event[kind.upper()])
+                    or (s.kind == Kind.EVENT and s.event == Event.__members__.get(kind.upper()))
                 )
             ]
             assert found, f"no {kind} site at {where}"

@@ -35,6 +35,8 @@ UNMODELLED_SYNC = {
     "among the lanes in it is not modelled",
     9: "__syncwarp() reached apart by the lanes of a warp (divergent code): the warp "
     "epochs order lanes only if every lane passes the same __syncwarp()s, not checked",
+    11: "cp.async copies issued while 32 of the thread's copies were in flight: their "
+    "window past the next barrier is not followed (docs/async.md)",
 }
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from gpurace.abi import OOB_BYTES, WARP_SIZE
 from gpurace.model import (
+    ASYNC_COPY,
     Event,
     Kind,
     OutOfBounds,
@@ -332,6 +333,17 @@ def explanation(v: RaceView, language: str) -> str:
     """Why the two sides race: the class, in the language's words."""
     words = dialect(language)
     cls = RaceClass(v.race.cls)
+    copy = next((s.site for s in (v.first, v.second) if s.site.detail == ASYNC_COPY), None)
+    if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and copy is not None:
+        # a barrier does not complete a copy in flight; its wait does (docs/async.md)
+        warp = _same_warp(v.race, language)
+        then = "__syncwarp() or __syncthreads()" if warp else words.local_barrier
+        if cls == RaceClass.GLOBAL_INTRA and not warp:
+            then = words.global_barrier
+        return (
+            f"same {'warp' if warp else 'work-group'}, no cp.async.wait_group completing the "
+            f"cp.async at {copy.line}:{copy.col} followed by {then} between"
+        )
     if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and _same_warp(v.race, language):
         # nothing but __syncwarp() (or a block barrier) orders a warp's lanes
         return "same warp, no __syncwarp() or __syncthreads() between"

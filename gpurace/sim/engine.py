@@ -30,6 +30,7 @@ import numpy as np
 
 from gpurace.instrument.ptx.parse import TYPE_BYTES, Function, Module, parse_instr, parse_module
 from gpurace.sim.arith import compile_alu
+from gpurace.sim.asynccopy import AsyncCopies
 from gpurace.sim.memops import compile_mem
 from gpurace.sim.memory import SHARED_BASE, Memory
 from gpurace.sim.mma import compile_mma
@@ -135,6 +136,7 @@ class Batch:
         self.lane = (lin % 32).astype(U64)
         self.live = np.ones(self.lanes, bool)
         self.steps = 0
+        self.copies = AsyncCopies(self.lanes)  # cp.async copies in flight
         self.block_start = np.repeat(np.arange(len(blocks)) * per, per)
         mem.begin_batch(len(blocks), shared_size, [per] * len(blocks), local_size)
         bx, by, bz = (np.repeat(np.array([b[k] for b in blocks]), per) for k in range(3))

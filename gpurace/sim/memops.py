@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from gpurace.instrument.ptx.parse import TYPE_BYTES, Instr
+from gpurace.sim.asynccopy import NEVER
 from gpurace.sim.memory import gather, scatter
 from gpurace.sim.operands import Decoder
 from gpurace.sim.values import (
@@ -318,9 +319,20 @@ def _apply(f: Any, cur: np.ndarray, b: np.ndarray, c: np.ndarray | None, t: str)
 
 
 def _cp_async(ins: Instr, dec: Decoder) -> Run:
+    """``cp.async`` and its group operations on the batch's copies in flight
+    (gpurace/sim/asynccopy.py): a copy is performed when its group is waited for."""
     ops = ins.operands
-    if not ops or not ops[0].startswith("["):  # commit_group, wait_group, wait_all
+    if ins.has("bulk") and not (ops and ops[0].startswith("[")):  # bulk groups: no copies
         return lambda fr, g: None
+    if ins.has("commit_group"):
+        return lambda fr, g: fr.batch.copies.commit(g)
+    if ins.has("wait_group", "wait_all"):
+        n = None if ins.has("wait_all") else int(ops[0], 0)
+        return lambda fr, g: fr.batch.copies.wait(fr.batch.mem, g, n)
+    if ins.has("bulk") or ins.has("tensor"):  # (its mbarrier::complete_tx too)
+        raise SimUnsupported(ins.opcode)
+    if ins.has("mbarrier"):  # completion through an mbarrier: performed at the arrive
+        return lambda fr, g: fr.batch.copies.complete(fr.batch.mem, g, NEVER)
     dst, _, doff = dec.address(ops[0])
     src, _, soff = dec.address(ops[1])
     size = int(ops[2], 0)
@@ -338,23 +350,10 @@ def _cp_async(ins: Instr, dec: Decoder) -> Run:
         src_size = dec.reader(last, "u32")
 
     def run(fr: Any, g: np.ndarray) -> None:
-        mem = fr.batch.mem
         s = src(fr, g) + U64(soff)
         dd = dst(fr, g) + U64(doff)
         keep = src_size(fr, g) if src_size is not None else np.full(len(g), U64(size))
-        for k in range(0, size, 4 if size >= 4 else size):
-            w = min(4, size)
-            inside = keep >= U64(k + w)
-            bits = np.zeros(len(g), U64)
-            if inside.any():
-                sel = np.nonzero(inside)[0]
-                bits[sel] = mem.load("global", s[sel] + U64(k), g[sel], w)
-            for j in range(w - 1):  # a src-size that ends inside this word: byte by byte
-                sel = np.nonzero((keep > U64(k + j)) & (keep < U64(k + w)))[0]
-                if len(sel):
-                    one = mem.load("global", s[sel] + U64(k + j), g[sel], 1)
-                    bits[sel] |= one << U64(8 * j)
-            mem.store("shared", dd + U64(k), g, w, bits)
+        fr.batch.copies.issue(g, s, dd, keep, size)
 
     return run
 

@@ -110,6 +110,7 @@ class Simulator:
                 with np.errstate(all="ignore"):  # PTX's x/0, sqrt(-1): values, not warnings
                     lanes = batch.every if Shortcuts.on else np.arange(batch.lanes)
                     self._execute(frame, lanes, run, entry=True)
+                    batch.copies.finish(batch.mem)
             except SimUnsupported as exc:
                 run.stopped = str(exc)
                 return run

@@ -1,21 +1,162 @@
 """``cp.async``: an asynchronous copy from global to shared memory, logged as a global
-load of the source and a shared store of the destination in the issuing thread's
-current epoch (docs/internals.md §7); the group operations are sync events.
+load of the source and a shared store of the destination over its *window*, from its
+issue to the ``cp.async.wait_group``/``wait_all`` that completes it (docs/async.md).
 
 The load covers the bytes the copy reads (PTX ISA, ``cp.async``): ``src-size`` of
 them when that operand is given (the rest of the destination is zero-filled, so a
 ``src-size`` of 0, as Triton's masked pipeline prefetches use, reads nothing), none
 where the ``ignore-src`` predicate holds. A ``src-size`` in a register is applied at
 run time. ``.bulk`` and tensor copies are listed as not instrumented.
+
+The window: each thread keeps the copies it issued and has not waited for in a
+``.local`` queue (`QUEUE`, `SLOTS` copies; one more spare slot takes a copy that
+finds it full, which logs sync event `SYNC_ASYNC_FULL`: incomplete) with the
+arguments of their two records, and the number of groups it has committed
+(``%_gr_cpc``: the group of the copies issued since). A copy's records are logged
+at its issue, in that epoch, and again (`relog`) after every instruction that
+advances the thread's epochs or warp epoch (a block barrier, a full
+``__syncwarp``) while it is pending, so the copy is an access in every epoch of
+its window. ``wait_group N`` retires the copies of the groups below
+``committed - N``, ``wait_all`` commits and retires all; a
+``cp.async.mbarrier.arrive`` hands completion to an mbarrier, which is not
+modelled: it retires the thread's copies there and makes the result incomplete.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gpurace.model import Kind
+from gpurace.model import ASYNC_COPY, Kind
 
-from .parse import reg_type
+from . import emit
+from .parse import Function, parse_instr, reg_type
+
+QUEUE = "_gr_cpq"  # the entry's .local queue of pending copies
+SLOTS = 32  # copies a thread may have in flight (a spare slot follows)
+SLOT_BYTES = 32  # ld site, flags, offset, group; st site, flags, offset, local word
+_LD, _GROUP, _ST = 0, 12, 16  # byte offsets in a slot (the vector accesses' alignment)
+SYNC_ASYNC_FULL = 11  # a copy found the queue full: its window is not followed
+# (the other sync-event codes: barriers.py)
+
+
+def has_copies(fn: Function) -> bool:
+    """Whether `fn` issues a ``cp.async`` copy that the queue follows."""
+    for s in fn.body:
+        if s.kind == "stmt" and "cp.async" in s.text and not s.text.startswith("."):
+            ins = parse_instr(s.text)  # maybe guarded: @%p cp.async ...
+            if (
+                ins.op == "cp"
+                and ins.has("async")
+                and not ins.has("bulk", "tensor", "mbarrier")
+                and ins.operands[:1]
+                and ins.operands[0][:1] == "["
+            ):
+                return True
+    return False
+
+
+def decls() -> list[str]:
+    return [
+        f".local .align 16 .b8 {QUEUE}[{SLOT_BYTES * (SLOTS + 1)}];",
+        ".reg .b32 %_gr_cpn, %_gr_cpc;",  # copies pending, groups committed
+        ".reg .b64 %_gr_cpa;",  # the issuing copy's slot
+    ]
+
+
+def prologue() -> list[str]:
+    return ["mov.u32 %_gr_cpn, 0;", "mov.u32 %_gr_cpc, 0;"]
+
+
+def relog(entry: Any) -> list[str]:
+    """Code that logs every pending copy's records again in the current epochs (after
+    an epoch or warp-epoch advance: internals §7)."""
+    top, done, no_ld, no_st = (entry.st.label() for _ in range(4))
+    lw = "%_gr_t4"
+    return [
+        "mov.u32 %_gr_t0, 0;",
+        f"{top}:",
+        "setp.ge.u32 %_gr_q0, %_gr_t0, %_gr_cpn;",
+        f"@%_gr_q0 bra {done};",
+        f"mov.u64 %_gr_d1, {QUEUE};",
+        f"mad.wide.u32 %_gr_d1, %_gr_t0, {SLOT_BYTES}, %_gr_d1;",
+        f"ld.local.v2.u32 {{%_gr_t1, %_gr_t2}}, [%_gr_d1+{_LD}];",
+        f"ld.local.u32 %_gr_t3, [%_gr_d1+{_LD + 8}];",
+        "setp.eq.u32 %_gr_q0, %_gr_t2, 0;",  # no load record (src-size 0, out of bounds)
+        f"@%_gr_q0 bra {no_ld};",
+        emit.call_rec("%_gr_t1", "%_gr_t2", "%_gr_t3", "%_gr_epg", "0", "%_gr_wep"),
+        f"{no_ld}:",
+        f"ld.local.v4.u32 {{%_gr_t1, %_gr_t2, %_gr_t3, {lw}}}, [%_gr_d1+{_ST}];",
+        "setp.eq.u32 %_gr_q0, %_gr_t2, 0;",
+        f"@%_gr_q0 bra {no_st};",
+        emit.call_rec("%_gr_t1", "%_gr_t2", "%_gr_t3", "%_gr_epl", "0", "%_gr_wep", lw),
+        f"{no_st}:",
+        "add.u32 %_gr_t0, %_gr_t0, 1;",
+        f"bra {top};",
+        f"{done}:",
+    ]
+
+
+def _retire(entry: Any, below: str) -> list[str]:
+    """Code that drops the pending copies whose group is below `below` (a b32
+    register or immediate), keeping the others in order."""
+    top, done, drop, same = (entry.st.label() for _ in range(4))
+    return [
+        f"mov.u32 %_gr_t2, {below};",
+        "mov.u32 %_gr_t0, 0;",  # the slot read ...
+        "mov.u32 %_gr_t1, 0;",  # ... and the slot written
+        f"{top}:",
+        "setp.ge.u32 %_gr_q0, %_gr_t0, %_gr_cpn;",
+        f"@%_gr_q0 bra {done};",
+        f"mov.u64 %_gr_d1, {QUEUE};",
+        f"mad.wide.u32 %_gr_d2, %_gr_t1, {SLOT_BYTES}, %_gr_d1;",
+        f"mad.wide.u32 %_gr_d1, %_gr_t0, {SLOT_BYTES}, %_gr_d1;",
+        f"ld.local.u32 %_gr_t3, [%_gr_d1+{_GROUP}];",
+        "setp.lt.u32 %_gr_q0, %_gr_t3, %_gr_t2;",
+        f"@%_gr_q0 bra {drop};",
+        "setp.eq.u32 %_gr_q0, %_gr_t0, %_gr_t1;",
+        f"@%_gr_q0 bra {same};",
+        *[
+            f"ld.local.u64 %_gr_d3, [%_gr_d1+{k}];\nst.local.u64 [%_gr_d2+{k}], %_gr_d3;"
+            for k in range(0, SLOT_BYTES, 8)
+        ],
+        f"{same}:",
+        "add.u32 %_gr_t1, %_gr_t1, 1;",
+        f"{drop}:",
+        "add.u32 %_gr_t0, %_gr_t0, 1;",
+        f"bra {top};",
+        f"{done}:",
+        "mov.u32 %_gr_cpn, %_gr_t1;",
+    ]
+
+
+def _group_op(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
+    """``commit_group``, ``wait_group N``, ``wait_all``, ``cp.async.mbarrier.arrive``:
+    a sync event, then the queue's bookkeeping after the instruction."""
+    entry._sync(s, ins, sync_event)
+    if not entry.copies or ins.has("bulk"):  # bulk groups are not cp.async's groups
+        return
+    skip = entry.st.label()
+    code = entry._guard(ins, skip)
+    if ins.has("commit_group"):
+        code.append("add.u32 %_gr_cpc, %_gr_cpc, 1;")
+    elif ins.has("wait_all"):
+        code += ["add.u32 %_gr_cpc, %_gr_cpc, 1;", *_retire(entry, "%_gr_cpc")]
+    elif ins.has("wait_group"):
+        n = int(ins.operands[0], 0)
+        code += [
+            f"sub.u32 %_gr_t5, %_gr_cpc, {n};",
+            f"setp.lt.u32 %_gr_q1, %_gr_cpc, {n};",
+            "@%_gr_q1 mov.u32 %_gr_t5, 0;",
+            *_retire(entry, "%_gr_t5"),
+        ]
+    else:  # mbarrier.arrive: completion through an mbarrier, not modelled
+        entry.incomplete(
+            s,
+            f"'{ins.opcode}': completion of cp.async copies through an mbarrier is not "
+            "modelled (their window is taken to end at the arrive)",
+        )
+        code.append("mov.u32 %_gr_cpn, 0;")
+    entry.after(s, [*code, f"{skip}:"])
 
 
 def async_copy(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
@@ -23,10 +164,14 @@ def async_copy(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
     if ins.has("commit_group", "wait_group", "wait_all") or (
         ins.has("mbarrier") and not ins.has("bulk")
     ):
-        entry._sync(s, ins, sync_event)
+        _group_op(entry, s, ins, sync_event)
         return
     if ins.has("bulk") or ins.has("tensor"):
-        entry.incomplete(s, f"'{ins.opcode}' (bulk asynchronous copy) is not tracked")
+        entry.incomplete(
+            s,
+            f"'{ins.opcode}' (bulk asynchronous copy) is not tracked: its accesses, and "
+            "its completion through an mbarrier's transaction count, are not modelled",
+        )
         return
     try:
         size = int(ins.operands[2], 0)  # 16 or 0x10 (Triton)
@@ -53,10 +198,47 @@ def async_copy(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
             entry.incomplete(s, f"'{ins.opcode}': source size '{src}' not understood")
             return
         pre = [] if read else [f"bra {no_read};"]
-    ld = entry.site(s, Kind.LOAD, ins)
+    ld = entry.site(s, Kind.LOAD, ins, detail=ASYNC_COPY)
+    st_ = entry.site(s, Kind.STORE, ins, detail=ASYNC_COPY)
+    _claim_slot(entry, s, ins)
     out = entry._redirect(s, None)  # either side out of bounds: the copy is left out
     src_addr, dst_addr = ins.operands[1], ins.operands[0]
-    entry._access(s, ins, ld, Kind.LOAD, "global", src_addr, read, False, 0, pre, out, size_reg)
+    entry._access(s, ins, ld, Kind.LOAD, "global", src_addr, read, False, 0, pre, out,
+                  size_reg, post=_keep(ld, _LD, False))  # fmt: skip
     entry.before(s, [f"{no_read}:"])
-    st_ = entry.site(s, Kind.STORE, ins)
-    entry._access(s, ins, st_, Kind.STORE, "shared", dst_addr, size, False, 0, [], out)
+    entry._access(s, ins, st_, Kind.STORE, "shared", dst_addr, size, False, 0, [], out,
+                  post=_keep(st_, _ST, True))  # fmt: skip
+    skip = entry.st.label()
+    entry.before(s, [*entry._guard(ins, skip), f"setp.lt.u32 %_gr_q0, %_gr_cpn, {SLOTS};",
+                     "@%_gr_q0 add.u32 %_gr_cpn, %_gr_cpn, 1;", f"{skip}:"])  # fmt: skip
+
+
+def _claim_slot(entry: Any, s: Any, ins: Any) -> None:
+    """Before the copy's records: its slot (the spare one when the queue is full, with
+    a sync event), holding its group and no records yet."""
+    skip = entry.st.label()
+    code = entry._guard(ins, skip) + [
+        f"mov.u64 %_gr_cpa, {QUEUE};",
+        f"min.u32 %_gr_t0, %_gr_cpn, {SLOTS};",
+        f"mad.wide.u32 %_gr_cpa, %_gr_t0, {SLOT_BYTES}, %_gr_cpa;",
+        f"st.local.u32 [%_gr_cpa+{_GROUP}], %_gr_cpc;",
+        "mov.u32 %_gr_t0, 0;",
+        f"st.local.u32 [%_gr_cpa+{_LD + 4}], %_gr_t0;",
+        f"st.local.u32 [%_gr_cpa+{_ST + 4}], %_gr_t0;",
+        f"setp.lt.u32 %_gr_q0, %_gr_cpn, {SLOTS};",
+        f"@%_gr_q0 bra {skip};",
+        emit.call_srec(entry.site(s, Kind.EVENT, ins), SYNC_ASYNC_FULL),
+        f"{skip}:",
+    ]
+    entry.before(s, code)
+
+
+def _keep(site: int, at: int, shared: bool) -> list[str]:
+    """After a logged record (bounds.lookup's registers: flags %_gr_t4, offset
+    %_gr_t3, local word %_gr_t22): its arguments into the copy's slot."""
+    code = [
+        f"mov.u32 %_gr_t5, {site};",
+        f"st.local.v2.u32 [%_gr_cpa+{at}], {{%_gr_t5, %_gr_t4}};",
+        f"st.local.u32 [%_gr_cpa+{at + 8}], %_gr_t3;",
+    ]
+    return code + ([f"st.local.u32 [%_gr_cpa+{at + 12}], %_gr_t22;"] if shared else [])

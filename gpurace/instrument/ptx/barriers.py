@@ -12,6 +12,7 @@ from gpurace import abi
 from gpurace.model import Event, Kind
 
 from . import emit, named
+from .asynccopy import relog
 from .parse import Instr
 
 # sync-event codes (extra word of the sync log's records; backends/cuda_backend.SYNC_NAMES)
@@ -21,6 +22,7 @@ SYNC_WARP, SYNC_FENCE, SYNC_MBARRIER, SYNC_PARTIAL, SYNC_ARRIVE, SYNC_ASYNC, SYN
 SYNC_WARP_PARTIAL = 8  # bar.warp.sync whose mask leaves lanes out: its ordering not modelled
 SYNC_WARP_APART = 9  # a full bar.warp.sync that the warp's lanes did not reach together
 SYNC_NAMED_OFF = 10  # a named-barrier operation outside the modelled use: not modelled
+# 11: asynccopy.SYNC_ASYNC_FULL (a cp.async beyond the in-flight queue)
 FULL_MASK = 0xFFFFFFFF
 
 
@@ -71,6 +73,7 @@ def barrier(entry: Any, s: Any, ins: Instr) -> None:
         "add.u32 %_gr_epg, %_gr_epg, 1;",
         "add.u32 %_gr_nbar, %_gr_nbar, 1;",
         "mov.u32 %_gr_wep, 0;",  # warp epochs count from the last block barrier
+        *(relog(entry) if entry.copies else []),  # copies in flight: in the new epoch too
         f"{skip2}:",
     ]
     entry.after(s, after)
@@ -100,6 +103,10 @@ def warp_sync(entry: Any, s: Any, ins: Instr) -> None:
     if known != FULL_MASK:
         code += [f"{partial}:", emit.call_srec(sid, SYNC_WARP_PARTIAL)]
     code.append(f"{skip}:")
+    if entry.copies:  # copies in flight, in the new warp epoch too (once the warp's
+        same = entry.st.label()  # lanes are past the activemask test)
+        code = ["mov.u32 %_gr_t23, %_gr_wep;", *code, "setp.eq.u32 %_gr_q2, %_gr_wep, %_gr_t23;",
+                f"@%_gr_q2 bra {same};", *relog(entry), f"{same}:"]  # fmt: skip
     # after it: a record of the next statement must see the advanced epoch
     entry.after(s, code)
 

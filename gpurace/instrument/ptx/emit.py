@@ -145,7 +145,13 @@ def call_oob(site: int, flags: str, ntab: int) -> str:
 
 
 def call_rec(
-    site: int, flags: str, off: str, epoch: str, value: str, extra: int | str, lw0: str = "0"
+    site: int | str,
+    flags: str,
+    off: str,
+    epoch: str,
+    value: str,
+    extra: int | str,
+    lw0: str = "0",
 ) -> str:
     """A call of ``_gr_rec`` (operands: registers or immediates); `lw0` is a shared
     variable's first word in the block's local order (the prefilter's local area)."""

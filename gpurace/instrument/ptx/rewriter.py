@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from gpurace import abi
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site, Space, TrackedVar
 
-from . import bounds, emit
+from . import asynccopy, bounds, emit
 from .asynccopy import async_copy
 from .barriers import SYNC_ASYNC, SYNC_FENCE, SYNC_MBARRIER, barrier, is_wait_barrier
 from .emit import CLOSE, OPEN
@@ -210,6 +210,7 @@ class _Entry:
             for s in fn.body
             if not s.text.startswith(".")
         )
+        self.copies = asynccopy.has_copies(fn)  # its cp.async queue (asynccopy.py)
 
     # -- helpers -------------------------------------------------------------
     def before(self, stmt: Stmt, code: list[str]) -> None:
@@ -220,14 +221,18 @@ class _Entry:
         # when that statement starts right where the barrier ends
         self.inserts.append((stmt.end, 1, emit.wrap("\n".join(code))))
 
-    def site(self, stmt: Stmt, kind: Kind, ins: Instr, event: Event | None = None) -> int:
+    def site(
+        self, stmt: Stmt, kind: Kind, ins: Instr, event: Event | None = None, detail: str = ""
+    ) -> int:
+        """The site id of `stmt`'s access of `kind`; `detail` (ASYNC_COPY: a copy's
+        side) keeps it apart from a plain access at the same place."""
         file, line, col, text = self.loc.where(stmt)
-        key = (file, line, col, int(kind), event, ins.op if kind == Kind.EVENT else "")
+        key = (file, line, col, int(kind), event, ins.op if kind == Kind.EVENT else detail)
         if key not in self.st.site_ids:
             sid = len(self.st.sites)
             self.st.site_ids[key] = sid
             operand = statement_at(text, col) if self.loc.current else ""
-            detail = _atomic_detail(ins) if kind == Kind.ATOMIC else ""
+            detail = _atomic_detail(ins) if kind == Kind.ATOMIC else detail
             self.st.sites.append(
                 Site(sid, file, line, col, kind, operand or ins.text, text, "", event, detail)
             )
@@ -275,6 +280,7 @@ class _Entry:
         lids = [v.id for v in self.vars if v.space == Space.LOCAL]
         if lids:
             regs.append(".reg .b32 " + ", ".join(f"%_gr_lw{v}" for v in lids) + ";")
+        regs += asynccopy.decls() if self.copies else []
         return "\n".join(regs + bounds.table_decls(self.vars))
 
     def _prologue(self) -> str:
@@ -313,6 +319,7 @@ class _Entry:
             "mov.u32 %_gr_wep, 0;",
             "mov.u32 %_gr_nmd, 0;",  # named barriers (named.py)
             "mov.u32 %_gr_nst, 0;",
+            *(asynccopy.prologue() if self.copies else []),
         ]
         for slot, v in enumerate(self.vars):
             code += [
@@ -461,11 +468,13 @@ class _Entry:
         pre: list[str],
         out: tuple[str, list[str]] | None = None,
         size_reg: str = "",
+        post: list[str] | None = None,
     ) -> None:
         """The record of one access of `s` (address `addr`), before it; one out of
         bounds is recorded, then goes to `out` (`_redirect`'s) or, without it, is made.
         `size_reg` (a b32 register holding size << 8) stands for a size known only at
-        run time (cp.async's src-size; `size` is 0 then)."""
+        run time (cp.async's src-size; `size` is 0 then). `post` follows a record that
+        an attributed access logged (cp.async keeps its arguments: asynccopy.py)."""
         skip, shared = self.st.label(), self.st.label()
         code = self._guard(ins, skip) + pre
         if not self._address(addr, space, code):
@@ -492,7 +501,7 @@ class _Entry:
             inline, rare_sp = bounds.lookup(
                 self.vars, sp, sid, f, size, value, extra, oob, self.checked, size_reg
             )
-            code += inline
+            code += inline + (post if post and rare_sp else [])
             rare += rare_sp + ([f"bra {out[0] if out else skip};"] if rare_sp else [])
         if rare:
             code += [f"bra {skip};", *rare]
