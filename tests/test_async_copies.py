@@ -297,3 +297,41 @@ def test_a_bulk_copy_is_incomplete_with_its_reason(tmp_path: Path) -> None:
     # sim does not perform it either: the launch stops there (never a silent skip)
     assert len(notes) == 2 and "sim cannot execute cp.async.bulk" in notes[1], notes
     assert doc["races"] == [] and not doc["scope"]["complete"]
+
+
+# two warps of a 128-thread block order themselves by named barrier 1 (64 threads);
+# each lane's copy is in flight across it, then a lane of the other warp clears the
+# cell: the named barrier does not complete the copy (asynccopy.relog after it)
+NAMED_RACE = """\
+#include <cuda_pipeline.h>
+extern "C" __global__ void k(const int *in, int *out) {
+  __shared__ int s[64];
+  int t = threadIdx.x;
+  if (t < 64) {
+    __pipeline_memcpy_async(&s[t], &in[t], sizeof(int));
+    __pipeline_commit();
+    asm volatile("bar.sync 1, 64;");
+    s[(t + 32) % 64] = 0;
+    __pipeline_wait_prior(0);
+    asm volatile("bar.sync 1, 64;");
+    out[t] = s[t];
+  }
+}
+"""
+
+
+def test_a_copy_in_flight_across_a_named_barrier_races(tmp_path: Path) -> None:
+    code, doc, text = _check(tmp_path, NAMED_RACE, 128)
+    assert code == 1, text
+    assert _sites(doc) == [("6:5", "9:5")]
+    assert doc["scope"]["complete"]
+    waited = NAMED_RACE.replace(
+        '    asm volatile("bar.sync 1, 64;");\n    s[(t + 32) % 64] = 0;\n'
+        "    __pipeline_wait_prior(0);\n",
+        '    __pipeline_wait_prior(0);\n    asm volatile("bar.sync 1, 64;");\n'
+        "    s[(t + 32) % 64] = 0;\n",
+    )
+    assert waited != NAMED_RACE
+    code, doc, text = _check(tmp_path, waited, 128)
+    assert code == 0, text
+    assert doc["races"] == [] and doc["scope"]["complete"]

@@ -67,7 +67,8 @@ def barrier(entry: Any, s: Any, ins: Instr) -> None:
     after = entry._guard(ins, skip2)
     if count is not None:
         after += [f"setp.eq.u32 %_gr_q2, {count}, %_gr_nthr;", f"@%_gr_q2 bra {block};"]
-        after += [*named.after(entry, sid, ident, count), f"bra {skip2};", f"{block}:"]
+        after += [*named.after(entry, sid, ident, count)]
+        after += [*(relog(entry) if entry.copies else []), f"bra {skip2};", f"{block}:"]
     after += [
         "add.u32 %_gr_epl, %_gr_epl, 1;",
         "add.u32 %_gr_epg, %_gr_epg, 1;",

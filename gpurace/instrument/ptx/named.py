@@ -24,6 +24,7 @@ from gpurace import abi
 from gpurace.model import Kind
 
 from . import emit
+from .asynccopy import relog
 from .parse import Instr, parse_instr
 
 MODE_WAIT, MODE_ARRIVED, MODE_OFF = 1, 2, 3
@@ -50,9 +51,12 @@ def named_op(entry: Any, s: Any, ins: Instr, ident: str, count: str, wait: bool)
     sid = entry.site(s, Kind.EVENT, ins)
     skip = entry.st.label()
     entry.before(s, [*entry._guard(ins, skip), *before(entry, sid, ident, count, wait), f"{skip}:"])
-    if wait:
+    if wait or entry.copies:
         skip2 = entry.st.label()
-        entry.after(s, [*entry._guard(ins, skip2), *after(entry, sid, ident, count), f"{skip2}:"])
+        check = after(entry, sid, ident, count) if wait else []
+        # copies in flight: logged again with the new state (asynccopy.relog)
+        again = relog(entry) if entry.copies else []
+        entry.after(s, [*entry._guard(ins, skip2), *check, *again, f"{skip2}:"])
 
 
 def _area(entry: Any) -> list[str]:
