@@ -32,6 +32,15 @@ class Shortcuts:
     on = True
 
 
+class Intrinsics:
+    """The runtime functions of shaders/runtime.ptx (`_gr_rec`) executed natively by
+    gpurace/sim/intrinsics.py, on unless a test turns them off (then interpreted, PTX
+    instruction by instruction). They write exactly the bytes the interpreter writes;
+    tests/test_sim_intrinsics.py runs the CUDA corpus both ways and compares them."""
+
+    on = True
+
+
 class SimError(Exception):
     """The kernel did something a GPU would fault on (an address in no allocation,
     barrier divergence): the launch fails, as a CUDA launch would."""
