@@ -75,7 +75,8 @@ def _runs(case, monkeypatch) -> dict:
 
 @pytest.fixture
 def calls(monkeypatch) -> Counter:
-    """How many calls the handlers executed (True) and left to the interpreter (False)."""
+    """How many calls the handlers executed (True) and left to the interpreter (False),
+    in all and by handler (`(class name, done)`)."""
     seen: Counter = Counter()
     real = intrinsics.run_intrinsic
 
@@ -83,6 +84,7 @@ def calls(monkeypatch) -> Counter:
         done = real(handler, mem, params, lanes)
         if handler is not None and Intrinsics.on:
             seen[done] += 1
+            seen[(type(handler).__name__, done)] += 1
         return done
 
     from gpurace.sim import scheduler
@@ -128,5 +130,21 @@ def test_only_the_runtime_verbatim_is_native() -> None:
         emit.runtime(3).replace("max.u32 %r12, %r15, %r9", "min.u32 %r12, %r15, %r9")
     )
     assert intrinsics.recognise(next(f for f in changed.functions if f.name == "_gr_rec")) is None
-    srec = next(f for f in mod.functions if f.name == "_gr_srec")
-    assert intrinsics.recognise(srec) is None  # no handler: interpreted
+    init = next(f for f in mod.functions if f.name == "_gr_init")
+    assert intrinsics.recognise(init) is not None
+    for name in ("_gr_srec", "_gr_oob"):  # no handler: interpreted
+        assert intrinsics.recognise(next(f for f in mod.functions if f.name == name)) is None
+
+
+def test_initcheck_calls_are_native(monkeypatch, calls) -> None:
+    """A kernel that reads shared memory no thread wrote: its `_gr_init` calls run
+    natively, and the uninitialised-read area is the interpreter's."""
+    case = next(c for c in CASES if c.id == "partly_written_shared")
+    native = _runs(case, monkeypatch)
+    assert calls[("Init", True)] > 0 and calls[("Rec", True)] > 0
+    assert native["plain"]["uninit"] != bytes(len(native["plain"]["uninit"]))
+    Intrinsics.on = False
+    try:
+        assert _runs(case, monkeypatch) == native
+    finally:
+        Intrinsics.on = True

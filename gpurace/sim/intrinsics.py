@@ -1,6 +1,7 @@
 """Intrinsics: the runtime functions gpurace's rewriter adds (shaders/runtime.ptx),
-executed natively, one vectorised NumPy operation per call site instead of ~100
-interpreted PTX instructions per call.
+`_gr_rec` (intrinsic_rec.py) and `_gr_init` (intrinsic_init.py), executed natively:
+a few vectorised NumPy operations per call site instead of ~100 interpreted PTX
+instructions per call, each a step of the scheduler.
 
 A ``.func`` is replaced only when its statements are exactly the runtime's text for
 the module's number of tracked variables (`recognise`), so a kernel's own function
@@ -9,7 +10,8 @@ interpreted PTX writes, in the interpreter's order (gpurace/sim/engine.py's min-
 scheduler runs a call's lanes by PC, and the atomics of one step in the order of
 its lanes, gpurace/sim/memops.py): where that order could change a byte (two
 lanes of the call on one prefilter state word), or where the interpreter would
-fault, it declines (returns False) and the call is interpreted.
+fault, it declines (returns False) before writing anything, and the call is
+interpreted.
 tests/test_sim_intrinsics.py runs the CUDA corpus both ways and compares the bytes.
 """
 
@@ -56,7 +58,8 @@ def recognise(fn: Function) -> Handler | None:
     body = _body(fn)
     numbers = {int(x) for _, t in body for x in re.findall(r"\b\d+\b", t)}
     for nvars in range(256):  # the module's variables: the one its offsets were made for
-        if 4 * abi.ctl_bins(nvars) not in numbers and 4 * abi.ctl_oob(nvars) not in numbers:
+        offsets = (abi.ctl_bins(nvars), abi.ctl_oob(nvars), abi.ctl_uninit(nvars))
+        if not any(4 * w in numbers for w in offsets):
             continue
         if _runtime_body(nvars, fn.name) == body:
             return handlers[fn.name](emit._values(nvars))
@@ -152,6 +155,7 @@ def log_fits(C: np.ndarray, cb: int, L: np.ndarray, lb: int, V: dict[str, int], 
 def _handlers() -> dict[str, Callable[[dict[str, int]], Handler]]:
     """The registry: each runtime function's handler class, by the .func name (the
     handlers' module imports this one's helpers, hence here)."""
+    from gpurace.sim.intrinsic_init import Init
     from gpurace.sim.intrinsic_rec import Rec
 
-    return {"_gr_rec": Rec}
+    return {"_gr_rec": Rec, "_gr_init": Init}

@@ -33,10 +33,11 @@ class Shortcuts:
 
 
 class Intrinsics:
-    """The runtime functions of shaders/runtime.ptx (`_gr_rec`) executed natively by
-    gpurace/sim/intrinsics.py, on unless a test turns them off (then interpreted, PTX
-    instruction by instruction). They write exactly the bytes the interpreter writes;
-    tests/test_sim_intrinsics.py runs the CUDA corpus both ways and compares them."""
+    """The runtime functions of shaders/runtime.ptx (`_gr_rec`, `_gr_init`) executed
+    natively by gpurace/sim/intrinsics.py, on unless a test turns them off (then
+    interpreted, PTX instruction by instruction). They write exactly the bytes the
+    interpreter writes; tests/test_sim_intrinsics.py runs the CUDA corpus both ways
+    and compares them."""
 
     on = True
 
