@@ -273,15 +273,40 @@ class Rec:
         C = Cbytes.view(np.uint32)
         cur = C[at].astype(np.int64)
         pending = np.ones(len(si), bool)
+        first = True
         while pending.any():
             pending &= ~(((cur >> shift) == (mine >> shift)) & ((cur & lmask) <= lid))
             act = np.nonzero(pending)[0]
             if not len(act):
                 break
-            old = _rmw(Cbytes, at[act] * 4, 4, "b32", None, False,
-                       cur[act].astype(U64), mine[act].astype(U64)).astype(np.int64)  # fmt: skip
+            old = _first_round(C, at[act], mine[act]) if first else None
+            if old is None:
+                expect, swap = cur[act].astype(U64), mine[act].astype(U64)
+                old = _rmw(Cbytes, at[act] * 4, 4, "b32", None, False, expect, swap)
+                old = old.astype(np.int64)
+            first = False
             won = old == cur[act]
             kept[si[act[won]]] = True
             pending[act[won]] = False
             cur[act] = old
         return kept
+
+
+def _first_round(C: np.ndarray, at: np.ndarray, mine: np.ndarray) -> np.ndarray | None:
+    """The first `atom.cas` round where the claimants' slots ascend with their lanes
+    (a block's lanes are consecutive, each block its own slots), without a sort: every
+    claimant expects the value it read, which is the slot's, so in each slot the first
+    one swaps in its own and the later ones fail, reading the first one's (a claimant
+    whose value is already there is done before it gets here). The old values, or
+    None where the slots do not ascend (`_rmw` then)."""
+    step = np.diff(at)
+    if bool((step < 0).any()):
+        return None
+    starts = np.concatenate(([True], step != 0))
+    old = C[at].astype(np.int64)
+    winner = np.cumsum(starts) - 1  # each claimant's slot, in order
+    new = mine[starts]
+    C[at[starts]] = new.astype(np.uint32)
+    later = ~starts
+    old[later] = new[winner[later]]
+    return old
