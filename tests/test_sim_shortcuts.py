@@ -1,9 +1,9 @@
 """The sim engine's fast paths (gpurace/sim/values.py `Shortcuts`: slices for every
-lane, whole-word .param access, one-region global access) change no bit: every CUDA
-corpus kernel (tests/corpus/cuda and tests/corpus/memcheck/cuda) runs instrumented
-with them on and off, and the outputs, the log, the control counters, the sync
-events and the out-of-bounds area are byte-identical, as are the reports of a whole
-check (prefilter runs included)."""
+lane, whole-word .param access, one-region global access, `Simulator._ahead`) change
+no bit: every CUDA corpus kernel (tests/corpus/cuda and tests/corpus/memcheck/cuda)
+runs instrumented with them on and off, and the outputs, the log, the control
+counters, the sync events and the out-of-bounds area are byte-identical, as are the
+reports of a whole check (prefilter runs included)."""
 
 from __future__ import annotations
 

@@ -31,6 +31,7 @@ import numpy as np
 from gpurace.instrument.ptx.parse import TYPE_BYTES, Function, Module, parse_instr, parse_module
 from gpurace.sim.arith import compile_alu
 from gpurace.sim.asynccopy import AsyncCopies
+from gpurace.sim.intrinsics import recognise
 from gpurace.sim.memops import compile_mem
 from gpurace.sim.memory import SHARED_BASE, Memory
 from gpurace.sim.mma import compile_mma
@@ -79,6 +80,7 @@ class Func:
     params: list[str]
     returns: list[str]
     locals_bytes: int
+    intrinsic: Any = None  # gpurace/sim/intrinsics.py's handler of a runtime function
 
 
 class Frame:
@@ -222,7 +224,8 @@ class Program:
         code.append(Code("ret", fn.close.line, "ret"))  # falling off the end returns
         m = re.search(r"\.func\s*\(([^)]*)\)", fn.header.text)
         rets = re.findall(r"([\w$]+)(?:\[\d*\])?\s*(?:,|$)", m.group(1)) if m else []
-        return Func(fn.name, code, [p.name for p in fn.params], rets, size)
+        native = None if fn.is_entry else recognise(fn)
+        return Func(fn.name, code, [p.name for p in fn.params], rets, size, native)
 
     def _instr(self, s: Any, loc: str, dec: Decoder, labels: dict[str, int]) -> Code:
         ins = parse_instr(s.text)

@@ -24,6 +24,7 @@ from gpurace.sim.engine import (
     module_globals,
     parse,
 )
+from gpurace.sim.intrinsics import run_intrinsic
 from gpurace.sim.memops import param_bytes
 from gpurace.sim.memory import Memory
 from gpurace.sim.schedule import Order, Turns
@@ -162,8 +163,11 @@ class Simulator:
                 continue
             p = int(pc[act[0]])
             c: Code = code[p]
-            if turns is None and len(act) == n and Shortcuts.on and c.kind in _CONVERGED_KINDS:
-                return p  # every lane at one PC again: back to the converged scheduler
+            if turns is None and Shortcuts.on and c.kind in _CONVERGED_KINDS:
+                if len(act) == n:
+                    return p  # every lane at one PC again: back to the converged scheduler
+                self._ahead(frame, lanes, run, entry, pc, state, act, p)
+                continue
             run.steps += 1
             run.lane_steps += len(act)
             batch.steps += 1
@@ -219,6 +223,22 @@ class Simulator:
                     raise SimUnsupported(c.error)
                 pc[act] += 1
 
+    def _ahead(self, frame: Frame, lanes: np.ndarray, run: Launch, entry: bool,
+               pc: np.ndarray, state: np.ndarray, act: np.ndarray, p: int) -> None:  # fmt: skip
+        """The min-PC order's steps while the lanes `act` (all at `p`) are the only ones
+        below every other runnable lane's PC: `_converged` runs them together (no PC
+        minimum to find each step) until they part or reach the next lane's PC."""
+        rest = state == _RUN
+        rest[act] = False
+        stop = int(pc[rest].min()) if rest.any() else len(frame.fn.code)
+        sub = state[act]
+        parted = self._converged(frame, lanes[act], run, entry, sub, p, stop)
+        state[act] = sub
+        if parted is not None:
+            pc[act] = parted[0]
+            if parted[1] is not None:  # a branch that some of them took
+                pc[act[parted[1]]] = parted[2]
+
     def _converged(
         self,
         frame: Frame,
@@ -227,17 +247,21 @@ class Simulator:
         entry: bool,
         state: np.ndarray,
         start: int = 0,
+        stop: int = -1,
     ) -> tuple[int, np.ndarray | None, int] | None:
         """The scheduler while every lane is at one PC (`start`; no masks to compute):
         runs until the lanes part, then says where `_diverged` goes on (every lane's PC,
         and the lanes a branch sent to its target; `state` marks the lanes that
         finished), or until all have returned (None). Barriers, traps and instructions
-        it cannot execute are left to `_diverged`."""
+        it cannot execute are left to `_diverged`, as is PC `stop` and beyond (where
+        other lanes wait: `_ahead`; -1: no such PC)."""
         code = frame.fn.code
         batch = frame.batch
         n = len(lanes)
         upc = start
         while True:
+            if 0 <= stop <= upc:
+                return upc, None, 0
             c: Code = code[upc]
             kind = c.kind
             if kind not in _CONVERGED_KINDS:
@@ -284,6 +308,9 @@ class Simulator:
         lanes_n = frame.batch.lanes
         pairs = zip(callee.params, args, strict=True)
         params = {p: param_bytes(frame.out, a, lanes_n, 16) for p, a in pairs}
+        # a runtime function natively (in the min-PC order's bytes: not under a seed)
+        if self._order is None and run_intrinsic(callee.intrinsic, frame.batch.mem, params, g):
+            return
         base = frame.local_base + frame.fn.locals_bytes
         if base + callee.locals_bytes > frame.batch.mem.local_size and callee.locals_bytes:
             raise SimError(f"local memory stack overflow calling '{callee_name}' (recursion?)")

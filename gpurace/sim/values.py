@@ -26,8 +26,20 @@ class Shortcuts:
     """The engine's fast paths, on unless a test turns them off: registers, .param
     words and global memory accessed for every lane of the batch by slices rather than
     by lane index (`Batch.every`), .param words as whole words, a global access in one
-    region without sorting. They compute exactly what the general paths compute;
-    tests/test_sim_shortcuts.py runs the CUDA corpus both ways and compares the bytes."""
+    region without sorting, the lanes at the smallest PC run together while they stay
+    below the others (`Simulator._ahead`). They compute exactly what the general paths
+    compute; tests/test_sim_shortcuts.py runs the CUDA corpus both ways and compares
+    the bytes."""
+
+    on = True
+
+
+class Intrinsics:
+    """The runtime functions of shaders/runtime.ptx (`_gr_rec`, `_gr_init`) executed
+    natively by gpurace/sim/intrinsics.py, on unless a test turns them off (then
+    interpreted, PTX instruction by instruction). They write exactly the bytes the
+    interpreter writes; tests/test_sim_intrinsics.py runs the CUDA corpus both ways
+    and compares them."""
 
     on = True
 
