@@ -63,7 +63,14 @@ from gpurace.backends.prefilter import (
     shadow_words,
 )
 from gpurace.launch.cuda import CudaLaunch, scalar_bytes
-from gpurace.model import RECORD_WORDS, Binding, DeviceHang, GpuraceError, Instrumented, Space
+from gpurace.model import (
+    RECORD_WORDS,
+    Binding,
+    DeviceHang,
+    GpuraceError,
+    Instrumented,
+    Space,
+)
 from gpurace.options import Options
 
 ANALYSIS_BLOCK = 64
@@ -323,6 +330,8 @@ def launch(
         wait_for(stop, kernel, path, timeout)
         result = CudaLaunchResult({}, log, 0, log_capacity)
         result.stopped = getattr(fn, "stopped", "")
+        result.protocol = list(getattr(fn, "protocol", []))
+        result.protocol_search = getattr(fn, "protocol_search", "")
         result.seconds = cp.cuda.get_elapsed_time(start, stop) / 1e3
         for b in params:
             if b.binding in dev_arrays:

@@ -71,6 +71,8 @@ class SimKernel:
         self.sim, self.name = sim, name
         self.stopped = ""
         self.lane_steps = 0
+        self.protocol: list = []  # the mbarrier protocol errors of its last launch
+        self.protocol_search = ""  # what the protocol search covered (docs/protocols.md)
         self.seed = 0  # the warp order of its next launch only (gpurace/sim/schedule.py)
 
     def __call__(self, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0) -> None:
@@ -90,6 +92,8 @@ class SimKernel:
         finally:
             sim.mem.drop_transient()
         self.stopped, self.lane_steps = run.stopped, run.lane_steps
+        self.protocol = run.extra.get("protocol", [])
+        self.protocol_search = run.extra.get("protocol_search", "")
 
 
 class SimModule:

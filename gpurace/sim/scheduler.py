@@ -1,7 +1,10 @@
 """The Simulator: a PTX module loaded once, launched many times (as a CUDA module's
 ``__device__`` variables keep their values from launch to launch, so do its
 ``.global`` variables here), and the min-PC scheduler of gpurace/sim/engine.py, or
-with a non-zero seed the seeded warp order of gpurace/sim/schedule.py.
+with a non-zero seed the seeded warp order of gpurace/sim/schedule.py. Protocol
+operations (mbarriers, cluster barriers: gpurace/sim/mbarrier.py) park their lanes
+until no lane can run; then one group of them runs, chosen by gpurace/sim/protosearch.py,
+and a kernel that has them is first run under the search's bounded orders.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from math import prod
 import numpy as np
 
 from gpurace.instrument.ptx.parse import TYPE_BYTES
+from gpurace.model import ProtocolError
 from gpurace.sim.engine import (
     BATCH_LANES,
     LOCAL_STACK,
@@ -24,12 +28,16 @@ from gpurace.sim.engine import (
     module_globals,
     parse,
 )
+from gpurace.sim.mbarrier import Op, Protocol, ProtocolFound
 from gpurace.sim.memops import param_bytes
 from gpurace.sim.memory import Memory
+from gpurace.sim.protosearch import Choices, Searched, search
 from gpurace.sim.schedule import Order, Turns
 from gpurace.sim.values import U64, Shortcuts, SimError, SimUnsupported
 
-_RUN, _WAIT, _DONE = 0, 1, 2
+# lane states: running, at a bar.sync, finished, at a protocol operation not yet run,
+# at a protocol wait that has not completed
+_RUN, _WAIT, _DONE, _PARK, _BLOCK = 0, 1, 2, 3, 4
 _CONVERGED_KINDS = ("op", "bra", "ret", "exit", "call")  # what `_converged` executes
 
 
@@ -52,6 +60,9 @@ class Simulator:
         self.last = Launch()
         self._current: Program | None = None
         self._order: Order | None = None
+        self._choices = Choices()
+        self._proto: Protocol | None = None
+        self._searched: dict[tuple, Searched] = {}  # (kernel, grid, block, shared) -> search
 
     def program(self, kernel: str) -> Program:
         if kernel not in self._programs:
@@ -76,7 +87,6 @@ class Simulator:
         instruction it cannot execute stops it (`Launch.stopped` says which). `seed`
         0 runs the min-PC order, another the seeded warp order of that seed."""
         prog = self.program(kernel)
-        entry = prog.funcs[kernel]
         fn = next(f for f in self.mod.functions if f.name == kernel)
         if len(args) != len(fn.params):
             raise SimError(f"kernel '{kernel}' takes {len(fn.params)} arguments, not {len(args)}")
@@ -93,24 +103,76 @@ class Simulator:
         self._order = Order(seed) if seed else None
         if timeout is not None:
             run.hang_after, run.deadline = timeout, time.monotonic() + timeout
+        shape = (kernel, grid, block, int(shared_bytes))
+        if prog.has_protocol and not seed and shape not in self._searched:
+            self._searched[shape] = self._search(prog, params, grid, block, shared_bytes, run)
+        if prog.has_protocol and not seed:
+            searched = self._searched[shape]
+            run.extra["protocol_search"] = searched.statement()
+            if searched.error is not None:
+                run.extra["protocol"] = [searched.error]
+        self._choices = Choices()
+        try:
+            self._blocks(prog, params, grid, block, shared_bytes, run)
+        except SimUnsupported as exc:
+            run.stopped = str(exc)
+        except ProtocolFound as exc:  # in the default order (or the seeded one)
+            found = run.extra.setdefault("protocol", [])
+            if exc.error not in found:
+                found.append(exc.error)
+            run.stopped = f"{exc.error.message} (the launch stopped at this protocol error)"
+        return run
+
+    def _blocks(self, prog: Program, params: dict, grid: tuple[int, int, int],
+                block: tuple[int, int, int], shared_bytes: int, run: Launch,
+                first_only: bool = False) -> None:  # fmt: skip
+        """Run the launch's blocks, a batch (whole clusters) at a time."""
+        entry = prog.funcs[prog.entry]
         shared = (prog.static_shared + int(shared_bytes) + 127) // 128 * 128
         local = (prog.local_bytes + (LOCAL_STACK if prog.local_bytes else 0) + 15) // 16 * 16
         per = prod(block)
         nblocks = prod(grid)
-        step = max(1, BATCH_LANES // max(per, 1))
+        cluster = prog.cluster
+        if any(g % c for g, c in zip(grid, cluster, strict=True)):
+            raise SimError(f"grid {list(grid)} is not a whole number of clusters {list(cluster)}")
+        # blocks run in linear order; a cluster's blocks must share a batch
+        if cluster[1] * cluster[2] > 1 and cluster[0] != grid[0]:
+            raise SimUnsupported(f"clusters {list(cluster)} that do not span the grid's x")
+        size = prod(cluster)
+        step = max(size, BATCH_LANES // max(per, 1) // size * size)
         for first in range(0, nblocks, step):
             ids = range(first, min(nblocks, first + step))
             blocks = [(i % grid[0], i // grid[0] % grid[1], i // (grid[0] * grid[1])) for i in ids]
-            batch = Batch(self.mem, blocks, grid, block, int(shared_bytes), shared, local)
+            batch = Batch(self.mem, blocks, grid, block, int(shared_bytes), shared, local, cluster)
             frame = Frame(batch, entry, params, 0)
+            self._proto = Protocol(prog.shared_name, batch.slot_cta, batch.lanes, size)
+            with np.errstate(all="ignore"):  # PTX's x/0, sqrt(-1): values, not warnings
+                lanes = batch.every if Shortcuts.on else np.arange(batch.lanes)
+                self._execute(frame, lanes, run, entry=True)
+            if first_only:
+                return
+
+    def _search(self, prog: Program, params: dict, grid: tuple[int, int, int],
+                block: tuple[int, int, int], shared: int, run: Launch) -> Searched:  # fmt: skip
+        """The bounded search over the protocol operations' orders (protosearch.py), on
+        the first batch of blocks; memory is put back as it was after each order."""
+        saved = [region.copy() for _, region, _ in self.mem.regions]
+        scratch = Launch(deadline=run.deadline, hang_after=run.hang_after)
+
+        def one(choices: Choices) -> ProtocolError | None:
+            self._choices = choices
             try:
-                with np.errstate(all="ignore"):  # PTX's x/0, sqrt(-1): values, not warnings
-                    lanes = batch.every if Shortcuts.on else np.arange(batch.lanes)
-                    self._execute(frame, lanes, run, entry=True)
-            except SimUnsupported as exc:
-                run.stopped = str(exc)
-                return run
-        return run
+                self._blocks(prog, params, grid, block, shared, scratch, first_only=True)
+            except ProtocolFound as exc:
+                return exc.error
+            except (SimUnsupported, SimError):
+                return None  # the default run says what stopped it
+            finally:
+                for (_, region, _), old in zip(self.mem.regions, saved, strict=False):
+                    region[:] = old
+            return None
+
+        return search(one)
 
     # -- the scheduler -----------------------------------------------------------
     def _execute(self, frame: Frame, lanes: np.ndarray, run: Launch, entry: bool) -> None:
@@ -154,7 +216,8 @@ class Simulator:
             if act is None:  # no lane can run
                 if (state == _DONE).all():
                     return -1
-                self._release(frame, lanes, state, waits)
+                if not self._protocol(frame, lanes, pc, state, entry):
+                    self._release(frame, lanes, state, waits)
                 continue
             p = int(pc[act[0]])
             c: Code = code[p]
@@ -202,6 +265,8 @@ class Simulator:
                 waits[2, take] = -1 if cnt is None else cnt.astype(np.int64)
                 waits[3, take] = 0 if pv is None else pv
                 state[take] = _WAIT
+            elif kind == "proto":  # runs when no lane can run (`_protocol`)
+                state[act] = _PARK
             elif kind == "trap":
                 if len(take):
                     raise SimError(c.error)
@@ -285,6 +350,59 @@ class Simulator:
             if theirs in sub.out:
                 frame.out[mine] = sub.out[theirs]
 
+    # -- protocol operations ------------------------------------------------------
+    def _protocol(self, frame: Frame, lanes: np.ndarray, pc: np.ndarray, state: np.ndarray,
+                  entry: bool) -> bool:  # fmt: skip
+        """When no lane can run: run one group of the parked protocol operations, or
+        wake the blocked waits that completed. False when there was neither."""
+        parked = np.nonzero(state == _PARK)[0]
+        if not len(parked):
+            return self._wake(frame, lanes, pc, state)
+        code, batch = frame.fn.code, frame.batch
+        warp = batch.mem.block_of[lanes[parked]] * 65536 + batch.lin[lanes[parked]] // 32
+        rank = {"wait": 0, "cluster-wait": 0, "other": 0, "arrive": 1}
+        groups = sorted({(rank[_op(code[int(pc[i])]).kind], int(pc[i]), int(w))
+                         for i, w in zip(parked.tolist(), warp.tolist(), strict=True)})  # fmt: skip
+        # a choice only where a wait (or init) and an arrival are both ready: the
+        # orders of waits among themselves, or of arrivals, decide nothing checked here
+        mixed = groups[0][0] != groups[-1][0]
+        _, p, w = groups[self._choices.pick(len(groups)) if mixed else 0]
+        act = parked[(pc[parked] == p) & (warp == w)]
+        c = code[p]
+        take = act if c.guard is None else act[c.guard(frame, lanes[act])]
+        state[act] = _RUN
+        pc[act] += 1
+        if len(take):
+            assert self._proto is not None
+            must = _op(c).run(frame, lanes[take], self._proto)
+            if must is not None and must.any():
+                if not entry:
+                    raise SimUnsupported(f"a protocol wait that blocks inside a called function "
+                                         f"(.func), PTX line {c.line}")  # fmt: skip
+                state[take[must]] = _BLOCK
+                pc[take[must]] -= 1
+        if _op(c).kind == "arrive":
+            self._wake(frame, lanes, pc, state)
+        return True
+
+    def _wake(self, frame: Frame, lanes: np.ndarray, pc: np.ndarray, state: np.ndarray) -> bool:
+        """Re-test the blocked waits (after an arrival, or a cluster barrier's phase
+        that exited threads completed): those that completed run on."""
+        blocked = np.nonzero(state == _BLOCK)[0]
+        if not len(blocked) or self._proto is None:
+            return False
+        batch = frame.batch
+        self._proto.settle_clusters(batch.live, batch.mem.block_of)
+        woke = False
+        for p in np.unique(pc[blocked]).tolist():
+            sel = blocked[pc[blocked] == p]
+            still = _op(frame.fn.code[p]).run(frame, lanes[sel], self._proto)
+            done = sel if still is None else sel[~still]
+            state[done] = _RUN
+            pc[done] += 1
+            woke = woke or bool(len(done))
+        return woke
+
     def _release(self, frame: Frame, lanes: np.ndarray, state: np.ndarray,
                  waits: np.ndarray) -> None:  # fmt: skip
         """Release the barriers whose threads have all arrived; else it is a hang."""
@@ -297,7 +415,7 @@ class Simulator:
         at = np.bincount(blocks, minlength=nb)
         full = (at == live) & (at > 0)
         if full.any():
-            self._wake(frame, lanes, state, waits, waiting[full[blocks]], nb)
+            self._wake_bar(frame, lanes, state, waits, waiting[full[blocks]], nb)
             return
         # named barriers with a thread count over part of the block
         counted = waiting[waits[2, waiting] >= 0]
@@ -305,8 +423,11 @@ class Simulator:
             slots = counted[(block_of[lanes[counted]] == b) & (waits[1, counted] == ident)]
             count = int(waits[2, slots[0]])
             if count < live[b] and len(slots) >= count:
-                self._wake(frame, lanes, state, waits, slots[:count], nb)
+                self._wake_bar(frame, lanes, state, waits, slots[:count], nb)
                 return
+        blocked = np.nonzero(state == _BLOCK)[0]
+        if len(blocked) and self._proto is not None:
+            raise self._proto.deadlock(lanes[blocked].tolist())
         where = sorted({frame.fn.code[int(pc)].line for pc in np.unique(waits[0, waiting])})
         raise SimError(
             f"hang: threads wait at the barriers of PTX lines {where} that other threads of "
@@ -314,7 +435,7 @@ class Simulator:
         )
 
     @staticmethod
-    def _wake(frame: Frame, lanes: np.ndarray, state: np.ndarray, waits: np.ndarray,
+    def _wake_bar(frame: Frame, lanes: np.ndarray, state: np.ndarray, waits: np.ndarray,
               slots: np.ndarray, nb: int) -> None:  # fmt: skip
         """Release `slots` (whole barriers' threads); bar.red writes each block's
         reduction of the predicates."""
@@ -331,3 +452,8 @@ class Simulator:
             mine = waits[0, slots] == pc
             dst(frame, lanes[slots[mine]], per_block[blocks[mine]].astype(U64))
         state[slots] = _RUN
+
+
+def _op(c: Code) -> Op:
+    assert c.proto is not None
+    return c.proto
