@@ -84,7 +84,7 @@ class Protocol:
         self.names = names  # shared offset -> "variable" or "variable+8"
         self.slot_cta = slot_cta  # block slot -> linear CTA id
         self.barriers: dict[Key, Barrier] = {}
-        self.path: list[str] = []
+        self.path: list[tuple[int, int, int, str]] = []  # (cta, thread, line, what)
         self.blocked: dict[int, tuple[str, Any, Who]] = {}  # lane -> what it waits for
         self.cluster = cluster
         self.cluster_phase = np.zeros(len(slot_cta) // max(cluster, 1) + 1, np.int64)
@@ -217,10 +217,10 @@ class Protocol:
 
     # -- errors ----------------------------------------------------------------------
     def event(self, who: Who, text: str) -> None:
-        self.path.append(f"{who}: {text}")
+        self.path.append((who.cta, who.thread, who.site[1], text))
 
     def error(self, kind: str, message: str, who: Who, details: tuple[str, ...]) -> ProtocolError:
-        path = tuple(self.path[-PATH_EVENTS:])
+        path = tuple(grouped(self.path)[-PATH_EVENTS:])
         file, line, col = who.site
         return ProtocolError(kind, message, file, line, col, details, path)
 
@@ -230,23 +230,29 @@ class Protocol:
     def deadlock(self, lanes: list[int]) -> ProtocolFound:
         """The error for waits no running thread can complete (`lanes`: blocked)."""
         waits = [self.blocked[lane] for lane in lanes if lane in self.blocked]
-        details: list[str] = []
+        details: list[tuple[int, int, int, str]] = []  # (cta, thread, line, what), grouped
         barriers: list[Key] = []
+        head: list[str] = []
         for kind, what, who in waits:
             if kind == "cluster":
-                details.append(f"waiter: {who}, at barrier.cluster.wait of cluster {what}")
+                details.append((who.cta, who.thread, who.site[1],
+                                f"waits at barrier.cluster.wait of cluster {what}"))  # fmt: skip
                 continue
             key, _ = what
             b = self.barriers.get(key)
             if b is None:
-                details.append(f"waiter: {who}, on an invalidated barrier")
+                details.append(
+                    (who.cta, who.thread, who.site[1], "waits on an invalidated barrier")
+                )
                 continue
             if key not in barriers:
                 barriers.append(key)
                 tx = f", {b.tx} transaction bytes outstanding" if b.tx else ""
-                details.append(f"barrier: {b.describe()}; phase {b.phase} has "
-                               f"{b.count - b.pending} of {b.count} arrivals{tx}")  # fmt: skip
-            details.append(f"waiter: {who}, waits for phase {b.phase} of {b.name}")
+                head.append(f"barrier: {b.describe()}; phase {b.phase} has "
+                            f"{b.count - b.pending} of {b.count} arrivals{tx}")  # fmt: skip
+            details.append((who.cta, who.thread, who.site[1],
+                            f"waits for phase {b.phase} of {b.name}"))  # fmt: skip
+        lines = head + [f"waiter: {x}" for x in grouped(details)]
         circular = len(barriers) > 1
         message = (
             "circular wait: mbarrier waits that can never complete, each for arrivals "
@@ -254,9 +260,31 @@ class Protocol:
             if circular
             else "mbarrier wait that can never complete: the phase's arrivals never come"
         )
-        details.append("every other thread has finished or waits")
+        lines.append("every other thread has finished or waits")
         kind = "circular-wait" if circular else "wait-never-completes"
-        return ProtocolFound(self.error(kind, message, waits[0][2], tuple(details)))
+        return ProtocolFound(self.error(kind, message, waits[0][2], tuple(lines)))
+
+
+def grouped(events: list[tuple[int, int, int, str]]) -> list[str]:
+    """Events as lines, runs of consecutive threads of one CTA doing the same thing at
+    one line merged: ``CTA 0, threads 0-31, line 26: wait on bar (blocks)``."""
+    out: list[str] = []
+    run: list[Any] = []  # [cta, first thread, last thread, line, what]
+
+    def flush() -> None:
+        if run:
+            cta, lo, hi, line, what = run
+            threads = f"thread {lo}" if lo == hi else f"threads {lo}-{hi}"
+            out.append(f"CTA {cta}, {threads}, line {line}: {what}")
+
+    for cta, thread, line, what in events:
+        if run and (run[0], run[2] + 1, run[3], run[4]) == (cta, thread, line, what):
+            run[2] = thread
+            continue
+        flush()
+        run = [cta, thread, thread, line, what]
+    flush()
+    return out
 
 
 @dataclass
@@ -266,6 +294,9 @@ class Op:
 
     kind: str  # "wait", "cluster-wait", "arrive", "other"
     run: Callable[[Any, np.ndarray, Protocol], np.ndarray | None]
+    # the barriers the lanes `g` name (computed without running it): where a wait and
+    # an arrival name none in common, their order decides nothing
+    keys: Callable[[Any, np.ndarray], set]
 
 
 def who_of(fr: Any, g: np.ndarray, proto: Protocol, site: Site) -> list[Who]:
@@ -289,7 +320,7 @@ def compile_protocol(ins: Instr, dec: Decoder, site: Site) -> Op | None:
                     proto.arrive(k, w, lane)
             return None
 
-        return Op("arrive", cp_arrive)
+        return Op("arrive", cp_arrive, _keys(key))
     if ins.op != "mbarrier":
         return None
     form = ins.parts[1]
@@ -303,15 +334,18 @@ def compile_protocol(ins: Instr, dec: Decoder, site: Site) -> Op | None:
     rest = [dec.reader(o, "u64") for o in ops[at + 1 :]]
     dst = dec.writer(ops[0]) if at == 1 else None
     if form == "init":
-        return Op("other", _each(key, site, lambda p, k, ln, w, v: p.init(k, int(v[0]), w), rest))
+        init = _each(key, site, lambda p, k, ln, w, v: p.init(k, int(v[0]), w), rest)
+        return Op("other", init, _keys(key))
     if form == "inval":
-        return Op("other", _each(key, site, lambda p, k, ln, w, v: p.inval(k, w), rest))
+        inval = _each(key, site, lambda p, k, ln, w, v: p.inval(k, w), rest)
+        return Op("other", inval, _keys(key))
     if form in ("expect_tx", "complete_tx"):
 
         def tx(p: Protocol, k: Key, ln: int, w: Who, v: list[int]) -> None:
             (p.expect_tx if form == "expect_tx" else p.complete_tx)(k, v[0], w)
 
-        return Op("arrive" if form == "complete_tx" else "other", _each(key, site, tx, rest))
+        kind = "arrive" if form == "complete_tx" else "other"
+        return Op(kind, _each(key, site, tx, rest), _keys(key))
     if form in ("arrive", "arrive_drop"):
         drop, expect = form == "arrive_drop", ins.has("expect_tx")
 
@@ -321,7 +355,7 @@ def compile_protocol(ins: Instr, dec: Decoder, site: Site) -> Op | None:
             count = 1 if expect or not v else v[0]
             return p.arrive(k, w, ln, count, drop)
 
-        return Op("arrive", _each(key, site, arrive, rest, dst))
+        return Op("arrive", _each(key, site, arrive, rest, dst), _keys(key))
     if form in ("test_wait", "try_wait"):
         parity = ins.has("parity")
 
@@ -330,7 +364,7 @@ def compile_protocol(ins: Instr, dec: Decoder, site: Site) -> Op | None:
                 return int(p.wait_parity(k, v[0] & 1, ln, w))
             return int(p.wait_token(k, v[0], ln, w))
 
-        return Op("wait", _each(key, site, wait, rest[:1], dst, blocks=True))
+        return Op("wait", _each(key, site, wait, rest[:1], dst, blocks=True), _keys(key))
     raise SimUnsupported(ins.opcode)
 
 
@@ -386,13 +420,21 @@ def _cluster_op(ins: Instr, site: Site) -> Op:
             proto.cluster_arrive(g, fr.batch.mem.block_of[g])
             return None
 
-        return Op("arrive", arrive)
+        return Op("arrive", arrive, _cluster_keys)
 
     def wait(fr: Any, g: np.ndarray, proto: Protocol) -> np.ndarray:
         slots = fr.batch.mem.block_of[g]
         return ~proto.cluster_done(g, slots, who_of(fr, g, proto, site))
 
-    return Op("cluster-wait", wait)
+    return Op("cluster-wait", wait, _cluster_keys)
+
+
+def _cluster_keys(fr: Any, g: np.ndarray) -> set:
+    return {("cluster", int(s) // fr.batch.mem.cluster) for s in set(fr.batch.mem.block_of[g])}
+
+
+def _keys(key: Callable[[Any, np.ndarray], list]) -> Callable[[Any, np.ndarray], set]:
+    return lambda fr, g: {k for k, _ in key(fr, g)}
 
 
 def compile_mapa(ins: Instr, dec: Decoder) -> Callable[[Any, np.ndarray], None] | None:

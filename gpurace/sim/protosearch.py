@@ -55,7 +55,8 @@ class Searched:
             how = f"every order with up to {DELAYS} delayed operations"
         else:
             how = f"not every order with up to {DELAYS} delayed operations (cap {ORDERS})"
-        return f"mbarrier protocol: {self.orders} orders of its operations searched, {how}"
+        orders = "1 order" if self.orders == 1 else f"{self.orders} orders"
+        return f"mbarrier protocol: {orders} of its operations searched, {how}"
 
 
 def search(run: Callable[[Choices], ProtocolError | None]) -> Searched:

@@ -120,7 +120,7 @@ class Simulator:
             found = run.extra.setdefault("protocol", [])
             if exc.error not in found:
                 found.append(exc.error)
-            run.stopped = f"{exc.error.message} (the launch stopped at this protocol error)"
+            run.stopped = f"an mbarrier protocol error at line {exc.error.line}"
         return run
 
     def _blocks(self, prog: Program, params: dict, grid: tuple[int, int, int],
@@ -363,10 +363,16 @@ class Simulator:
         rank = {"wait": 0, "cluster-wait": 0, "other": 0, "arrive": 1}
         groups = sorted({(rank[_op(code[int(pc[i])]).kind], int(pc[i]), int(w))
                          for i, w in zip(parked.tolist(), warp.tolist(), strict=True)})  # fmt: skip
-        # a choice only where a wait (or init) and an arrival are both ready: the
-        # orders of waits among themselves, or of arrivals, decide nothing checked here
-        mixed = groups[0][0] != groups[-1][0]
-        _, p, w = groups[self._choices.pick(len(groups)) if mixed else 0]
+        # the choice: the default (the first wait or init), or an arrival on a barrier a
+        # ready wait names, run before the waits (which commute among themselves, as do
+        # arrivals on different barriers: other orders decide nothing the checks see)
+        options = groups[:1]
+        if groups[0][0] != groups[-1][0]:
+            keys = [_op(code[q]).keys(frame, lanes[parked[(pc[parked] == q) & (warp == v)]])
+                    for _, q, v in groups]  # fmt: skip
+            waiting = set().union(*(k for k, g in zip(keys, groups, strict=True) if not g[0]))
+            options += [g for k, g in zip(keys, groups, strict=True) if g[0] and k & waiting]
+        _, p, w = options[self._choices.pick(len(options)) if len(options) > 1 else 0]
         act = parked[(pc[parked] == p) & (warp == w)]
         c = code[p]
         take = act if c.guard is None else act[c.guard(frame, lanes[act])]
