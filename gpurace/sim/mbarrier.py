@@ -89,6 +89,8 @@ class Protocol:
         self.cluster = cluster
         self.cluster_phase = np.zeros(len(slot_cta) // max(cluster, 1) + 1, np.int64)
         self.cluster_arrived = np.full(lanes, -1, np.int64)  # lane -> phase it arrived on
+        self.changes = 0  # operations that changed a barrier (inits, arrivals, tx bytes)
+        self.gave_up_at = -1  # `changes` when the blocked tests last returned false
 
     # -- the API -------------------------------------------------------------------
     def init(self, key: Key, count: int, who: Who) -> None:
@@ -196,6 +198,7 @@ class Protocol:
     # -- cluster barriers ----------------------------------------------------------
     def cluster_arrive(self, lanes: np.ndarray, slots: np.ndarray) -> None:
         self.cluster_arrived[lanes] = self.cluster_phase[slots // self.cluster]
+        self.changes += 1
 
     def cluster_done(self, lanes: np.ndarray, slots: np.ndarray, who: list[Who]) -> np.ndarray:
         done = self.cluster_phase[slots // self.cluster] > self.cluster_arrived[lanes]
@@ -217,7 +220,18 @@ class Protocol:
 
     # -- errors ----------------------------------------------------------------------
     def event(self, who: Who, text: str) -> None:
+        if not text.startswith("wait"):
+            self.changes += 1
         self.path.append((who.cta, who.thread, who.site[1], text))
+
+    def give_up(self) -> bool:
+        """Whether the blocked ``test_wait``/``try_wait`` may return false now that no
+        thread can run: once per state of the barriers (a thread that tests again,
+        as a retry loop does, with nothing changed since, waits for ever)."""
+        if self.changes == self.gave_up_at:
+            return False
+        self.gave_up_at = self.changes
+        return True
 
     def error(self, kind: str, message: str, who: Who, details: tuple[str, ...]) -> ProtocolError:
         path = tuple(grouped(self.path)[-PATH_EVENTS:])

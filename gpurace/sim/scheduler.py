@@ -217,7 +217,7 @@ class Simulator:
                 if (state == _DONE).all():
                     return -1
                 if not self._protocol(frame, lanes, pc, state, entry):
-                    self._release(frame, lanes, state, waits)
+                    self._release(frame, lanes, state, waits, pc)
                 continue
             p = int(pc[act[0]])
             c: Code = code[p]
@@ -410,8 +410,10 @@ class Simulator:
         return woke
 
     def _release(self, frame: Frame, lanes: np.ndarray, state: np.ndarray,
-                 waits: np.ndarray) -> None:  # fmt: skip
-        """Release the barriers whose threads have all arrived; else it is a hang."""
+                 waits: np.ndarray, pcs: np.ndarray) -> None:  # fmt: skip
+        """Release the barriers whose threads have all arrived; else let the blocked
+        mbarrier tests return false (`Protocol.give_up`); else it is a hang, or a
+        protocol error where threads wait on mbarriers (`pcs`: each lane's PC)."""
         batch = frame.batch
         block_of = batch.mem.block_of
         waiting = np.nonzero(state == _WAIT)[0]
@@ -433,6 +435,11 @@ class Simulator:
                 return
         blocked = np.nonzero(state == _BLOCK)[0]
         if len(blocked) and self._proto is not None:
+            tests = blocked[[_op(frame.fn.code[int(pc)]).kind == "wait" for pc in pcs[blocked]]]
+            if len(tests) and self._proto.give_up():  # their predicate stays false
+                state[tests] = _RUN
+                pcs[tests] += 1
+                return
             raise self._proto.deadlock(lanes[blocked].tolist())
         where = sorted({frame.fn.code[int(pc)].line for pc in np.unique(waits[0, waiting])})
         raise SimError(
