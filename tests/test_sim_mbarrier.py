@@ -268,3 +268,27 @@ def test_the_pipeline_has_no_protocol_error_through_gpurace_check(name: str, tmp
     code, text, doc = _check(name, tmp_path, "--tool", "memcheck")
     assert code == 0, text
     assert doc["protocol"] == [] and doc["summary"]["protocol"] == 0
+
+
+def test_cluster_blocks_store_into_each_other_s_shared_memory() -> None:
+    """Two blocks of a cluster: each stores its rank and %clusterid into the other's
+    `peer` (mapa + st.shared::cluster), then barrier.cluster; each reads its own."""
+    src = r"""
+extern "C" __global__ void __cluster_dims__(2, 1, 1) k(unsigned *out) {
+  __shared__ unsigned peer;
+  unsigned rank, id, a = (unsigned)__cvta_generic_to_shared(&peer), r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(id));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank ^ 1));
+  if (threadIdx.x == 0)
+    asm volatile("st.shared::cluster.u32 [%0], %1;" :: "r"(r), "r"(100 * id + 10 + rank));
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;"
+               ::: "memory");
+  if (threadIdx.x == 0) out[blockIdx.x] = peer;
+}
+"""
+    sim = Simulator(compile_cuda(src, "k.cu").ptx)
+    out = np.zeros(4, np.uint32)
+    run = sim.launch("k", (4, 1, 1), (64, 1, 1), [sim.mem.register(out)])
+    assert run.stopped == "" and "protocol" not in run.extra
+    assert out.tolist() == [11, 10, 111, 110]

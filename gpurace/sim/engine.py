@@ -276,9 +276,13 @@ class Program:
                 c.kind, c.error = "trap", f"trap at {where}"
             elif op == "call":
                 c.kind, c.call = "call", self._call(ins.operands)
+            elif op != "mbarrier" and any(p.startswith("::complete_tx") for p in ins.parts):
+                # an asynchronous copy or store that completes an mbarrier's bytes: run
+                # at once, it would leave the barrier's phase open for ever
+                raise SimUnsupported("it completes an mbarrier's transaction bytes, not modelled")
             elif (
                 op == "mbarrier"
-                or (op == "cp" and ins.has("mbarrier"))
+                or ins.parts[:3] == ["cp", "async", "mbarrier"]
                 or (op in ("bar", "barrier") and ins.has("cluster"))
             ):
                 c.kind, c.proto = "proto", compile_protocol(ins, dec, loc or ("PTX", s.line, 0))

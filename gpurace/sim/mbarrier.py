@@ -324,7 +324,7 @@ def compile_protocol(ins: Instr, dec: Decoder, site: Site) -> Op | None:
     instruction as an `Op`; None for any other."""
     if ins.op in ("bar", "barrier") and ins.has("cluster"):
         return _cluster_op(ins, site)
-    if ins.op == "cp" and ins.has("mbarrier"):  # copies complete at once on sim
+    if ins.parts[:3] == ["cp", "async", "mbarrier"]:  # copies complete at once on sim
         noinc = ins.has("noinc")  # without .noinc: pending += 1 then arrive, no change
         key = _key_reader(ins, dec, ins.operands[0])
 
