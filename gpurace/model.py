@@ -265,6 +265,11 @@ class ProtocolError:
     details: tuple[str, ...] = ()
     path: tuple[str, ...] = ()
 
+    @property
+    def error_key(self) -> tuple:
+        """What one error is, whatever the order that showed it (not its path)."""
+        return (self.kind, self.message, self.file, self.line, self.col, self.details)
+
 
 @dataclass
 class Scope:

@@ -292,3 +292,12 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) k(unsigned *out) {
     run = sim.launch("k", (4, 1, 1), (64, 1, 1), [sim.mem.register(out)])
     assert run.stopped == "" and "protocol" not in run.extra
     assert out.tolist() == [11, 10, 111, 110]
+
+
+def test_schedules_report_each_protocol_error_once(tmp_path: Path) -> None:
+    """--schedules 2: both orders find the count mismatch; the merged report has it
+    once (gpurace/schedules.py), and says both orders ran."""
+    code, text, doc = _check("count_mismatch", tmp_path, "--schedules", "2")
+    assert code == 1, text
+    assert [e["kind"] for e in doc["protocol"]] == ["wait-never-completes"]
+    assert doc["scope"]["schedules"] == 2

@@ -100,13 +100,14 @@ class Simulator:
             params[p.name] = np.frombuffer(raw, np.uint8).reshape(1, -1).copy()
         run = self.last = Launch()
         self._current = prog
-        self._order = Order(seed) if seed else None
+        self._order = None  # the search's orders are min-PC between protocol operations
         if timeout is not None:
             run.hang_after, run.deadline = timeout, time.monotonic() + timeout
         shape = (kernel, grid, block, int(shared_bytes))
-        if prog.has_protocol and not seed and shape not in self._searched:
+        if prog.has_protocol and shape not in self._searched:
             self._searched[shape] = self._search(prog, params, grid, block, shared_bytes, run)
-        if prog.has_protocol and not seed:
+        self._order = Order(seed) if seed else None
+        if prog.has_protocol:
             searched = self._searched[shape]
             run.extra["protocol_search"] = searched.statement()
             if searched.error is not None:
