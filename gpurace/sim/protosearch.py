@@ -39,6 +39,10 @@ class Choices:
         return min(self.prefix[k], n - 1) if k < len(self.prefix) else 0
 
 
+class SearchStopped(Exception):
+    """An order that could not finish (it hung): the search ends there."""
+
+
 @dataclass
 class Searched:
     """What the search did: the orders run, whether that was every order within the
@@ -47,9 +51,12 @@ class Searched:
     orders: int
     exhausted: bool
     error: ProtocolError | None
+    stopped: str = ""  # why an order could not finish (the search ended there)
 
     def statement(self) -> str:
-        if self.error is not None:
+        if self.stopped:
+            how = f"stopped: {self.stopped}"
+        elif self.error is not None:
             how = "stopped at the first protocol error"
         elif self.exhausted:
             how = f"every order with up to {DELAYS} delayed operations"
@@ -66,7 +73,10 @@ def search(run: Callable[[Choices], ProtocolError | None]) -> Searched:
     while queue and orders < ORDERS:
         prefix, delays = queue.popleft()
         choices = Choices(prefix)
-        error = run(choices)
+        try:
+            error = run(choices)
+        except SearchStopped as exc:
+            return Searched(orders + 1, False, None, str(exc))
         orders += 1
         if error is not None:
             return Searched(orders, False, error)

@@ -31,7 +31,7 @@ from gpurace.sim.engine import (
 from gpurace.sim.mbarrier import Op, Protocol, ProtocolFound
 from gpurace.sim.memops import param_bytes
 from gpurace.sim.memory import Memory
-from gpurace.sim.protosearch import Choices, Searched, search
+from gpurace.sim.protosearch import Choices, Searched, SearchStopped, search
 from gpurace.sim.schedule import Order, Turns
 from gpurace.sim.values import U64, Shortcuts, SimError, SimUnsupported
 
@@ -106,6 +106,8 @@ class Simulator:
         shape = (kernel, grid, block, int(shared_bytes))
         if prog.has_protocol and shape not in self._searched:
             self._searched[shape] = self._search(prog, params, grid, block, shared_bytes, run)
+            if timeout is not None:  # the default run gets its own time
+                run.deadline = time.monotonic() + timeout
         self._order = Order(seed) if seed else None
         if prog.has_protocol:
             searched = self._searched[shape]
@@ -166,8 +168,10 @@ class Simulator:
                 self._blocks(prog, params, grid, block, shared, scratch, first_only=True)
             except ProtocolFound as exc:
                 return exc.error
-            except (SimUnsupported, SimError):
+            except SimUnsupported:
                 return None  # the default run says what stopped it
+            except SimError as exc:  # a hang in this order: the search ends
+                raise SearchStopped(f"an order did not finish ({exc})") from None
             finally:
                 for (_, region, _), old in zip(self.mem.regions, saved, strict=False):
                     region[:] = old
