@@ -301,3 +301,24 @@ def test_schedules_report_each_protocol_error_once(tmp_path: Path) -> None:
     assert code == 1, text
     assert [e["kind"] for e in doc["protocol"]] == ["wait-never-completes"]
     assert doc["scope"]["schedules"] == 2
+
+
+def test_an_arrive_nocomplete_that_completes_the_phase_is_a_misuse() -> None:
+    """Two arrivals of count 1 expected: a noComplete arrival of 1 leaves one pending
+    (fine); a second noComplete arrival would complete the phase: a misuse."""
+    _, run = _launch(
+        """
+  __shared__ unsigned long long a;
+  if (threadIdx.x == 0) {
+    init(&a, 2);
+    asm volatile("mbarrier.arrive.noComplete.shared::cta.b64 _, [%0], 1;" :: "r"(sa(&a)));
+    asm volatile("mbarrier.arrive.noComplete.shared::cta.b64 _, [%0], 1;" :: "r"(sa(&a)));
+  }""",
+        32,
+    )
+    (e,) = run.extra["protocol"]
+    assert (e.kind, e.line, e.message) == (
+        "misuse",
+        KERNEL + 6,
+        "arrive.noComplete completes phase 0 of a",
+    )

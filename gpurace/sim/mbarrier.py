@@ -362,11 +362,15 @@ def compile_protocol(ins: Instr, dec: Decoder, site: Site) -> Op | None:
         return Op(kind, _each(key, site, tx, rest), _keys(key))
     if form in ("arrive", "arrive_drop"):
         drop, expect = form == "arrive_drop", ins.has("expect_tx")
+        no_complete = ins.has("noComplete")
 
         def arrive(p: Protocol, k: Key, ln: int, w: Who, v: list[int]) -> int:
             if expect:
                 p.expect_tx(k, v[0], w)
             count = 1 if expect or not v else v[0]
+            b = p.get(k, w)
+            if no_complete and count >= b.pending and not b.tx:
+                p.misuse(w, f"arrive.noComplete completes phase {b.phase} of {b.name}")
             return p.arrive(k, w, ln, count, drop)
 
         return Op("arrive", _each(key, site, arrive, rest, dst), _keys(key))
