@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -109,7 +109,6 @@ class Protocol:
                 f"mbarrier operation on {self.names(key[1])} of CTA {cta}, which was never "
                 "initialised (mbarrier.init) or was invalidated",
             )
-        assert b is not None
         return b
 
     def arrive(self, key: Key, who: Who, lane: int = -1, count: int = 1,
@@ -238,7 +237,7 @@ class Protocol:
         file, line, col = who.site
         return ProtocolError(kind, message, file, line, col, details, path)
 
-    def misuse(self, who: Who, message: str) -> None:
+    def misuse(self, who: Who, message: str) -> NoReturn:
         raise ProtocolFound(self.error("misuse", message, who, (f"at: {who}",)))
 
     def deadlock(self, lanes: list[int]) -> ProtocolFound:
