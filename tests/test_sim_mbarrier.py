@@ -20,6 +20,7 @@ from gpurace.cli import main
 from gpurace.instrument.ptx.compile import compile_cuda
 from gpurace.sim import protosearch
 from gpurace.sim.scheduler import Simulator
+from tests.test_sarif import validate_report, validate_sarif
 
 CORPUS = Path(__file__).parent / "corpus" / "mbarrier"
 
@@ -185,7 +186,9 @@ def _check(name: str, tmp_path: Path, *extra: str) -> tuple[int, str, dict]:
     kernel, launch = CORPUS / f"{name}.cu", CORPUS / f"{name}.toml"
     args = ["check", str(kernel), "--launch", str(launch), "--json", str(out), *extra]
     result = CliRunner().invoke(main, args)
-    return result.exit_code, result.output, json.loads(out.read_text())
+    doc = json.loads(out.read_text())
+    validate_report(doc)  # docs/gpurace-report.schema.json, protocol errors included
+    return result.exit_code, result.output, doc
 
 
 def test_cross_cta_overtaking_through_gpurace_check(tmp_path: Path) -> None:
@@ -251,7 +254,9 @@ def test_arrival_count_mismatch_through_gpurace_check(tmp_path: Path) -> None:
         f"{CORPUS / 'count_mismatch.cu'}: an mbarrier protocol error at line 26: the launch "
         "stopped there, what the kernel would have done after it is not checked"
     ]
-    sarif = json.loads((tmp_path / "r.sarif").read_text())["runs"][0]
+    log = json.loads((tmp_path / "r.sarif").read_text())
+    validate_sarif(log)
+    sarif = log["runs"][0]
     (result,) = [r for r in sarif["results"] if r["ruleId"] == "gpurace/mbarrier-protocol"]
     rule = sarif["tool"]["driver"]["rules"][result["ruleIndex"]]
     assert rule["id"] == "gpurace/mbarrier-protocol"
