@@ -257,6 +257,7 @@ def launch(
     prefilter: Prefilter | None = None,
     timeout: float | None = None,
     schedule_seed: int = 0,
+    cluster: tuple[int, int, int] | None = None,
     initcheck: tuple[list[int], list[int]] | None = None,
 ) -> CudaLaunchResult:
     """Run `kernel` of `ptx` once, as `opencl_backend.launch` does: `args[i]` is a
@@ -266,13 +267,15 @@ def launch(
     `prefilter` the run builds or filters with its shadow (its mode), without it every
     access in the range is logged. On the sim device, a launch that stopped at an
     instruction the simulator does not execute says which in `stopped`, and
-    `schedule_seed` picks its warp order (gpurace/sim/schedule.py). `initcheck`
+    `schedule_seed` picks its warp order (gpurace/sim/schedule.py) and `cluster` its
+    launch-time cluster shape (docs/protocols.md). `initcheck`
     (each tracked variable's bytes and written-shadows: `abi.place_written`) gives the
     checked variables their shadows, cleared, after the event slots (docs/memcheck.md)."""
     cp = array_api(device)
     fn = load_module(device, ptx).get_function(kernel)
     if hasattr(fn, "seed"):  # the sim device's kernel: the order of this launch
         fn.seed = schedule_seed
+        fn.cluster = cluster
     dev_arrays: dict[int, object] = {}
     kargs: list[object] = []
     with device:

@@ -327,3 +327,44 @@ def test_an_arrive_nocomplete_that_completes_the_phase_is_a_misuse() -> None:
         KERNEL + 6,
         "arrive.noComplete completes phase 0 of a",
     )
+
+
+def _rounds_without_cluster_dims(tmp_path: Path, cluster: str) -> tuple[Path, Path]:
+    """rounds_overtaken.cu without its __cluster_dims__ (lines unchanged), and its
+    launch file with `cluster` (a TOML line, or "")."""
+    src = (CORPUS / "rounds_overtaken.cu").read_text()
+    kernel = tmp_path / "rounds.cu"
+    kernel.write_text(src.replace("__cluster_dims__(2, 1, 1) ", ""))
+    launch = tmp_path / "rounds.toml"
+    toml = (CORPUS / "rounds_overtaken.toml").read_text()
+    launch.write_text(toml.replace("block = [32]\n", f"block = [32]\n{cluster}\n"))
+    return kernel, launch
+
+
+def test_a_launch_file_cluster_runs_the_blocks_as_one_cluster(tmp_path: Path) -> None:
+    """cluster = [2] gives the kernel without __cluster_dims__ the same two-block
+    cluster, and the same counterexample; without it each block is its own cluster
+    (rank 0: both wait on their own `full`, nobody arrives)."""
+    for cluster, kind in (("cluster = [2]", "phase-overtaken"), ("", "wait-never-completes")):
+        kernel, launch = _rounds_without_cluster_dims(tmp_path, cluster)
+        out = tmp_path / "r.json"
+        args = ["check", str(kernel), "--launch", str(launch), "--json", str(out)]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1, result.output
+        (e,) = json.loads(out.read_text())["protocol"]
+        assert e["kind"] == kind
+    assert e["details"][:3] == [
+        "barrier: full, owned by CTA 0, one arrival per phase; phase 0 has 0 of 1 arrivals",
+        "barrier: full, owned by CTA 1, one arrival per phase; phase 0 has 0 of 1 arrivals",
+        "waiter: CTA 0, thread 0, line 32: waits for phase 0 of full",
+    ]
+
+
+def test_a_cluster_that_does_not_divide_the_grid_is_an_error_at_its_line(tmp_path) -> None:
+    kernel, launch = _rounds_without_cluster_dims(tmp_path, "cluster = [3]")
+    result = CliRunner().invoke(main, ["check", str(kernel), "--launch", str(launch)])
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"{launch}:6: error: grid [2, 1, 1] is not a whole number of clusters [3, 1, 1]: "
+        "each grid size must be a multiple of the cluster's"
+    )

@@ -240,8 +240,10 @@ class Protocol:
     def misuse(self, who: Who, message: str) -> NoReturn:
         raise ProtocolFound(self.error("misuse", message, who, (f"at: {who}",)))
 
-    def deadlock(self, lanes: list[int]) -> ProtocolFound:
-        """The error for waits no running thread can complete (`lanes`: blocked)."""
+    def deadlock(self, lanes: list[int], circular: bool) -> ProtocolFound:
+        """The error for waits no running thread can complete (`lanes`: blocked;
+        `circular`: every waiter's code goes on to an arrival, so they wait for each
+        other's arrivals)."""
         waits = [self.blocked[lane] for lane in lanes if lane in self.blocked]
         details: list[tuple[int, int, int, str]] = []  # (cta, thread, line, what), grouped
         barriers: list[Key] = []
@@ -266,10 +268,9 @@ class Protocol:
             details.append((who.cta, who.thread, who.site[1],
                             f"waits for phase {b.phase} of {b.name}"))  # fmt: skip
         lines = head + [f"waiter: {x}" for x in grouped(details)]
-        circular = len(barriers) > 1
         message = (
             "circular wait: mbarrier waits that can never complete, each for arrivals "
-            "that threads waiting at another would make"
+            "that only the waiting threads would make after their waits"
             if circular
             else "mbarrier wait that can never complete: the phase's arrivals never come"
         )

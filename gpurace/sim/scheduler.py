@@ -61,6 +61,7 @@ class Simulator:
         self._current: Program | None = None
         self._order: Order | None = None
         self._choices = Choices()
+        self._cluster = (1, 1, 1)  # the launch's cluster shape
         self._proto: Protocol | None = None
         self._searched: dict[tuple, Searched] = {}  # (kernel, grid, block, shared) -> search
 
@@ -81,12 +82,18 @@ class Simulator:
         shared_bytes: int = 0,
         timeout: float | None = None,
         seed: int = 0,
+        cluster: tuple[int, int, int] | None = None,
     ) -> Launch:
         """Run `kernel` over `grid` x `block`; `args` are the parameters' raw bits
         (pointers from `mem.register`/`mem.alloc`). Returns what the launch did; an
         instruction it cannot execute stops it (`Launch.stopped` says which). `seed`
-        0 runs the min-PC order, another the seeded warp order of that seed."""
+        0 runs the min-PC order, another the seeded warp order of that seed. `cluster`:
+        the launch's cluster shape, where the kernel declares none (`__cluster_dims__`)."""
         prog = self.program(kernel)
+        if cluster is not None and prog.cluster not in ((1, 1, 1), cluster):
+            raise SimError(f"a launch with clusters {list(cluster)} of kernel '{kernel}', "
+                           f"whose __cluster_dims__ are {list(prog.cluster)}")  # fmt: skip
+        self._cluster = cluster or prog.cluster
         fn = next(f for f in self.mod.functions if f.name == kernel)
         if len(args) != len(fn.params):
             raise SimError(f"kernel '{kernel}' takes {len(fn.params)} arguments, not {len(args)}")
@@ -103,7 +110,7 @@ class Simulator:
         self._order = None  # the search's orders are min-PC between protocol operations
         if timeout is not None:
             run.hang_after, run.deadline = timeout, time.monotonic() + timeout
-        shape = (kernel, grid, block, int(shared_bytes))
+        shape = (kernel, grid, block, int(shared_bytes), self._cluster)
         if prog.has_protocol and shape not in self._searched:
             self._searched[shape] = self._search(prog, params, grid, block, shared_bytes, run)
             if timeout is not None:  # the default run gets its own time
@@ -135,7 +142,7 @@ class Simulator:
         local = (prog.local_bytes + (LOCAL_STACK if prog.local_bytes else 0) + 15) // 16 * 16
         per = prod(block)
         nblocks = prod(grid)
-        cluster = prog.cluster
+        cluster = self._cluster
         if any(g % c for g, c in zip(grid, cluster, strict=True)):
             raise SimError(f"grid {list(grid)} is not a whole number of clusters {list(cluster)}")
         # blocks run in linear order; a cluster's blocks must share a batch
@@ -445,7 +452,9 @@ class Simulator:
                 state[tests] = _RUN
                 pcs[tests] += 1
                 return
-            raise self._proto.deadlock(lanes[blocked].tolist())
+            code = frame.fn.code
+            circular = all(_reaches_arrival(code, int(p)) for p in np.unique(pcs[blocked]))
+            raise self._proto.deadlock(lanes[blocked].tolist(), circular)
         where = sorted({frame.fn.code[int(pc)].line for pc in np.unique(waits[0, waiting])})
         raise SimError(
             f"hang: threads wait at the barriers of PTX lines {where} that other threads of "
@@ -475,3 +484,23 @@ class Simulator:
 def _op(c: Code) -> Op:
     assert c.proto is not None
     return c.proto
+
+
+def _reaches_arrival(code: list[Code], start: int) -> bool:
+    """Whether the code after the wait at `start` can reach an arrival (a protocol
+    operation that arrives), following branches: a thread that waits there would
+    arrive after its wait."""
+    seen, todo = {start}, [start + 1]
+    while todo:
+        p = todo.pop()
+        if p in seen or p >= len(code):
+            continue
+        seen.add(p)
+        c = code[p]
+        if c.kind == "proto" and _op(c).kind == "arrive":
+            return True
+        if c.kind == "bra":
+            todo.append(c.target)
+        if c.kind not in ("bra", "ret", "exit") or c.guard is not None:
+            todo.append(p + 1)
+    return False
