@@ -156,23 +156,33 @@ class Batch:
             "%lanemask_gt": 0xFFFFFFFF ^ ((2 << (lin % 32)) - 1),
             "%lanemask_ge": 0xFFFFFFFF ^ ((1 << (lin % 32)) - 1),
         }  # fmt: skip
-        for k, axis in enumerate("xyz"):  # clusters: consecutive blocks along each axis
-            b = (bx, by, bz)[k]
-            s[f"%cluster_ctaid.{axis}"] = b % cluster[k]
-            s[f"%cluster_nctaid.{axis}"] = cluster[k]
-            s[f"%clusterid.{axis}"] = b // cluster[k]
-            s[f"%nclusterid.{axis}"] = grid[k] // cluster[k]
-        s["%cluster_ctarank"] = (s["%cluster_ctaid.x"] + cluster[0] * (s["%cluster_ctaid.y"]
-                                 + cluster[1] * s["%cluster_ctaid.z"]))  # fmt: skip
-        s["%cluster_nctarank"] = prod(cluster)
-        s["%is_explicit_cluster"] = int(prod(cluster) > 1)
         self._special = {k: np.broadcast_to(np.asarray(v, np.int64), (self.lanes,)).astype(U64)
                          for k, v in s.items()}  # fmt: skip
+        self._ids, self._grid, self._cluster = (bx, by, bz), grid, cluster
+
+    def _cluster_special(self, name: str) -> np.ndarray:
+        """A cluster's special register (clusters: consecutive blocks along each
+        axis), made when a kernel first reads it."""
+        cl = self._cluster
+        k = "xyz".index(name[-1]) if name[-2] == "." else 0
+        b = self._ids[k]
+        rank = [i % c for i, c in zip(self._ids, cl, strict=True)]
+        values = {
+            "%cluster_ctaid": rank[k], "%cluster_nctaid": cl[k], "%clusterid": b // cl[k],
+            "%nclusterid": self._grid[k] // cl[k],
+            "%cluster_ctarank": rank[0] + cl[0] * (rank[1] + cl[1] * rank[2]),
+            "%cluster_nctarank": prod(cl), "%is_explicit_cluster": int(prod(cl) > 1),
+        }  # fmt: skip
+        v = values[name.split(".")[0]]
+        out = np.broadcast_to(np.asarray(v, np.int64), (self.lanes,)).astype(U64)
+        self._special[name] = out
+        return out
 
     def special(self, name: str, fr: Frame) -> np.ndarray:
         if name.startswith(("%clock", "%globaltimer")):  # a counter that only grows
             return np.full(self.lanes, U64(self.steps * 4), U64)
-        return self._special[name]
+        found = self._special.get(name)
+        return self._cluster_special(name) if found is None else found
 
 
 class Program:
