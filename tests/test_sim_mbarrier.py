@@ -176,7 +176,7 @@ def test_the_correct_pipeline_runs_every_order_and_computes_its_output() -> None
     assert out.tolist() == (2 * np.arange(128)).tolist()
     assert "protocol" not in run.extra
     assert run.extra["protocol_search"] == (
-        "mbarrier protocol: 7 orders of its operations searched, every order with up to 2 "
+        "mbarrier protocol: 15 orders of its operations searched, every order with up to 2 "
         "delayed operations"
     )
 
@@ -209,11 +209,12 @@ def test_cross_cta_overtaking_through_gpurace_check(tmp_path: Path) -> None:
         "CTA 0, thread 0, line 26: init full (count 1)",
         "CTA 1, thread 0, line 30: arrive on full (completes phase 0)",
         "CTA 1, thread 0, line 30: arrive on full (completes phase 1)",
+        "CTA 1, thread 0, line 30: arrive on full (completes phase 2)",
         "CTA 0, thread 0, line 32: wait on full parity 0",
     ]
     assert doc["summary"]["protocol"] == 1 and doc["exit_code"] == 1
     assert doc["scope"]["protocol_search"] == (
-        "mbarrier protocol: 9 orders of its operations searched, stopped at the first "
+        "mbarrier protocol: 2 orders of its operations searched, stopped at the first "
         "protocol error"
     )
     assert (
@@ -229,7 +230,7 @@ def test_the_fixed_rounds_are_clean_in_every_order_searched(tmp_path: Path) -> N
     assert code == 0, text
     assert doc["protocol"] == [] and doc["scope"]["complete"]
     assert doc["scope"]["protocol_search"] == (
-        "mbarrier protocol: 37 orders of its operations searched, every order with up to 2 "
+        "mbarrier protocol: 42 orders of its operations searched, every order with up to 2 "
         "delayed operations"
     )
 
@@ -368,3 +369,23 @@ def test_a_cluster_that_does_not_divide_the_grid_is_an_error_at_its_line(tmp_pat
         f"{launch}:6: error: grid [2, 1, 1] is not a whole number of clusters [3, 1, 1]: "
         "each grid size must be a multiple of the cluster's"
     )
+
+
+def test_a_producer_that_never_waits_on_empty_is_found_in_the_pipeline(tmp_path) -> None:
+    """pipeline_clean without the producer's wait on `empty`: the search delays the
+    consumer warp until the producer has refilled stage 0 (full[0]'s phase 1): the
+    consumer's wait for phase 0 was overtaken."""
+    code, text, doc = _check("pipeline_overtaken", tmp_path, "--tool", "memcheck")
+    assert code == 1, text
+    (e,) = doc["protocol"]
+    assert (e["kind"], e["location"]["line"], e["location"]["col"]) == ("phase-overtaken", 31, 7)
+    assert e["details"] == [
+        "barrier: full, owned by CTA 0, 32 arrivals per phase",
+        "producer: CTA 0, thread 31, line 29, arrival for phase 1",
+        "consumer: CTA 0, thread 32, line 31, phase 0 not yet observed",
+    ]
+    assert e["path"][-3:] == [
+        "CTA 0, threads 0-30, line 29: arrive on full+8",
+        "CTA 0, thread 31, line 29: arrive on full+8 (completes phase 1)",
+        "CTA 0, thread 32, line 31: wait on full parity 0",
+    ]

@@ -306,11 +306,8 @@ class Op:
     """A compiled protocol instruction: `wait` ops may block (run returns, per lane
     of `g`, whether it must wait), the others return None."""
 
-    kind: str  # "wait", "cluster-wait", "arrive", "other"
+    kind: str  # "wait", "cluster-wait", "arrive", "cluster-arrive", "other"
     run: Callable[[Any, np.ndarray, Protocol], np.ndarray | None]
-    # the barriers the lanes `g` name (computed without running it): where a wait and
-    # an arrival name none in common, their order decides nothing
-    keys: Callable[[Any, np.ndarray], set]
 
 
 def who_of(fr: Any, g: np.ndarray, proto: Protocol, site: Site) -> list[Who]:
@@ -334,7 +331,7 @@ def compile_protocol(ins: Instr, dec: Decoder, site: Site) -> Op | None:
                     proto.arrive(k, w, lane)
             return None
 
-        return Op("arrive", cp_arrive, _keys(key))
+        return Op("arrive", cp_arrive)
     if ins.op != "mbarrier":
         return None
     form = ins.parts[1]
@@ -349,17 +346,17 @@ def compile_protocol(ins: Instr, dec: Decoder, site: Site) -> Op | None:
     dst = dec.writer(ops[0]) if at == 1 else None
     if form == "init":
         init = _each(key, site, lambda p, k, ln, w, v: p.init(k, int(v[0]), w), rest)
-        return Op("other", init, _keys(key))
+        return Op("other", init)
     if form == "inval":
         inval = _each(key, site, lambda p, k, ln, w, v: p.inval(k, w), rest)
-        return Op("other", inval, _keys(key))
+        return Op("other", inval)
     if form in ("expect_tx", "complete_tx"):
 
         def tx(p: Protocol, k: Key, ln: int, w: Who, v: list[int]) -> None:
             (p.expect_tx if form == "expect_tx" else p.complete_tx)(k, v[0], w)
 
         kind = "arrive" if form == "complete_tx" else "other"
-        return Op(kind, _each(key, site, tx, rest), _keys(key))
+        return Op(kind, _each(key, site, tx, rest))
     if form in ("arrive", "arrive_drop"):
         drop, expect = form == "arrive_drop", ins.has("expect_tx")
         no_complete = ins.has("noComplete")
@@ -373,7 +370,7 @@ def compile_protocol(ins: Instr, dec: Decoder, site: Site) -> Op | None:
                 p.misuse(w, f"arrive.noComplete completes phase {b.phase} of {b.name}")
             return p.arrive(k, w, ln, count, drop)
 
-        return Op("arrive", _each(key, site, arrive, rest, dst), _keys(key))
+        return Op("arrive", _each(key, site, arrive, rest, dst))
     if form in ("test_wait", "try_wait"):
         parity = ins.has("parity")
 
@@ -382,7 +379,7 @@ def compile_protocol(ins: Instr, dec: Decoder, site: Site) -> Op | None:
                 return int(p.wait_parity(k, v[0] & 1, ln, w))
             return int(p.wait_token(k, v[0], ln, w))
 
-        return Op("wait", _each(key, site, wait, rest[:1], dst, blocks=True), _keys(key))
+        return Op("wait", _each(key, site, wait, rest[:1], dst, blocks=True))
     raise SimUnsupported(ins.opcode)
 
 
@@ -438,21 +435,13 @@ def _cluster_op(ins: Instr, site: Site) -> Op:
             proto.cluster_arrive(g, fr.batch.mem.block_of[g])
             return None
 
-        return Op("arrive", arrive, _cluster_keys)
+        return Op("cluster-arrive", arrive)
 
     def wait(fr: Any, g: np.ndarray, proto: Protocol) -> np.ndarray:
         slots = fr.batch.mem.block_of[g]
         return ~proto.cluster_done(g, slots, who_of(fr, g, proto, site))
 
-    return Op("cluster-wait", wait, _cluster_keys)
-
-
-def _cluster_keys(fr: Any, g: np.ndarray) -> set:
-    return {("cluster", int(s) // fr.batch.mem.cluster) for s in set(fr.batch.mem.block_of[g])}
-
-
-def _keys(key: Callable[[Any, np.ndarray], list]) -> Callable[[Any, np.ndarray], set]:
-    return lambda fr, g: {k for k, _ in key(fr, g)}
+    return Op("cluster-wait", wait)
 
 
 def compile_mapa(ins: Instr, dec: Decoder) -> Callable[[Any, np.ndarray], None] | None:

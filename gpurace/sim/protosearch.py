@@ -6,10 +6,11 @@ scheduler asks `Choices.pick`. The default choice (0) runs the groups that do no
 arrive (waits, inits) before those that arrive, so every waiter is waiting when a
 phase completes: the delay-free order of a GPU, in which a producer that never waits
 for its consumer is not caught. `search` re-runs the launch under every order that
-deviates from that default at up to `DELAYS` choice points (each deviation delays
-the groups ranked before the one it picks: a waiter, so a producer runs ahead), at
-most `ORDERS` orders, breadth-first by the number of deviations, and returns the
-first protocol error one of them found.
+deviates from that default at up to `DELAYS` choice points (a deviation runs one of
+the ready arrivals first and keeps the waits that were ready delayed until nothing
+else can run: a consumer that falls behind, so a producer runs ahead), at most
+`ORDERS` orders, breadth-first by the number of deviations, and returns the first
+protocol error one of them found.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Choices:
     def __init__(self, prefix: list[int] | None = None) -> None:
         self.prefix = prefix or []
         self.options: list[int] = []
+        self.delayed: set[tuple[int, int]] = set()  # (pc, warp) of the waits delayed
 
     def pick(self, n: int) -> int:
         k = len(self.options)

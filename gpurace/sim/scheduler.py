@@ -372,19 +372,24 @@ class Simulator:
             return self._wake(frame, lanes, pc, state)
         code, batch = frame.fn.code, frame.batch
         warp = batch.mem.block_of[lanes[parked]] * 65536 + batch.lin[lanes[parked]] // 32
-        rank = {"wait": 0, "cluster-wait": 0, "other": 0, "arrive": 1}
+        # cluster barriers are no choice: they order whole clusters, not a protocol
+        rank = {"wait": 0, "cluster-wait": 0, "other": 0, "cluster-arrive": 0, "arrive": 1}
         groups = sorted({(rank[_op(code[int(pc[i])]).kind], int(pc[i]), int(w))
                          for i, w in zip(parked.tolist(), warp.tolist(), strict=True)})  # fmt: skip
-        # the choice: the default (the first wait or init), or an arrival on a barrier a
-        # ready wait names, run before the waits (which commute among themselves, as do
-        # arrivals on different barriers: other orders decide nothing the checks see)
-        options = groups[:1]
-        if groups[0][0] != groups[-1][0]:
-            keys = [_op(code[q]).keys(frame, lanes[parked[(pc[parked] == q) & (warp == v)]])
-                    for _, q, v in groups]  # fmt: skip
-            waiting = set().union(*(k for k, g in zip(keys, groups, strict=True) if not g[0]))
-            options += [g for k, g in zip(keys, groups, strict=True) if g[0] and k & waiting]
-        _, p, w = options[self._choices.pick(len(options)) if len(options) > 1 else 0]
+        # the choice, where waits (or inits) and arrivals are ready together: the default
+        # (the first wait), or one of the arrivals, and then the waits ready now are
+        # delayed until nothing else can run (waits commute among themselves: their
+        # orders decide nothing the checks see)
+        delayed = self._choices.delayed
+        ready = [g for g in groups if g[1:] not in delayed] or groups
+        options = ready[:1]
+        if ready[0][0] != ready[-1][0]:
+            options += [g for g in ready if g[0]]
+        k = self._choices.pick(len(options)) if len(options) > 1 else 0
+        if k:
+            delayed |= {g[1:] for g in ready if not g[0]}
+        _, p, w = options[k]
+        delayed.discard((p, w))
         act = parked[(pc[parked] == p) & (warp == w)]
         c = code[p]
         take = act if c.guard is None else act[c.guard(frame, lanes[act])]
@@ -399,7 +404,7 @@ class Simulator:
                                          f"(.func), PTX line {c.line}")  # fmt: skip
                 state[take[must]] = _BLOCK
                 pc[take[must]] -= 1
-        if _op(c).kind == "arrive":
+        if _op(c).kind in ("arrive", "cluster-arrive"):
             self._wake(frame, lanes, pc, state)
         return True
 
