@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from gpurace.model import GpuraceError
+from gpurace.model import GpuraceError, ProtocolError
 
 # Bytes allocated after each buffer of an instrumented launch (OpenCL, CUDA and sim;
 # docs/memcheck.md): an access that runs up to this far past a buffer's end lands in
@@ -35,6 +35,10 @@ class LaunchResult:
     oob: np.ndarray | None = None
     # the uninitialised-read area (abi.UNINIT_*; docs/memcheck.md, initcheck)
     uninit: np.ndarray | None = None
+    # sim: the mbarrier protocol errors found, and what the protocol search covered
+    # (docs/protocols.md)
+    protocol: list[ProtocolError] = field(default_factory=list)
+    protocol_search: str = ""
 
 
 class Described(Protocol):

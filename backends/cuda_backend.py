@@ -64,7 +64,14 @@ from gpurace.backends.prefilter import (
     shadow_words,
 )
 from gpurace.launch.cuda import CudaLaunch, scalar_bytes
-from gpurace.model import RECORD_WORDS, Binding, DeviceHang, GpuraceError, Instrumented, Space
+from gpurace.model import (
+    RECORD_WORDS,
+    Binding,
+    DeviceHang,
+    GpuraceError,
+    Instrumented,
+    Space,
+)
 from gpurace.options import Options
 
 ANALYSIS_BLOCK = 64
@@ -253,6 +260,7 @@ def launch(
     prefilter: Prefilter | None = None,
     timeout: float | None = None,
     schedule_seed: int = 0,
+    cluster: tuple[int, int, int] | None = None,
     initcheck: tuple[list[int], list[int]] | None = None,
 ) -> CudaLaunchResult:
     """Run `kernel` of `ptx` once, as `opencl_backend.launch` does: `args[i]` is a
@@ -262,13 +270,15 @@ def launch(
     `prefilter` the run builds or filters with its shadow (its mode), without it every
     access in the range is logged. On the sim device, a launch that stopped at an
     instruction the simulator does not execute says which in `stopped`, and
-    `schedule_seed` picks its warp order (gpurace/sim/schedule.py). `initcheck`
+    `schedule_seed` picks its warp order (gpurace/sim/schedule.py) and `cluster` its
+    launch-time cluster shape (docs/protocols.md). `initcheck`
     (each tracked variable's bytes and written-shadows: `abi.place_written`) gives the
     checked variables their shadows, cleared, after the event slots (docs/memcheck.md)."""
     cp = array_api(device)
     fn = load_module(device, ptx).get_function(kernel)
     if hasattr(fn, "seed"):  # the sim device's kernel: the order of this launch
         fn.seed = schedule_seed
+        fn.cluster = cluster
     dev_arrays: dict[int, object] = {}
     kargs: list[object] = []
     with device:
@@ -327,6 +337,8 @@ def launch(
         wait_for(stop, kernel, path, timeout)
         result = CudaLaunchResult({}, log, 0, log_capacity)
         result.stopped = getattr(fn, "stopped", "")
+        result.protocol = list(getattr(fn, "protocol", []))
+        result.protocol_search = getattr(fn, "protocol_search", "")
         result.seconds = cp.cuda.get_elapsed_time(start, stop) / 1e3
         for b in params:
             if b.binding in dev_arrays:

@@ -191,6 +191,8 @@ def filtered_run(
                     loops_cut=built.loops_cut,
                     oob=built.oob,
                     uninit=built.uninit,
+                    protocol=built.protocol,
+                    protocol_search=built.protocol_search,
                 )
             if lo == 0 and hi >= events_end and capacity >= built.requested:
                 return built

@@ -19,7 +19,16 @@ from gpurace.instrument.wgsl.loops import cut_lines
 from gpurace.interfaces import Backend, RunFn, Target
 from gpurace.launch import LaunchSpec, load_launch
 from gpurace.launch.sim import load_sim
-from gpurace.model import RECORD_WORDS, Binding, GpuraceError, Instrumented, Race, Report, Scope
+from gpurace.model import (
+    RECORD_WORDS,
+    Binding,
+    GpuraceError,
+    Instrumented,
+    ProtocolError,
+    Race,
+    Report,
+    Scope,
+)
 from gpurace.options import Options
 from gpurace.registry import language_of
 from gpurace.target import FULL_RANGE, linear_layout
@@ -261,6 +270,8 @@ def _check_once(
     oob_area = None  # every run counts every out-of-bounds access: any one will do
     uninit_area = None  # and every uninitialised read
     tools = opts.tools
+    protocol: list[ProtocolError] = []  # sim: mbarrier protocol errors (docs/protocols.md)
+    search = ""
     if "race" not in tools:  # no race analysis: one run that logs nothing (lo = hi)
         pending = [(0, 0, 0)]
     say(f"launching instrumented '{t.kernel}' on {t.device}")
@@ -268,6 +279,8 @@ def _check_once(
         lo, hi, guess = pending.pop(0)
         capacity = min(t.max_records, max(MIN_LOG_RECORDS, guess))
         result = t.run(lo, hi, capacity)
+        protocol += [e for e in getattr(result, "protocol", []) if e not in protocol]
+        search = getattr(result, "protocol_search", "") or search
         if "race" not in tools:
             oob_area, uninit_area = result.oob, result.uninit
             unattributed, copies, loops_cut = result.unattributed, result.copies, result.loops_cut
@@ -339,6 +352,7 @@ def _check_once(
         device_bytes=peak,
         passes=len(parts),
         schedule_seed=opts.schedule_seed,
+        protocol_search=search,
     )
     return Report(
         kernel=t.kernel,
@@ -356,6 +370,7 @@ def _check_once(
         out_of_bounds=out_of_bounds if "memcheck" in tools else [],
         uninitialised=uninitialised if "initcheck" in tools else [],
         tools=tools,
+        protocol=protocol,
     )
 
 

@@ -254,6 +254,28 @@ class OutOfBounds:
         return (int(self.cls), self.site, int(self.kind), self.var, 0)
 
 
+@dataclass(frozen=True)
+class ProtocolError:
+    """An mbarrier protocol error the sim device found (docs/protocols.md): a wait
+    that can never complete, a barrier phase completed again before a waiter observed
+    it, or a misuse (an arrival on a barrier never initialised). `details` are the
+    diagnostic's lines (barrier, producer, consumer), `path` the order of the
+    protocol operations that led there."""
+
+    kind: str  # "wait-never-completes" | "phase-overtaken" | "misuse"
+    message: str
+    file: str
+    line: int
+    col: int
+    details: tuple[str, ...] = ()
+    path: tuple[str, ...] = ()
+
+    @property
+    def error_key(self) -> tuple:
+        """What one error is, whatever the order that showed it (not its path)."""
+        return (self.kind, self.message, self.file, self.line, self.col, self.details)
+
+
 @dataclass
 class Scope:
     """What a check covered: the explicit-scope statement of design.md §2."""
@@ -269,6 +291,9 @@ class Scope:
     passes: int = 1  # address-range passes the launch was split into (each re-runs it)
     schedules: int = 1  # warp orders the launch ran in (sim: gpurace/schedules.py)
     schedule_seed: int = 0  # the first order's seed (0: sim's min-PC order)
+    # sim, kernels with mbarriers: the orders of protocol operations searched and the
+    # search's bound (docs/protocols.md); "" when there was no search
+    protocol_search: str = ""
 
     @property
     def complete(self) -> bool:
@@ -309,6 +334,8 @@ class Report:
     uninitialised: list[OutOfBounds] = field(default_factory=list)
     # the check classes selected (--tool): the others are neither found nor reported
     tools: tuple[str, ...] = TOOLS
+    # sim: mbarrier protocol errors (docs/protocols.md), never suppressed
+    protocol: list[ProtocolError] = field(default_factory=list)
 
     @property
     def active(self) -> list[Race]:
@@ -337,7 +364,7 @@ class Report:
     def exit_code(self) -> int:
         """0 clean and complete, 1 races or out-of-bounds accesses found, 2 incomplete
         (design.md §3)."""
-        if self.errors or self.oob_errors or self.uninit_errors:
+        if self.errors or self.oob_errors or self.uninit_errors or self.protocol:
             return 1
         return 0 if self.scope.complete else 2
 

@@ -5,7 +5,7 @@ order (gpurace/sim/schedule.py). A check with ``schedules`` N runs the whole che
 (every pass) once per seed, ``schedule_seed`` to ``schedule_seed + N - 1``, and
 reports the union: every race any order showed (its example and counts from the
 first order that showed it), every out-of-bounds access and uninitialised read,
-every note. Race verdicts
+every mbarrier protocol error, every note. Race verdicts
 come from the log, which records every access whatever the order, so for most
 kernels the orders agree; the orders matter for kernels whose accesses depend on
 the order (a racy value deciding an address or a loop) and for hangs, which are
@@ -15,9 +15,9 @@ reported with the seed that hung, so that ``--schedule-seed`` can repeat it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-from gpurace.model import DeviceHang, GpuraceError, Report
+from gpurace.model import DeviceHang, GpuraceError, ProtocolError, Report
 from gpurace.options import Options
 
 _NAMES = {"wgsl": "WGSL", "opencl": "OpenCL"}
@@ -91,4 +91,14 @@ def merge(reports: list[Report], options: Options) -> Report:
         uninitialised=sorted(uninit.values(), key=lambda u: u.key),
         instances=instances,
         scope=scope,
+        protocol=_first_each(e for rep in reports for e in rep.protocol),
     )
+
+
+def _first_each(errors: Iterable[ProtocolError]) -> list[ProtocolError]:
+    """One protocol error per kind and place (the orders' paths to it differ): the
+    first order's."""
+    seen: dict[tuple, ProtocolError] = {}
+    for e in errors:
+        seen.setdefault(e.error_key, e)
+    return list(seen.values())

@@ -309,6 +309,7 @@ def test_json_fields() -> None:
         "suppressed": 0,
         "out_of_bounds": 0,
         "uninitialised": 0,
+        "protocol": 0,
     }
     assert doc["exit_code"] == 1
     r = doc["races"][0]
@@ -350,6 +351,7 @@ def test_json_fields() -> None:
         "device_bytes": 0,
         "schedules": 1,
         "schedule_seed": 0,
+        "protocol_search": "",
         "complete": True,
         "incomplete_reasons": [],
     }

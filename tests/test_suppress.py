@@ -55,6 +55,7 @@ def test_site_pair_in_either_order_suppresses_one_race(tmp_path: Path) -> None:
         "suppressed": 1,
         "out_of_bounds": 0,
         "uninitialised": 0,
+        "protocol": 0,
     }
     marked = [(r["a"]["site"]["line"], r["suppressed"]) for r in run.json["races"]]
     assert marked == [

@@ -91,6 +91,13 @@ def target(
             f"--schedules and --schedule-seed choose warp orders on the sim device; on "
             f"'{dev_name}' the order is the device's own (--device sim to run them)"
         )
+    if launch.cluster is not None and not sim_device.is_sim(dev):
+        raise GpuraceError(
+            f"cluster = {list(launch.cluster)} (a launch-time cluster) runs on the sim device; "
+            f"on '{dev_name}' declare the kernel's __cluster_dims__ instead",
+            launch.path,
+            launch.key_lines.get("cluster", 0),
+        )
     if entry is not None:
         launch.entry = entry
     arch = cuda_backend.arch_of(dev)
@@ -113,6 +120,7 @@ def target(
         backend.launch, dev, inst.source, path, kernel, params, args, grid, block,
         launch.shared_bytes, var_bases=bases, var_sizes=sizes, timeout=options.kernel_timeout_s,
         **({"schedule_seed": options.schedule_seed} if options.schedule_seed else {}),
+        **({"cluster": launch.cluster} if launch.cluster else {}),
         initcheck=kernel_shadows(inst, kernel, launch.args, launch.path, sizes, prod(grid))
         if checked else None,
     )  # fmt: skip

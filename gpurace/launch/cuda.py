@@ -45,8 +45,8 @@ CUDA_SCALARS: dict[str, np.dtype] = {
     "u32": np.dtype("<u4"), "f16": np.dtype("<f2"),
 }  # fmt: skip
 _BF16 = ("bf16", "__nv_bfloat16")
-_TOP = ("kernel", "grid", "block", "shared_bytes", "options", "name_expressions", "arg",
-        "uniform_writes", "expect")  # fmt: skip
+_TOP = ("kernel", "grid", "block", "cluster", "shared_bytes", "options", "name_expressions",
+        "arg", "uniform_writes", "expect")  # fmt: skip
 # PTX parameter types -> NumPy dtype of a scalar argument
 PTX_SCALARS = {
     "u8": "<u1", "s8": "<i1", "b8": "<u1", "u16": "<u2", "s16": "<i2", "b16": "<u2",
@@ -100,6 +100,9 @@ class CudaLaunch:
     expect: dict | None = None
     path: str = ""
     key_lines: dict[str, int] = field(default_factory=dict)
+    # blocks per thread-block cluster given at launch (the sim device;
+    # docs/protocols.md); None: the kernel's own __cluster_dims__, or clusters of one
+    cluster: tuple[int, int, int] | None = None
 
     @property
     def workgroups(self) -> tuple[int, int, int]:
@@ -139,6 +142,13 @@ def cuda_launch_from_dict(
     grid = sizes(data, "grid", err, lines, "missing key 'grid', e.g. grid = [4, 1, 1]")
     block = sizes(data, "block", err, lines, "missing key 'block', e.g. block = [64, 1, 1]")
     assert grid is not None and block is not None
+    cluster = sizes(data, "cluster", err, lines)
+    if cluster is not None and any(g % c for g, c in zip(grid, cluster, strict=True)):
+        raise err(
+            f"grid {list(grid)} is not a whole number of clusters {list(cluster)}: "
+            "each grid size must be a multiple of the cluster's",
+            lines.top_key("cluster"),
+        )
     shared = data.get("shared_bytes", 0)
     if not _is_int(shared) or shared < 0:
         raise err(
@@ -167,6 +177,7 @@ def cuda_launch_from_dict(
         expect,
         path,
         lines.key_lines(data, _TOP),
+        cluster,
     )
 
 

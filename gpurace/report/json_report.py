@@ -33,6 +33,7 @@ from .common import (
     view,
     views,
 )
+from .protocol import protocol_json
 from .suppress import Suppressions
 
 #: Bumped on any incompatible change (a removed or renamed field, a changed meaning).
@@ -185,6 +186,7 @@ def to_json(
         "tools": list(report.tools),
         "out_of_bounds": [oob_json(report, o, cwd) for o in oob_views(report)],
         "uninitialised": [oob_json(report, o, cwd) for o in oob_views(report, uninit=True)],
+        "protocol": [protocol_json(e, cwd) for e in report.protocol],
         "summary": {
             "races": len(report.races),
             "errors": len(report.errors),
@@ -192,6 +194,7 @@ def to_json(
             "suppressed": len(report.races) - len(report.active),
             "out_of_bounds": len(report.oob_errors),
             "uninitialised": len(report.uninit_errors),
+            "protocol": len(report.protocol),
         },
         "scope": scope_json(report),
         "suppressions": _suppressions(suppressions, cwd),
@@ -268,6 +271,7 @@ def scope_json(report: Report) -> dict[str, Any]:
         "device_bytes": getattr(s, "device_bytes", 0),
         "schedules": s.schedules,
         "schedule_seed": s.schedule_seed,
+        "protocol_search": s.protocol_search,
         "complete": s.complete,
         "incomplete_reasons": incomplete_reasons(report),
     }

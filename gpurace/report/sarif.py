@@ -51,6 +51,7 @@ from .json_report import (
     tool_version,
     write_text,
 )
+from .protocol import RULE, protocol_results
 from .suppress import Suppressions
 
 SARIF_VERSION = "2.1.0"
@@ -369,6 +370,11 @@ def to_sarif(
         results += [_result(report, v, cwd, seen) for v in views(report)]
         results += [_oob_result(report, v, cwd, any_oob) for v in memcheck_views(report)]
         notes += _scope_notifications(report, cwd)
+    rules = _rules(any_oob, any(r.uninitialised for r in reports))
+    if any(r.protocol for r in reports):  # the mbarrier protocol's rule, after the others
+        rules.append(RULE)
+        for report in reports:
+            results += protocol_results(report, cwd, len(rules) - 1, _physical, FINGERPRINT)
     if suppressions is not None:
         for entry in suppressions.unused:
             notes.append(
@@ -413,7 +419,7 @@ def to_sarif(
                     "driver": {
                         "name": "gpurace",
                         "version": tool_version(),
-                        "rules": _rules(any_oob, any(r.uninitialised for r in reports)),
+                        "rules": rules,
                         "notifications": [
                             {"id": k, "shortDescription": {"text": t}}
                             for k, t in NOTIFICATIONS.items()

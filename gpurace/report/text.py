@@ -38,6 +38,7 @@ from .common import (
     who,
 )
 from .json_report import BatchEntry, batch_counts
+from .protocol import format_protocol
 
 
 def _loc(file: str, line: int, col: int, cwd: str | None) -> str:
@@ -171,6 +172,8 @@ def summary_lines(report: Report) -> list[str]:
     selected says so (docs/memcheck.md)."""
     lines = [summary_line(report)] if "race" in report.tools else []
     lines += filter(None, [oob_summary_line(report), uninit_summary_line(report)])
+    if report.protocol:
+        lines.append(plural(len(report.protocol), "mbarrier protocol error"))
     skipped = [t for t in TOOLS if t not in report.tools]
     if skipped:
         lines.append(f"not checked (--tool): {', '.join(skipped)}")
@@ -238,6 +241,8 @@ def scope_lines(report: Report, cwd: str | None = None) -> list[str]:
         lines += [f"    {x}" for x in s.saturated]
     else:
         lines.append("  saturated: none")
+    if s.protocol_search:
+        lines.append(f"  {s.protocol_search}")
     reasons = incomplete_reasons(report)
     if reasons:
         lines.append(f"result: INCOMPLETE: {'; '.join(reasons)}")
@@ -262,6 +267,7 @@ def format_text(report: Report, cwd: str | None = None, notes: Sequence[str] = (
         for o in memcheck_views(report)
         if o.oob.key not in report.suppressed
     ]
+    blocks += ["\n".join(format_protocol(e, cwd)) for e in report.protocol]
     tail = "\n".join(
         [
             *summary_lines(report),

@@ -71,7 +71,10 @@ class SimKernel:
         self.sim, self.name = sim, name
         self.stopped = ""
         self.lane_steps = 0
+        self.protocol: list = []  # the mbarrier protocol errors of its last launch
+        self.protocol_search = ""  # what the protocol search covered (docs/protocols.md)
         self.seed = 0  # the warp order of its next launch only (gpurace/sim/schedule.py)
+        self.cluster: Dim3 | None = None  # its next launch's cluster shape, if given
 
     def __call__(self, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0) -> None:
         dims = [cast(Dim3, tuple(int(x) for x in (*v, 1, 1, 1)[:3])) for v in (grid, block)]
@@ -80,8 +83,11 @@ class SimKernel:
         bits = [_bits(a, sim) for a in args]
         timeout = Options.from_env().kernel_timeout_s
         seed, self.seed = self.seed, 0  # a later caller that sets none gets seed 0
+        cluster, self.cluster = self.cluster, None
         try:
-            run = sim.launch(self.name, dims[0], dims[1], bits, int(shared_mem), timeout, seed)
+            run = sim.launch(
+                self.name, dims[0], dims[1], bits, int(shared_mem), timeout, seed, cluster
+            )
         except SimError as exc:
             if str(exc).startswith("hang"):  # the error a GPU's hang gives (cuda_backend)
                 cause = watchdog.CUDA_HANG_CAUSE
@@ -90,6 +96,8 @@ class SimKernel:
         finally:
             sim.mem.drop_transient()
         self.stopped, self.lane_steps = run.stopped, run.lane_steps
+        self.protocol = run.extra.get("protocol", [])
+        self.protocol_search = run.extra.get("protocol_search", "")
 
 
 class SimModule:

@@ -16,6 +16,9 @@ barrier id: its arrivals (waits and ``bar.arrive``s, in step order) fill one
 generation of `count` after another, and a waiting thread goes on once the
 generation it arrived in is complete. ``.func`` calls
 run the callee for the calling lanes (its own registers and PCs) to its ``ret``.
+Protocol instructions (``mbarrier.*``, ``barrier.cluster.*``: gpurace/sim/mbarrier.py)
+are ``proto`` code that the scheduler runs one group of lanes at a time, in an order
+it chooses (docs/protocols.md).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from gpurace.instrument.ptx.parse import TYPE_BYTES, Function, Module, parse_ins
 from gpurace.sim.arith import compile_alu
 from gpurace.sim.asynccopy import AsyncCopies
 from gpurace.sim.intrinsics import recognise
+from gpurace.sim.mbarrier import Op, compile_mapa, compile_protocol
 from gpurace.sim.memops import compile_mem
 from gpurace.sim.memory import SHARED_BASE, Memory
 from gpurace.sim.mma import compile_mma
@@ -62,7 +66,7 @@ def _size(t: str, vec: str | None, dims: str) -> int:
 class Code:
     """One decoded instruction."""
 
-    kind: str  # op, bra, ret, exit, call, bar, bad
+    kind: str  # op, bra, ret, exit, call, bar, proto, bad
     line: int
     text: str
     run: Any = None
@@ -71,6 +75,7 @@ class Code:
     call: tuple = ()  # (callee name, return param names, argument param names)
     bar: tuple = ()  # (mode, id reader, count reader, pred reader, dst writer)
     error: str = ""
+    proto: Op | None = None  # kind proto: the mbarrier/cluster-barrier operation
 
 
 @dataclass
@@ -126,7 +131,8 @@ class Batch:
 
     def __init__(self, mem: Memory, blocks: list[tuple[int, int, int]],
                  grid: tuple[int, int, int], block: tuple[int, int, int],
-                 dynamic_shared: int, shared_size: int, local_size: int) -> None:  # fmt: skip
+                 dynamic_shared: int, shared_size: int, local_size: int,
+                 cluster: tuple[int, int, int] = (1, 1, 1)) -> None:  # fmt: skip
         per = prod(block)
         self.mem = mem
         self.lanes = per * len(blocks)
@@ -140,7 +146,9 @@ class Batch:
         self.steps = 0
         self.copies = AsyncCopies(self.lanes)  # cp.async copies in flight
         self.block_start = np.repeat(np.arange(len(blocks)) * per, per)
-        mem.begin_batch(len(blocks), shared_size, [per] * len(blocks), local_size)
+        mem.begin_batch(len(blocks), shared_size, [per] * len(blocks), local_size, prod(cluster))
+        # block slot -> linear CTA id (what protocol errors name)
+        self.slot_cta = np.array([b[0] + grid[0] * (b[1] + grid[1] * b[2]) for b in blocks])
         bx, by, bz = (np.repeat(np.array([b[k] for b in blocks]), per) for k in range(3))
         tx, ty, tz = lin % block[0], (lin // block[0]) % block[1], lin // (block[0] * block[1])
         s: dict[str, Any] = {
@@ -157,11 +165,31 @@ class Batch:
         }  # fmt: skip
         self._special = {k: np.broadcast_to(np.asarray(v, np.int64), (self.lanes,)).astype(U64)
                          for k, v in s.items()}  # fmt: skip
+        self._ids, self._grid, self._cluster = (bx, by, bz), grid, cluster
+
+    def _cluster_special(self, name: str) -> np.ndarray:
+        """A cluster's special register (clusters: consecutive blocks along each
+        axis), made when a kernel first reads it."""
+        cl = self._cluster
+        k = "xyz".index(name[-1]) if name[-2] == "." else 0
+        b = self._ids[k]
+        rank = [i % c for i, c in zip(self._ids, cl, strict=True)]
+        values = {
+            "%cluster_ctaid": rank[k], "%cluster_nctaid": cl[k], "%clusterid": b // cl[k],
+            "%nclusterid": self._grid[k] // cl[k],
+            "%cluster_ctarank": rank[0] + cl[0] * (rank[1] + cl[1] * rank[2]),
+            "%cluster_nctarank": prod(cl), "%is_explicit_cluster": int(prod(cl) > 1),
+        }  # fmt: skip
+        v = values[name.split(".")[0]]
+        out = np.broadcast_to(np.asarray(v, np.int64), (self.lanes,)).astype(U64)
+        self._special[name] = out
+        return out
 
     def special(self, name: str, fr: Frame) -> np.ndarray:
         if name.startswith(("%clock", "%globaltimer")):  # a counter that only grows
             return np.full(self.lanes, U64(self.steps * 4), U64)
-        return self._special[name]
+        found = self._special.get(name)
+        return self._cluster_special(name) if found is None else found
 
 
 class Program:
@@ -169,12 +197,14 @@ class Program:
 
     def __init__(self, mod: Module, entry: Function, globals_: dict[str, int]) -> None:
         self.mod = mod
+        self.entry = entry.name
         self.symbols: dict[str, int] = dict(globals_)
         self._grid_ws = False  # the function being decoded reads %envreg (grid.sync)
         at = SHARED_BASE
         decls = [(s.text, True) for s in entry.body if s.kind == "stmt"]
         decls += [(s.text, False) for s in mod.stmts if s.kind == "stmt" and s.depth == 0]
         dynamic: list[str] = []
+        self.shared_vars: list[tuple[int, str]] = []  # (offset, name), for protocol errors
         for text, _ in decls:
             m = _SHARED_DECL.search(text) if ".shared" in text and "(" not in text else None
             if not m:
@@ -185,13 +215,32 @@ class Program:
                 continue
             at = (at + align - 1) // align * align
             self.symbols[m.group(4)] = at
+            self.shared_vars.append((at, m.group(4)))
             at += _size(m.group(3), m.group(2), m.group(5))
         at = (at + 15) // 16 * 16  # extern (dynamic) shared arrays: after, 16-aligned
         for name in dynamic:
             self.symbols[name] = at
+            self.shared_vars.append((at, name))
         self.static_shared = at
         self.funcs = {f.name: self._decode(f) for f in mod.functions}
         self.local_bytes = sum(f.locals_bytes for f in self.funcs.values())
+        self.has_protocol = any(c.kind == "proto" for f in self.funcs.values() for c in f.code)
+        m = re.search(rf"\.entry\s+{re.escape(entry.name)}\s*\([^)]*\)([^{{]*)\{{", mod.ptx)
+        dims = re.search(r"\.reqnctapercluster\s+([\d\s,]+)", m.group(1)) if m else None
+        got = [int(x) for x in dims.group(1).replace(",", " ").split()] if dims else []
+        # the kernel's cluster shape (__cluster_dims__), (1, 1, 1) without one
+        c = (got + [1, 1, 1])[:3]
+        self.cluster: tuple[int, int, int] = (c[0], c[1], c[2])
+
+    def shared_name(self, offset: int) -> str:
+        """The shared variable (demangled) at a shared offset: ``full``, ``bars+8``."""
+        from gpurace.instrument.ptx.source import CudaSource
+
+        best = max((v for v in self.shared_vars if v[0] <= offset), default=None)
+        if best is None:
+            return f"shared offset {offset:#x}"
+        name = CudaSource.demangle_shared(best[1])
+        return name if offset == best[0] else f"{name}+{offset - best[0]}"
 
     def _decode(self, fn: Function) -> Func:
         locals_: dict[str, int] = {}
@@ -206,15 +255,18 @@ class Program:
         dec = Decoder(fn.reg_types, self.symbols, f"kernel function '{fn.name}'")
         dec.locals = locals_
         labels: dict[str, int] = {}
-        stmts: list[tuple[Any, str]] = []
-        loc = ""
+        stmts: list[tuple[Any, tuple[str, int, int] | None]] = []
+        loc: tuple[str, int, int] | None = None
         for s in fn.body:
             if s.kind == "label":
                 labels[s.text] = len(stmts)
             elif s.kind == "stmt" and s.text.startswith(".loc"):
-                parts = s.text.split()
-                if len(parts) > 2 and parts[1].isdigit():
-                    loc = f"{self.mod.files.get(int(parts[1]), '?')}:{parts[2]}"
+                # an inlined call's .loc: where the kernel calls it (inlined_at f l c)
+                text = s.text.split("inlined_at")[-1] if "inlined_at" in s.text else s.text
+                parts = (".loc " + text.split(",")[0].replace(".loc", "")).split()
+                if len(parts) > 2 and parts[1].isdigit() and parts[2].isdigit():
+                    col = int(parts[3]) if len(parts) > 3 and parts[3].isdigit() else 0
+                    loc = (self.mod.files.get(int(parts[1]), "?"), int(parts[2]), col)
             elif s.kind == "stmt" and not s.text.startswith("."):
                 stmts.append((s, loc))
         # cooperative groups' this_grid() reads the driver's grid workspace from
@@ -227,9 +279,10 @@ class Program:
         native = None if fn.is_entry else recognise(fn)
         return Func(fn.name, code, [p.name for p in fn.params], rets, size, native)
 
-    def _instr(self, s: Any, loc: str, dec: Decoder, labels: dict[str, int]) -> Code:
+    def _instr(self, s: Any, loc: tuple[str, int, int] | None, dec: Decoder,
+               labels: dict[str, int]) -> Code:  # fmt: skip
         ins = parse_instr(s.text)
-        where = f"PTX line {s.line}" + (f", {loc}" if loc else "")
+        where = f"PTX line {s.line}" + (f", {loc[0]}:{loc[1]}" if loc else "")
         dec.where = where
         c = Code("op", s.line, s.text)
         try:
@@ -243,10 +296,20 @@ class Program:
                 c.kind = op
             elif op == "trap":
                 c.kind, c.error = "trap", f"trap at {where}"
-                if self._grid_ws and "cooperative_groups" in loc:
+                if self._grid_ws and loc and "cooperative_groups" in loc[0]:
                     c.error += f" ({GRID_SYNC})"
             elif op == "call":
                 c.kind, c.call = "call", self._call(ins.operands)
+            elif op != "mbarrier" and any(p.startswith("::complete_tx") for p in ins.parts):
+                # an asynchronous copy or store that completes an mbarrier's bytes: run
+                # at once, it would leave the barrier's phase open for ever
+                raise SimUnsupported("it completes an mbarrier's transaction bytes, not modelled")
+            elif (
+                op == "mbarrier"
+                or ins.parts[:3] == ["cp", "async", "mbarrier"]
+                or (op in ("bar", "barrier") and ins.has("cluster"))
+            ):
+                c.kind, c.proto = "proto", compile_protocol(ins, dec, loc or ("PTX", s.line, 0))
             elif op in ("bar", "barrier") and not ins.has("warp"):
                 c.kind, c.bar = "bar", self._bar(ins, dec)
             else:
@@ -255,9 +318,9 @@ class Program:
                     or compile_warp(ins, dec)
                     or compile_mma(ins, dec)
                     or compile_alu(ins, dec)
+                    or compile_mapa(ins, dec)
                 )
                 if c.run is None and op in (
-                    "mbarrier",
                     "griddepcontrol",
                     "setmaxnreg",
                     "nanosleep",
@@ -306,12 +369,11 @@ GRID_SYNC = (
 
 
 def _no_effect(ins: Any, dec: Decoder) -> Any:
-    """Instructions that only order (mbarrier: the launch runs copies synchronously):
-    a destination predicate (try_wait) is true, a state token 0."""
+    """Instructions that only order (griddepcontrol, setmaxnreg, nanosleep): a
+    destination register is 0."""
     if ins.operands and dec.is_reg(ins.operands[0].split("|")[0]):
         d = dec.writer(ins.operands[0].split("|")[0])
-        value = U64(1) if "wait" in ins.opcode else U64(0)
-        return lambda fr, g: d(fr, g, np.full(len(g), value, U64))
+        return lambda fr, g: d(fr, g, np.zeros(len(g), U64))
     return lambda fr, g: None
 
 

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from gpurace.instrument.ptx.parse import TYPE_BYTES, Instr
-from gpurace.sim.asynccopy import NEVER
 from gpurace.sim.memory import gather, scatter
 from gpurace.sim.operands import Decoder
 from gpurace.sim.values import (
@@ -331,8 +330,6 @@ def _cp_async(ins: Instr, dec: Decoder) -> Run:
         return lambda fr, g: fr.batch.copies.wait(fr.batch.mem, g, n)
     if ins.has("bulk") or ins.has("tensor"):  # (its mbarrier::complete_tx too)
         raise SimUnsupported(ins.opcode)
-    if ins.has("mbarrier"):  # completion through an mbarrier: performed at the arrive
-        return lambda fr, g: fr.batch.copies.complete(fr.batch.mem, g, NEVER)
     dst, _, doff = dec.address(ops[0])
     src, _, soff = dec.address(ops[1])
     size = int(ops[2], 0)

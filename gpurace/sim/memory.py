@@ -8,8 +8,10 @@ GLOBAL_BASE on. Shared memory is one byte array per block of the running batch
 ``.local`` stack frames of NVRTC's ``-G`` code, the call frames) one per thread, its
 addresses relative to the thread's own frame as on a GPU. Generic addresses map
 shared to SHARED_WINDOW + offset and local to LOCAL_WINDOW + offset, as ``cvta``
-makes them. Every access is checked: one outside every allocation is a SimError
-naming the address, as a GPU's illegal-address fault is.
+makes them. A ``.shared::cluster`` address (``mapa``'s result) names another block of
+the cluster in bits 24-31 (its rank + 1; 0 is the block itself) over the offset,
+CLUSTER_SHIFT; a generic one is SHARED_WINDOW + that. Every access is checked: one
+outside every allocation is a SimError naming the address, as a GPU's illegal-address fault is.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ SHARED_WINDOW = 1 << 40
 LOCAL_WINDOW = 1 << 44
 WINDOW_SIZE = 1 << 32
 SHARED_BASE = 0x100
+CLUSTER_SHIFT = 24  # a shared::cluster address: (rank + 1) << CLUSTER_SHIFT | offset
 
 
 class Memory:
@@ -40,6 +43,7 @@ class Memory:
         self.local = np.zeros(0, np.uint8)  # [lanes * local_size]
         self.local_size = 0
         self.block_of = np.zeros(0, np.int64)  # lane -> its block's slot in the batch
+        self.cluster = 1  # blocks per cluster; a cluster's blocks are consecutive slots
 
     # -- global regions -------------------------------------------------------
     def register(self, arr: np.ndarray, transient: bool = False) -> int:
@@ -83,8 +87,10 @@ class Memory:
 
     # -- per batch --------------------------------------------------------------
     def begin_batch(self, blocks: int, shared_size: int, lanes_per_block: list[int],
-                    local_size: int) -> None:  # fmt: skip
-        """Fresh shared memory for `blocks` blocks and local memory for their lanes."""
+                    local_size: int, cluster: int = 1) -> None:  # fmt: skip
+        """Fresh shared memory for `blocks` blocks (whole clusters of `cluster`) and
+        local memory for their lanes."""
+        self.cluster = cluster
         self.shared_size = shared_size
         self.shared = np.zeros(blocks * shared_size, np.uint8)
         self.block_of = np.repeat(np.arange(blocks), lanes_per_block)
@@ -111,9 +117,9 @@ class Memory:
             return out
         every = np.arange(len(addr))
         if space == "shared":
-            a = addr.astype(np.int64)
+            slots, a = self.shared_place(addr, lanes)
             self._check(a, n, self.shared_size, "shared", addr)
-            return [(self.shared, self.block_of[lanes] * self.shared_size + a, every)]
+            return [(self.shared, slots * self.shared_size + a, every)]
         if space == "local":
             a = addr.astype(np.int64)
             self._check(a, n, self.local_size, "local", addr)
@@ -136,6 +142,21 @@ class Memory:
             self._check(off, n, region.nbytes, "global", at)
             out.append((region, off, hit))
         return out
+
+    def shared_place(self, addr: np.ndarray, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each lane's shared address as (block slot, offset): its own block's, or for a
+        ``.shared::cluster`` address the cluster's block of that rank."""
+        a = addr.astype(np.int64)
+        slots = self.block_of[lanes]
+        rank = a >> CLUSTER_SHIFT
+        if not rank.any():
+            return slots, a
+        if ((rank > self.cluster) | (rank < 0)).any():
+            at = int(addr[np.nonzero((rank > self.cluster) | (rank < 0))[0][0]])
+            raise SimError(f"shared::cluster address {at:#x} names no block of the cluster")
+        first = slots - slots % self.cluster
+        mapped = np.where(rank > 0, first + rank - 1, slots)
+        return mapped, a & ((1 << CLUSTER_SHIFT) - 1)
 
     @staticmethod
     def _check(off: np.ndarray, n: int, size: int, space: str, addr: np.ndarray) -> None:

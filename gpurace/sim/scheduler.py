@@ -1,7 +1,10 @@
 """The Simulator: a PTX module loaded once, launched many times (as a CUDA module's
 ``__device__`` variables keep their values from launch to launch, so do its
 ``.global`` variables here), and the min-PC scheduler of gpurace/sim/engine.py, or
-with a non-zero seed the seeded warp order of gpurace/sim/schedule.py.
+with a non-zero seed the seeded warp order of gpurace/sim/schedule.py. Protocol
+operations (mbarriers, cluster barriers: gpurace/sim/mbarrier.py) park their lanes
+until no lane can run; then one group of them runs, chosen by gpurace/sim/protosearch.py,
+and a kernel that has them is first run under the search's bounded orders.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from math import prod
 import numpy as np
 
 from gpurace.instrument.ptx.parse import TYPE_BYTES
+from gpurace.model import ProtocolError
 from gpurace.sim.engine import (
     BATCH_LANES,
     LOCAL_STACK,
@@ -25,12 +29,16 @@ from gpurace.sim.engine import (
     parse,
 )
 from gpurace.sim.intrinsics import run_intrinsic
+from gpurace.sim.mbarrier import Op, Protocol, ProtocolFound
 from gpurace.sim.memops import param_bytes
 from gpurace.sim.memory import Memory
+from gpurace.sim.protosearch import Choices, Searched, SearchStopped, search
 from gpurace.sim.schedule import Order, Turns
 from gpurace.sim.values import U64, Shortcuts, SimError, SimUnsupported
 
-_RUN, _WAIT, _DONE = 0, 1, 2
+# lane states: running, at a bar.sync, finished, at a protocol operation not yet run,
+# at a protocol wait that has not completed
+_RUN, _WAIT, _DONE, _PARK, _BLOCK = 0, 1, 2, 3, 4
 _CONVERGED_KINDS = ("op", "bra", "ret", "exit", "call")  # what `_converged` executes
 
 
@@ -53,6 +61,10 @@ class Simulator:
         self.last = Launch()
         self._current: Program | None = None
         self._order: Order | None = None
+        self._choices = Choices()
+        self._cluster = (1, 1, 1)  # the launch's cluster shape
+        self._proto: Protocol | None = None
+        self._searched: dict[tuple, Searched] = {}  # (kernel, grid, block, shared) -> search
         # counted barriers of the batch: (block, id) -> [generations done, arrived]
         self._gens: dict[tuple[int, int], list[int]] = {}
 
@@ -73,13 +85,18 @@ class Simulator:
         shared_bytes: int = 0,
         timeout: float | None = None,
         seed: int = 0,
+        cluster: tuple[int, int, int] | None = None,
     ) -> Launch:
         """Run `kernel` over `grid` x `block`; `args` are the parameters' raw bits
         (pointers from `mem.register`/`mem.alloc`). Returns what the launch did; an
         instruction it cannot execute stops it (`Launch.stopped` says which). `seed`
-        0 runs the min-PC order, another the seeded warp order of that seed."""
+        0 runs the min-PC order, another the seeded warp order of that seed. `cluster`:
+        the launch's cluster shape, where the kernel declares none (`__cluster_dims__`)."""
         prog = self.program(kernel)
-        entry = prog.funcs[kernel]
+        if cluster is not None and prog.cluster not in ((1, 1, 1), cluster):
+            raise SimError(f"a launch with clusters {list(cluster)} of kernel '{kernel}', "
+                           f"whose __cluster_dims__ are {list(prog.cluster)}")  # fmt: skip
+        self._cluster = cluster or prog.cluster
         fn = next(f for f in self.mod.functions if f.name == kernel)
         if len(args) != len(fn.params):
             raise SimError(f"kernel '{kernel}' takes {len(fn.params)} arguments, not {len(args)}")
@@ -93,29 +110,86 @@ class Simulator:
             params[p.name] = np.frombuffer(raw, np.uint8).reshape(1, -1).copy()
         run = self.last = Launch()
         self._current = prog
-        self._order = Order(seed) if seed else None
+        self._order = None  # the search's orders are min-PC between protocol operations
         if timeout is not None:
             run.hang_after, run.deadline = timeout, time.monotonic() + timeout
+        shape = (kernel, grid, block, int(shared_bytes), self._cluster)
+        if prog.has_protocol and shape not in self._searched:
+            self._searched[shape] = self._search(prog, params, grid, block, shared_bytes, run)
+            if timeout is not None:  # the default run gets its own time
+                run.deadline = time.monotonic() + timeout
+        self._order = Order(seed) if seed else None
+        if prog.has_protocol:
+            searched = self._searched[shape]
+            run.extra["protocol_search"] = searched.statement()
+            if searched.error is not None:
+                run.extra["protocol"] = [searched.error]
+        self._choices = Choices()
+        try:
+            self._blocks(prog, params, grid, block, shared_bytes, run)
+        except SimUnsupported as exc:
+            run.stopped = str(exc)
+        except ProtocolFound as exc:  # in the default order (or the seeded one)
+            found = run.extra.setdefault("protocol", [])
+            if exc.error not in found:
+                found.append(exc.error)
+            run.stopped = f"an mbarrier protocol error at line {exc.error.line}"
+        return run
+
+    def _blocks(self, prog: Program, params: dict, grid: tuple[int, int, int],
+                block: tuple[int, int, int], shared_bytes: int, run: Launch,
+                first_only: bool = False) -> None:  # fmt: skip
+        """Run the launch's blocks, a batch (whole clusters) at a time."""
+        entry = prog.funcs[prog.entry]
         shared = (prog.static_shared + int(shared_bytes) + 127) // 128 * 128
         local = (prog.local_bytes + (LOCAL_STACK if prog.local_bytes else 0) + 15) // 16 * 16
         per = prod(block)
         nblocks = prod(grid)
-        step = max(1, BATCH_LANES // max(per, 1))
+        cluster = self._cluster
+        if any(g % c for g, c in zip(grid, cluster, strict=True)):
+            raise SimError(f"grid {list(grid)} is not a whole number of clusters {list(cluster)}")
+        # blocks run in linear order; a cluster's blocks must share a batch
+        if cluster[1] * cluster[2] > 1 and cluster[0] != grid[0]:
+            raise SimUnsupported(f"clusters {list(cluster)} that do not span the grid's x")
+        size = prod(cluster)
+        step = max(size, BATCH_LANES // max(per, 1) // size * size)
         for first in range(0, nblocks, step):
             ids = range(first, min(nblocks, first + step))
             blocks = [(i % grid[0], i // grid[0] % grid[1], i // (grid[0] * grid[1])) for i in ids]
-            batch = Batch(self.mem, blocks, grid, block, int(shared_bytes), shared, local)
+            batch = Batch(self.mem, blocks, grid, block, int(shared_bytes), shared, local, cluster)
             frame = Frame(batch, entry, params, 0)
             self._gens = {}
+            self._proto = Protocol(prog.shared_name, batch.slot_cta, batch.lanes, size)
+            with np.errstate(all="ignore"):  # PTX's x/0, sqrt(-1): values, not warnings
+                lanes = batch.every if Shortcuts.on else np.arange(batch.lanes)
+                self._execute(frame, lanes, run, entry=True)
+                batch.copies.finish(batch.mem)
+            if first_only:
+                return
+
+    def _search(self, prog: Program, params: dict, grid: tuple[int, int, int],
+                block: tuple[int, int, int], shared: int, run: Launch) -> Searched:  # fmt: skip
+        """The bounded search over the protocol operations' orders (protosearch.py), on
+        the first batch of blocks; memory is put back as it was after each order."""
+        saved = [region.copy() for _, region, _ in self.mem.regions]
+        scratch = Launch(deadline=run.deadline, hang_after=run.hang_after)
+
+        def one(choices: Choices) -> ProtocolError | None:
+            self._choices = choices
             try:
-                with np.errstate(all="ignore"):  # PTX's x/0, sqrt(-1): values, not warnings
-                    lanes = batch.every if Shortcuts.on else np.arange(batch.lanes)
-                    self._execute(frame, lanes, run, entry=True)
-                    batch.copies.finish(batch.mem)
-            except SimUnsupported as exc:
-                run.stopped = str(exc)
-                return run
-        return run
+                self._blocks(prog, params, grid, block, shared, scratch, first_only=True)
+            except ProtocolFound as exc:
+                return exc.error
+            except SimUnsupported:
+                return None  # the default run says what stopped it
+            except SimError as exc:  # a hang in this order: the search ends
+                raise SearchStopped(f"an order did not finish ({exc})") from None
+            finally:
+                for (_, region, _), old in zip(self.mem.regions, saved, strict=False):
+                    region[:] = old
+            return None
+
+        return search(one)
 
     # -- the scheduler -----------------------------------------------------------
     def _execute(self, frame: Frame, lanes: np.ndarray, run: Launch, entry: bool) -> None:
@@ -159,7 +233,8 @@ class Simulator:
             if act is None:  # no lane can run
                 if (state == _DONE).all():
                     return -1
-                self._release(frame, lanes, state, waits)
+                if not self._protocol(frame, lanes, pc, state, entry):
+                    self._release(frame, lanes, state, waits, pc)
                 continue
             p = int(pc[act[0]])
             c: Code = code[p]
@@ -214,6 +289,8 @@ class Simulator:
                 waits[2, take] = -1 if cnt is None else cnt.astype(np.int64)
                 waits[3, take] = 0 if pv is None else pv
                 state[take] = _WAIT
+            elif kind == "proto":  # runs when no lane can run (`_protocol`)
+                state[act] = _PARK
             elif kind == "trap":
                 if len(take):
                     raise SimError(c.error)
@@ -320,6 +397,70 @@ class Simulator:
             if theirs in sub.out:
                 frame.out[mine] = sub.out[theirs]
 
+    # -- protocol operations ------------------------------------------------------
+    def _protocol(self, frame: Frame, lanes: np.ndarray, pc: np.ndarray, state: np.ndarray,
+                  entry: bool) -> bool:  # fmt: skip
+        """When no lane can run: run one group of the parked protocol operations, or
+        wake the blocked waits that completed. False when there was neither."""
+        parked = np.nonzero(state == _PARK)[0]
+        if not len(parked):
+            return self._wake(frame, lanes, pc, state)
+        code, batch = frame.fn.code, frame.batch
+        warp = batch.mem.block_of[lanes[parked]] * 65536 + batch.lin[lanes[parked]] // 32
+        # cluster barriers are no choice: they order whole clusters, not a protocol
+        rank = {"wait": 0, "cluster-wait": 0, "other": 0, "cluster-arrive": 0, "arrive": 1}
+        groups = sorted({(rank[_op(code[int(pc[i])]).kind], int(pc[i]), int(w))
+                         for i, w in zip(parked.tolist(), warp.tolist(), strict=True)})  # fmt: skip
+        # the choice, where waits (or inits) and arrivals are ready together: the default
+        # (the first wait), or one of the arrivals, and then the waits ready now are
+        # delayed until nothing else can run (waits commute among themselves: their
+        # orders decide nothing the checks see)
+        delayed = self._choices.delayed
+        ready = [g for g in groups if g[1:] not in delayed] or groups
+        options = ready[:1]
+        if ready[0][0] != ready[-1][0]:
+            options += [g for g in ready if g[0]]
+        k = self._choices.pick(len(options)) if len(options) > 1 else 0
+        if k:
+            delayed |= {g[1:] for g in ready if not g[0]}
+        _, p, w = options[k]
+        delayed.discard((p, w))
+        act = parked[(pc[parked] == p) & (warp == w)]
+        c = code[p]
+        take = act if c.guard is None else act[c.guard(frame, lanes[act])]
+        state[act] = _RUN
+        pc[act] += 1
+        if len(take):
+            assert self._proto is not None
+            must = _op(c).run(frame, lanes[take], self._proto)
+            if must is not None and must.any():
+                if not entry:
+                    raise SimUnsupported(f"a protocol wait that blocks inside a called function "
+                                         f"(.func), PTX line {c.line}")  # fmt: skip
+                state[take[must]] = _BLOCK
+                pc[take[must]] -= 1
+        if _op(c).kind in ("arrive", "cluster-arrive"):
+            self._wake(frame, lanes, pc, state)
+        return True
+
+    def _wake(self, frame: Frame, lanes: np.ndarray, pc: np.ndarray, state: np.ndarray) -> bool:
+        """Re-test the blocked waits (after an arrival, or a cluster barrier's phase
+        that exited threads completed): those that completed run on."""
+        blocked = np.nonzero(state == _BLOCK)[0]
+        if not len(blocked) or self._proto is None:
+            return False
+        batch = frame.batch
+        self._proto.settle_clusters(batch.live, batch.mem.block_of)
+        woke = False
+        for p in np.unique(pc[blocked]).tolist():
+            sel = blocked[pc[blocked] == p]
+            still = _op(frame.fn.code[p]).run(frame, lanes[sel], self._proto)
+            done = sel if still is None else sel[~still]
+            state[done] = _RUN
+            pc[done] += 1
+            woke = woke or bool(len(done))
+        return woke
+
     def _arrive(self, blocks: np.ndarray, ids: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """Arrivals at barriers with a thread count, in lane order: each fills the
         current generation of its (block, id), which is complete at `count` arrivals.
@@ -335,9 +476,11 @@ class Simulator:
         return out
 
     def _release(self, frame: Frame, lanes: np.ndarray, state: np.ndarray,
-                 waits: np.ndarray) -> None:  # fmt: skip
+                 waits: np.ndarray, pcs: np.ndarray) -> None:  # fmt: skip
         """Release the barriers whose threads have all arrived (a counted one: whose
-        generation is complete); else it is a hang."""
+        generation is complete); else let the blocked
+        mbarrier tests return false (`Protocol.give_up`); else it is a hang, or a
+        protocol error where threads wait on mbarriers (`pcs`: each lane's PC)."""
         batch = frame.batch
         block_of = batch.mem.block_of
         waiting = np.nonzero(state == _WAIT)[0]
@@ -353,7 +496,7 @@ class Simulator:
                     set(zip(blk.tolist(), ids.tolist(), gens.tolist(), strict=True))
                 ):
                     one = (blk == b) & (ids == i) & (gens == g)
-                    self._wake(frame, lanes, state, waits, ready[one], nb)
+                    self._wake_bar(frame, lanes, state, waits, ready[one], nb)
                 return
         whole = waiting[waits[2, waiting] < 0]
         blocks = block_of[lanes[whole]]
@@ -361,8 +504,18 @@ class Simulator:
         at = np.bincount(blocks, minlength=nb)
         full = (at == live) & (at > 0)
         if full.any():
-            self._wake(frame, lanes, state, waits, whole[full[blocks]], nb)
+            self._wake_bar(frame, lanes, state, waits, whole[full[blocks]], nb)
             return
+        blocked = np.nonzero(state == _BLOCK)[0]
+        if len(blocked) and self._proto is not None:
+            tests = blocked[[_op(frame.fn.code[int(pc)]).kind == "wait" for pc in pcs[blocked]]]
+            if len(tests) and self._proto.give_up():  # their predicate stays false
+                state[tests] = _RUN
+                pcs[tests] += 1
+                return
+            code = frame.fn.code
+            circular = all(_reaches_arrival(code, int(p)) for p in np.unique(pcs[blocked]))
+            raise self._proto.deadlock(lanes[blocked].tolist(), circular)
         where = sorted({frame.fn.code[int(pc)].line for pc in np.unique(waits[0, waiting])})
         raise SimError(
             f"hang: threads wait at the barriers of PTX lines {where} that other threads of "
@@ -370,7 +523,7 @@ class Simulator:
         )
 
     @staticmethod
-    def _wake(frame: Frame, lanes: np.ndarray, state: np.ndarray, waits: np.ndarray,
+    def _wake_bar(frame: Frame, lanes: np.ndarray, state: np.ndarray, waits: np.ndarray,
               slots: np.ndarray, nb: int) -> None:  # fmt: skip
         """Release `slots` (whole barriers' threads); bar.red writes each block's
         reduction of the predicates."""
@@ -387,3 +540,28 @@ class Simulator:
             mine = waits[0, slots] == pc
             dst(frame, lanes[slots[mine]], per_block[blocks[mine]].astype(U64))
         state[slots] = _RUN
+
+
+def _op(c: Code) -> Op:
+    assert c.proto is not None
+    return c.proto
+
+
+def _reaches_arrival(code: list[Code], start: int) -> bool:
+    """Whether the code after the wait at `start` can reach an arrival (a protocol
+    operation that arrives), following branches: a thread that waits there would
+    arrive after its wait."""
+    seen, todo = {start}, [start + 1]
+    while todo:
+        p = todo.pop()
+        if p in seen or p >= len(code):
+            continue
+        seen.add(p)
+        c = code[p]
+        if c.kind == "proto" and _op(c).kind == "arrive":
+            return True
+        if c.kind == "bra":
+            todo.append(c.target)
+        if c.kind not in ("bra", "ret", "exit") or c.guard is not None:
+            todo.append(p + 1)
+    return False
