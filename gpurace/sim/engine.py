@@ -200,6 +200,7 @@ class Program:
         self.entry = entry.name
         self.symbols: dict[str, int] = dict(globals_)
         self._grid_ws = False  # the function being decoded reads %envreg (grid.sync)
+        self._in_cg: set[int] = set()  # PTX lines of cooperative groups' own code
         at = SHARED_BASE
         decls = [(s.text, True) for s in entry.body if s.kind == "stmt"]
         decls += [(s.text, False) for s in mod.stmts if s.kind == "stmt" and s.depth == 0]
@@ -257,6 +258,7 @@ class Program:
         labels: dict[str, int] = {}
         stmts: list[tuple[Any, tuple[str, int, int] | None]] = []
         loc: tuple[str, int, int] | None = None
+        in_cg = False  # the code at hand is cooperative groups' own (its .loc file)
         for s in fn.body:
             if s.kind == "label":
                 labels[s.text] = len(stmts)
@@ -267,8 +269,14 @@ class Program:
                 if len(parts) > 2 and parts[1].isdigit() and parts[2].isdigit():
                     col = int(parts[3]) if len(parts) > 3 and parts[3].isdigit() else 0
                     loc = (self.mod.files.get(int(parts[1]), "?"), int(parts[2]), col)
+                own = s.text.split()[1:2]  # the file of the code itself (not inlined_at)
+                in_cg = bool(own) and "cooperative_groups" in self.mod.files.get(
+                    int(own[0]) if own[0].isdigit() else -1, ""
+                )
             elif s.kind == "stmt" and not s.text.startswith("."):
                 stmts.append((s, loc))
+                if in_cg:
+                    self._in_cg.add(s.line)
         # cooperative groups' this_grid() reads the driver's grid workspace from
         # %envreg1/2; without a cooperative launch it is null and grid.sync() traps
         self._grid_ws = any("%envreg" in s.text for s, _ in stmts)
@@ -296,7 +304,7 @@ class Program:
                 c.kind = op
             elif op == "trap":
                 c.kind, c.error = "trap", f"trap at {where}"
-                if self._grid_ws and loc and "cooperative_groups" in loc[0]:
+                if self._grid_ws and s.line in self._in_cg:
                     c.error += f" ({GRID_SYNC})"
             elif op == "call":
                 c.kind, c.call = "call", self._call(ins.operands)
