@@ -8,9 +8,11 @@ counters and the compact race table come back to the host; the log never does
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
@@ -26,7 +28,6 @@ if not os.environ.get("XDG_RUNTIME_DIR"):
     os.environ["XDG_RUNTIME_DIR"] = _runtime
 
 import wgpu  # noqa: E402
-from wgpu.backends.wgpu_native import _ffi, _helpers, extras  # noqa: E402
 
 from gpurace import watchdog
 from gpurace.abi import (
@@ -88,6 +89,9 @@ from gpurace.options import Options
 
 T = TypeVar("T")
 
+with wgpu_ffi.cached_cdef():  # wgpu-py's header parse, from the disk cache (wgpu_ffi.py)
+    from wgpu.backends.wgpu_native import _ffi, _helpers, extras
+
 wgpu_ffi.install(_ffi.ffi)  # ~3 s of cffi type parsing a check saved (see the module)
 
 WORKGROUP = 64
@@ -129,11 +133,38 @@ def list_devices() -> list[Adapter]:
     return sorted(found, key=lambda x: rank[x.is_gpu])
 
 
-@functools.cache
+_OPENING = threading.Lock()  # one device per name, also while `warm_up`'s thread opens it
+
+
 def get_device(name: str | None = None) -> tuple[object, str]:
     """The wgpu device for `name` (substring of the adapter's name), or the default:
     the first GPU, else the CPU driver (`gpurace.registry.open_device` resolves
-    $GPURACE_DEVICE)."""
+    $GPURACE_DEVICE); one per name and process."""
+    with _OPENING:
+        return _open_device(name)
+
+
+def warm_up(name: str | None) -> None:
+    """Open the device `name` and start compiling its analysis pipelines on a thread,
+    while the caller goes on (the CLI's check of a WGSL kernel: its imports, the
+    launch file and the rewrite). The driver's compile releases the GIL, so on a free
+    core the pipelines (~0.5 s of LLVM on lavapipe) are ready by the analysis. A
+    failure is left for the check's own `get_device` to report."""
+
+    def work() -> None:
+        try:
+            device, _ = get_device(name)
+        except Exception:  # the check opens it again and reports why
+            return
+        start_analysis_pipelines(device)
+
+    thread = threading.Thread(target=work, name="gpurace-warm-up", daemon=True)
+    thread.start()
+    atexit.register(thread.join)  # never exit with the driver mid-start
+
+
+@functools.cache
+def _open_device(name: str | None) -> tuple[object, str]:
     adapters = list_devices()
     if not adapters:
         raise GpuraceError(

@@ -19,7 +19,9 @@ so that a busy machine slows them alike), the median of ``--runs`` runs of:
   runs it (``python -m tests.oclgrind --worker oclgrind``, one case): a whole
   Python process that imports pyopencl, builds the kernel and launches it.
 
-plus a warm WGSL check (measured only: its latency is the wgpu backend's).
+plus a warm WGSL check. Each cell is the median wall time and, after a slash, the
+median CPU time (user + system, all threads) of the same runs: on a machine shared
+with other jobs the wall time varies with their load, the CPU time much less.
 
 ``--gpurace CMD`` times another gpurace (e.g. main's installed script); by default
 the ``gpurace`` script beside this interpreter. Every process gets the same
@@ -34,6 +36,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shlex
 import statistics
 import subprocess
@@ -41,7 +44,7 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -63,6 +66,7 @@ class Row:
     warm: list[float]
     cold: list[float]
     oclgrind: list[float]
+    cpu: dict[str, list[float]] = field(default_factory=dict)  # column -> CPU seconds
 
 
 def _launch_of(kernel: str, launch: str) -> Path:
@@ -71,13 +75,28 @@ def _launch_of(kernel: str, launch: str) -> Path:
 
 def timed(cmd: list[str], env: dict[str, str], cwd: str, stdin: str | None = None) -> float:
     """Wall seconds of one whole process; exit 0, 1 (races) and 2 are all answers, a
-    traceback or another code is a failure of the bench."""
+    traceback or another code is a failure of the bench. Its CPU seconds (user and
+    system of all its threads) are left in `last_cpu`."""
+    global last_cpu
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, cwd=cwd)
     seconds = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    last_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode not in (0, 1, 2) or "Traceback" in proc.stderr:
         raise SystemExit(f"{shlex.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
     return seconds
+
+
+last_cpu = 0.0  # CPU seconds of the last `timed` process
+
+
+def timed_into(row: Row, column: str, cmd: list[str], env: dict[str, str], cwd: str,
+               stdin: str | None = None) -> None:  # fmt: skip
+    """`timed`, its wall time appended to `row`'s `column`, its CPU time beside it."""
+    getattr(row, column).append(timed(cmd, env, cwd, stdin))
+    row.cpu.setdefault(column, []).append(last_cpu)
 
 
 def oclgrind_cmd(kernel: Path, launch: Path) -> tuple[list[str], str]:
@@ -109,10 +128,12 @@ def default_gpurace() -> list[str]:
     return [str(beside)] if beside.exists() else [sys.executable, "-m", "gpurace"]
 
 
-def measure(gpurace: list[str], runs: int, env: dict[str, str], tmp: Path) -> list[Row]:
+def measure(
+    gpurace: list[str], runs: int, env: dict[str, str], tmp: Path, opencl: bool = True
+) -> list[Row]:
     rows = []
     cwd = str(tmp)
-    for kernel, launch in OPENCL:
+    for kernel, launch in OPENCL if opencl else []:
         k, lp = ROOT / kernel, _launch_of(kernel, launch)
         check = [*gpurace, "check", str(k), "--launch", str(lp)]
         grind, job = oclgrind_cmd(k, lp)
@@ -120,23 +141,29 @@ def measure(gpurace: list[str], runs: int, env: dict[str, str], tmp: Path) -> li
         timed(check, env, cwd)  # fill the caches
         row = Row(kernel, [], [], [])
         for _ in range(runs):
-            row.warm.append(timed(check, env, cwd))
-            row.oclgrind.append(timed(grind, genv, str(ROOT), job))
+            timed_into(row, "warm", check, env, cwd)
+            timed_into(row, "oclgrind", grind, genv, str(ROOT), job)
             fresh = cold_copy(k, tmp)
-            row.cold.append(timed([*gpurace, "check", str(fresh), "--launch", str(lp)], env, cwd))
+            timed_into(row, "cold", [*gpurace, "check", str(fresh), "--launch", str(lp)], env, cwd)
             fresh.unlink()
         rows.append(row)
         print(f"  {kernel}: done", file=sys.stderr)
     k, lp = ROOT / WGSL[0], ROOT / WGSL[1]
     check = [*gpurace, "check", str(k), "--launch", str(lp)]
     timed(check, env, cwd)
-    rows.append(Row(WGSL[0], [timed(check, env, cwd) for _ in range(runs)], [], []))
+    row = Row(WGSL[0], [], [], [])
+    for _ in range(runs):
+        timed_into(row, "warm", check, env, cwd)
+    rows.append(row)
     return rows
 
 
 def table(rows: list[Row], title: str) -> str:
-    def ms(xs: list[float]) -> str:
-        return f"{1e3 * statistics.median(xs):.0f}" if xs else "-"
+    def ms(xs: list[float], cpu: list[float] | None = None) -> str:
+        if not xs:
+            return "-"
+        wall = f"{1e3 * statistics.median(xs):.0f}"
+        return f"{wall} / {1e3 * statistics.median(cpu):.0f}" if cpu else wall
 
     def ratio(a: list[float], b: list[float]) -> str:
         return f"{statistics.median(a) / statistics.median(b):.1f}x" if a and b else "-"
@@ -144,11 +171,12 @@ def table(rows: list[Row], title: str) -> str:
     out = [
         title,
         "",
-        "| kernel | warm ms | cold ms | Oclgrind ms | warm/Oclgrind | cold/Oclgrind |",
+        "| kernel | warm ms wall / CPU | cold ms wall / CPU | Oclgrind ms wall / CPU "
+        "| warm/Oclgrind | cold/Oclgrind |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        cells = [ms(r.warm), ms(r.cold), ms(r.oclgrind)]
+        cells = [ms(getattr(r, c), r.cpu.get(c)) for c in ("warm", "cold", "oclgrind")]
         cells += [ratio(r.warm, r.oclgrind), ratio(r.cold, r.oclgrind)]
         out.append(f"| {r.kernel} | " + " | ".join(cells) + " |")
     return "\n".join(out)
@@ -161,6 +189,7 @@ def main() -> None:
     ap.add_argument(
         "--no-pycache", action="store_true", help="leave PYTHONDONTWRITEBYTECODE as it is"
     )
+    ap.add_argument("--wgsl-only", action="store_true", help="only the warm WGSL check")
     args = ap.parse_args()
     gpurace = shlex.split(args.gpurace) if args.gpurace else default_gpurace()
     with tempfile.TemporaryDirectory(prefix="gpurace-latency-") as name:
@@ -169,7 +198,7 @@ def main() -> None:
         if not args.no_pycache:
             env.pop("PYTHONDONTWRITEBYTECODE", None)
             env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
-        rows = measure(gpurace, args.runs, env, tmp)
+        rows = measure(gpurace, args.runs, env, tmp, opencl=not args.wgsl_only)
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     title = (

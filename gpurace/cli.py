@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 import click
 
-from gpurace import isolate
+from gpurace import apis, isolate
 from gpurace.model import DeviceHang, GpuraceError
 from gpurace.options import Options, debug_enabled, parse_tools
 
@@ -371,6 +371,8 @@ def check(
                 )
             return _check_batch(inputs, kwargs, out)
         kernel, launch = _one_input(inputs[0] if inputs else None, launch_path, sim_path)
+        if kernel is not None and kernel.lower().endswith(".wgsl"):
+            _warm_up_wgpu(device)
         with _progress() as progress, isolate.enabled():
             report = _api().check_file(kernel, launch, progress=progress, **kwargs)
         out.report(report, single=True)
@@ -378,6 +380,16 @@ def check(
         return int(report.exit_code)
 
     _guarded(run)
+
+
+def _warm_up_wgpu(device: str | None) -> None:
+    """A check of one WGSL kernel runs and analyses on wgpu alone: load no OpenCL
+    (gpurace/apis.py), and open the device and compile the analysis pipelines while
+    the check reads its inputs (wgpu_backend.warm_up)."""
+    apis.wgpu_only()
+    from gpurace.backends import wgpu_backend
+
+    wgpu_backend.warm_up(Options.from_env(device=device).device_for("wgpu"))
 
 
 def _one_input(

@@ -1,12 +1,15 @@
 """What keeps a small WGSL check cheap leaves every answer as it was: the host search
 of a small built shadow says what the device search says, and the command line
-imports wgpu only for a check that needs it (docs/internals.md §2, "Small launches")."""
+imports wgpu only for a check that needs it, and a WGSL check no OpenCL, opening its
+device once (docs/internals.md §2, "Small launches"; docs/performance.md, "Latency of
+small checks")."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from gpurace import api
@@ -66,3 +69,46 @@ def test_help_and_an_opencl_check_do_not_import_wgpu() -> None:
     launch = kernel.with_suffix(".toml")
     modules = _modules_after("check", str(kernel), "--launch", str(launch))
     assert "pyopencl" in modules and "wgpu" not in modules
+
+
+def test_a_wgsl_check_loads_no_opencl() -> None:
+    kernel, launch = ROOT / "examples" / "reduce_racy.wgsl", ROOT / "examples" / "reduce_racy.toml"
+    modules = _modules_after("check", str(kernel), "--launch", str(launch))
+    assert "wgpu" in modules and "pyopencl" not in modules
+
+
+def test_opencl_after_a_wgpu_only_start_is_an_error_not_an_abort() -> None:
+    code = (
+        "from gpurace import apis\n"
+        "apis.wgpu_only()\n"
+        "from gpurace.backends import opencl_backend, wgpu_backend\n"
+        "wgpu_backend.get_device()\n"
+        "try:\n"
+        "    opencl_backend.list_devices()\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("GpuraceError error: OpenCL cannot be loaded in this process")
+
+
+def test_warm_up_and_the_check_share_one_device(monkeypatch) -> None:
+    slow_list = wgpu_backend.list_devices
+
+    def slowly():  # the warm-up thread is still opening when the check asks
+        time.sleep(0.5)
+        return slow_list()
+
+    monkeypatch.setattr(wgpu_backend, "list_devices", slowly)
+    started = []
+    monkeypatch.setattr(wgpu_backend, "start_analysis_pipelines", started.append)
+    name = "llvmpipe"  # a name of its own: not the device earlier tests opened
+    wgpu_backend.warm_up(name)
+    time.sleep(0.1)
+    device = wgpu_backend.get_device(name)
+    deadline = time.monotonic() + 30
+    while not started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert started == [device[0]]
+    assert wgpu_backend.get_device(name) is device
