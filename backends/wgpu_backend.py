@@ -74,7 +74,8 @@ from gpurace.backends.prefilter import (  # noqa: F401 - re-exported for callers
 )
 from gpurace.backends.wgpu_pipelines import (  # noqa: F401 - re-exported for callers
     Groups,
-    analysis_pipelines,
+    analysis_layout,
+    analysis_pipeline,
     binding_type,
     cached_module_pipeline,
     cached_pipeline,
@@ -601,7 +602,7 @@ class _WgpuKernels:
 
     def __init__(self, device) -> None:
         self.device = device
-        self.layout, self.pipes = analysis_pipelines(device)
+        self.layout = analysis_layout(device)
         self.params = device.create_buffer(
             size=PARAM_WORDS * 4, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
         )
@@ -661,7 +662,7 @@ class _WgpuKernels:
         bind = self.bind_group(buffers)
         self.device.queue.write_buffer(self.params, 0, params.tobytes())
         cp = self.pending().begin_compute_pass()
-        cp.set_pipeline(self.pipes[kernel])
+        cp.set_pipeline(analysis_pipeline(self.device, kernel))
         cp.set_bind_group(0, bind)
         cp.dispatch_workgroups(gx, gy, 1)
         cp.end()

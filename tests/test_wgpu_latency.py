@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -113,3 +114,28 @@ def test_warm_up_and_the_check_share_one_device(monkeypatch) -> None:
         time.sleep(0.01)
     assert started == [device[0]]
     assert wgpu_backend.get_device(name) is device
+
+
+def test_analysis_pipelines_are_compiled_once_each_by_whoever_asks_first(monkeypatch) -> None:
+    from gpurace.backends import wgpu_pipelines
+    from gpurace.backends.analysis_driver import KERNELS
+
+    assert sorted(wgpu_pipelines.COMPILE_ORDER) == sorted(KERNELS)
+    device, _ = wgpu_backend.get_device("llvmpipe")
+    compiling = wgpu_pipelines._Compiling(device)  # a fresh one: nothing compiled yet
+    made: list[tuple[str, str]] = []
+    real = device.create_compute_pipeline
+
+    def counted(**kwargs):
+        made.append((threading.current_thread().name, kwargs["compute"]["entry_point"]))
+        return real(**kwargs)
+
+    monkeypatch.setattr(device, "create_compute_pipeline", counted, raising=False)
+    compiling.start()  # the thread takes `walk` first
+    mark = compiling.pipeline("mark")  # here, before the thread reaches it
+    assert compiling.pipeline("walk") is compiling.pipeline("walk")
+    assert compiling.thread is not None
+    compiling.thread.join()
+    assert sorted(name for _, name in made) == sorted(KERNELS)  # each once
+    assert ("gpurace-analysis", "walk") in made and ("MainThread", "mark") in made
+    assert compiling.pipeline("mark") is mark
