@@ -193,6 +193,7 @@ class _Compiling:
         self.thread: threading.Thread | None = None
         self._base: tuple | None = None  # (module, bind group layout, pipeline layout)
         self.pipes: dict[str, Future] = {}
+        self.stopping = False  # the process is exiting: compile no more on the thread
 
     def start(self) -> None:
         with self.lock:
@@ -201,10 +202,20 @@ class _Compiling:
                     target=self._compile_all, name="gpurace-analysis", daemon=True
                 )
                 self.thread.start()
-                atexit.register(self.thread.join)  # never exit with the driver mid-compile
+                atexit.register(self._stop)
+
+    def _stop(self) -> None:
+        """At exit: let the thread finish the pipeline it is compiling (never exit with
+        the driver mid-compile) but start no other (a check that ended early, on bad
+        input, waits for one compile, not six)."""
+        self.stopping = True
+        if self.thread is not None:
+            self.thread.join()
 
     def _compile_all(self) -> None:
         for name in COMPILE_ORDER:
+            if self.stopping:
+                return
             try:
                 self.pipeline(name)
             except BaseException:  # kept in its future, raised to the caller that asks

@@ -132,6 +132,9 @@ def test_analysis_pipelines_are_compiled_once_each_by_whoever_asks_first(monkeyp
 
     monkeypatch.setattr(device, "create_compute_pipeline", counted, raising=False)
     compiling.start()  # the thread takes `walk` first
+    deadline = time.monotonic() + 30
+    while "walk" not in compiling.pipes and time.monotonic() < deadline:
+        time.sleep(0.001)
     mark = compiling.pipeline("mark")  # here, before the thread reaches it
     assert compiling.pipeline("walk") is compiling.pipeline("walk")
     assert compiling.thread is not None
@@ -139,3 +142,24 @@ def test_analysis_pipelines_are_compiled_once_each_by_whoever_asks_first(monkeyp
     assert sorted(name for _, name in made) == sorted(KERNELS)  # each once
     assert ("gpurace-analysis", "walk") in made and ("MainThread", "mark") in made
     assert compiling.pipeline("mark") is mark
+
+
+def test_at_exit_the_thread_finishes_its_pipeline_and_starts_no_other(monkeypatch) -> None:
+    from gpurace.backends import wgpu_pipelines
+
+    device, _ = wgpu_backend.get_device("llvmpipe")
+    compiling = wgpu_pipelines._Compiling(device)
+    made: list[str] = []
+    real = device.create_compute_pipeline
+
+    def counted(**kwargs):
+        made.append(kwargs["compute"]["entry_point"])
+        return real(**kwargs)
+
+    monkeypatch.setattr(device, "create_compute_pipeline", counted, raising=False)
+    compiling.start()
+    compiling._stop()  # what atexit calls: returns once the thread has ended
+    assert compiling.thread is not None and not compiling.thread.is_alive()
+    assert made in ([], ["walk"])
+    compiling.stopping = False  # the asking thread still gets any pipeline
+    assert compiling.pipeline("count") is not None and made[-1] == "count"
