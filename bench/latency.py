@@ -5,7 +5,7 @@ costs (issue 12, item 1: a warm check of a small kernel at most 3x Oclgrind's wa
 time on the same launch, a cold one at most 1.5 s on PoCL, a warm WGSL check of
 examples/reduce_racy.wgsl at most 0.8 s). Run from a checkout's root::
 
-    python bench/latency.py [--runs 5] [--gpurace "CMD ..."]
+    python bench/latency.py [--runs 5] [--gpurace "CMD ..."] [--against "CMD ..."]
 
 For each kernel, side by side in one sitting (the columns of one run interleaved,
 so that a busy machine slows them alike), the median of ``--runs`` runs of:
@@ -24,10 +24,13 @@ median CPU time (user + system, all threads) of the same runs: on a machine shar
 with other jobs the wall time varies with their load, the CPU time much less.
 
 ``--gpurace CMD`` times another gpurace (e.g. main's installed script); by default
-the ``gpurace`` script beside this interpreter. Every process gets the same
-environment. Python's byte-code cache is on (``PYTHONPYCACHEPREFIX`` under the
-temporary directory, ``PYTHONDONTWRITEBYTECODE`` dropped), as it is for an installed
-package; ``--no-pycache`` keeps the environment as it is.
+the ``gpurace`` script beside this interpreter. ``--against CMD`` times a second one
+in the same sitting, each run of one followed by the same run of the other (a before
+and an after tree under the same load); both tables share the Oclgrind runs.
+Every process gets the same environment. Python's byte-code cache is on
+(``PYTHONPYCACHEPREFIX`` under the temporary directory, ``PYTHONDONTWRITEBYTECODE``
+dropped), as it is for an installed package; ``--no-pycache`` keeps the environment
+as it is.
 """
 
 from __future__ import annotations
@@ -129,33 +132,43 @@ def default_gpurace() -> list[str]:
 
 
 def measure(
-    gpurace: list[str], runs: int, env: dict[str, str], tmp: Path, opencl: bool = True
-) -> list[Row]:
-    rows = []
+    gpuraces: list[list[str]], runs: int, env: dict[str, str], tmp: Path, opencl: bool = True
+) -> list[list[Row]]:
+    """The rows of each command in `gpuraces`, their runs alternating (one run of each
+    in turn, and one Oclgrind run that every command's row shares), so that a load
+    that comes and goes slows them alike."""
+    tables: list[list[Row]] = [[] for _ in gpuraces]
     cwd = str(tmp)
     for kernel, launch in OPENCL if opencl else []:
         k, lp = ROOT / kernel, _launch_of(kernel, launch)
-        check = [*gpurace, "check", str(k), "--launch", str(lp)]
         grind, job = oclgrind_cmd(k, lp)
         genv = oclgrind_env(env)
-        timed(check, env, cwd)  # fill the caches
-        row = Row(kernel, [], [], [])
+        checks = [[*g, "check", str(k), "--launch", str(lp)] for g in gpuraces]
+        for check in checks:
+            timed(check, env, cwd)  # fill the caches
+        rows = [Row(kernel, [], [], []) for _ in gpuraces]
         for _ in range(runs):
-            timed_into(row, "warm", check, env, cwd)
-            timed_into(row, "oclgrind", grind, genv, str(ROOT), job)
-            fresh = cold_copy(k, tmp)
-            timed_into(row, "cold", [*gpurace, "check", str(fresh), "--launch", str(lp)], env, cwd)
-            fresh.unlink()
-        rows.append(row)
+            timed_into(rows[0], "oclgrind", grind, genv, str(ROOT), job)
+            for row, g, check in zip(rows, gpuraces, checks, strict=True):
+                row.oclgrind, row.cpu["oclgrind"] = rows[0].oclgrind, rows[0].cpu["oclgrind"]
+                timed_into(row, "warm", check, env, cwd)
+                fresh = cold_copy(k, tmp)
+                timed_into(row, "cold", [*g, "check", str(fresh), "--launch", str(lp)], env, cwd)
+                fresh.unlink()
+        for table_rows, row in zip(tables, rows, strict=True):
+            table_rows.append(row)
         print(f"  {kernel}: done", file=sys.stderr)
     k, lp = ROOT / WGSL[0], ROOT / WGSL[1]
-    check = [*gpurace, "check", str(k), "--launch", str(lp)]
-    timed(check, env, cwd)
-    row = Row(WGSL[0], [], [], [])
+    checks = [[*g, "check", str(k), "--launch", str(lp)] for g in gpuraces]
+    for check in checks:
+        timed(check, env, cwd)
+    rows = [Row(WGSL[0], [], [], []) for _ in gpuraces]
     for _ in range(runs):
-        timed_into(row, "warm", check, env, cwd)
-    rows.append(row)
-    return rows
+        for row, check in zip(rows, checks, strict=True):
+            timed_into(row, "warm", check, env, cwd)
+    for table_rows, row in zip(tables, rows, strict=True):
+        table_rows.append(row)
+    return tables
 
 
 def table(rows: list[Row], title: str) -> str:
@@ -190,22 +203,33 @@ def main() -> None:
         "--no-pycache", action="store_true", help="leave PYTHONDONTWRITEBYTECODE as it is"
     )
     ap.add_argument("--wgsl-only", action="store_true", help="only the warm WGSL check")
+    ap.add_argument(
+        "--against",
+        metavar="CMD",
+        help="a second gpurace (a before tree's script), its runs alternating with the first's",
+    )
     args = ap.parse_args()
     gpurace = shlex.split(args.gpurace) if args.gpurace else default_gpurace()
+    gpuraces = [gpurace] + ([shlex.split(args.against)] if args.against else [])
     with tempfile.TemporaryDirectory(prefix="gpurace-latency-") as name:
         tmp = Path(name)
         env = dict(os.environ)
         if not args.no_pycache:
             env.pop("PYTHONDONTWRITEBYTECODE", None)
             env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
-        rows = measure(gpurace, args.runs, env, tmp, opencl=not args.wgsl_only)
+        start = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        tables = measure(gpuraces, args.runs, env, tmp, opencl=not args.wgsl_only)
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    title = (
-        f"`{shlex.join(gpurace)}`: {platform.machine()}, {os.cpu_count()} cores, "
-        f"load {load:.1f}, {when}; median of {args.runs} whole-process runs"
-    )
-    print(table(rows, title))
+    loads = f"load {start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+    for g, rows in zip(gpuraces, tables, strict=True):
+        title = (
+            f"`{shlex.join(g)}`: {platform.machine()}, {os.cpu_count()} cores, {loads}, "
+            f"{when} ({time.perf_counter() - t0:.0f} s); median of {args.runs} "
+            "whole-process runs"
+            + (", alternating with the other command" if len(tables) > 1 else "")
+        )
+        print(table(rows, title) + "\n")
 
 
 if __name__ == "__main__":
