@@ -383,7 +383,7 @@ def check(
 
 
 def _warm_up_wgpu(device: str | None) -> None:
-    """A check of one WGSL kernel runs and analyses on wgpu alone: load no OpenCL
+    """A check of WGSL kernels alone runs and analyses on wgpu alone: load no OpenCL
     (gpurace/apis.py), and open the device and compile the analysis pipelines while
     the check reads its inputs (wgpu_backend.warm_up)."""
     apis.wgpu_only()
@@ -481,6 +481,8 @@ def _check_batch(paths: tuple[str, ...], kwargs: dict[str, Any], out: Output) ->
     from gpurace.report.json_report import BatchEntry, batch_exit_code
 
     inputs = batch.collect(paths)
+    if inputs and all(item.language == "wgsl" for item in inputs):
+        _warm_up_wgpu(kwargs.get("device"))
     entries: list[BatchEntry] = []
     with _progress() as progress, isolate.enabled():
 

@@ -77,6 +77,11 @@ def test_a_wgsl_check_loads_no_opencl() -> None:
     kernel, launch = ROOT / "examples" / "reduce_racy.wgsl", ROOT / "examples" / "reduce_racy.toml"
     modules = _modules_after("check", str(kernel), "--launch", str(launch))
     assert "wgpu" in modules and "pyopencl" not in modules
+    # nor a batch of WGSL kernels alone; one OpenCL kernel among them loads it first
+    wgsl = [str(ROOT / "examples" / f"reduce_{v}.wgsl") for v in ("racy", "fixed")]
+    assert "pyopencl" not in _modules_after("check", *wgsl)
+    cl = str(ROOT / "examples" / "opencl" / "reduce_racy.cl")
+    assert {"pyopencl", "wgpu"} <= _modules_after("check", *wgsl, cl)
 
 
 def test_opencl_after_a_wgpu_only_start_is_an_error_not_an_abort() -> None:
