@@ -384,12 +384,25 @@ def check(
 
 def _warm_up_wgpu(device: str | None) -> None:
     """A check of WGSL kernels alone runs and analyses on wgpu alone: load no OpenCL
-    (gpurace/apis.py), and open the device and compile the analysis pipelines while
-    the check reads its inputs (wgpu_backend.warm_up)."""
-    apis.wgpu_only()
+    (gpurace/apis.py) when this process is the gpurace command, and open the device
+    and compile the analysis pipelines while the check reads its inputs
+    (wgpu_backend.warm_up)."""
+    if _is_the_command():
+        apis.wgpu_only()
     from gpurace.backends import wgpu_backend
 
     wgpu_backend.warm_up(Options.from_env(device=device).device_for("wgpu"))
+
+
+def _is_the_command() -> bool:
+    """Whether this process is the gpurace command (its console script, or ``python -m
+    gpurace``), which ends with the check, and not a program that calls the CLI in
+    it (a test's CliRunner), which may check OpenCL kernels afterwards."""
+    first = sys.modules.get("__main__")
+    spec = getattr(first, "__spec__", None)
+    if spec is not None:
+        return spec.name in ("gpurace", "gpurace.__main__")
+    return os.path.basename(getattr(first, "__file__", None) or "") == "gpurace"
 
 
 def _one_input(

@@ -46,13 +46,12 @@ def test_host_search_of_a_small_shadow_is_the_device_search() -> None:
 
 
 def _modules_after(*args: str) -> set[str]:
-    """The modules a `gpurace ARGS` process has imported when it ends."""
+    """The modules a `python -m gpurace ARGS` process has imported when it ends."""
     code = (
-        "import atexit, sys\n"
+        "import atexit, runpy, sys\n"
         "atexit.register(lambda: print('MODULES', *sorted(sys.modules)))\n"
-        "from gpurace.cli import main\n"
         f"sys.argv = ['gpurace', *{list(args)!r}]\n"
-        "main()\n"
+        "runpy.run_module('gpurace', run_name='__main__', alter_sys=True)\n"
     )
     env = {**os.environ, "GPURACE_ISOLATE": "0"}  # the check in this process, not a child
     done = subprocess.run(
