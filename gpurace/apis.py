@@ -8,9 +8,11 @@ one process (a test run, `gpurace run`, a user's program) can use both APIs.
 
 That costs ~0.2 s (`import pyopencl`, which imports pytools, asyncio and
 importlib.metadata, and the ICDs' start-up), wasted in a process that checks only
-WGSL: the CLI's check of one WGSL kernel calls `wgpu_only` before any backend is
-imported, and OpenCL asked for afterwards in that process is a clear error
-(`require_opencl`), never an abort (docs/performance.md, "Latency of small checks").
+WGSL: the gpurace command's check of WGSL kernels alone calls `wgpu_only` before
+any backend is imported (not the CLI called inside another program, which may
+check OpenCL afterwards), and OpenCL asked for afterwards in that process is a clear
+error (`require_opencl`), never an abort (docs/performance.md, "Latency of small
+checks").
 """
 
 from __future__ import annotations
