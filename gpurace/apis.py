@@ -17,9 +17,11 @@ checks").
 
 from __future__ import annotations
 
+import os
 import sys
 
 from gpurace.model import GpuraceError
+from gpurace.options import Options
 
 #: whether importing `gpurace.backends` loads the OpenCL ICDs first (`wgpu_only`: no)
 opencl_first = True
@@ -43,3 +45,25 @@ def require_opencl() -> None:
             "(gpurace.apis.wgpu_only) and Vulkan's lavapipe may be loaded; check OpenCL "
             "kernels in another process"
         )
+
+
+def warm_up_wgsl(device: str | None) -> None:
+    """The CLI's check of WGSL kernels alone runs and analyses on wgpu alone: load no
+    OpenCL when this process is the gpurace command, and open the device and compile
+    the analysis pipelines while the check reads its inputs (`wgpu_devices.warm_up`)."""
+    if is_the_command():
+        wgpu_only()
+    from gpurace.backends import wgpu_devices
+
+    wgpu_devices.warm_up(Options.from_env(device=device).device_for("wgpu"))
+
+
+def is_the_command() -> bool:
+    """Whether this process is the gpurace command (its console script, or ``python -m
+    gpurace``), which ends with the check, and not a program that calls the CLI in
+    it (a test's CliRunner), which may check OpenCL kernels afterwards."""
+    first = sys.modules.get("__main__")
+    spec = getattr(first, "__spec__", None)
+    if spec is not None:
+        return spec.name in ("gpurace", "gpurace.__main__")
+    return os.path.basename(getattr(first, "__file__", None) or "") == "gpurace"

@@ -372,7 +372,7 @@ def check(
             return _check_batch(inputs, kwargs, out)
         kernel, launch = _one_input(inputs[0] if inputs else None, launch_path, sim_path)
         if kernel is not None and kernel.lower().endswith(".wgsl"):
-            _warm_up_wgpu(device)
+            apis.warm_up_wgsl(device)
         with _progress() as progress, isolate.enabled():
             report = _api().check_file(kernel, launch, progress=progress, **kwargs)
         out.report(report, single=True)
@@ -380,29 +380,6 @@ def check(
         return int(report.exit_code)
 
     _guarded(run)
-
-
-def _warm_up_wgpu(device: str | None) -> None:
-    """A check of WGSL kernels alone runs and analyses on wgpu alone: load no OpenCL
-    (gpurace/apis.py) when this process is the gpurace command, and open the device
-    and compile the analysis pipelines while the check reads its inputs
-    (wgpu_backend.warm_up)."""
-    if _is_the_command():
-        apis.wgpu_only()
-    from gpurace.backends import wgpu_backend
-
-    wgpu_backend.warm_up(Options.from_env(device=device).device_for("wgpu"))
-
-
-def _is_the_command() -> bool:
-    """Whether this process is the gpurace command (its console script, or ``python -m
-    gpurace``), which ends with the check, and not a program that calls the CLI in
-    it (a test's CliRunner), which may check OpenCL kernels afterwards."""
-    first = sys.modules.get("__main__")
-    spec = getattr(first, "__spec__", None)
-    if spec is not None:
-        return spec.name in ("gpurace", "gpurace.__main__")
-    return os.path.basename(getattr(first, "__file__", None) or "") == "gpurace"
 
 
 def _one_input(
@@ -495,7 +472,7 @@ def _check_batch(paths: tuple[str, ...], kwargs: dict[str, Any], out: Output) ->
 
     inputs = batch.collect(paths)
     if inputs and all(item.language == "wgsl" for item in inputs):
-        _warm_up_wgpu(kwargs.get("device"))
+        apis.warm_up_wgsl(kwargs.get("device"))
     entries: list[BatchEntry] = []
     with _progress() as progress, isolate.enabled():
 

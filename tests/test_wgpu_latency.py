@@ -100,15 +100,17 @@ def test_opencl_after_a_wgpu_only_start_is_an_error_not_an_abort() -> None:
 
 
 def test_warm_up_and_the_check_share_one_device(monkeypatch) -> None:
-    slow_list = wgpu_backend.list_devices
+    from gpurace.backends import wgpu_devices
+
+    slow_list = wgpu_devices.list_devices
 
     def slowly():  # the warm-up thread is still opening when the check asks
         time.sleep(0.5)
         return slow_list()
 
-    monkeypatch.setattr(wgpu_backend, "list_devices", slowly)
+    monkeypatch.setattr(wgpu_devices, "list_devices", slowly)
     started = []
-    monkeypatch.setattr(wgpu_backend, "start_analysis_pipelines", started.append)
+    monkeypatch.setattr(wgpu_devices, "start_analysis_pipelines", started.append)
     name = "llvmpipe"  # a name of its own: not the device earlier tests opened
     wgpu_backend.warm_up(name)
     time.sleep(0.1)
