@@ -1,16 +1,17 @@
 """Device backends (installed as ``gpurace.backends``).
 
-Mesa's lavapipe (Vulkan) exports the symbols of its libLLVM, and PoCL and Oclgrind
-(OpenCL) carry their own LLVM: once lavapipe is loaded, loading an OpenCL ICD aborts
-the process ("Option ... registered more than once"); the other way round works. So
-the OpenCL ICDs are loaded first, whenever any backend is imported, so that one
-process (a test run, `gpurace run`, a user's program) can use both APIs.
+Importing any backend loads the OpenCL ICDs first, before Vulkan's lavapipe can be
+loaded, unless the process said it uses no OpenCL (`gpurace.apis`: why, and when).
 """
 
 from __future__ import annotations
 
+from gpurace import apis
+
 
 def _load_opencl_icds_first() -> None:
+    if not apis.opencl_first:  # a WGSL-only process: no pyopencl, no ICDs
+        return
     try:
         import pyopencl
     except ImportError:  # OpenCL support not installed: nothing to order

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from gpurace import shaders, watchdog
+from gpurace import apis, shaders, watchdog
 from gpurace.abi import (
     CTL_REQUESTED,
     EVENT_SLOTS,
@@ -67,6 +67,7 @@ class ClDevice:
 
 
 def _cl():
+    apis.require_opencl()
     try:
         import pyopencl as cl
     except ImportError:  # pragma: no cover - pyopencl is a dependency

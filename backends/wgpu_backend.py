@@ -9,24 +9,13 @@ counters and the compact race table come back to the host; the log never does
 from __future__ import annotations
 
 import functools
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
 from typing import Any, TypeVar
 
 import numpy as np
-
-# Mesa's Vulkan drivers complain on stderr when XDG_RUNTIME_DIR is unset (as in CI
-# and containers); give them a private directory so users see only gpurace's output.
-if not os.environ.get("XDG_RUNTIME_DIR"):
-    _runtime = os.path.join(tempfile.gettempdir(), f"gpurace-runtime-{os.getuid()}")
-    os.makedirs(_runtime, mode=0o700, exist_ok=True)
-    os.environ["XDG_RUNTIME_DIR"] = _runtime
-
-import wgpu  # noqa: E402
-from wgpu.backends.wgpu_native import _ffi, _helpers, extras  # noqa: E402
+import wgpu
 
 from gpurace import watchdog
 from gpurace.abi import (
@@ -43,7 +32,7 @@ from gpurace.abi import (
     place_written,
     wgsl_consts,
 )
-from gpurace.backends import analysis_driver, wgpu_ffi
+from gpurace.backends import analysis_driver
 from gpurace.backends.analysis_driver import (  # noqa: F401 - re-exported for callers
     BUCKET_WORDS,
     COUNTER_NAMES,
@@ -59,7 +48,7 @@ from gpurace.backends.analysis_driver import (  # noqa: F401 - re-exported for c
     log_shape,
     log_words,
 )
-from gpurace.backends.common import LaunchResult, choose_device
+from gpurace.backends.common import LaunchResult
 from gpurace.backends.prefilter import (  # noqa: F401 - re-exported for callers
     HOST_SEARCH_BYTES,
     SHADOW_BUILD,
@@ -71,9 +60,16 @@ from gpurace.backends.prefilter import (  # noqa: F401 - re-exported for callers
     may_conflict_words,
     shadow_words,
 )
+from gpurace.backends.wgpu_devices import (  # noqa: F401 - the Backend's, re-exported
+    Adapter,
+    get_device,
+    list_devices,
+    warm_up,
+)
 from gpurace.backends.wgpu_pipelines import (  # noqa: F401 - re-exported for callers
     Groups,
-    analysis_pipelines,
+    analysis_layout,
+    analysis_pipeline,
     binding_type,
     cached_module_pipeline,
     cached_pipeline,
@@ -83,78 +79,15 @@ from gpurace.backends.wgpu_pipelines import (  # noqa: F401 - re-exported for ca
     start_analysis_pipelines,
     validate_source,
 )
-from gpurace.model import RECORD_WORDS, Binding, GpuraceError
+from gpurace.model import RECORD_WORDS, Binding
 from gpurace.options import Options
 
 T = TypeVar("T")
-
-wgpu_ffi.install(_ffi.ffi)  # ~3 s of cffi type parsing a check saved (see the module)
 
 WORKGROUP = 64
 ROW_GROUPS = 32768  # work-groups per dispatch row; more rows for larger grids
 
 _STORAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
-
-
-@dataclass(frozen=True)
-class Adapter:
-    """A device the user can choose with --device."""
-
-    name: str
-    description: str
-    adapter: Any  # wgpu.GPUAdapter
-    is_gpu: bool
-
-
-# every backend but OpenGL (whose adapters `list_devices` skips): enumerating the GL
-# adapter initialises EGL and a second llvmpipe context, ~0.4-0.6 s on lavapipe
-_BACKENDS = ("Vulkan", "Metal", "DX12")
-
-
-def list_devices() -> list[Adapter]:
-    """Every compute-capable adapter wgpu offers, best first (GPUs, then the CPU)."""
-    if _helpers._the_instance is None:  # a program under `gpurace run` may have made it
-        extras.set_instance_extras(backends=_BACKENDS)
-    found = []
-    for a in wgpu.gpu.enumerate_adapters_sync():
-        info = a.info
-        if info.get("backend_type") == "OpenGL":
-            continue  # no storage atomics guarantees worth trusting; Vulkan covers it
-        kind = info.get("adapter_type", "")
-        desc = f"{info.get('device', '?')} ({info.get('backend_type', '?')}, {kind})"
-        found.append(
-            Adapter(info.get("device", "?"), desc, a, kind in ("DiscreteGPU", "IntegratedGPU"))
-        )
-    rank = {True: 0, False: 1}
-    return sorted(found, key=lambda x: rank[x.is_gpu])
-
-
-@functools.cache
-def get_device(name: str | None = None) -> tuple[object, str]:
-    """The wgpu device for `name` (substring of the adapter's name), or the default:
-    the first GPU, else the CPU driver (`gpurace.registry.open_device` resolves
-    $GPURACE_DEVICE)."""
-    adapters = list_devices()
-    if not adapters:
-        raise GpuraceError(
-            "no Vulkan adapter found; install a GPU driver or mesa-vulkan-drivers (lavapipe)"
-        )
-    adapter = choose_device(adapters, name, "device")
-    lim = adapter.adapter.limits
-    wanted = {
-        "max-storage-buffers-per-shader-stage": min(
-            lim["max-storage-buffers-per-shader-stage"], 16
-        ),
-        "max-storage-buffer-binding-size": lim["max-storage-buffer-binding-size"],
-        "max-buffer-size": lim["max-buffer-size"],
-        "max-compute-workgroup-storage-size": lim["max-compute-workgroup-storage-size"],
-        "max-compute-invocations-per-workgroup": lim["max-compute-invocations-per-workgroup"],
-        "max-bind-groups": min(lim["max-bind-groups"], 8),
-    }
-    # optional types the module may use: f16, and naga's i64/u64 (shader-int64)
-    features = [f for f in ("shader-f16", "shader-int64") if f in adapter.adapter.features]
-    device = adapter.adapter.request_device_sync(required_limits=wanted, required_features=features)
-    return device, adapter.description
 
 
 def analysis_limit(device) -> int:
@@ -570,7 +503,7 @@ class _WgpuKernels:
 
     def __init__(self, device) -> None:
         self.device = device
-        self.layout, self.pipes = analysis_pipelines(device)
+        self.layout = analysis_layout(device)
         self.params = device.create_buffer(
             size=PARAM_WORDS * 4, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
         )
@@ -630,7 +563,7 @@ class _WgpuKernels:
         bind = self.bind_group(buffers)
         self.device.queue.write_buffer(self.params, 0, params.tobytes())
         cp = self.pending().begin_compute_pass()
-        cp.set_pipeline(self.pipes[kernel])
+        cp.set_pipeline(analysis_pipeline(self.device, kernel))
         cp.set_bind_group(0, bind)
         cp.dispatch_workgroups(gx, gy, 1)
         cp.end()

@@ -14,16 +14,29 @@ parser builds (the same calls: `_get_type_pointer`, `_as_func_arg`,
 `model.ArrayType`, `model.RawFunctionType`, `resolve_common_type`); anything else
 (other qualifiers, sized arrays, varargs) goes through cffi's parser as before.
 tests/test_wgpu_ffi.py holds the two equal on every form.
+
+Before those strings, wgpu-py's import parses the whole header (`ffi.cdef`, ~0.17 s
+of pycparser on an idle machine, every process). `cached_cdef` keeps what that parse
+leaves in cffi's parser (its declarations: cffi's model objects) in gpurace's disk
+cache (gpurace/cache.py), keyed by the header's text and the cffi, pycparser and
+Python versions, and restores it on the next import (~2 ms).
 """
 
 from __future__ import annotations
 
+import contextlib
+import pickle
+import platform
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from cffi import model  # type: ignore[import-untyped]
+import cffi  # type: ignore[import-untyped]
+import pycparser  # type: ignore[import-untyped]
+from cffi import cparser, model
 from cffi.commontypes import resolve_common_type  # type: ignore[import-untyped]
+
+from gpurace import cache
 
 # NAME, NAME *, NAME[] (the spaces wgpu-py writes vary: "char []", "X * ")
 _SIMPLE = re.compile(r"\s*([A-Za-z_]\w*)\s*(\*|\[\])?\s*$")
@@ -105,7 +118,11 @@ def _function_type(parser: Any, cdecl: str) -> Any | None:
 
 def install(ffi: Any) -> None:
     """Give `ffi`'s parser (wgpu-py's one FFI instance) the fast path; idempotent."""
-    parser = ffi._parser
+    install_on(ffi._parser)
+
+
+def install_on(parser: Any) -> None:
+    """Give a cffi parser the fast path; idempotent."""
     if getattr(parser, "_gpurace_fast", False):
         return
     slow: Callable[[str], Any] = parser.parse_type
@@ -116,3 +133,52 @@ def install(ffi: Any) -> None:
 
     parser.parse_type = parse_type
     parser._gpurace_fast = True
+
+
+# what cffi's Parser.parse leaves behind: its whole state once a parse is over
+_PARSER_STATE = (
+    "_declarations",
+    "_included_declarations",
+    "_anonymous_counter",
+    "_int_constants",
+    "_recomplete",
+    "_uses_new_feature",
+)
+
+
+def _cdef_key(csource: str, options: tuple) -> str:
+    versions = (cffi.__version__, pycparser.__version__, platform.python_version())
+    return cache.key("cffi-cdef", csource, repr(options), repr(versions))
+
+
+@contextlib.contextmanager
+def cached_cdef() -> Iterator[None]:
+    """While this is open, a parse of a header into a fresh cffi parser (wgpu-py's
+    import) is served from the disk cache, or parsed and stored there; the parser
+    gets the fast path at once (`install_on`), as wgpu-py's import asks for a type."""
+    real: Callable[..., None] = cparser.Parser.parse
+
+    def parse(self: Any, csource: str, *args: Any, **kwargs: Any) -> None:
+        if self._declarations or self._int_constants:  # not a fresh parser: as cffi does
+            return real(self, csource, *args, **kwargs)
+        install_on(self)
+        name = _cdef_key(csource, (args, sorted(kwargs.items())))
+        hit = cache.load(name)
+        if hit is not None:
+            try:
+                state = pickle.loads(hit)
+                if set(state) == set(_PARSER_STATE):
+                    self.__dict__.update(state)
+                    return None
+            except Exception:  # a damaged entry is a miss (cache.py)
+                pass
+        real(self, csource, *args, **kwargs)
+        state = {k: getattr(self, k) for k in _PARSER_STATE}
+        cache.store(name, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+        return None
+
+    cparser.Parser.parse = parse
+    try:
+        yield
+    finally:
+        cparser.Parser.parse = real

@@ -12,12 +12,12 @@ from __future__ import annotations
 import atexit
 import functools
 import threading
+from concurrent.futures import Future
 from typing import Any
 
 import wgpu
 
 from gpurace import shaders
-from gpurace.backends.analysis_driver import KERNELS
 from gpurace.backends.naga_errors import naga_error
 from gpurace.model import Binding, GpuraceError
 
@@ -171,47 +171,82 @@ def cached_pipeline(
 background = True
 
 
-class _Compiling:
-    """The analysis pipelines of one device, compiled once per process.
+#: the order the thread compiles them in: `walk` first, the costliest by far (~0.45 s
+#: of lavapipe's front end, more than the rest together) and needed last, so that the
+#: check meanwhile compiles the small ones it needs first itself if they are not ready
+COMPILE_ORDER = ("walk", "insert", "refine", "walk_dense", "mark", "count")
 
-    They are the same for every check and cost more than a small check's own module
-    (`walk` alone ~0.5 s of LLVM on lavapipe); the driver call releases the GIL, so
-    on a machine with a free core they compile on a thread while the instrumented
-    module is compiled and run, and `result` waits for them only if they are not
-    done by the time the analysis starts."""
+
+class _Compiling:
+    """The analysis pipelines of one device, each compiled once per process.
+
+    They are the same for every check and cost more than a small check's own module;
+    the driver call releases the GIL, so on a machine with a free core they compile
+    on a thread while the instrumented module is compiled and run. Each is claimed by
+    whichever thread asks first: `pipeline` compiles an unclaimed one at once, or
+    waits for the thread that has it, so the analysis waits only for the kernels it
+    runs next."""
 
     def __init__(self, device: Any) -> None:
         self.device = device
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
-        self.value: tuple | None = None
-        self.error: BaseException | None = None
+        self._base: tuple | None = None  # (module, bind group layout, pipeline layout)
+        self.pipes: dict[str, Future] = {}
+        self.stopping = False  # the process is exiting: compile no more on the thread
 
     def start(self) -> None:
         with self.lock:
-            if self.thread is None and self.value is None:
+            if self.thread is None:
                 self.thread = threading.Thread(
-                    target=self._compile, name="gpurace-analysis", daemon=True
+                    target=self._compile_all, name="gpurace-analysis", daemon=True
                 )
                 self.thread.start()
-                atexit.register(self.thread.join)  # never exit with the driver mid-compile
+                atexit.register(self._stop)
 
-    def _compile(self) -> None:
-        try:
-            self.value = _compile_analysis(self.device)
-        except BaseException as exc:  # handed to the caller of `result`
-            self.error = exc
-
-    def result(self) -> tuple:
+    def _stop(self) -> None:
+        """At exit: let the thread finish the pipeline it is compiling (never exit with
+        the driver mid-compile) but start no other (a check that ended early, on bad
+        input, waits for one compile, not six)."""
+        self.stopping = True
         if self.thread is not None:
             self.thread.join()
+
+    def _compile_all(self) -> None:
+        for name in COMPILE_ORDER:
+            if self.stopping:
+                return
+            try:
+                self.pipeline(name)
+            except BaseException:  # kept in its future, raised to the caller that asks
+                return
+
+    def base(self) -> tuple:
+        """(module, bind group layout, pipeline layout) of shaders/analysis.wgsl."""
         with self.lock:
-            if self.value is None and self.error is None:
-                self._compile()  # not started: compile here
-        if self.error is not None:
-            raise self.error
-        assert self.value is not None
-        return self.value
+            if self._base is None:
+                self._base = _analysis_base(self.device)
+            return self._base
+
+    def pipeline(self, name: str) -> Any:
+        """The compute pipeline of kernel `name`, compiled here unless another thread
+        has it (then waited for)."""
+        with self.lock:
+            fut = self.pipes.get(name)
+            mine = fut is None
+            if fut is None:
+                fut = self.pipes[name] = Future()
+        if mine:
+            try:
+                module, _, playout = self.base()
+                fut.set_result(
+                    self.device.create_compute_pipeline(
+                        layout=playout, compute={"module": module, "entry_point": name}
+                    )
+                )
+            except BaseException as exc:
+                fut.set_exception(exc)
+        return fut.result()
 
 
 @functools.cache
@@ -221,17 +256,22 @@ def _compiling(device: Any) -> _Compiling:
 
 def start_analysis_pipelines(device: Any) -> None:
     """Start compiling `device`'s analysis pipelines on a thread, unless they are
-    compiled or compiling, or `background` is off."""
+    compiling, or `background` is off."""
     if background:
         _compiling(device).start()
 
 
-def analysis_pipelines(device: Any) -> tuple:
-    """(bind group layout, {kernel: pipeline}) of shaders/analysis.wgsl on `device`."""
-    return _compiling(device).result()
+def analysis_layout(device: Any) -> Any:
+    """The bind group layout of shaders/analysis.wgsl's kernels on `device`."""
+    return _compiling(device).base()[1]
 
 
-def _compile_analysis(device: Any) -> tuple:
+def analysis_pipeline(device: Any, kernel: str) -> Any:
+    """The compute pipeline of analysis kernel `kernel` on `device`."""
+    return _compiling(device).pipeline(kernel)
+
+
+def _analysis_base(device: Any) -> tuple:
     source = shaders.source("analysis.wgsl")
     module = device.create_shader_module(code=source)
     storage, ro = wgpu.BufferBindingType.storage, wgpu.BufferBindingType.read_only_storage
@@ -242,11 +282,4 @@ def _compile_analysis(device: Any) -> tuple:
             for i, t in enumerate(types)
         ]
     )
-    playout = device.create_pipeline_layout(bind_group_layouts=[layout])
-    pipes = {
-        name: device.create_compute_pipeline(
-            layout=playout, compute={"module": module, "entry_point": name}
-        )
-        for name in KERNELS
-    }
-    return layout, pipes
+    return module, layout, device.create_pipeline_layout(bind_group_layouts=[layout])

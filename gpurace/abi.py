@@ -328,7 +328,7 @@ BUCKET_WORDS = 6  # bucket slot words
 RACE_WORDS = 16  # race slot words
 INSTANCE_WORDS = 12  # --all: words per listed instance
 DENSE_EVENTS = 16  # barrier ordinals with direct-mapped slots per work-group
-MAXE = 32  # entries a walk holds per bucket
+MAXE = 8  # entries a walk holds per bucket (more: streamed; see analysis.wgsl's walk)
 MAXK = 32  # distinct race keys a walk holds per bucket
 
 # Params: PARAM_WORDS u32 (WGSL's uniform struct Params, a buffer in C)

@@ -15,7 +15,6 @@ from typing import TypedDict, Unpack
 from gpurace import abi, isolate, limits, registry, schedules
 from gpurace.analysis import memcheck
 from gpurace.analysis.merge import merge_ranges
-from gpurace.instrument.wgsl.loops import cut_lines
 from gpurace.interfaces import Backend, RunFn, Target
 from gpurace.launch import LaunchSpec, load_launch
 from gpurace.launch.sim import load_sim
@@ -244,6 +243,17 @@ def check(
     return schedules.check_each(once, opts) if opts.schedules > 1 else once(opts)
 
 
+def _cut_loops(path: str, loops: list[tuple[int, int]], word: int) -> list[str]:
+    """`wgsl.loops.cut_lines` of a launch's loop word, imported only when a loop was
+    cut: its package imports the WGSL rewriter (~50 ms), which an OpenCL or CUDA
+    check does not otherwise load."""
+    if not word:
+        return []
+    from gpurace.instrument.wgsl.loops import cut_lines
+
+    return cut_lines(path, loops, word)
+
+
 def _check_once(
     source: str,
     launch: LaunchSpec,
@@ -347,7 +357,7 @@ def _check_once(
             else []
         )
         + unmodelled_copies(path, copies)
-        + cut_lines(path, t.inst.loops, loops_cut),
+        + _cut_loops(path, t.inst.loops, loops_cut),
         saturated=saturated,
         device_bytes=peak,
         passes=len(parts),

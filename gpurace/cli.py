@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 import click
 
-from gpurace import isolate
+from gpurace import apis, isolate
 from gpurace.model import DeviceHang, GpuraceError
 from gpurace.options import Options, debug_enabled, parse_tools
 
@@ -371,6 +371,8 @@ def check(
                 )
             return _check_batch(inputs, kwargs, out)
         kernel, launch = _one_input(inputs[0] if inputs else None, launch_path, sim_path)
+        if kernel is not None and kernel.lower().endswith(".wgsl"):
+            apis.warm_up_wgsl(device)
         with _progress() as progress, isolate.enabled():
             report = _api().check_file(kernel, launch, progress=progress, **kwargs)
         out.report(report, single=True)
@@ -469,6 +471,8 @@ def _check_batch(paths: tuple[str, ...], kwargs: dict[str, Any], out: Output) ->
     from gpurace.report.json_report import BatchEntry, batch_exit_code
 
     inputs = batch.collect(paths)
+    if inputs and all(item.language == "wgsl" for item in inputs):
+        apis.warm_up_wgsl(kwargs.get("device"))
     entries: list[BatchEntry] = []
     with _progress() as progress, isolate.enabled():
 

@@ -636,8 +636,8 @@ DEVICE_FN bool walk_access_bucket(Ctx* c, uint b, Key k) {
   for (uint e = head; e != 0u && n <= MAXE; e = next_entry(c, e)) { n += 1u; }
   if (n <= MAXE) {
     // the usual small bucket: read each entry once, compare the copies pairwise
-    Ent ents[32];
-    uint ids[32];
+    Ent ents[MAXE];
+    uint ids[MAXE];
     uint m = 0u;
     for (uint e = head; e != 0u; e = next_entry(c, e)) {
       ents[m] = load_ent(c, e - 1u);

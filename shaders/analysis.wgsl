@@ -647,8 +647,8 @@ fn walk_access_bucket(b: u32, k: Key) -> bool {
   for (var e = head; e != 0u && n <= MAXE; e = next_entry(e)) { n += 1u; }
   if (n <= MAXE) {
     // the usual small bucket: read each entry once, compare the copies pairwise
-    var ents: array<Ent, 32>;
-    var ids: array<u32, 32>;
+    var ents: array<Ent, MAXE>;
+    var ids: array<u32, MAXE>;
     var m = 0u;
     for (var e = head; e != 0u; e = next_entry(e)) {
       ents[m] = load_ent(e - 1u);

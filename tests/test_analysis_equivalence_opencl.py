@@ -27,6 +27,9 @@ test_device_equals_reference_on_random_logs = shared.test_device_equals_referenc
 test_empty_log_is_clean = shared.test_empty_log_is_clean
 test_address_ranges_merge_to_the_whole = shared.test_address_ranges_merge_to_the_whole
 test_events_beyond_the_direct_mapped_ordinals = shared.test_events_beyond_the_direct_mapped_ordinals
+test_buckets_either_side_of_the_walk_cache_equal_the_reference = (
+    shared.test_buckets_either_side_of_the_walk_cache_equal_the_reference
+)
 test_bucket_larger_than_the_walk_cache_is_streamed = (
     shared.test_bucket_larger_than_the_walk_cache_is_streamed
 )

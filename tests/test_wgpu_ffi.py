@@ -1,11 +1,13 @@
 """backends/wgpu_ffi.py: its fast path resolves wgpu-py's type strings into exactly the
-types cffi's own parser makes, and leaves every other form to that parser."""
+types cffi's own parser makes, and leaves every other form to that parser; the header
+parse served from the disk cache declares exactly what cffi's parse does."""
 
 from __future__ import annotations
 
 import functools
 
 import pytest
+from cffi import FFI, cparser, model
 from wgpu.backends.wgpu_native import _ffi
 
 from gpurace.backends import wgpu_backend, wgpu_ffi  # noqa: F401 - installs the fast path
@@ -77,3 +79,65 @@ def test_installed_parser_allocates_as_before() -> None:
     desc = _ffi.ffi.new("WGPUBufferDescriptor *")
     assert _ffi.ffi.typeof(desc) is btype(slow("WGPUBufferDescriptor *"))
     assert PARSER.parse_type("uint8_t []") == slow("uint8_t []")
+
+
+def _declared(ffi) -> dict:
+    """What a cdef left in `ffi`: each declaration's model type (its class, C name and
+    qualifiers), the integer constants, and every struct's size and field offsets as
+    the backend lays them out."""
+    p = ffi._parser
+    out: dict = {"constants": dict(p._int_constants)}
+    for name, (tp, quals) in p._declarations.items():
+        if isinstance(tp, int):  # an enum's or #define's value
+            out[name] = (tp, quals)
+            continue
+        out[name] = (type(tp).__name__, tp._get_c_name(), quals)
+        if name.startswith("typedef ") and isinstance(tp, model.StructType) and tp.fldnames:
+            short = name.removeprefix("typedef ")
+            out[f"layout {short}"] = (
+                ffi.sizeof(short),
+                [ffi.offsetof(short, f) for f in tp.fldnames if f],
+            )
+    return out
+
+
+def _cdef(header: str):
+    ffi = FFI()
+    with wgpu_ffi.cached_cdef():
+        ffi.cdef(header)
+    return ffi
+
+
+def test_the_header_from_the_cache_declares_what_its_parse_does(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("GPURACE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("GPURACE_NO_CACHE", raising=False)
+    header = _ffi.get_wgpu_header()
+    plain = FFI()
+    plain.cdef(header)  # cffi alone
+    parsed = _cdef(header)  # a miss: parsed, then stored
+    (entry,) = (tmp_path / "cffi-cdef").iterdir()
+
+    def no_parse(*args, **kwargs):
+        raise AssertionError("parsed again: not served from the cache")
+
+    with monkeypatch.context() as m:
+        m.setattr(cparser.Parser, "_internal_parse", no_parse)
+        cached = _cdef(header)
+    assert _declared(cached) == _declared(plain) == _declared(parsed)
+    assert len(_declared(plain)) > 900
+    # the fast path is on at once, and allocates what cffi's own parser says
+    assert cached._parser._gpurace_fast
+    parser = cached._parser
+    fast = parser.parse_type("WGPUBufferDescriptor *")
+    assert fast == type(parser).parse_type(parser, "WGPUBufferDescriptor *")
+    desc = cached.new("WGPUBufferDescriptor *")
+    assert cached.sizeof(desc[0]) == plain.sizeof("WGPUBufferDescriptor") > 0
+    # a damaged entry is a miss: parsed again, and rewritten whole
+    entry.write_bytes(b"not a pickle")
+    assert _declared(_cdef(header)) == _declared(plain)
+    assert entry.read_bytes() != b"not a pickle"
+    # a parser that already holds declarations is cffi's alone
+    with monkeypatch.context() as m:
+        m.setattr(cparser.Parser, "_internal_parse", no_parse)
+        with wgpu_ffi.cached_cdef(), pytest.raises(AssertionError, match="parsed again"):
+            cached.cdef("typedef int gpurace_extra;")

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpurace.instrument.wgsl.loops import cut_sites
 from gpurace.model import Race, Report, Site, Suppressed
 
 from .common import (
@@ -258,6 +257,10 @@ def batch_json(
 
 def scope_json(report: Report) -> dict[str, Any]:
     """The explicit-scope statement (design.md §2) as JSON (shared with SARIF)."""
+    # here, not at the top: importing it imports the WGSL rewriter (~50 ms), which a
+    # check of an OpenCL kernel without --json need not load
+    from gpurace.instrument.wgsl.loops import cut_sites
+
     s = report.scope
     return {
         "launches": s.launches,

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from gpurace.instrument.wgsl.loops import CUT_WHAT
 from gpurace.model import Report, Suppressed
 
 from .common import (
@@ -300,6 +299,8 @@ def _error_notification(line: str, cwd: str | None) -> dict[str, Any]:
 
 def _scope_notifications(report: Report, cwd: str | None) -> list[dict[str, Any]]:
     """What one report did not cover, one notification per dropped/skipped/saturated item."""
+    from gpurace.instrument.wgsl.loops import CUT_WHAT  # here: it loads the WGSL rewriter
+
     s = report.scope
     prefix = f"kernel '{report.kernel}': "
     notes = []
