@@ -13,6 +13,7 @@ from enum import IntEnum
 # The log record's layout (RECORD_WORDS words W_SITE .. W_EXTRA, the W_FLAGS fields)
 # is the device ABI's, gpurace/abi.py; re-exported here for the code that decodes logs.
 from gpurace.abi import (  # noqa: E402, F401
+    EV_ORDER,
     F_BYTE_MASK,
     F_EVENT_MASK,
     F_EVENT_SHIFT,
@@ -54,6 +55,8 @@ class Event(IntEnum):
 
     BARRIER = 0
     EXIT = 1
+    # 2, 3: the CUDA sync log's codes and event slots (never in an analysed log)
+    ORDER = EV_ORDER  # an atomic's values or a fence, for happens-before (docs/ordering.md)
 
 
 def pack_flags(

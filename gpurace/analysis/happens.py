@@ -1,0 +1,323 @@
+"""Happens-before beyond barriers: the clocks that release/acquire atomics and fences
+give a log's accesses (docs/ordering.md, "Release and acquire").
+
+A log whose module has a non-relaxed atomic or a fence carries an ORDER event after
+every atomic and at every fence: the values it read and wrote, its order and scope.
+From them this module computes, per thread, a vector clock at each record, and so a
+*stamp* per access: (thread, own counter, clock). `Clocks.before(i, j)` says whether
+record i happens before record j. The reference analyser keys its entries by stamp
+(`reference.analyse(..., order=...)`), so each entry pair is ordered or not as a whole.
+
+Which write a read read is recovered from values; where several writes (or the
+location's initial value) could have given the value, the read acquires only what
+every candidate carries, so the verdict never hides a race. Candidates are removed
+only by coherence, with the happens-before found so far; clocks grow from no edges
+to the least fixpoint, so no edge justifies itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpurace.abi import (
+    O_BARRIERS_MAX,
+    O_BARRIERS_SHIFT,
+    O_READ,
+    O_WRITE,
+    O_WUNKNOWN,
+    ORDER_ACQ_REL,
+    ORDER_ACQUIRE,
+    ORDER_RELEASE,
+    ORDER_SC,
+    RECORD_WORDS,
+    SCOPE_GPU,
+)
+from gpurace.model import Event, Kind
+
+VC = dict[int, int]  # thread -> the highest own counter of it that is known
+Carried = dict[tuple[int, bool], VC]  # (releasing group, wide scope) -> clock released
+Stamp = tuple[int, int, int]  # (thread, own counter, clock id)
+# a location's initial value, (var, offset, size) -> bits, None when not known
+Initial = Callable[[int, int, int], "int | None"]
+
+INITIAL = -1  # the candidate "the location's initial value"
+ITERATIONS = 64  # fixpoint rounds; every round's clocks are sound, so stopping is safe
+_ACQUIRES = (ORDER_ACQUIRE, ORDER_ACQ_REL, ORDER_SC)
+_RELEASES = (ORDER_RELEASE, ORDER_ACQ_REL, ORDER_SC)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One ORDER event (or a plain store, as a write candidate) of the log."""
+
+    idx: int
+    thread: int
+    group: int
+    var: int
+    offset: int
+    size: int
+    op: int  # 0: a fence
+    scope: int
+    order: int
+    reads: bool
+    writes: bool
+    read_value: int
+    written: int | None  # None: not known
+
+
+@dataclass
+class Clocks:
+    """The stamps of a log's accesses and ORDER events, and their clocks."""
+
+    stamps: dict[int, Stamp]
+    vcs: list[VC]
+    saturated: bool = False  # a barrier count saturated: ordering not decided
+
+    def stamp_before(self, a: Stamp, b: Stamp) -> bool:
+        """Whether everything at stamp `a` happens before stamp `b` (other threads)."""
+        return a[0] != b[0] and self.vcs[b[2]].get(a[0], 0) >= a[1]
+
+    def ordered(self, a: Stamp, b: Stamp) -> bool:
+        """Two stamps of different threads ordered either way."""
+        return self.stamp_before(a, b) or self.stamp_before(b, a)
+
+    def before(self, i: int, j: int) -> bool:
+        """Record i happens before record j (program order within one thread)."""
+        a, b = self.stamps[i], self.stamps[j]
+        return i < j if a[0] == b[0] else self.stamp_before(a, b)
+
+
+@dataclass
+class _Thread:
+    group: int
+    counter: int = 1
+    vc: VC = field(default_factory=dict)
+    snap: int = -1  # clock id of vc, -1 when it changed since
+    fence: Carried | None = None  # what the latest release fence published
+    reads: list[Op] = field(default_factory=list)  # atomic reads so far
+
+
+def wide(scope: int) -> bool:
+    """A scope that includes threads of other blocks (.gpu, .sys; OpenCL device)."""
+    return scope >= SCOPE_GPU
+
+
+def _join(into: VC, other: VC) -> bool:
+    changed = False
+    for t, c in other.items():
+        if into.get(t, 0) < c:
+            into[t] = c
+            changed = True
+    return changed
+
+
+def _meet(clocks: list[VC]) -> VC:
+    if not clocks:
+        return {}
+    out = dict(clocks[0])
+    for vc in clocks[1:]:
+        out = {t: min(c, vc[t]) for t, c in out.items() if t in vc}
+    return out
+
+
+def _meet_carried(items: list[Carried]) -> Carried:
+    if not items:
+        return {}
+    keys = set(items[0]).intersection(*items[1:])
+    return {k: _meet([c[k] for c in items]) for k in keys}
+
+
+def accepted(carried: Carried, group: int, wide_scope: bool) -> VC:
+    """What an acquire of a thread in `group` (of a wide scope or not) takes from a
+    write's carried releases: a release and an acquire synchronise only when both
+    scopes include both threads."""
+    out: VC = {}
+    for (g, w), vc in carried.items():
+        if g == group or (w and wide_scope):
+            _join(out, vc)
+    return out
+
+
+class _Log:
+    """The decoded log: threads' timelines, ORDER events, writes by variable."""
+
+    def __init__(self, rows: list[list[int]], initial: Initial | None) -> None:
+        self.initial = initial
+        self.thread_of: dict[tuple[int, int], int] = {}
+        self.timeline: dict[int, list[tuple[int, int]]] = {}  # thread -> (bars, idx)
+        self.ops: dict[int, Op] = {}
+        self.writes: dict[int, list[Op]] = {}  # var -> writes (atomic and plain)
+        self.saturated = False
+        for i, (_site, flags, off, lid, grp, epoch, value, extra) in enumerate(rows):
+            kind = flags & 3
+            code = (flags >> 24) & 0xF
+            if kind == Kind.EVENT and code != Event.ORDER:
+                continue  # barriers: joins follow from the barrier counts
+            t = self.thread_of.setdefault((grp, lid), len(self.thread_of))
+            size, var = (flags >> 8) & 0xFF, (flags >> 16) & 0xFF
+            if kind == Kind.EVENT:
+                bars = extra >> O_BARRIERS_SHIFT
+                self.saturated |= bars >= O_BARRIERS_MAX
+                op = Op(
+                    i, t, grp, var, off, size, extra & 0xFF, (extra >> 8) & 0xF,
+                    (extra >> 12) & 0xF, bool(extra & O_READ), bool(extra & O_WRITE),
+                    epoch, None if extra & O_WUNKNOWN else value,
+                )  # fmt: skip
+                self.ops[i] = op
+                if op.writes:
+                    self.writes.setdefault(var, []).append(op)
+            else:
+                bars = epoch
+                if kind == Kind.STORE and size:
+                    known = (flags >> 3) & 1 and size <= 4
+                    plain = Op(i, t, grp, var, off, size, 0, 0, 0, False, True, 0,
+                               value if known else None)  # fmt: skip
+                    self.writes.setdefault(var, []).append(plain)
+            self.timeline.setdefault(t, []).append((bars, i))
+        self.reads = [o for o in self.ops.values() if o.reads]
+        self.groups: dict[int, list[int]] = {}
+        for (grp, _lid), t in self.thread_of.items():
+            self.groups.setdefault(grp, []).append(t)
+
+
+def _matches(w: Op, r: Op) -> bool:
+    """Write w may have given read r its value."""
+    if w.var != r.var or w.offset >= r.offset + r.size or r.offset >= w.offset + w.size:
+        return False
+    if (w.offset, w.size) != (r.offset, r.size) or w.written is None:
+        return True
+    mask = (1 << (8 * min(r.size, 4))) - 1
+    return (w.written & mask) == (r.read_value & mask)
+
+
+def candidates(log: _Log, r: Op, hb: Clocks | None) -> list[int]:
+    """The writes (record indices, INITIAL for the initial value) that read `r` may
+    have read, less those coherence rules out under the happens-before `hb`."""
+
+    same = [w for w in log.writes.get(r.var, []) if (w.offset, w.size) == (r.offset, r.size)]
+    out = []
+    for w in log.writes.get(r.var, []):
+        if w.idx == r.idx or not _matches(w, r):
+            continue
+        if hb.before(r.idx, w.idx) if hb else w.thread == r.thread and w.idx > r.idx:
+            continue  # r happens before w: it cannot read it
+        if hb is not None and any(
+            x.idx != w.idx and hb.before(w.idx, x.idx) and hb.before(x.idx, r.idx) for x in same
+        ):
+            continue  # a later write lies between them: r reads it or a later one
+        out.append(w.idx)
+    hidden = any(
+        hb.before(x.idx, r.idx) if hb else x.thread == r.thread and x.idx < r.idx for x in same
+    )
+    known = log.initial(r.var, r.offset, r.size) if log.initial else None
+    mask = (1 << (8 * min(r.size, 4))) - 1
+    if not hidden and (known is None or (known & mask) == (r.read_value & mask)):
+        out.append(INITIAL)
+    return out
+
+
+def clocks(records: np.ndarray, initial: Initial | None = None) -> Clocks | None:
+    """The clocks of a log (an (n, 8) u32 array); None when it has no ORDER event."""
+    rows = np.asarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS).tolist()
+    log = _Log(rows, initial)
+    if not log.ops:
+        return None
+    if log.saturated:
+        return Clocks({}, [], saturated=True)
+    hb: Clocks | None = None
+    carried: dict[int, Carried] = {}
+    for _ in range(ITERATIONS):
+        cands = {r.idx: candidates(log, r, hb) for r in log.reads}
+        new_hb, new_carried = _simulate(log, cands, carried)
+        same = hb is not None and (new_hb.stamps, new_hb.vcs) == (hb.stamps, hb.vcs)
+        if same and new_carried == carried:
+            break
+        hb, carried = new_hb, new_carried
+    assert hb is not None
+    return hb
+
+
+def _simulate(
+    log: _Log, cands: dict[int, list[int]], carried: dict[int, Carried]
+) -> tuple[Clocks, dict[int, Carried]]:
+    """One round: every thread's clocks given what each write carried last round."""
+    out = Clocks({}, [])
+    new: dict[int, Carried] = {}
+    state = {t: _Thread(grp) for (grp, _), t in log.thread_of.items()}
+
+    def snap(t: int) -> int:
+        th = state[t]
+        th.vc[t] = th.counter
+        if th.snap < 0:
+            out.vcs.append(dict(th.vc))
+            th.snap = len(out.vcs) - 1
+        return th.snap
+
+    def publish(t: int, scope: int) -> Carried:
+        th = state[t]
+        vc = out.vcs[snap(t)]
+        th.counter += 1
+        th.snap = -1
+        return {(th.group, wide(scope)): vc}
+
+    def acquired(r: Op, scope: int) -> VC:
+        got = [accepted(carried.get(w, {}), r.group, wide(scope)) for w in cands[r.idx]]
+        return _meet(got)
+
+    def take(t: int, vc: VC) -> None:
+        if _join(state[t].vc, vc):
+            state[t].snap = -1
+
+    def step(t: int, i: int) -> None:
+        th = state[t]
+        o = log.ops.get(i)
+        if o is None:
+            out.stamps[i] = (t, th.counter, snap(t))
+            return
+        if o.op == 0:  # a fence: acquire what earlier reads read, then release
+            out.stamps[i] = (t, th.counter, snap(t))
+            if o.order in _ACQUIRES:
+                for r in th.reads:
+                    take(t, acquired(r, min(r.scope, o.scope)))
+            if o.order in _RELEASES:
+                th.fence = publish(t, o.scope)
+            return
+        if o.reads:
+            if o.order in _ACQUIRES:
+                take(t, acquired(o, o.scope))
+            th.reads.append(o)
+        out.stamps[i] = (t, th.counter, snap(t))
+        if o.writes:
+            own: Carried = {}
+            if o.order in _RELEASES:
+                own = publish(t, o.scope)
+            elif th.fence is not None:
+                own = {(g, w and wide(o.scope)): vc for (g, w), vc in th.fence.items()}
+            if o.reads:  # a read-modify-write continues the release sequence it read
+                chain = _meet_carried([carried.get(w, {}) for w in cands[i]])
+                for k, vc in chain.items():
+                    _join(own.setdefault(k, {}), vc)
+            new[i] = own
+
+    for _grp, threads in sorted(log.groups.items()):
+        phases = sorted({b for t in threads for b, _ in log.timeline[t]})
+        pos = dict.fromkeys(threads, 0)
+        for n, bars in enumerate(phases):
+            for t in threads:
+                line = log.timeline[t]
+                while pos[t] < len(line) and line[pos[t]][0] == bars:
+                    step(t, line[pos[t]][1])
+                    pos[t] += 1
+            if n + 1 < len(phases):  # a block barrier: every thread's clock joined
+                joined: VC = {}
+                for t in threads:
+                    snap(t)
+                    _join(joined, state[t].vc)
+                for t in threads:
+                    take(t, joined)
+                    state[t].counter += 1
+                    state[t].snap = -1
+    return out, new
