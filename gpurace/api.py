@@ -258,6 +258,7 @@ def _check_once(
         0, FULL_RANGE, t.total, -(-t.total // (4 * t.max_words)))]  # fmt: skip
     parts, saturated, listed = [], [], []
     logged = dropped = peak = unattributed = copies = loops_cut = 0
+    on_host = False  # a pass's release/acquire ordering decided on the host
     oob_area = None  # every run counts every out-of-bounds access: any one will do
     uninit_area = None  # and every uninitialised read
     tools = opts.tools
@@ -308,6 +309,7 @@ def _check_once(
             uninit_area = result.uninit
         loops_cut |= result.loops_cut
         parts.append((analysis.races, analysis.orders))
+        on_host |= analysis.on_host
         listed += analysis.listed
         saturated += analysis.saturated
         peak = max(peak, capacity * RECORD_WORDS * 4 + analysis.table_bytes + t.held_bytes)
@@ -339,6 +341,7 @@ def _check_once(
         device_bytes=peak,
         passes=len(parts),
         schedule_seed=opts.schedule_seed,
+        ordered_on_host=on_host,
     )
     return Report(
         kernel=t.kernel,

@@ -164,6 +164,8 @@ class Instrumented:
     loops: list[tuple[int, int]] = field(default_factory=list)
     # the tracked variables checked for uninitialised reads (docs/memcheck.md), by id
     initchecked: tuple[int, ...] = ()
+    # CUDA: the module logs ORDER events (release/acquire, fences: docs/ordering.md)
+    ordering: bool = False
 
 
 # ---------------------------------------------------------------------------
@@ -267,6 +269,7 @@ class Scope:
     passes: int = 1  # address-range passes the launch was split into (each re-runs it)
     schedules: int = 1  # warp orders the launch ran in (sim: gpurace/schedules.py)
     schedule_seed: int = 0  # the first order's seed (0: sim's min-PC order)
+    ordered_on_host: bool = False  # release/acquire ordering decided by the host reference
 
     @property
     def complete(self) -> bool:

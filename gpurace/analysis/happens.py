@@ -35,7 +35,7 @@ from gpurace.abi import (
     RECORD_WORDS,
     SCOPE_GPU,
 )
-from gpurace.model import Event, Kind
+from gpurace.model import Event, Kind, Race, Space
 
 VC = dict[int, int]  # thread -> the highest own counter of it that is known
 Carried = dict[tuple[int, bool], VC]  # (releasing group, wide scope) -> clock released
@@ -321,3 +321,25 @@ def _simulate(
                     state[t].counter += 1
                     state[t].snap = -1
     return out, new
+
+
+def decide(
+    records: np.ndarray,
+    spaces: dict[int, Space],
+    uniform_writes_race: bool,
+    initial: Initial | None = None,
+) -> tuple[list[Race], list[str]] | None:
+    """The races of a log with ORDER events decided on the host (the reference with
+    release/acquire ordering) and what saturated; None when the log has none."""
+    from gpurace.analysis import reference
+
+    hb = clocks(records, initial)
+    if hb is None:
+        return None
+    if hb.saturated:
+        note = (
+            f"block barrier count of an ORDER event (over {O_BARRIERS_MAX}): release/acquire "
+            "ordering not applied"
+        )
+        return reference.analyse(records, spaces, uniform_writes_race), [note]
+    return reference.analyse(records, spaces, uniform_writes_race, order=hb), []

@@ -268,6 +268,7 @@ def scope_json(report: Report) -> dict[str, Any]:
         "device_bytes": getattr(s, "device_bytes", 0),
         "schedules": s.schedules,
         "schedule_seed": s.schedule_seed,
+        "ordered_on_host": s.ordered_on_host,
         "complete": s.complete,
         "incomplete_reasons": incomplete_reasons(report),
     }

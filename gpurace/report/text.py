@@ -238,6 +238,11 @@ def scope_lines(report: Report, cwd: str | None = None) -> list[str]:
         lines += [f"    {x}" for x in s.saturated]
     else:
         lines.append("  saturated: none")
+    if s.ordered_on_host:
+        lines.append(
+            "  release/acquire ordering: decided on the host by the NumPy reference "
+            "(docs/ordering.md)"
+        )
     reasons = incomplete_reasons(report)
     if reasons:
         lines.append(f"result: INCOMPLETE: {'; '.join(reasons)}")
