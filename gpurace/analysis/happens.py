@@ -193,9 +193,11 @@ def _matches(w: Op, r: Op) -> bool:
     return (w.written & mask) == (r.read_value & mask)
 
 
-def candidates(log: _Log, r: Op, hb: Clocks | None) -> list[int]:
+def candidates(log: _Log, r: Op, hb: Clocks | None, pinned: bool = False) -> list[int]:
     """The writes (record indices, INITIAL for the initial value) that read `r` may
-    have read, less those coherence rules out under the happens-before `hb`."""
+    have read, less those coherence rules out under the happens-before `hb`; `pinned`:
+    an earlier read of the thread at the location read another write (so not the
+    initial value, which comes first in the location's order)."""
 
     same = [w for w in log.writes.get(r.var, []) if (w.offset, w.size) == (r.offset, r.size)]
     out = []
@@ -214,7 +216,7 @@ def candidates(log: _Log, r: Op, hb: Clocks | None) -> list[int]:
     )
     known = log.initial(r.var, r.offset, r.size) if log.initial else None
     mask = (1 << (8 * min(r.size, 4))) - 1
-    if not hidden and (known is None or (known & mask) == (r.read_value & mask)):
+    if not hidden and not pinned and (known is None or (known & mask) == (r.read_value & mask)):
         out.append(INITIAL)
     return out
 
@@ -230,7 +232,13 @@ def clocks(records: np.ndarray, initial: Initial | None = None) -> Clocks | None
     hb: Clocks | None = None
     carried: dict[int, Carried] = {}
     for _ in range(ITERATIONS):
-        cands = {r.idx: candidates(log, r, hb) for r in log.reads}
+        cands: dict[int, list[int]] = {}
+        seen: set[tuple[int, int, int, int]] = set()  # read a write, not the initial value
+        for r in log.reads:
+            where = (r.thread, r.var, r.offset, r.size)
+            cands[r.idx] = candidates(log, r, hb, where in seen)
+            if cands[r.idx] and INITIAL not in cands[r.idx]:
+                seen.add(where)
         new_hb, new_carried = _simulate(log, cands, carried)
         same = hb is not None and (new_hb.stamps, new_hb.vcs) == (hb.stamps, hb.vcs)
         if same and new_carried == carried:

@@ -141,7 +141,8 @@ def analyse(
 
     for i, row in enumerate(recs.tolist()):
         site, flags, off, lid, grp, epoch, value, extra = row
-        hb = (order.stamps[i],) if order is not None and order.stamps else ()
+        stamp = order.stamps.get(i) if order is not None else None  # events: none
+        hb = (stamp,) if stamp is not None else ()
         wep = extra >> X_WEPOCH_SHIFT
         kind = flags & 3
         reads = kind == Kind.ATOMIC and bool((flags >> F_READS_SHIFT) & 1)
