@@ -201,7 +201,10 @@ class Target:
         records = self.backend.read_log(self.handle, result)[:n]
         spaces = {v.id: v.space for v in self.inst.variables}
         uwr = self.options.uniform_writes == "race"
-        decided = happens.decide(records, spaces, uwr, self.initial)
+        sites = self.inst.sites
+        decided = happens.decide(
+            records, spaces, uwr, self.initial, lambda i: f"{sites[i].line}:{sites[i].col}"
+        )
         if decided is None:
             return found
         races, saturated = decided

@@ -222,6 +222,9 @@ class Race:
     # which launch of a `gpurace run` it was found in (the report's "launch N"); not
     # part of what the race is, so equal races of two launches still compare equal
     launch: int = field(default=0, compare=False, repr=False)
+    # release/acquire (docs/ordering.md): the nearest synchronisation that fails to
+    # order the example, in words; "" without one (not part of what the race is)
+    ordering: str = field(default="", compare=False, repr=False)
 
     @property
     def key(self) -> tuple[int, int, int, int, int]:

@@ -292,3 +292,30 @@ def test_ticket_lock_on_sim(tmp_path: Path, release: bool):
              for r in report.races}  # fmt: skip
     want = {(INTER, 14, 14, Kind.LOAD, Kind.STORE), (INTER, 14, 14, Kind.STORE, Kind.STORE)}
     assert found == (set() if release else want)
+
+
+def why(recs: np.ndarray, initial: happens.Initial | None = zero) -> list[str]:
+    """Each race's explanation (sites named by their ids)."""
+    decided = happens.decide(recs, VAR_SPACES, False, initial, where=lambda i: f"site {i}")
+    assert decided is not None
+    return [r.ordering for r in decided[0]]
+
+
+def test_a_race_names_the_synchronisation_that_fails_to_order_it():
+    assert why(passing(rel=ORDER_RELAXED)) == [
+        "the atomic write at site 9 is relaxed (no release, no fence before it)"
+    ]
+    assert why(passing(acq=ORDER_RELAXED)) == [
+        "the atomic read at site 10 is relaxed (no acquire, no fence after it)"
+    ]
+    assert why(passing(scope=SCOPE_CTA)) == [
+        "the acquire at site 10 has block scope: it does not order blocks 0 and 1"
+    ]
+    assert why(passing(), initial=None) == [
+        "the value 1 read at site 10 may also come from the initial contents: not known "
+        "to be the release at site 9, so it acquires nothing"
+    ]
+    assert why(fenced(True, False)) == [
+        "the atomic read at site 10 is relaxed (no acquire, no fence after it)"
+    ]
+    assert why(passing()) == []  # ordered: no race to explain

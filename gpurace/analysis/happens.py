@@ -66,6 +66,7 @@ class Op:
     writes: bool
     read_value: int
     written: int | None  # None: not known
+    site: int = 0
 
 
 @dataclass
@@ -151,7 +152,7 @@ class _Log:
         self.ops: dict[int, Op] = {}
         self.writes: dict[int, list[Op]] = {}  # var -> writes (atomic and plain)
         self.saturated = False
-        for i, (_site, flags, off, lid, grp, epoch, value, extra) in enumerate(rows):
+        for i, (site, flags, off, lid, grp, epoch, value, extra) in enumerate(rows):
             kind = flags & 3
             code = (flags >> 24) & 0xF
             if kind == Kind.EVENT and code != Event.ORDER:
@@ -164,7 +165,7 @@ class _Log:
                 op = Op(
                     i, t, grp, var, off, size, extra & 0xFF, (extra >> 8) & 0xF,
                     (extra >> 12) & 0xF, bool(extra & O_READ), bool(extra & O_WRITE),
-                    epoch, None if extra & O_WUNKNOWN else value,
+                    epoch, None if extra & O_WUNKNOWN else value, site,
                 )  # fmt: skip
                 self.ops[i] = op
                 if op.writes:
@@ -174,7 +175,7 @@ class _Log:
                 if kind == Kind.STORE and size:
                     known = (flags >> 3) & 1 and size <= 4
                     plain = Op(i, t, grp, var, off, size, 0, 0, 0, False, True, 0,
-                               value if known else None)  # fmt: skip
+                               value if known else None, site)  # fmt: skip
                     self.writes.setdefault(var, []).append(plain)
             self.timeline.setdefault(t, []).append((bars, i))
         self.reads = [o for o in self.ops.values() if o.reads]
@@ -336,9 +337,12 @@ def decide(
     spaces: dict[int, Space],
     uniform_writes_race: bool,
     initial: Initial | None = None,
+    where: Callable[[int], str] = str,
 ) -> tuple[list[Race], list[str]] | None:
     """The races of a log with ORDER events decided on the host (the reference with
-    release/acquire ordering) and what saturated; None when the log has none."""
+    release/acquire ordering) and what saturated; None when the log has none. Each
+    race's `ordering` names the nearest synchronisation that fails to order its
+    example (`where`: a site id's "line:col")."""
     from gpurace.analysis import reference
 
     hb = clocks(records, initial)
@@ -350,4 +354,58 @@ def decide(
             "ordering not applied"
         )
         return reference.analyse(records, spaces, uniform_writes_race), [note]
-    return reference.analyse(records, spaces, uniform_writes_race, order=hb), []
+    found = reference.analyse(records, spaces, uniform_writes_race, order=hb)
+    log = _Log(np.asarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS).tolist(), initial)
+    for race in found:
+        x = log.thread_of.get((race.group_a, race.lid_a))
+        y = log.thread_of.get((race.group_b, race.lid_b))
+        if x is not None and y is not None and x != y:
+            race.ordering = why(log, hb, x, y, where) or why(log, hb, y, x, where)
+    return found, []
+
+
+def why(log: _Log, hb: Clocks, x: int, y: int, where: Callable[[int], str]) -> str:
+    """The nearest synchronisation from thread x to thread y that fails to order
+    them: y's last read that may have read a write of x, and why that pair does not
+    synchronise (docs/ordering.md); "" when y read nothing x wrote."""
+    writes = {o.idx: o for o in log.ops.values() if o.thread == x and o.writes}
+    for r in reversed([o for o in log.reads if o.thread == y]):
+        cands = candidates(log, r, hb)
+        w = next((writes[c] for c in reversed(cands) if c in writes), None)
+        if w is not None:
+            return _why(log, w, r, cands, where)
+    return ""
+
+
+def _why(log: _Log, w: Op, r: Op, cands: list[int], where: Callable[[int], str]) -> str:
+    """Why write w (thread x) and read r (thread y), which may have read it, do not
+    synchronise, in the order of the rules: an order, a scope, the value."""
+    ops_x = [log.ops[i] for _, i in log.timeline[w.thread] if i in log.ops and i < w.idx]
+    ops_y = [log.ops[i] for _, i in log.timeline[r.thread] if i in log.ops and i > r.idx]
+    rel = next((o for o in reversed(ops_x) if o.op == 0 and o.order in _RELEASES), None)
+    acq = next((o for o in ops_y if o.op == 0 and o.order in _ACQUIRES), None)
+    if w.order not in _RELEASES and rel is None:
+        return f"the atomic write at {where(w.site)} is relaxed (no release, no fence before it)"
+    if r.order not in _ACQUIRES and acq is None:
+        return f"the atomic read at {where(r.site)} is relaxed (no acquire, no fence after it)"
+    rel_scope = w.scope if w.order in _RELEASES else min(w.scope, rel.scope if rel else 0)
+    acq_scope = r.scope if r.order in _ACQUIRES else min(r.scope, acq.scope if acq else 0)
+    for side, scope, at in (("release", rel_scope, w), ("acquire", acq_scope, r)):
+        if w.group != r.group and not wide(scope):
+            return (
+                f"the {side} at {where(at.site)} has block scope: it does not order "
+                f"blocks {w.group} and {r.group}"
+            )
+    others = [c for c in cands if c != w.idx]
+    if others:
+        every = {o.idx: o for ws in log.writes.values() for o in ws}
+        o = others[-1]
+        what = "the initial contents" if o == INITIAL else f"the write at {where(every[o].site)}"
+        return (
+            f"the value {r.read_value} read at {where(r.site)} may also come from {what}: "
+            f"not known to be the release at {where(w.site)}, so it acquires nothing"
+        )
+    return (
+        f"the release at {where(w.site)} and the acquire at {where(r.site)} do not lie "
+        "between the two accesses"
+    )
