@@ -203,8 +203,9 @@ class Target:
         uwr = self.options.uniform_writes == "race"
         sites = self.inst.sites
         decided = happens.decide(
-            records, spaces, uwr, self.initial, lambda i: f"{sites[i].line}:{sites[i].col}"
-        )
+            records, spaces, uwr, self.initial, lambda i: f"{sites[i].line}:{sites[i].col}",
+            local=self.inst.language == "cuda",  # OpenCL: local epochs apart (happens.py)
+        )  # fmt: skip
         if decided is None:
             return found
         races, saturated = decided

@@ -309,7 +309,7 @@ def test_a_race_names_the_synchronisation_that_fails_to_order_it():
         "the atomic read at site 10 is relaxed (no acquire, no fence after it)"
     ]
     assert why(passing(scope=SCOPE_CTA)) == [
-        "the acquire at site 10 has block scope: it does not order blocks 0 and 1"
+        "the acquire at site 10 has work-group scope: it does not order work-groups 0 and 1"
     ]
     assert why(passing(), initial=None) == [
         "the value 1 read at site 10 may also come from the initial contents: not known "

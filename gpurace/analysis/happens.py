@@ -145,7 +145,7 @@ def accepted(carried: Carried, group: int, wide_scope: bool) -> VC:
 class _Log:
     """The decoded log: threads' timelines, ORDER events, writes by variable."""
 
-    def __init__(self, rows: list[list[int]], initial: Initial | None) -> None:
+    def __init__(self, rows: list[list[int]], initial: Initial | None, local: bool = True) -> None:
         self.initial = initial
         self.thread_of: dict[tuple[int, int], int] = {}
         self.timeline: dict[int, list[tuple[int, int]]] = {}  # thread -> (bars, idx)
@@ -157,6 +157,8 @@ class _Log:
             code = (flags >> 24) & 0xF
             if kind == Kind.EVENT and code != Event.ORDER:
                 continue  # barriers: joins follow from the barrier counts
+            if not local and kind != Kind.EVENT and (flags >> 2) & 1:
+                continue  # its epoch is the local one: no place among the barriers
             t = self.thread_of.setdefault((grp, lid), len(self.thread_of))
             size, var = (flags >> 8) & 0xFF, (flags >> 16) & 0xFF
             if kind == Kind.EVENT:
@@ -222,10 +224,15 @@ def candidates(log: _Log, r: Op, hb: Clocks | None, pinned: bool = False) -> lis
     return out
 
 
-def clocks(records: np.ndarray, initial: Initial | None = None) -> Clocks | None:
-    """The clocks of a log (an (n, 8) u32 array); None when it has no ORDER event."""
+def clocks(
+    records: np.ndarray, initial: Initial | None = None, local: bool = True
+) -> Clocks | None:
+    """The clocks of a log (an (n, 8) u32 array); None when it has no ORDER event.
+    `local`: local-memory accesses carry the block-barrier count (CUDA); where their
+    epoch is a separate one (OpenCL: local and global fences) they get no stamp, and
+    only barriers order them."""
     rows = np.asarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS).tolist()
-    log = _Log(rows, initial)
+    log = _Log(rows, initial, local)
     if not log.ops:
         return None
     if log.saturated:
@@ -338,6 +345,7 @@ def decide(
     uniform_writes_race: bool,
     initial: Initial | None = None,
     where: Callable[[int], str] = str,
+    local: bool = True,
 ) -> tuple[list[Race], list[str]] | None:
     """The races of a log with ORDER events decided on the host (the reference with
     release/acquire ordering) and what saturated; None when the log has none. Each
@@ -345,7 +353,7 @@ def decide(
     example (`where`: a site id's "line:col")."""
     from gpurace.analysis import reference
 
-    hb = clocks(records, initial)
+    hb = clocks(records, initial, local)
     if hb is None:
         return None
     if hb.saturated:
@@ -355,7 +363,8 @@ def decide(
         )
         return reference.analyse(records, spaces, uniform_writes_race), [note]
     found = reference.analyse(records, spaces, uniform_writes_race, order=hb)
-    log = _Log(np.asarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS).tolist(), initial)
+    rows = np.asarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS).tolist()
+    log = _Log(rows, initial, local)
     for race in found:
         x = log.thread_of.get((race.group_a, race.lid_a))
         y = log.thread_of.get((race.group_b, race.lid_b))
@@ -393,8 +402,8 @@ def _why(log: _Log, w: Op, r: Op, cands: list[int], where: Callable[[int], str])
     for side, scope, at in (("release", rel_scope, w), ("acquire", acq_scope, r)):
         if w.group != r.group and not wide(scope):
             return (
-                f"the {side} at {where(at.site)} has block scope: it does not order "
-                f"blocks {w.group} and {r.group}"
+                f"the {side} at {where(at.site)} has work-group scope: it does not order "
+                f"work-groups {w.group} and {r.group}"
             )
     others = [c for c in cands if c != w.idx]
     if others:

@@ -3,16 +3,22 @@ cupy or on the sim device (`gpurace.interfaces.Language`; internals §7)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from math import prod
 from typing import TYPE_CHECKING, Any, cast
 
 from gpurace.interfaces import Backend, Target
 from gpurace.launch.cuda import CudaLaunch, load_cuda_launch
-from gpurace.model import GpuraceError, Instrumented, RaceClass, Space
+from gpurace.model import GpuraceError, Instrumented, RaceClass
 from gpurace.options import Options
-from gpurace.target import filtered_target, kernel_shadows, launcher, linear_layout
+from gpurace.target import (
+    filtered_target,
+    initial_contents,
+    kernel_shadows,
+    launcher,
+    linear_layout,
+)
 
 if TYPE_CHECKING:  # the backends import pyopencl: only where a check runs (isolate.py)
     from gpurace.backends.analysis_driver import DeviceAnalysis
@@ -136,36 +142,8 @@ def target(
         backend, dev, dev_name, inst, kernel, cast(Grid, tuple(block)), cast(Grid, tuple(grid)),
         bases, total, local_order_words(inst.variables, sizes), run, options, results,
     )  # fmt: skip
-    t.initial = initial_contents(inst, kernel, launch)
+    t.initial = initial_contents(inst, kernel, launch.args)
     return t
-
-
-def initial_contents(
-    inst: Instrumented, kernel: str, launch: CudaLaunch
-) -> Callable[[int, int, int], int | None]:
-    """The initial bits of a location (var, offset, size: at most 4 bytes read) of the
-    launch's buffers, for release/acquire (docs/ordering.md): a read of a value that
-    only the initial contents could have given acquires nothing. None where they are
-    not known (a buffer declared uninitialised, shared or module variables)."""
-    data = {
-        a.index: a.buffer.data.tobytes()
-        for a in launch.args
-        if a.buffer is not None and not a.buffer.uninit
-    }
-    by_var = {
-        v.id: data[v.binding]
-        for v in inst.variables
-        if v.kernel == kernel and v.space == Space.GLOBAL and v.binding in data
-    }
-
-    def initial(var: int, offset: int, size: int) -> int | None:
-        raw = by_var.get(var)
-        n = min(size, 4)
-        if raw is None or offset + n > len(raw):
-            return None
-        return int.from_bytes(raw[offset : offset + n], "little")
-
-    return initial
 
 
 def results(analysis: DeviceAnalysis) -> DeviceAnalysis:
