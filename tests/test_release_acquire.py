@@ -319,3 +319,47 @@ def test_a_race_names_the_synchronisation_that_fails_to_order_it():
         "the atomic read at site 10 is relaxed (no acquire, no fence after it)"
     ]
     assert why(passing()) == []  # ordered: no race to explain
+
+
+C11 = """__kernel void k(__global atomic_int *c)
+{
+    atomic_store_explicit(&c[0], 5, memory_order_release, memory_scope_work_group);
+    atomic_fetch_add_explicit(&c[0], 2, memory_order_acq_rel, memory_scope_device);
+    int e = 7;
+    atomic_compare_exchange_strong_explicit(&c[0], &e, 9, memory_order_acquire,
+                                            memory_order_relaxed, memory_scope_device);
+    int f = 7;
+    atomic_compare_exchange_strong(&c[0], &f, 1);
+}
+"""
+
+
+def test_opencl_order_events_carry_values_orders_and_scopes(tmp_path: Path):
+    """PoCL: each C11 atomic's ORDER event (after its access record): the value it
+    read, the value it wrote, its op, scope and order (the compare-exchange's success
+    or failure order, seq_cst at device scope for the plain form)."""
+    from gpurace import api
+    from gpurace.backends import opencl_backend
+    from gpurace.languages import opencl
+    from gpurace.options import Options
+
+    (tmp_path / "k.cl").write_text(C11)
+    (tmp_path / "k.toml").write_text(
+        'kernel = "k"\nglobal_size = [1]\nlocal_size = [1]\noptions = ["-cl-std=CL3.0"]\n'
+        '[[arg]]\nname = "c"\ntype = "int"\ncount = 1\n'
+    )
+    _, spec = api.read_launch(str(tmp_path / "k.toml"), str(tmp_path / "k.cl"))
+    target = opencl.target(C11, spec, "k.cl", opencl_backend, None, Options(prefilter=False))
+    assert target.inst.ordering
+    result = target.run(0, api.FULL_RANGE, 1 << 10)
+    recs = opencl_backend.read_log(opencl_backend.get_device()[0], result)
+    kind, event = recs[:, W_FLAGS] & 3, (recs[:, W_FLAGS] >> 24) & 0xF
+    events = recs[(kind == Kind.EVENT) & (event == Event.ORDER)]
+    got = [(int(r[5]), int(r[6]), int(r[7])) for r in events]  # read, written, extra
+    rw = O_READ | O_WRITE
+    assert got == [
+        (0, 5, 2 | SCOPE_CTA << 8 | ORDER_RELEASE << 12 | O_WRITE),
+        (5, 7, 3 | SCOPE_GPU << 8 | ORDER_ACQ_REL << 12 | rw),
+        (7, 9, 11 | SCOPE_GPU << 8 | ORDER_ACQUIRE << 12 | rw),
+        (9, 1, 11 | SCOPE_GPU << 8 | ORDER_SC << 12 | O_READ),  # failed: wrote nothing
+    ]
