@@ -350,6 +350,7 @@ def test_json_fields() -> None:
         "device_bytes": 0,
         "schedules": 1,
         "schedule_seed": 0,
+        "ordered_on_host": False,
         "complete": True,
         "incomplete_reasons": [],
     }
