@@ -313,6 +313,11 @@ def _check_once(
         listed += analysis.listed
         saturated += analysis.saturated
         peak = max(peak, capacity * RECORD_WORDS * 4 + analysis.table_bytes + t.held_bytes)
+    if t.inst.ordering and len(parts) > 1 and "race" in tools:
+        saturated = saturated + [
+            f"release/acquire ordering not applied: the launch needed {len(parts)} address-range "
+            "passes, each decided by barriers only (docs/ordering.md)"
+        ]
     out_of_bounds, counted = memcheck.analyse(oob_area)
     if counted > abi.OOB_SLOTS and "memcheck" in tools:
         saturated = saturated + [memcheck.saturation(counted)]

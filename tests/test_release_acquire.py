@@ -363,3 +363,24 @@ def test_opencl_order_events_carry_values_orders_and_scopes(tmp_path: Path):
         (7, 9, 11 | SCOPE_GPU << 8 | ORDER_ACQUIRE << 12 | rw),
         (9, 1, 11 | SCOPE_GPU << 8 | ORDER_SC << 12 | O_READ),  # failed: wrote nothing
     ]
+
+
+def test_ordering_needs_one_pass_and_says_so_when_split():
+    """A launch split into address-range passes is decided by barriers only: the
+    result says release/acquire was not applied (incomplete), never a silent
+    difference; in one pass the same launch is clean."""
+    from gpurace import api
+    from gpurace.backends import opencl_backend
+    from tests.corpus import cases
+    from tests.patched import Patched
+
+    case = next(c for c in cases("opencl", ".cl") if c.id == "relacq_lastblock_fence_clean")
+    source, spec = case.load()
+    whole = api.check(source, spec, path=str(case.kernel), backend=opencl_backend)
+    assert whole.scope.passes == 1 and whole.scope.complete and whole.races == []
+    assert whole.scope.ordered_on_host
+    small = Patched(opencl_backend, max_records_per_pass=lambda _q: 160)
+    split = api.check(source, spec, path=str(case.kernel), backend=small)
+    assert split.scope.passes > 1 and not split.scope.ordered_on_host
+    assert [s for s in split.scope.saturated if s.startswith("release/acquire ordering not")]
+    assert not split.scope.complete
