@@ -384,3 +384,19 @@ def test_ordering_needs_one_pass_and_says_so_when_split():
     assert split.scope.passes > 1 and not split.scope.ordered_on_host
     assert [s for s in split.scope.saturated if s.startswith("release/acquire ordering not")]
     assert not split.scope.complete
+
+
+def test_an_explanation_follows_the_barrier_to_the_groups_atomic():
+    """The example's threads take no ticket themselves (their group's thread 0 does,
+    across a barrier): the explanation names the relaxed ticket."""
+    from gpurace import api
+    from gpurace.backends import opencl_backend
+    from tests.corpus import cases
+
+    case = next(c for c in cases("opencl", ".cl") if c.id == "relacq_lastblock_nofence_race")
+    source, spec = case.load()
+    report = api.check(source, spec, path=str(case.kernel), backend=opencl_backend)
+    assert report.scope.ordered_on_host
+    assert [r.ordering for r in report.races] == [
+        "the atomic write at 8:21 is relaxed (no release, no fence before it)"
+    ]

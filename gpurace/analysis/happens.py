@@ -376,13 +376,28 @@ def decide(
 def why(log: _Log, hb: Clocks, x: int, y: int, where: Callable[[int], str]) -> str:
     """The nearest synchronisation from thread x to thread y that fails to order
     them: y's last read that may have read a write of x, and why that pair does not
-    synchronise (docs/ordering.md); "" when y read nothing x wrote."""
-    writes = {o.idx: o for o in log.ops.values() if o.thread == x and o.writes}
-    for r in reversed([o for o in log.reads if o.thread == y]):
-        cands = candidates(log, r, hb)
-        w = next((writes[c] for c in reversed(cands) if c in writes), None)
-        if w is not None:
-            return _why(log, w, r, cands, where)
+    synchronise (docs/ordering.md). Where the two synchronise through other threads of
+    their groups (barriers carry it: a block's thread 0 takes the ticket), the same
+    for the nearest such pair; else the nearest read of y's group from any write; ""
+    when y's group read nothing."""
+    group = {t: g for (g, _), t in log.thread_of.items()}
+    near_x = [x] + [t for t in log.groups[group[x]] if t != x]
+    near_y = [y] + [t for t in log.groups[group[y]] if t != y]
+    for yy in near_y:
+        for xx in near_x:
+            writes = {o.idx: o for o in log.ops.values() if o.thread == xx and o.writes}
+            for r in reversed([o for o in log.reads if o.thread == yy]):
+                cands = candidates(log, r, hb)
+                w = next((writes[c] for c in reversed(cands) if c in writes), None)
+                if w is not None:
+                    return _why(log, w, r, cands, where)
+    every = {o.idx: o for o in log.ops.values() if o.writes}
+    for yy in near_y:  # else the nearest read of y's group from any write
+        for r in reversed([o for o in log.reads if o.thread == yy]):
+            cands = candidates(log, r, hb)
+            w = next((every[c] for c in reversed(cands) if c in every), None)
+            if w is not None:
+                return _why(log, w, r, cands, where)
     return ""
 
 
