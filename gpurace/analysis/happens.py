@@ -196,7 +196,7 @@ def _matches(w: Op, r: Op) -> bool:
     return (w.written & mask) == (r.read_value & mask)
 
 
-def candidates(log: _Log, r: Op, hb: Clocks | None, pinned: bool = False) -> list[int]:
+def candidates(log: _Log, r: Op, hb: Order | None, pinned: bool = False) -> list[int]:
     """The writes (record indices, INITIAL for the initial value) that read `r` may
     have read, less those coherence rules out under the happens-before `hb`; `pinned`:
     an earlier read of the thread at the location read another write (so not the
@@ -224,36 +224,117 @@ def candidates(log: _Log, r: Op, hb: Clocks | None, pinned: bool = False) -> lis
     return out
 
 
-def clocks(
-    records: np.ndarray, initial: Initial | None = None, local: bool = True
-) -> Clocks | None:
+def clocks(records: np.ndarray, initial: Initial | None = None, local: bool = True) -> Order | None:
     """The clocks of a log (an (n, 8) u32 array); None when it has no ORDER event.
     `local`: local-memory accesses carry the block-barrier count (CUDA); where their
     epoch is a separate one (OpenCL: local and global fences) they get no stamp, and
-    only barriers order them."""
+    only barriers order them. Where read-modify-writes could each have read several
+    writes, every consistent choice (one write read by at most one of them, coherent
+    under its own clocks) is computed, up to CHOICES of them: a pair is ordered when it
+    is in each (`Choices`); past that, the meet of the candidates decides."""
     rows = np.asarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS).tolist()
     log = _Log(rows, initial, local)
     if not log.ops:
         return None
     if log.saturated:
         return Clocks({}, [], saturated=True)
+    base = _fixpoint(log, {})
+    assert base is not None  # nothing fixed: always coherent
+    runs = [h for fixed in _choices(log, base) if (h := _fixpoint(log, fixed)) is not None]
+    return Choices.of(runs) if runs else base
+
+
+CHOICES = 64  # consistent reads-from choices of the ambiguous RMWs computed at most
+
+
+def _all_candidates(log: _Log, hb: Order | None) -> dict[int, list[int]]:
+    cands: dict[int, list[int]] = {}
+    seen: set[tuple[int, int, int, int]] = set()  # read a write, not the initial value
+    for r in log.reads:
+        where = (r.thread, r.var, r.offset, r.size)
+        cands[r.idx] = candidates(log, r, hb, where in seen)
+        if cands[r.idx] and INITIAL not in cands[r.idx]:
+            seen.add(where)
+    return cands
+
+
+def _fixpoint(log: _Log, fixed: dict[int, int]) -> Clocks | None:
+    """The least fixpoint of the clocks with the reads of `fixed` reading the write it
+    names; None when coherence rules one of those out (an inconsistent choice)."""
     hb: Clocks | None = None
     carried: dict[int, Carried] = {}
     for _ in range(ITERATIONS):
-        cands: dict[int, list[int]] = {}
-        seen: set[tuple[int, int, int, int]] = set()  # read a write, not the initial value
-        for r in log.reads:
-            where = (r.thread, r.var, r.offset, r.size)
-            cands[r.idx] = candidates(log, r, hb, where in seen)
-            if cands[r.idx] and INITIAL not in cands[r.idx]:
-                seen.add(where)
+        cands = _all_candidates(log, hb)
+        for r, w in fixed.items():
+            if w not in cands[r]:
+                return None
+            cands[r] = [w]
         new_hb, new_carried = _simulate(log, cands, carried)
         same = hb is not None and (new_hb.stamps, new_hb.vcs) == (hb.stamps, hb.vcs)
         if same and new_carried == carried:
             break
         hb, carried = new_hb, new_carried
-    assert hb is not None
     return hb
+
+
+def _choices(log: _Log, base: Clocks) -> list[dict[int, int]]:
+    """Every assignment of one candidate to each read-modify-write that wrote, no
+    write (nor the initial value) read by two of them: an RMW reads the write just
+    before it in the location's order. [] when none is ambiguous or there are more
+    than CHOICES."""
+    cands = _all_candidates(log, base)
+    rmws = [r for r in log.reads if r.writes]
+    if all(len(cands[r.idx]) <= 1 for r in rmws):
+        return []
+    out: list[dict[int, int]] = []
+
+    def walk(k: int, taken: dict[tuple[int, int, int], int]) -> bool:
+        if k == len(rmws):
+            out.append({rmws[i].idx: w for i, w in enumerate(taken.values())})
+            return len(out) <= CHOICES
+        r = rmws[k]
+        for w in cands[r.idx]:
+            key = (r.var, r.offset, w) if w == INITIAL else (-1, -1, w)
+            if key in taken:
+                continue
+            taken[key] = w
+            ok = walk(k + 1, taken)
+            del taken[key]
+            if not ok:
+                return False
+        return True
+
+    return out if walk(0, {}) else []
+
+
+@dataclass
+class Choices:
+    """The clocks of every consistent reads-from choice (`clocks`): a stamp's clock id
+    names one clock per choice, and a pair is ordered when it is in every choice."""
+
+    runs: list[Clocks]
+    stamps: dict[int, Stamp]
+    combos: list[tuple[int, ...]]  # clock id -> the clock id in each run
+    saturated: bool = False
+
+    @staticmethod
+    def of(runs: list[Clocks]) -> Choices:
+        ids: dict[tuple[int, ...], int] = {}
+        stamps: dict[int, Stamp] = {}
+        for i, (t, c, _) in runs[0].stamps.items():
+            combo = tuple(run.stamps[i][2] for run in runs)
+            stamps[i] = (t, c, ids.setdefault(combo, len(ids)))
+        return Choices(runs, stamps, list(ids))
+
+    def ordered(self, a: Stamp, b: Stamp) -> bool:
+        pairs = zip(self.runs, self.combos[a[2]], self.combos[b[2]], strict=True)
+        return all(run.ordered((a[0], a[1], x), (b[0], b[1], y)) for run, x, y in pairs)
+
+    def before(self, i: int, j: int) -> bool:
+        return all(run.before(i, j) for run in self.runs)
+
+
+Order = Clocks | Choices  # what orders a log's accesses beyond barriers
 
 
 def _simulate(
@@ -373,7 +454,7 @@ def decide(
     return found, []
 
 
-def why(log: _Log, hb: Clocks, x: int, y: int, where: Callable[[int], str]) -> str:
+def why(log: _Log, hb: Order, x: int, y: int, where: Callable[[int], str]) -> str:
     """The nearest synchronisation from thread x to thread y that fails to order
     them: y's last read that may have read a write of x, and why that pair does not
     synchronise (docs/ordering.md). Where the two synchronise through other threads of

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpurace.abi import F_READS_SHIFT, WARP_SIZE, X_WEPOCH_SHIFT
-from gpurace.analysis.happens import Clocks
+from gpurace.analysis.happens import Order
 from gpurace.model import (
     RECORD_WORDS,
     Event,
@@ -62,7 +62,7 @@ class Entry:
 
 
 def conflict(
-    a: Entry, b: Entry, word: int, uniform_writes_race: bool, order: Clocks | None = None
+    a: Entry, b: Entry, word: int, uniform_writes_race: bool, order: Order | None = None
 ) -> int | None:
     """Return the first overlapping byte if entries a and b conflict in `word`, else None;
     `order`: the log's release/acquire clocks (docs/ordering.md)."""
@@ -125,7 +125,7 @@ def analyse(
     records: np.ndarray,
     var_spaces: dict[int, Space],
     uniform_writes_race: bool = False,
-    order: Clocks | None = None,
+    order: Order | None = None,
 ) -> list[Race]:
     """Analyse one launch's log (an (n, 8) u32 array) and return its deduplicated races.
 
@@ -201,7 +201,7 @@ def _visit(
     epoch: int,
     base_cls: RaceClass,
     uniform_writes_race: bool,
-    order: Clocks | None = None,
+    order: Order | None = None,
 ) -> None:
     """Check every entry pair of one bucket; fold conflicts into `races`."""
     es = list(entries.values())
