@@ -506,9 +506,9 @@ def _check_labels_on_the_interpreter(case, debug: bool) -> None:
     if inst.ordering:  # release/acquire: decided by the reference with its clocks
         from gpurace.analysis.happens import decide
         from gpurace.instrument.ptx import resolve_kernel
-        from gpurace.languages.cuda import initial_contents
+        from gpurace.target import initial_contents
 
-        initial = initial_contents(inst, resolve_kernel(inst, launch), launch)
+        initial = initial_contents(inst, resolve_kernel(inst, launch), launch.args)
         decided = decide(records, spaces, False, initial)
         assert decided is not None and decided[1] == [], "no ORDER event, or saturated"
         found = decided[0]
