@@ -179,8 +179,15 @@ class _Log:
                     plain = Op(i, t, grp, var, off, size, 0, 0, 0, False, True, 0,
                                value if known else None, site)  # fmt: skip
                     self.writes.setdefault(var, []).append(plain)
-            self.timeline.setdefault(t, []).append((bars, i))
+            line = self.timeline.setdefault(t, [])
+            # barrier counts only grow along a thread (a log that says otherwise is
+            # read as if they did: each record keeps the highest count so far)
+            line.append((max(bars, line[-1][0]) if line else bars, i))
         self.reads = [o for o in self.ops.values() if o.reads]
+        self.at: dict[tuple[int, int, int], list[Op]] = {}  # the writes of one location
+        for ws in self.writes.values():
+            for w in ws:
+                self.at.setdefault((w.var, w.offset, w.size), []).append(w)
         self.groups: dict[int, list[int]] = {}
         for (grp, _lid), t in self.thread_of.items():
             self.groups.setdefault(grp, []).append(t)
@@ -201,22 +208,23 @@ def candidates(log: _Log, r: Op, hb: Order | None, pinned: bool = False) -> list
     have read, less those coherence rules out under the happens-before `hb`; `pinned`:
     an earlier read of the thread at the location read another write (so not the
     initial value, which comes first in the location's order)."""
-
-    same = [w for w in log.writes.get(r.var, []) if (w.offset, w.size) == (r.offset, r.size)]
+    same = log.at.get((r.var, r.offset, r.size), [])
+    # the location's writes that happen before r (r reads one of them or a later one)
+    prior = [
+        x
+        for x in same
+        if (hb.before(x.idx, r.idx) if hb else x.thread == r.thread and x.idx < r.idx)
+    ]
     out = []
     for w in log.writes.get(r.var, []):
         if w.idx == r.idx or not _matches(w, r):
             continue
         if hb.before(r.idx, w.idx) if hb else w.thread == r.thread and w.idx > r.idx:
             continue  # r happens before w: it cannot read it
-        if hb is not None and any(
-            x.idx != w.idx and hb.before(w.idx, x.idx) and hb.before(x.idx, r.idx) for x in same
-        ):
+        if hb is not None and any(x.idx != w.idx and hb.before(w.idx, x.idx) for x in prior):
             continue  # a later write lies between them: r reads it or a later one
         out.append(w.idx)
-    hidden = any(
-        hb.before(x.idx, r.idx) if hb else x.thread == r.thread and x.idx < r.idx for x in same
-    )
+    hidden = bool(prior)
     known = log.initial(r.var, r.offset, r.size) if log.initial else None
     mask = (1 << (8 * min(r.size, 4))) - 1
     if not hidden and not pinned and (known is None or (known & mask) == (r.read_value & mask)):
