@@ -444,3 +444,17 @@ def test_a_spin_lock_is_ordered_in_every_consistent_choice():
     assert isinstance(happens.clocks(spin_lock(3), zero), happens.Choices)
     assert races(spin_lock(3, ORDER_RELAXED)) == [(INTER, 2, 3, 6), (INTER, 3, 3, 3)]
     assert races(spin_lock(6)) == [(INTER, 2, 3, 30), (INTER, 3, 3, 15)]  # 720 choices
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_ordering_only_removes_races_on_random_logs(seed):
+    """Random logs with ORDER events (barrier counts that even fall along a thread):
+    the clocks stamp every access, and every race found with them is found without."""
+    recs = with_order_events(seed)
+    hb = happens.clocks(recs, zero)
+    assert hb is not None and not hb.saturated
+    accesses = [i for i, f in enumerate(recs[:, W_FLAGS].tolist()) if f & 3 != Kind.EVENT]
+    assert all(i in hb.stamps for i in accesses)
+    ordered = {r.key for r in reference.analyse(recs, RANDOM_SPACES, order=hb)}
+    plain = {r.key for r in reference.analyse(recs, RANDOM_SPACES)}
+    assert ordered <= plain and ordered

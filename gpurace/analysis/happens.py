@@ -253,6 +253,7 @@ def clocks(records: np.ndarray, initial: Initial | None = None, local: bool = Tr
 
 
 CHOICES = 64  # consistent reads-from choices of the ambiguous RMWs computed at most
+CHOICE_STEPS = 4096  # partial choices tried at most while looking for them
 
 
 def _all_candidates(log: _Log, hb: Order | None) -> dict[int, list[int]]:
@@ -288,15 +289,19 @@ def _fixpoint(log: _Log, fixed: dict[int, int]) -> Clocks | None:
 def _choices(log: _Log, base: Clocks) -> list[dict[int, int]]:
     """Every assignment of one candidate to each read-modify-write that wrote, no
     write (nor the initial value) read by two of them: an RMW reads the write just
-    before it in the location's order. [] when none is ambiguous or there are more
-    than CHOICES."""
+    before it in the location's order. [] when none is ambiguous, or there are more
+    than CHOICES, or finding them takes more than CHOICE_STEPS steps."""
     cands = _all_candidates(log, base)
     rmws = [r for r in log.reads if r.writes]
     if all(len(cands[r.idx]) <= 1 for r in rmws):
         return []
     out: list[dict[int, int]] = []
+    steps = [0]  # partial assignments tried: dead ends count too
 
     def walk(k: int, taken: dict[tuple[int, int, int], int]) -> bool:
+        steps[0] += 1
+        if steps[0] > CHOICE_STEPS:
+            return False
         if k == len(rmws):
             out.append({rmws[i].idx: w for i, w in enumerate(taken.values())})
             return len(out) <= CHOICES
