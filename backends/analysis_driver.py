@@ -105,6 +105,7 @@ class DeviceAnalysis:
     orders: dict[tuple, tuple[int, int, int]]  # race key -> its example's order (merging)
     listed: list[tuple[tuple, Race]]  # --all: (race key + order, instance) per instance
     too_big: bool = False  # the range needs more table slots than a binding holds: split it
+    on_host: bool = False  # decided by the host reference (release/acquire: docs/ordering.md)
 
 
 def _pow2_at_least(n: int) -> int:

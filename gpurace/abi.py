@@ -68,6 +68,21 @@ NAMED_MAX = NAMED_OPS_MASK
 NAMED_SPAN_SHIFT = 5
 NAMED_UNIT = 32
 NAMED_SPANS = 6  # u from 1 to 6: 32 .. 1024 threads
+# ORDER events (model.Event.ORDER, docs/ordering.md "Release and acquire"): one after
+# each atomic and at each fence of a module with a non-relaxed atomic or a fence.
+# W_OFFSET/var/size/space as the atomic's access; W_EPOCH the value read, W_VALUE the
+# value written (low 32 bits); W_EXTRA: op (0 a fence) | scope << 8 | order << 12 as
+# an atomic's, then these bits, and the thread's block-barrier count from bit 20.
+EV_ORDER = 4  # the event code (model.Event.ORDER); the device analysis skips it
+O_READ = 1 << 16  # it read memory (W_EPOCH holds the value)
+O_WRITE = 1 << 17  # it wrote memory (W_VALUE holds the value, unless O_WUNKNOWN)
+O_WUNKNOWN = 1 << 18  # the value written is not known (a `red`, a float min/max)
+O_BARRIERS_SHIFT = 20  # block barriers passed before it, saturating at O_BARRIERS_MAX
+O_BARRIERS_MAX = 0xFFF
+# scopes and orders of an atomic's or an ORDER event's extra word (bits 8-11, 12-15)
+SCOPE_CTA, SCOPE_CLUSTER, SCOPE_GPU, SCOPE_SYS = 1, 2, 3, 4
+ORDER_RELAXED, ORDER_ACQUIRE, ORDER_RELEASE, ORDER_ACQ_REL = 1, 2, 3, 4
+ORDER_VOLATILE, ORDER_MMIO, ORDER_SC = 5, 6, 7
 
 # fields of W_FLAGS
 F_KIND_MASK = 0x3  # bits 0-1: model.Kind
@@ -374,7 +389,8 @@ GROUPS: dict[str, list[str]] = {
         "F_KIND_MASK F_SPACE_SHIFT F_KNOWN_SHIFT F_READS_SHIFT F_SIZE_SHIFT F_VAR_SHIFT "
         "F_EVENT_SHIFT F_BYTE_MASK F_EVENT_MASK KIND_EVENT FNV_OFFSET FNV_PRIME "
         "X_WEPOCH_SHIFT WEPOCH_MAX WARP_SIZE F_NAMED_SHIFT NAMED_OPS_MASK NAMED_MAX "
-        "NAMED_SPAN_SHIFT NAMED_UNIT NAMED_SPANS"
+        "NAMED_SPAN_SHIFT NAMED_UNIT NAMED_SPANS "
+        "EV_ORDER O_READ O_WRITE O_WUNKNOWN O_BARRIERS_SHIFT O_BARRIERS_MAX"
     ).split(),
     "control": (
         "CTL_REQUESTED CTL_CAPACITY CTL_LO CTL_HI CTL_NBINS CTL_BINW CTL_BASES "

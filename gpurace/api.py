@@ -277,6 +277,7 @@ def _check_once(
         0, FULL_RANGE, t.total, -(-t.total // (4 * t.max_words)))]  # fmt: skip
     parts, saturated, listed = [], [], []
     logged = dropped = peak = unattributed = copies = loops_cut = 0
+    on_host = False  # a pass's release/acquire ordering decided on the host
     oob_area = None  # every run counts every out-of-bounds access: any one will do
     uninit_area = None  # and every uninitialised read
     tools = opts.tools
@@ -331,9 +332,15 @@ def _check_once(
             uninit_area = result.uninit
         loops_cut |= result.loops_cut
         parts.append((analysis.races, analysis.orders))
+        on_host |= analysis.on_host
         listed += analysis.listed
         saturated += analysis.saturated
         peak = max(peak, capacity * RECORD_WORDS * 4 + analysis.table_bytes + t.held_bytes)
+    if t.inst.ordering and len(parts) > 1 and "race" in tools:
+        saturated = saturated + [
+            f"release/acquire ordering not applied: the launch needed {len(parts)} address-range "
+            "passes, each decided by barriers only (docs/ordering.md)"
+        ]
     out_of_bounds, counted = memcheck.analyse(oob_area)
     if counted > abi.OOB_SLOTS and "memcheck" in tools:
         saturated = saturated + [memcheck.saturation(counted)]
@@ -363,6 +370,7 @@ def _check_once(
         passes=len(parts),
         schedule_seed=opts.schedule_seed,
         protocol_search=search,
+        ordered_on_host=on_host,
     )
     return Report(
         kernel=t.kernel,

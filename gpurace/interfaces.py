@@ -153,6 +153,9 @@ class Target:
     results: Results | None = None  # the language's result policy (none: as it is)
     held_bytes: int = 0  # device memory held for the whole check (the prefilter's shadow)
     work_items: int = 0  # 0: num_groups x workgroup_size (fewer with a partial group)
+    # a location's initial contents (var, offset, size) -> bits, for release/acquire
+    # (docs/ordering.md); None: no buffer's contents are known
+    initial: Callable[[int, int, int], int | None] | None = None
 
     def analyse(
         self,
@@ -183,7 +186,36 @@ class Target:
             splittable=splittable,
             profile=self.options.profile,
         )
+        if self.inst.ordering and lo == 0 and hi >= self.total:
+            found = self._ordered(found, result, n)
         return self.results(found) if self.results else found
+
+    def _ordered(self, found: DeviceAnalysis, result: LaunchResult, n: int) -> DeviceAnalysis:
+        """A whole launch's log with release/acquire ORDER events decided on the host by
+        the reference (docs/ordering.md, "Where it is decided"): its races replace the
+        device's, which ordered by barriers only."""
+        from dataclasses import replace
+
+        from gpurace.analysis import happens
+
+        records = self.backend.read_log(self.handle, result)[:n]
+        spaces = {v.id: v.space for v in self.inst.variables}
+        uwr = self.options.uniform_writes == "race"
+        sites = self.inst.sites
+        decided = happens.decide(
+            records, spaces, uwr, self.initial, lambda i: f"{sites[i].line}:{sites[i].col}",
+            local=self.inst.language == "cuda",  # OpenCL: local epochs apart (happens.py)
+        )  # fmt: skip
+        if decided is None:
+            return found
+        races, saturated = decided
+        orders = {r.key: (r.var, r.address, 0) for r in races}
+        keys = set(orders)  # --all: the device's instances of the races that remain
+        listed = [x for x in found.listed if x[0][0] in keys]
+        return replace(
+            found, races=races, orders=orders, saturated=found.saturated + saturated,
+            listed=listed, on_host=True,
+        )  # fmt: skip
 
 
 class Language(Protocol[L]):

@@ -13,6 +13,7 @@ from enum import IntEnum
 # The log record's layout (RECORD_WORDS words W_SITE .. W_EXTRA, the W_FLAGS fields)
 # is the device ABI's, gpurace/abi.py; re-exported here for the code that decodes logs.
 from gpurace.abi import (  # noqa: E402, F401
+    EV_ORDER,
     F_BYTE_MASK,
     F_EVENT_MASK,
     F_EVENT_SHIFT,
@@ -54,6 +55,8 @@ class Event(IntEnum):
 
     BARRIER = 0
     EXIT = 1
+    # 2, 3: the CUDA sync log's codes and event slots (never in an analysed log)
+    ORDER = EV_ORDER  # an atomic's values or a fence, for happens-before (docs/ordering.md)
 
 
 def pack_flags(
@@ -166,6 +169,8 @@ class Instrumented:
     loops: list[tuple[int, int]] = field(default_factory=list)
     # the tracked variables checked for uninitialised reads (docs/memcheck.md), by id
     initchecked: tuple[int, ...] = ()
+    # CUDA: the module logs ORDER events (release/acquire, fences: docs/ordering.md)
+    ordering: bool = False
 
 
 # ---------------------------------------------------------------------------
@@ -222,6 +227,9 @@ class Race:
     # which launch of a `gpurace run` it was found in (the report's "launch N"); not
     # part of what the race is, so equal races of two launches still compare equal
     launch: int = field(default=0, compare=False, repr=False)
+    # release/acquire (docs/ordering.md): the nearest synchronisation that fails to
+    # order the example, in words; "" without one (not part of what the race is)
+    ordering: str = field(default="", compare=False, repr=False)
 
     @property
     def key(self) -> tuple[int, int, int, int, int]:
@@ -294,6 +302,7 @@ class Scope:
     # sim, kernels with mbarriers: the orders of protocol operations searched and the
     # search's bound (docs/protocols.md); "" when there was no search
     protocol_search: str = ""
+    ordered_on_host: bool = False  # release/acquire ordering decided by the host reference
 
     @property
     def complete(self) -> bool:

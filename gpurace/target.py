@@ -167,3 +167,31 @@ def kernel_shadows(
                 arg.line,
             )
     return extents, instances
+
+
+def initial_contents(
+    inst: Instrumented, kernel: str, args: Sequence[ArgSpec]
+) -> Callable[[int, int, int], int | None]:
+    """The initial bits of a location (var, offset, size: at most 4 bytes read) of the
+    launch's buffers, for release/acquire (docs/ordering.md): a read of a value that
+    only the initial contents could have given acquires nothing. None where they are
+    not known (a buffer declared uninitialised, shared or module variables)."""
+    data = {
+        a.index: a.buffer.data.tobytes()
+        for a in args
+        if a.buffer is not None and not a.buffer.uninit
+    }
+    by_var = {
+        v.id: data[v.binding]
+        for v in inst.variables
+        if v.kernel == kernel and v.space == Space.GLOBAL and v.binding in data
+    }
+
+    def initial(var: int, offset: int, size: int) -> int | None:
+        raw = by_var.get(var)
+        n = min(size, 4)
+        if raw is None or offset + n > len(raw):
+            return None
+        return int.from_bytes(raw[offset : offset + n], "little")
+
+    return initial

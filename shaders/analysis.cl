@@ -227,6 +227,8 @@ KERNEL void count(KERNEL_ARGS) {
   if (kind == 3u) {
     uint grp = rec(c, r, W_GROUP);
     if (grp < P[P_LO] || grp >= P[P_HI]) { return; }
+    // release/acquire ORDER events are decided on the host (docs/ordering.md)
+    if (((rec(c, r, W_FLAGS) >> F_EVENT_SHIFT) & F_EVENT_MASK) == EV_ORDER) { return; }
     bool is_exit = is_exit_event(c, r);
     if (grp - P[P_LO] >= P[P_DGROUPS] || (!is_exit && rec(c, r, W_EPOCH) >= DENSE_EVENTS)) {
       ATOMIC_ADD(&C[C_NEED_EVENTS], 1u);

@@ -394,6 +394,29 @@ uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site
   return 0u;
 }
 
+/* After an atomic of a program with release/acquire (docs/ordering.md): its ORDER
+   event, at its variable and offset (none when it lies in no tracked variable), with
+   the value it read, the value it wrote and `extra` (op, scope, order, the O_* bits);
+   the global epoch is its block-barrier count. `flags` 0: a fence (no location). */
+void _gr_order_event(__private _gr_state_t *s, uint flags, uint off, uint site, uint read,
+                     uint written, uint extra) {
+  uint ev = _GR_KIND_EVENT | (_GR_EV_ORDER << _GR_F_EVENT_SHIFT) | flags;
+  uint bars = min(s->ep_g, (uint)_GR_O_BARRIERS_MAX) << _GR_O_BARRIERS_SHIFT;
+  _gr_rec(s, site, ev, off, read, written, extra | bars, 0u);
+}
+
+void _gr_order(__private _gr_state_t *s, ulong a, uint space, uint size, uint site, uint read,
+               uint written, uint extra) {
+  for (uint k = 0u; k < s->n; k++) {
+    if (s->space[k] == space && a >= s->addr[k] && a - s->addr[k] + size <= (ulong)s->size[k]) {
+      uint flags = (space << _GR_F_SPACE_SHIFT) | (size << _GR_F_SIZE_SHIFT)
+                   | (s->id[k] << _GR_F_VAR_SHIFT);
+      _gr_order_event(s, flags, (uint)(a - s->addr[k]), site, read, written, extra);
+      return;
+    }
+  }
+}
+
 void _gr_exit(__private _gr_state_t *s, uint site) {
   _gr_rec(s, site, _GR_KIND_EVENT | (1u << _GR_F_EVENT_SHIFT), 0u, s->nbar, 0u, 0u, 0u);
 }

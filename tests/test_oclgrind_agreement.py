@@ -73,6 +73,13 @@ DIFFERENCES: dict[str, tuple[object, str]] = {
     "divergence_two_copies": ({("divergence", 0, 0)}, _WG_COPIES),
     "atomics_c11_clean": (BUILD_FAILS, _CL3),
     "atomic_c11_vs_plain": (BUILD_FAILS, _CL3),
+    "relacq_fence_flags_clean": (BUILD_FAILS, _CL3),
+    "relacq_fence_flags_oneside_race": (BUILD_FAILS, _CL3),
+    "relacq_lastblock_fence_clean": (BUILD_FAILS, _CL3),
+    "relacq_lastblock_nofence_race": (BUILD_FAILS, _CL3),
+    "relacq_mp_clean": (BUILD_FAILS, _CL3),
+    "relacq_mp_relaxed_race": (BUILD_FAILS, _CL3),
+    "relacq_mp_scope_race": (BUILD_FAILS, _CL3),
 }
 
 #: case -> Oclgrind's other diagnostics (headers), where it has some

@@ -352,6 +352,7 @@ def test_json_fields() -> None:
         "schedules": 1,
         "schedule_seed": 0,
         "protocol_search": "",
+        "ordered_on_host": False,
         "complete": True,
         "incomplete_reasons": [],
     }

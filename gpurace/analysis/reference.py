@@ -21,6 +21,7 @@ from gpurace.abi import (
     WARP_SIZE,
     X_WEPOCH_SHIFT,
 )
+from gpurace.analysis.happens import Order
 from gpurace.model import (
     RECORD_WORDS,
     Event,
@@ -38,7 +39,9 @@ class Entry:
     """Summary of the pieces of one (site, kind, offset, size[, epoch], reads[, wepoch,
     named]) in one bucket; `reads` marks an atomic that only read (a failed
     compare-exchange), `wepoch` is the warp epoch and `named` the named-barrier state
-    (0 outside CUDA and in inter-group buckets; docs/ordering.md)."""
+    (0 outside CUDA and in inter-group buckets; docs/ordering.md), `hb` the
+    happens-before stamp of every piece (one thread, one clock: analysis/happens.py)
+    when the log carries release/acquire ordering, else ()."""
 
     site: int
     kind: int
@@ -48,6 +51,7 @@ class Entry:
     reads: bool = False
     wepoch: int = 0
     named: int = 0
+    hb: tuple = ()
     count: int = 0
     amin: int = _U32_MAX  # actor: local index (intra) or group (inter)
     amax: int = 0
@@ -67,8 +71,11 @@ class Entry:
         self.lid_of_group[actor] = lid if prev is None else min(prev, lid)
 
 
-def conflict(a: Entry, b: Entry, word: int, uniform_writes_race: bool) -> int | None:
-    """Return the first overlapping byte if entries a and b conflict in `word`, else None."""
+def conflict(
+    a: Entry, b: Entry, word: int, uniform_writes_race: bool, order: Order | None = None
+) -> int | None:
+    """Return the first overlapping byte if entries a and b conflict in `word`, else None;
+    `order`: the log's release/acquire clocks (docs/ordering.md)."""
     lo = max(a.offset, b.offset, 4 * word)
     hi = min(a.offset + a.size, b.offset + b.size, 4 * word + 4)
     if lo >= hi:
@@ -83,6 +90,8 @@ def conflict(a: Entry, b: Entry, word: int, uniform_writes_race: bool) -> int | 
         return None  # a __syncwarp() of their warp lies between them
     if named_ordered(a, b):
         return None  # a named barrier's generation lies between them
+    if order is not None and a.hb and b.hb and order.ordered(a.hb, b.hb):
+        return None  # a release synchronises with an acquire between them
     if (
         not uniform_writes_race
         and a.kind == Kind.STORE
@@ -142,10 +151,12 @@ def analyse(
     records: np.ndarray,
     var_spaces: dict[int, Space],
     uniform_writes_race: bool = False,
+    order: Order | None = None,
 ) -> list[Race]:
     """Analyse one launch's log (an (n, 8) u32 array) and return its deduplicated races.
 
-    `var_spaces` maps TrackedVar.id to its space. Races are sorted by key.
+    `var_spaces` maps TrackedVar.id to its space; `order` is the log's happens-before
+    beyond barriers (`happens.clocks`), None for barriers only. Races are sorted by key.
     """
     recs = np.asarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS)
     local: dict[tuple, dict[tuple, Entry]] = {}
@@ -154,8 +165,10 @@ def analyse(
     barriers: dict[tuple[int, int], dict[int, int]] = {}  # (group, ordinal) -> site -> min lid
     exits: dict[int, list[tuple[int, int, int]]] = {}  # group -> [(ordinal, site, lid)]
 
-    for row in recs.tolist():
+    for i, row in enumerate(recs.tolist()):
         site, flags, off, lid, grp, epoch, value, extra = row
+        stamp = order.stamps.get(i) if order is not None else None  # events: none
+        hb = (stamp,) if stamp is not None else ()
         wep = extra >> X_WEPOCH_SHIFT
         kind = flags & 3
         named = flags >> F_NAMED_SHIFT if kind != Kind.EVENT else 0
@@ -167,7 +180,7 @@ def analyse(
             if (flags >> 24) & 0xF == Event.BARRIER:
                 sites = barriers.setdefault((grp, epoch), {})
                 sites[site] = min(sites.get(site, _U32_MAX), lid)
-            else:
+            elif (flags >> 24) & 0xF == Event.EXIT:
                 exits.setdefault(grp, []).append((epoch, site, lid))
             continue
         if size == 0:
@@ -178,23 +191,23 @@ def analyse(
         for w in range(off // 4, (off + size - 1) // 4 + 1):
             if space == Space.LOCAL:
                 bucket = local.setdefault((var, w, grp, epoch), {})
-                ekey = (site, kind, off, size, epoch, reads, wep, named)
+                ekey = (site, kind, off, size, epoch, reads, wep, named, *hb)
                 _entry(bucket, ekey).add(lid, val, known, lid)
             else:
                 bucket = intra.setdefault((var, w, grp), {})
-                ekey = (site, kind, off, size, epoch, reads, wep, named)
+                ekey = (site, kind, off, size, epoch, reads, wep, named, *hb)
                 _entry(bucket, ekey).add(lid, val, known, lid)
                 bucket = inter.setdefault((var, w), {})
-                ekey = (site, kind, off, size, 0, reads, 0, 0)
+                ekey = (site, kind, off, size, 0, reads, 0, 0, *hb)
                 _entry(bucket, ekey).add(grp, val, known, lid)
 
     races: dict[tuple, _Acc] = {}
     for (var, w, grp, epoch), entries in local.items():
-        _visit(races, entries, var, w, grp, epoch, RaceClass.LOCAL, uniform_writes_race)
+        _visit(races, entries, var, w, grp, epoch, RaceClass.LOCAL, uniform_writes_race, order)
     for (var, w, grp), entries in intra.items():
-        _visit(races, entries, var, w, grp, 0, RaceClass.GLOBAL_INTRA, uniform_writes_race)
+        _visit(races, entries, var, w, grp, 0, RaceClass.GLOBAL_INTRA, uniform_writes_race, order)
     for (var, w), entries in inter.items():
-        _visit(races, entries, var, w, 0, 0, RaceClass.GLOBAL_INTER, uniform_writes_race)
+        _visit(races, entries, var, w, 0, 0, RaceClass.GLOBAL_INTER, uniform_writes_race, order)
     _divergence(races, barriers, exits)
     return sorted((acc.race for acc in races.values()), key=lambda r: r.key)
 
@@ -215,6 +228,7 @@ def _visit(
     epoch: int,
     base_cls: RaceClass,
     uniform_writes_race: bool,
+    order: Order | None = None,
 ) -> None:
     """Check every entry pair of one bucket; fold conflicts into `races`."""
     es = list(entries.values())
@@ -222,7 +236,7 @@ def _visit(
     for i in range(len(es)):
         for j in range(i, len(es)):
             a, b = es[i], es[j]
-            lo = conflict(a, b, word, uniform_writes_race)
+            lo = conflict(a, b, word, uniform_writes_race, order)
             if lo is None:
                 continue
             cls = base_cls
@@ -243,6 +257,8 @@ def _visit(
                 (b.named, b.wepoch, b.size, b.reads),
                 a.epoch,
                 b.epoch,
+                a.hb,
+                b.hb,
             )
             acc = races.get(key)
             if acc is None:
@@ -257,15 +273,15 @@ def _visit(
     for key, (cand, a, b, lo) in best.items():
         acc = races[key]
         acc.race.instances += 1
-        order = (var, lo, grp, epoch, *cand)
-        if order < acc.order:
-            acc.order = order
+        rank = (var, lo, grp, epoch, *cand)
+        if rank < acc.order:
+            acc.order = rank
             _set_example(acc.race, a, b, var, lo, grp, base_cls)
 
 
 def _order(e: Entry) -> tuple:
     """The entry order that decides which side of a race is `a` (the shaders' ent_gt)."""
-    return (e.site, e.kind, e.offset, e.size, e.epoch, e.reads, e.wepoch, e.named)
+    return (e.site, e.kind, e.offset, e.size, e.epoch, e.reads, e.wepoch, e.named, e.hb)
 
 
 def _set_example(

@@ -12,7 +12,13 @@ from gpurace.interfaces import Backend, Target
 from gpurace.launch.cuda import CudaLaunch, load_cuda_launch
 from gpurace.model import GpuraceError, Instrumented, RaceClass
 from gpurace.options import Options
-from gpurace.target import filtered_target, kernel_shadows, launcher, linear_layout
+from gpurace.target import (
+    filtered_target,
+    initial_contents,
+    kernel_shadows,
+    launcher,
+    linear_layout,
+)
 
 if TYPE_CHECKING:  # the backends import pyopencl: only where a check runs (isolate.py)
     from gpurace.backends.analysis_driver import DeviceAnalysis
@@ -144,10 +150,12 @@ def target(
                 inst.not_instrumented.append(f"{path}: {n} {what}")
         return result
 
-    return filtered_target(
+    t = filtered_target(
         backend, dev, dev_name, inst, kernel, cast(Grid, tuple(block)), cast(Grid, tuple(grid)),
         bases, total, local_order_words(inst.variables, sizes), run, options, results,
     )  # fmt: skip
+    t.initial = initial_contents(inst, kernel, launch.args)
+    return t
 
 
 def results(analysis: DeviceAnalysis) -> DeviceAnalysis:

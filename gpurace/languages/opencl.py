@@ -20,6 +20,7 @@ from gpurace.model import Binding, Instrumented
 from gpurace.options import Options
 from gpurace.target import (
     filtered_target,
+    initial_contents,
     kernel_shadows,
     launcher,
     linear_layout,
@@ -183,6 +184,7 @@ def target(
         local_order_words(inst.variables, extents), run, options, results,
     )  # fmt: skip
     t.work_items = prod(launch.global_size)  # fewer than groups x local when non-uniform
+    t.initial = initial_contents(inst, kernel, launch.args)
     return t
 
 

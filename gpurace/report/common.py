@@ -330,7 +330,15 @@ def _same_warp(race: Race, language: str) -> bool:
 
 
 def explanation(v: RaceView, language: str) -> str:
-    """Why the two sides race: the class, in the language's words."""
+    """Why the two sides race: the class, in the language's words, then (release/acquire,
+    docs/ordering.md) the nearest synchronisation that fails to order them."""
+    if v.race.ordering and v.race.cls == RaceClass.GLOBAL_INTER:
+        return f"different work-groups, not ordered: {v.race.ordering}"
+    base = _class_words(v, language)
+    return f"{base}; {v.race.ordering}" if v.race.ordering else base
+
+
+def _class_words(v: RaceView, language: str) -> str:
     words = dialect(language)
     cls = RaceClass(v.race.cls)
     copy = next((s.site for s in (v.first, v.second) if s.site.detail == ASYNC_COPY), None)

@@ -243,6 +243,11 @@ def scope_lines(report: Report, cwd: str | None = None) -> list[str]:
         lines.append("  saturated: none")
     if s.protocol_search:
         lines.append(f"  {s.protocol_search}")
+    if s.ordered_on_host:
+        lines.append(
+            "  release/acquire ordering: decided on the host by the NumPy reference "
+            "(docs/ordering.md)"
+        )
     reasons = incomplete_reasons(report)
     if reasons:
         lines.append(f"result: INCOMPLETE: {'; '.join(reasons)}")

@@ -18,7 +18,7 @@ from dataclasses import replace
 from gpurace.abi import F_READS_SHIFT
 from gpurace.model import Event, Kind, Space
 
-from . import frontend
+from . import frontend, ordering
 from .edits import Edit
 from .rewriter_api import RewriterAPI
 from .runtime import CMPXCHG, PS, atomic_op
@@ -103,7 +103,11 @@ class BuiltinCalls(RewriterAPI):
             )
             return
         how = family(name)
-        if how in ("barrier", "sync"):
+        if name == "atomic_work_item_fence" and len(args) == 3:
+            self.uses_order = True
+            sid = self.site(Kind.EVENT, c.extent.start.offset, self.end(c), "")
+            self.call_edit(c, callee, "_gr_fence_order", f"_gr_s, {sid}u")
+        elif how in ("barrier", "sync"):
             self.barrier(c, callee, args, name)
         elif how == "atomic":
             self.atomic(c, callee, args, name)
@@ -258,15 +262,21 @@ class BuiltinCalls(RewriterAPI):
                 )
         size = access_size(pt.get_pointee())
         call = f"{name}({', '.join(f'a{i}' for i in range(len(args)))})"
+        self.uses_order |= ordering.orders(name)
+        event = ordering.event(name, len(args), c_type(pt.get_pointee()), ret, int(space), size)
 
         def make(h):
-            r = "return " if ret != "void" else ""
             log = f"_gr_acc(s, (ulong)a0, {int(space)}u, {size}u, site, {{}}, 0, 0u, {op}u);"
             if op != CMPXCHG:
                 # out of bounds: left out, giving zero (docs/memcheck.md)
                 head = f"{ret} {h}({', '.join(params)}, {PS}s, uint site) {{"
                 skip = "return;" if ret == "void" else f"return ({ret})(0);"
-                return f"{head}\n  if ({log.format('2u')[:-1]}) {skip}\n  {r}{call};\n}}"
+                if ret == "void":
+                    return f"{head}\n  if ({log.format('2u')[:-1]}) {skip}\n  {call};\n{event}}}"
+                return (
+                    f"{head}\n  if ({log.format('2u')[:-1]}) {skip}\n  {ret} r = {call};\n"
+                    f"{event}  return r;\n}}"
+                )
             # a compare-exchange that fails only reads: logged after the call, as an
             # atomic with the reads bit (flags bit 4; docs/internals.md §1, §3)
             failed = "!r" if name.startswith("atomic_compare_exchange") else "r != a1"
@@ -274,7 +284,7 @@ class BuiltinCalls(RewriterAPI):
                 f"{ret} {h}({', '.join(params)}, {PS}s, uint site) {{\n"
                 f"  {ret} r = {call};\n"
                 f"  {log.format(f'({failed}) ? {READ_ONLY_ATOMIC}u : 2u')}\n"
-                "  return r;\n}"
+                f"{event}  return r;\n}}"
             )
 
         h = self.helper(f"at|{name}|{'|'.join(params)}|{ret}", make)

@@ -30,7 +30,7 @@ from .accesses import AccessHelpers
 from .builtins import ADDR, RV, BuiltinCalls
 from .edits import Edit, apply
 from .predict import Branch, Predictor, waiting_functions
-from .runtime import KERNEL_PARAMS, PS, WG_BARRIER, prelude
+from .runtime import KERNEL_PARAMS, ORDER_CL, PS, WG_BARRIER, prelude
 from .types import (
     c_type,
     element_stride,
@@ -79,6 +79,7 @@ class Rewriter(AccessHelpers, BuiltinCalls):
         self.has_barrier = False
         self.uses_wg_barrier = False
         self.uses_copies = False
+        self.uses_order = False  # C11 atomics or fences: ORDER events (docs/ordering.md)
         # (offset, end of the return statement or None for the closing brace, site)
         self.kernel_exits: list[tuple[int, int | None, int]] = []
         self.event_sites: dict[int, int] = {}  # where a barrier/exit site starts -> its id
@@ -201,6 +202,8 @@ class Rewriter(AccessHelpers, BuiltinCalls):
         body = apply(self.text, self.edits)
         head = prelude(nv, self.max_slots, self.uses_copies)
         head += WG_BARRIER if self.uses_wg_barrier else ""
+        head += f"#define _GR_ORDER {int(self.uses_order)}\n"
+        head += ORDER_CL if self.uses_order else ""
         kernels = list(self.entry_points)
         if not kernels:
             raise GpuraceError("no __kernel function found", self.path)
@@ -215,6 +218,7 @@ class Rewriter(AccessHelpers, BuiltinCalls):
             entry_points=self.entry_points,
             not_instrumented=self.notes,
             params=self.params,
+            ordering=self.uses_order,
         )
 
     def insert(self, offset: int, text: str) -> None:

@@ -23,6 +23,7 @@ class RewriterAPI:
     event_sites: dict[int, int]
     user_functions: set[str]
     uses_copies: bool
+    uses_order: bool
 
     if TYPE_CHECKING:
 

@@ -76,3 +76,5 @@ def prelude(nvars: int, slots: int, copies: bool = False) -> str:
 
 # work_group_barrier exists only from OpenCL C 2.0 on: emitted when used
 WG_BARRIER = shaders.text("runtime_cl2.cl")
+# release/acquire of C11 atomics and fences (docs/ordering.md): emitted when used
+ORDER_CL = shaders.text("runtime_order.cl")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from gpurace import abi
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site, Space, TrackedVar
 
-from . import asynccopy, bounds, emit
+from . import asynccopy, bounds, emit, ordering
 from .asynccopy import async_copy
 from .barriers import SYNC_ASYNC, SYNC_FENCE, SYNC_MBARRIER, barrier, is_wait_barrier
 from .emit import CLOSE, OPEN
@@ -98,11 +98,12 @@ def instrument_ptx(
     params: dict[str, list[Binding]] = {}
     entry_points: dict[str, tuple[int, int, int]] = {}
     checked = bounds.checked_vars(st.variables, initcheck)
+    order = ordering.needed(mod)  # ORDER events (docs/ordering.md)
     for fn, (vars_, bindings) in zip(entries, plans, strict=True):
         loc = Locator(
             mod, user_file if user_file else (source.path if source else None), source, path
         )
-        _Entry(mod, fn, vars_, nv, st, loc, inserts, checked).rewrite()
+        _Entry(mod, fn, vars_, nv, st, loc, inserts, checked, order).rewrite()
         params[fn.name] = bindings
         entry_points[fn.name] = _reqntid(fn)
     st.not_instrumented += not_inlined(mod, entries, path, inlined.callees)
@@ -124,6 +125,7 @@ def instrument_ptx(
         entry_points=entry_points,
         not_instrumented=st.not_instrumented,
         params=params,
+        ordering=order,
     )
 
 
@@ -202,9 +204,11 @@ class _Entry:
         loc: Locator,
         inserts: list[tuple[int, int, str]],
         checked: frozenset[int] = frozenset(),
+        order: bool = False,
     ) -> None:
         self.mod, self.fn, self.vars, self.nv, self.st, self.loc = mod, fn, vars_, nv, st, loc
         self.inserts, self.checked = inserts, checked  # checked: initcheck's variables
+        self.order = order  # log ORDER events (ordering.py)
         self.has_barrier = any(
             s.kind == "stmt" and is_wait_barrier(parse_instr(s.text))
             for s in fn.body
@@ -281,6 +285,7 @@ class _Entry:
         if lids:
             regs.append(".reg .b32 " + ", ".join(f"%_gr_lw{v}" for v in lids) + ";")
         regs += asynccopy.decls() if self.copies else []
+        regs += ordering.DECLS if self.order else []
         return "\n".join(regs + bounds.table_decls(self.vars))
 
     def _prologue(self) -> str:
@@ -356,6 +361,11 @@ class _Entry:
             barrier(self, s, ins)
         elif op in ("membar", "fence"):
             self._sync(s, ins, SYNC_FENCE)
+            fenced = ordering.fence_order(ins) if self.order else None
+            if fenced:
+                sid, skip = self.site(s, Kind.EVENT, ins), self.st.label()
+                code = self._guard(ins, skip) + ordering.fence(sid, *fenced) + [f"{skip}:"]
+                self.before(s, code)
         elif op == "mbarrier":
             self._sync(s, ins, SYNC_MBARRIER)
         elif op in ("ret", "exit"):
@@ -429,7 +439,11 @@ class _Entry:
                 value_known = self._value(ins, ins.operands[1], size, code)
         sid = self.site(s, kind, ins)
         out = self._redirect(s, ins.operands[0] if ins.op != "st" else None)
+        strong = self.order and kind == Kind.ATOMIC
+        code += ordering.save(ins, None) if strong else []
         self._access(s, ins, sid, kind, space, addr, size, value_known, extra, code, out)
+        if strong:
+            self.after(s, ordering.after(ins, None, sid, extra, self.st.label()))
 
     def _atomic(self, s: Stmt, ins: Instr) -> None:
         space = self._space(ins)
@@ -450,9 +464,12 @@ class _Entry:
         cas = opname == "cas" and bool(self.checked)  # initcheck: bounds.cas_written
         if cas:
             self.before(s, [bounds.CAS_UNTESTED])
-        self._access(s, ins, sid, Kind.ATOMIC, space, addr, size, False, extra, [], out)
+        pre = ordering.save(ins, opname) if self.order else []
+        self._access(s, ins, sid, Kind.ATOMIC, space, addr, size, False, extra, pre, out)
         if cas:
             self.after(s, bounds.cas_written(sid, ins.operands, size, self.st.label()))
+        if self.order:
+            self.after(s, ordering.after(ins, opname, sid, extra, self.st.label()))
 
     def _access(
         self,
@@ -476,7 +493,8 @@ class _Entry:
         run time (cp.async's src-size; `size` is 0 then). `post` follows a record that
         an attributed access logged (cp.async keeps its arguments: asynccopy.py)."""
         skip, shared = self.st.label(), self.st.label()
-        code = self._guard(ins, skip) + pre
+        strong = self.order and kind == Kind.ATOMIC  # its ORDER event needs %_gr_ok
+        code = ([ordering.RESET] if strong else []) + self._guard(ins, skip) + pre
         if not self._address(addr, space, code):
             self.incomplete(s, f"'{ins.text}': address operand not understood")
             return
@@ -502,6 +520,8 @@ class _Entry:
                 self.vars, sp, sid, f, size, value, extra, oob, self.checked, size_reg
             )
             code += inline + (post if post and rare_sp else [])
+            if strong and not inline[0].startswith("red.global.add.u32 [%_gr_unat]"):
+                code += ordering.attributed()
             rare += rare_sp + ([f"bra {out[0] if out else skip};"] if rare_sp else [])
         if rare:
             code += [f"bra {skip};", *rare]
