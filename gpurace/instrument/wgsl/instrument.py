@@ -6,7 +6,7 @@ module (log bindings in group ``log_group``, private state, ``_gr_rec``).
 
 from __future__ import annotations
 
-from gpurace import shaders
+from gpurace import abi, shaders
 from gpurace.limits import deep_recursion
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Space, TrackedVar
 
@@ -16,7 +16,7 @@ from .lexer import _Scanner
 from .module import ModuleRewriter, SiteTable
 from .parser import Parser, parse_bounded
 from .rewriter import FunctionRewriter
-from .runtime import TrackedInfo, local_order, log_bindings, prelude
+from .runtime import TrackedInfo, full_flag, local_order, log_bindings, prelude
 from .semantics import ModuleScope, Sym
 from .types import (
     Array,
@@ -180,7 +180,7 @@ class _Module:
             if self.initcheck is not None and (
                 space == Space.LOCAL or (group, binding) in self.initcheck
             ):  # checked for uninitialised reads (docs/memcheck.md)
-                info.written = -(-size_of(t) // 32) if space == Space.LOCAL else -1
+                info.written = abi.written_stride(size_of(t)) if space == Space.LOCAL else -1
             if info.id >= MAX_TRACKED:
                 raise self.error(f"more than {MAX_TRACKED} storage/workgroup variables", d)
             sym.tracked = info
@@ -360,6 +360,7 @@ def instrument(
     checked = [info.id for info in m.tracked if info.written]
     if checked:
         parts.append(shaders.text("initcheck.wgsl"))
+        parts += [f"var<private> {full_flag(v)}: bool;" for v in checked]
     parts += mr.runtime.decls
     parts += mr.loops.decls()
     parts += out_fns

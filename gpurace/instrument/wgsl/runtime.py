@@ -45,7 +45,8 @@ class TrackedInfo:
     lw0: int = 0  # workgroup variables: first word in the group's local order
     lwn: int = 0  # workgroup variables: words in the local order (ceil(size / 4))
     # initcheck (docs/memcheck.md): 0 not checked; a workgroup variable's written-shadow
-    # words per group (ceil(size / 32)); -1 a storage buffer's (one shadow)
+    # words per group (abi.written_stride: bitmap and fill count); -1 a storage
+    # buffer's (one shadow)
     written: int = 0
 
 
@@ -191,7 +192,10 @@ def initcheck(site: int, kind: Kind, path: Path, size: int, off: Off, op: int) -
     (docs/memcheck.md), before its record: a read tests the leaf's bytes
     (`_gr_wread`), a write sets them (`_gr_wset`); an atomic read-modify-write does
     both, an atomic load (op 1) only reads and a store or exchange (2, 10) only
-    writes. "" for a variable not checked: its helpers are as before initcheck."""
+    writes. Both return whether the shadow is full (every byte written: its fill
+    count reached the size, known statically for a workgroup variable only); the
+    invocation's private flag (`full_flag`) remembers it and skips them from then
+    on. "" for a variable not checked: its helpers are as before initcheck."""
     root = path.root
     if not root.written:
         return ""
@@ -200,14 +204,20 @@ def initcheck(site: int, kind: Kind, path: Path, size: int, off: Off, op: int) -
         base += f" + _gr_grp * {root.written}u"
     reads = kind == Kind.LOAD or (kind == Kind.ATOMIC and op not in (2, 10))
     writes = kind == Kind.STORE or (kind == Kind.ATOMIC and op != 1)
-    out = ""
+    vsize = size_of(root.type) if root.written > 0 else 0
+    full = full_flag(root.id)
+    calls = []
     if reads:
         flags = pack_flags(int(kind), int(root.space), size, root.id)
-        vsize = size_of(root.type) if root.written > 0 else 0
-        out += f"_gr_wread({site}u, {flags}u, {base}, {off.text()}, {size}u, {vsize}u); "
+        calls.append(f"_gr_wread({site}u, {flags}u, {base}, {off.text()}, {size}u, {vsize}u)")
     if writes:
-        out += f"_gr_wset({base}, {off.text()}, {size}u); "
-    return out
+        calls.append(f"_gr_wset({base}, {off.text()}, {size}u, {vsize}u)")
+    return "".join(f"if !{full} {{ {full} = {c}; }} " for c in calls)
+
+
+def full_flag(var: int) -> str:
+    """The private flag of checked variable `var`: its (group's) shadow was seen full."""
+    return f"_gr_wfull{var}"
 
 
 def _plain(t: Type | None) -> Type | None:
