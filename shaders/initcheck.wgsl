@@ -46,38 +46,50 @@ fn _gr_wset(base: u32, off: u32, n: u32, full: u32) -> bool {
 }
 
 // a read of the `n` bytes at byte `off` of a variable of `size` bytes (0: a storage
-// buffer): true, testing nothing, when its shadow is full; else one whose bytes are
-// not all written is counted in the uninitialised-read area and, while it has room,
-// recorded there with its first unwritten byte (the read itself is made: its value
-// is what memory holds). Per shadow word it spans, up to the first with an unwritten
-// byte: one load and a compare; the record's code is reached from one place only.
-fn _gr_wread(site: u32, flags: u32, base: u32, off: u32, n: u32, size: u32) -> bool {
+// buffer): 0xffffffff, testing nothing, when its shadow is full; else its first
+// unwritten byte, or 0xfffffffe when its bytes are all written (the read itself is
+// made: its value is what memory holds). Per shadow word it spans, up to the first
+// with an unwritten byte: one load and a compare (one load in the code: lavapipe runs
+// every statement of a shader, taken or not, under a mask). The caller counts a miss in private
+// variables and _gr_urec records it where the invocation exits
+// (gpurace/instrument/wgsl/initcheck.py).
+fn _gr_wread(base: u32, off: u32, n: u32, size: u32) -> u32 {
   if size != 0u && atomicLoad(&_gr_ctl[base + (size + 31u) / 32u]) == size {
-    return true;
+    return 0xffffffffu;
   }
   let e = off + n;
   var w = off >> 5u;
-  var miss = _gr_wmask(off & 31u, min(e - (w << 5u), 32u)) & ~atomicLoad(&_gr_ctl[base + w]);
+  var lo = off & 31u;
+  var at = 0xfffffffeu;
   loop {
-    if miss != 0u || ((w + 1u) << 5u) >= e {
+    let miss = _gr_wmask(lo, min(e - (w << 5u), 32u)) & ~atomicLoad(&_gr_ctl[base + w]);
+    if miss != 0u {
+      at = (w << 5u) + firstTrailingBit(miss);
       break;
     }
     w += 1u;
-    miss = _gr_wmask(0u, min(e - (w << 5u), 32u)) & ~atomicLoad(&_gr_ctl[base + w]);
-  }
-  if miss != 0u {
-    let i = atomicAdd(&_gr_ctl[_GR_CTL_UNINIT], 1u);
-    if i < _GR_UNINIT_SLOTS {
-      let r = _GR_CTL_UNINIT + 1u + i * _GR_RECORD_WORDS;
-      atomicStore(&_gr_ctl[r + _GR_W_SITE], site);
-      atomicStore(&_gr_ctl[r + _GR_W_FLAGS], flags);
-      atomicStore(&_gr_ctl[r + _GR_OOB_INDEX], (w << 5u) + firstTrailingBit(miss));
-      atomicStore(&_gr_ctl[r + _GR_W_LID], _gr_lid);
-      atomicStore(&_gr_ctl[r + _GR_W_GROUP], _gr_grp);
-      atomicStore(&_gr_ctl[r + _GR_OOB_DEPTH], 0u);
-      atomicStore(&_gr_ctl[r + _GR_OOB_BOUND], size);
-      atomicStore(&_gr_ctl[r + _GR_OOB_UNIT], _GR_OOB_BYTES);
+    lo = 0u;
+    if (w << 5u) >= e {
+      break;
     }
   }
-  return false;
+  return at;
+}
+
+// `count` reads of this invocation at `site` (the record's `flags`: kind, space, size,
+// variable) found an unwritten byte, the least of them `byte`: all are counted in the
+// uninitialised-read area and, while it has room, recorded there.
+fn _gr_urec(site: u32, flags: u32, count: u32, byte: u32, size: u32) {
+  let i = atomicAdd(&_gr_ctl[_GR_CTL_UNINIT], count);
+  for (var j = i; j < min(i + count, _GR_UNINIT_SLOTS); j++) {
+    let r = _GR_CTL_UNINIT + 1u + j * _GR_RECORD_WORDS;
+    atomicStore(&_gr_ctl[r + _GR_W_SITE], site);
+    atomicStore(&_gr_ctl[r + _GR_W_FLAGS], flags);
+    atomicStore(&_gr_ctl[r + _GR_OOB_INDEX], byte);
+    atomicStore(&_gr_ctl[r + _GR_W_LID], _gr_lid);
+    atomicStore(&_gr_ctl[r + _GR_W_GROUP], _gr_grp);
+    atomicStore(&_gr_ctl[r + _GR_OOB_DEPTH], 0u);
+    atomicStore(&_gr_ctl[r + _GR_OOB_BOUND], size);
+    atomicStore(&_gr_ctl[r + _GR_OOB_UNIT], _GR_OOB_BYTES);
+  }
 }

@@ -98,3 +98,38 @@ def test_each_group_counts_its_own_shadow():
     report = api.check(GROUPS, spec, path="k.cl")
     assert _found(report) == [(7, 39, 16, 32, [8, 0, 0])]
     assert report.races == [] and report.exit_code == 1 and report.scope.complete
+
+
+# WGSL records an invocation's uninitialised reads where it exits (initcheck.py)
+DEFERRED = """@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+var<workgroup> t: array<u32, 8>;
+
+@compute @workgroup_size(4)
+fn main(@builtin(local_invocation_index) lid: u32) {
+    t[lid] = lid;
+    workgroupBarrier();
+    var s = 0u;
+    for (var i = 7u; i > 1u; i--) {
+        s += t[i];
+    }
+    if lid == 1u {
+        out[lid] = s;
+        return;
+    }
+    out[lid] = s + t[lid + 4u];
+}
+"""
+
+
+def test_wgsl_reads_recorded_at_exit_keep_every_count_and_the_least_byte():
+    """t[0..3] written. Each of the 4 invocations reads t[7], t[6], t[5], t[4] (unwritten)
+    at line 10: 16 reads, the example invocation 0's least byte, 16 (t[4]; its first
+    miss was t[7], byte 28). Invocation 1 returns at line 14: its 4 still count. Line
+    16: invocations 0, 2, 3 read t[4], t[6], t[7]: 3 reads, the example byte 16."""
+    spec = LaunchSpec.from_dict(
+        {"workgroups": [1, 1, 1],
+         "binding": [{"group": 0, "binding": 0, "type": "u32", "count": 4}]}
+    )  # fmt: skip
+    report = api.check(DEFERRED, spec, path="k.wgsl")
+    assert _found(report) == [(10, 14, 16, 16, [0, 0, 0]), (16, 20, 16, 3, [0, 0, 0])]
+    assert report.races == [] and report.exit_code == 1 and report.scope.complete

@@ -12,11 +12,12 @@ from gpurace.model import Binding, Event, GpuraceError, Instrumented, Space, Tra
 
 from . import ast as A
 from .expressions import TRACKED_SPACES, ExpressionRewriter
+from .initcheck import UninitReads
 from .lexer import _Scanner
 from .module import ModuleRewriter, SiteTable
 from .parser import Parser, parse_bounded
 from .rewriter import FunctionRewriter
-from .runtime import TrackedInfo, full_flag, local_order, log_bindings, prelude
+from .runtime import TrackedInfo, local_order, log_bindings, prelude
 from .semantics import ModuleScope, Sym
 from .types import (
     Array,
@@ -326,6 +327,9 @@ def instrument(
 
     sites = SiteTable(source, path, m.scanner.pos)
     mr = ModuleRewriter(m.scope, source, path, sites, m.functions)
+    checked = [info.id for info in m.tracked if info.written]
+    if checked:  # uninitialised reads (docs/memcheck.md; initcheck.py)
+        mr.runtime.uninit = UninitReads()
     out_fns: list[str] = []
     for fn in m.functions.values():
         if any(_tracked_ptr_param(m, p) for p in fn.params):
@@ -357,10 +361,9 @@ def instrument(
     # module without barriers logs none, one record per work-item fewer.
     log_exits = any(site.event == Event.BARRIER for site in sites.sites)
     parts.append(log_bindings(log_group) + "\n" + prelude(len(m.tracked), log_exits))
-    checked = [info.id for info in m.tracked if info.written]
-    if checked:
+    if mr.runtime.uninit is not None:
         parts.append(shaders.text("initcheck.wgsl"))
-        parts += [f"var<private> {full_flag(v)}: bool;" for v in checked]
+        parts += mr.runtime.uninit.decls(checked)
     parts += mr.runtime.decls
     parts += mr.loops.decls()
     parts += out_fns
