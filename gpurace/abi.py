@@ -26,7 +26,10 @@ Where the backends still differ, the difference is named here:
   before it, its write after it only when it exchanged), except the shadow's fill
   count (`written_stride`): OpenCL and WGSL (for a workgroup variable) keep it and
   skip the shadow of a variable once it is full; CUDA, and WGSL for a storage buffer
-  (its size is not in the shader's text), leave it 0 and test every access.
+  (its size is not in the shader's text), leave it 0 and test every access. WGSL
+  writes an invocation's uninitialised-read records where it exits, each with the
+  least byte of its (site, flags) reads (gpurace/instrument/wgsl/initcheck.py): the
+  host's findings are the same.
 - The control words' sizes, unattributed counter and event slots are filled and
   read by the OpenCL and CUDA backends only; WGSL kernels attribute statically,
   deduplicate events in workgroup memory (`WGSL_EVENT_SLOTS`) and are given 0
