@@ -10,7 +10,8 @@ installed, ``pip install --no-deps -e TREE``; an editable install maps
 It reads the last markdown table each run prints and reports, per row (kernel and
 size), the median of the ``gpurace ms`` column over the rounds for A
 and B, and B/A. The spread column is (max - min) / median of A's rounds: a B/A
-within it is noise::
+within it is noise. It also prints the load average around the runs and whether every
+run of both trees gave the same result cells (records, races, scope)::
 
     python bench/ab.py OLD_TREE NEW_TREE --python-a OLD_VENV/bin/python \
         --python-b NEW_VENV/bin/python --rounds 3 -- bench/bench_wgsl.py --scale 0.0625
@@ -50,6 +51,16 @@ def last_table(output: str) -> dict[str, dict[str, str]]:
     return table
 
 
+# the columns of the benchmarks' tables that are the check's result, not its time
+VERDICT_COLUMNS = ("records", "races", "scope")
+
+
+def verdict(row: dict[str, str]) -> tuple[str, ...]:
+    """The row's result cells (VERDICT_COLUMNS that it has): equal in every run of an
+    unchanged verdict."""
+    return tuple(row[c] for c in VERDICT_COLUMNS if c in row)
+
+
 def run_once(tree: Path, python: str, script_and_args: list[str]) -> dict[str, dict[str, str]]:
     """One benchmark run in ``tree`` by ``python``, which must import that tree's gpurace."""
     where = subprocess.run(
@@ -87,15 +98,23 @@ def main() -> None:
     args = parser.parse_args(argv[:split])
     bench = argv[split + 1 :]
     samples: dict[str, dict[str, list[float]]] = {"A": {}, "B": {}}
+    verdicts: dict[str, set[tuple[str, ...]]] = {}
+    loads: list[float] = []
     for round_index in range(args.rounds):
         sides = (("A", args.tree_a, args.python_a), ("B", args.tree_b, args.python_b))
         for label, tree, python in sides:
+            loads.append(os.getloadavg()[0])
             table = run_once(tree.resolve(), python, bench)
+            loads.append(os.getloadavg()[0])
             for kernel, row in table.items():
                 value = float(row[args.column].replace(",", ""))
                 samples[label].setdefault(kernel, []).append(value)
+                verdicts.setdefault(kernel, set()).add(verdict(row))
             print(f"round {round_index + 1} {label} done", file=sys.stderr)
     print(f"A = {args.tree_a}, B = {args.tree_b}; {' '.join(bench)}; {args.rounds} rounds")
+    print(f"load average (1 min) before and after each run: {min(loads):.1f}-{max(loads):.1f}")
+    differ = {k: sorted(v) for k, v in verdicts.items() if len(v) > 1}
+    print(f"verdicts differ: {differ}" if differ else "verdicts: the same in every run")
     print(f"| kernel | A {args.column} | B {args.column} | B/A | A spread |")
     print("|---|---|---|---|---|")
     for kernel, a_values in samples["A"].items():

@@ -23,7 +23,13 @@ Where the backends still differ, the difference is named here:
   (`ctl_written`, `place_written`) are used by WGSL, OpenCL and CUDA kernels with a
   checked variable (docs/memcheck.md), the same way on all three (CUDA's
   `_gr_init` in shaders/runtime.ptx, called twice for a compare-exchange: its read
-  before it, its write after it only when it exchanged).
+  before it, its write after it only when it exchanged), except the shadow's fill
+  count (`written_stride`): OpenCL and WGSL (for a workgroup variable) keep it and
+  skip the shadow of a variable once it is full; CUDA, and WGSL for a storage buffer
+  (its size is not in the shader's text), leave it 0 and test every access. WGSL
+  writes an invocation's uninitialised-read records where it exits, each with the
+  least byte of its (site, flags) reads (gpurace/instrument/wgsl/initcheck.py): the
+  host's findings are the same.
 - The control words' sizes, unattributed counter and event slots are filled and
   read by the OpenCL and CUDA backends only; WGSL kernels attribute statically,
   deduplicate events in workgroup memory (`WGSL_EVENT_SLOTS`) and are given 0
@@ -191,19 +197,30 @@ def control_words(
     return head + [0] * nbins + [slotted]
 
 
+def written_stride(size: int) -> int:
+    """Control words of one written-shadow of a variable of `size` bytes: its bitmap
+    (ceil(size / 32) words, one bit per byte), then the *fill count*, the number of its
+    bits set (a write adds the bits its atomic OR newly set: the OR's old value says
+    which). A count equal to `size` means every byte is written: from then on the
+    work-item that sees it skips the shadow for that variable (docs/memcheck.md "Cost";
+    the verdict is the bitmap's). CUDA's `_gr_init` keeps the layout but not the count
+    (it has no per-thread state to remember "full" in): its counts stay 0."""
+    return -(-size // 32) + 1
+
+
 def place_written(
     words: list[int], first: int, extents: Sequence[int], instances: Sequence[int]
 ) -> int:
     """Lay out the written-shadows (docs/memcheck.md) from control word `first` on (after
     the event slots) and set each variable's `ctl_written` word in `words` (a launch's
     `control_words`); returns the shadows' words, which start at 0. Variable v has
-    `instances[v]` bitmaps (its launch's work-groups for a __local/workgroup variable,
-    1 for a global buffer, 0 when it is not checked) of ceil(extents[v] / 32) words,
-    one bit per byte."""
+    `instances[v]` shadows (its launch's work-groups for a __local/workgroup variable,
+    1 for a global buffer, 0 when it is not checked) of `written_stride(extents[v])`
+    words each: the bitmap, one bit per byte, then its count of bits set."""
     nv = len(extents)
     at = first
     for v, (size, n) in enumerate(zip(extents, instances, strict=True)):
-        need = n * -(-size // 32)
+        need = n * written_stride(size)
         words[ctl_written(nv, v)] = at if need else 0
         at += need
     return at - first

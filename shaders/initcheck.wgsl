@@ -11,17 +11,30 @@ fn _gr_wmask(lo: u32, hi: u32) -> u32 {
   return ((1u << (hi - lo)) - 1u) << lo;
 }
 
+// A shadow is its bitmap, then its fill count (gpurace/abi.py: written_stride): the
+// bits set so far. `full`, the variable's size in bytes when the shader knows it (a
+// workgroup variable; 0 for a storage buffer, whose count stays 0), is the count at
+// which every byte is written: both helpers then return true, and the caller's
+// private flag skips them for the rest of the invocation (bits are never cleared, so
+// every later test would pass and every later set would find its bits set).
+
 // a write of the `n` bytes at byte `off`: they are written from now on. Per shadow
 // word it spans (the first; further ones only for a leaf that crosses a 32-byte
 // boundary, so the common case's loop ends at its first test): one load, and an
-// atomicOr only while its bits are not all set (the first write of those bytes).
-fn _gr_wset(base: u32, off: u32, n: u32) {
+// atomicOr only while its bits are not all set (the first write of those bytes),
+// whose old value says which bits it set first: they are added to the fill count.
+fn _gr_wset(base: u32, off: u32, n: u32, full: u32) -> bool {
   let e = off + n;
   var w = off >> 5u;
   var m = _gr_wmask(off & 31u, min(e - (w << 5u), 32u));
+  var done = false;
   loop {
     if (atomicLoad(&_gr_ctl[base + w]) & m) != m {
-      atomicOr(&_gr_ctl[base + w], m);
+      let fresh = countOneBits(m & ~atomicOr(&_gr_ctl[base + w], m));
+      if full != 0u && fresh != 0u
+          && atomicAdd(&_gr_ctl[base + (full + 31u) / 32u], fresh) + fresh == full {
+        done = true;
+      }
     }
     w += 1u;
     if (w << 5u) >= e {
@@ -29,36 +42,54 @@ fn _gr_wset(base: u32, off: u32, n: u32) {
     }
     m = _gr_wmask(0u, min(e - (w << 5u), 32u));
   }
+  return done;
 }
 
-// a read of the `n` bytes at byte `off`: one whose bytes are not all written is
-// counted in the uninitialised-read area and, while it has room, recorded there with
-// its first unwritten byte (the read itself is made: its value is what memory holds).
-// Per shadow word it spans, up to the first with an unwritten byte: one load and a
-// compare; the record's code is reached from one place only.
-fn _gr_wread(site: u32, flags: u32, base: u32, off: u32, n: u32, size: u32) {
+// a read of the `n` bytes at byte `off` of a variable of `size` bytes (0: a storage
+// buffer): 0xffffffff, testing nothing, when its shadow is full; else its first
+// unwritten byte, or 0xfffffffe when its bytes are all written (the read itself is
+// made: its value is what memory holds). Per shadow word it spans, up to the first
+// with an unwritten byte: one load and a compare (one load in the code: lavapipe runs
+// every statement of a shader, taken or not, under a mask). The caller counts a miss in private
+// variables and _gr_urec records it where the invocation exits
+// (gpurace/instrument/wgsl/initcheck.py).
+fn _gr_wread(base: u32, off: u32, n: u32, size: u32) -> u32 {
+  if size != 0u && atomicLoad(&_gr_ctl[base + (size + 31u) / 32u]) == size {
+    return 0xffffffffu;
+  }
   let e = off + n;
   var w = off >> 5u;
-  var miss = _gr_wmask(off & 31u, min(e - (w << 5u), 32u)) & ~atomicLoad(&_gr_ctl[base + w]);
+  var lo = off & 31u;
+  var at = 0xfffffffeu;
   loop {
-    if miss != 0u || ((w + 1u) << 5u) >= e {
+    let miss = _gr_wmask(lo, min(e - (w << 5u), 32u)) & ~atomicLoad(&_gr_ctl[base + w]);
+    if miss != 0u {
+      at = (w << 5u) + firstTrailingBit(miss);
       break;
     }
     w += 1u;
-    miss = _gr_wmask(0u, min(e - (w << 5u), 32u)) & ~atomicLoad(&_gr_ctl[base + w]);
-  }
-  if miss != 0u {
-    let i = atomicAdd(&_gr_ctl[_GR_CTL_UNINIT], 1u);
-    if i < _GR_UNINIT_SLOTS {
-      let r = _GR_CTL_UNINIT + 1u + i * _GR_RECORD_WORDS;
-      atomicStore(&_gr_ctl[r + _GR_W_SITE], site);
-      atomicStore(&_gr_ctl[r + _GR_W_FLAGS], flags);
-      atomicStore(&_gr_ctl[r + _GR_OOB_INDEX], (w << 5u) + firstTrailingBit(miss));
-      atomicStore(&_gr_ctl[r + _GR_W_LID], _gr_lid);
-      atomicStore(&_gr_ctl[r + _GR_W_GROUP], _gr_grp);
-      atomicStore(&_gr_ctl[r + _GR_OOB_DEPTH], 0u);
-      atomicStore(&_gr_ctl[r + _GR_OOB_BOUND], size);
-      atomicStore(&_gr_ctl[r + _GR_OOB_UNIT], _GR_OOB_BYTES);
+    lo = 0u;
+    if (w << 5u) >= e {
+      break;
     }
+  }
+  return at;
+}
+
+// `count` reads of this invocation at `site` (the record's `flags`: kind, space, size,
+// variable) found an unwritten byte, the least of them `byte`: all are counted in the
+// uninitialised-read area and, while it has room, recorded there.
+fn _gr_urec(site: u32, flags: u32, count: u32, byte: u32, size: u32) {
+  let i = atomicAdd(&_gr_ctl[_GR_CTL_UNINIT], count);
+  for (var j = i; j < min(i + count, _GR_UNINIT_SLOTS); j++) {
+    let r = _GR_CTL_UNINIT + 1u + j * _GR_RECORD_WORDS;
+    atomicStore(&_gr_ctl[r + _GR_W_SITE], site);
+    atomicStore(&_gr_ctl[r + _GR_W_FLAGS], flags);
+    atomicStore(&_gr_ctl[r + _GR_OOB_INDEX], byte);
+    atomicStore(&_gr_ctl[r + _GR_W_LID], _gr_lid);
+    atomicStore(&_gr_ctl[r + _GR_W_GROUP], _gr_grp);
+    atomicStore(&_gr_ctl[r + _GR_OOB_DEPTH], 0u);
+    atomicStore(&_gr_ctl[r + _GR_OOB_BOUND], size);
+    atomicStore(&_gr_ctl[r + _GR_OOB_UNIT], _GR_OOB_BYTES);
   }
 }

@@ -19,7 +19,9 @@ typedef struct {
   ulong addr[_GR_SLOTS];
   uint size[_GR_SLOTS], id[_GR_SLOTS], space[_GR_SLOTS], lbase[_GR_SLOTS], lw0[_GR_SLOTS];
 #if _GR_INITCHECK
-  uint wb[_GR_SLOTS];  /* the first word of the variable's (group's) written-shadow, or 0 */
+  /* the first word of the variable's (group's) written-shadow; 0: not checked, or
+     seen full (its fill count reached its size: every byte written) */
+  uint wb[_GR_SLOTS];
 #endif
 #if _GR_ASYNC
   /* the async copies called and not yet waited for (work-group uniform): per copy,
@@ -84,7 +86,7 @@ void _gr_track(__private _gr_state_t *s, ulong addr, uint space, uint id, uint s
   s->lw0[k] = lw0;
 #if _GR_INITCHECK
   s->wb[k] = s->ctl[_GR_CTL_WRITTEN + id];
-  if (space && s->wb[k]) s->wb[k] += s->grp * ((size + 31u) / 32u);  /* the group's own */
+  if (space && s->wb[k]) s->wb[k] += s->grp * ((size + 31u) / 32u + 1u);  /* the group's own */
 #endif
 }
 
@@ -313,21 +315,31 @@ uint _gr_wmask(uint lo, uint hi) {
 }
 
 /* The `size` bytes at byte `off` of the variable in slot `k`, against its written-shadow
-   (one bit per byte from control word `s->wb[k]`): a read of a byte no write set is
-   counted in the uninitialised-read area and, while it has room, recorded there with
-   its first unwritten byte; a write then sets its bytes. An atomic reads and writes,
-   except a load (op 1), which only reads, a store or exchange (2, 10) and a failed
-   compare-exchange (the reads bit), which only write or only read. Per shadow word the
-   access spans (the first; further ones only when it crosses a 32-byte boundary, so
-   the common case's loop ends at its first test): a read, one load and a compare up
-   to the first word with an unwritten byte; a write, one load and an atomic_or only
-   while its bits are not all set. */
+   (one bit per byte from control word `s->wb[k]`, then its fill count: abi.written_stride):
+   a read of a byte no write set is counted in the uninitialised-read area and, while it
+   has room, recorded there with its first unwritten byte; a write then sets its bytes.
+   An atomic reads and writes, except a load (op 1), which only reads, a store or
+   exchange (2, 10) and a failed compare-exchange (the reads bit), which only write or
+   only read. A read first loads the fill count: once it equals the variable's size
+   every byte is written, so this work-item clears `s->wb[k]` and no later access of
+   the variable comes here (bits are never cleared: every later test would pass). Else,
+   per shadow word the access spans (the first; further ones only when it crosses a
+   32-byte boundary, so the common case's loop ends at its first test): a read, one
+   load and a compare up to the first word with an unwritten byte; a write, one load
+   and, only while its bits are not all set, an atomic_or whose old value says which
+   bits it set first, added to the fill count (the write that completes it clears
+   `s->wb[k]` too). */
 void _gr_written(__private _gr_state_t *s, uint k, uint off, uint size, uint site, uint kind,
                  uint op) {
   volatile __global uint *ctl = s->ctl;
-  uint base = s->wb[k], e = off + size, kd = kind & _GR_F_KIND_MASK;
+  uint base = s->wb[k], e = off + size, kd = kind & _GR_F_KIND_MASK, full = s->size[k];
+  volatile __global uint *fill = ctl + base + (full + 31u) / 32u;
   uint only_reads = (kind >> _GR_F_READS_SHIFT) & 1u;
   if (kd == 0u || (kd == 2u && op != 2u && op != 10u)) {
+    if (*fill == full) {
+      s->wb[k] = 0u;
+      return;
+    }
     uint w = off >> 5u;
     uint miss = _gr_wmask(off & 31u, min(e - (w << 5u), 32u)) & ~ctl[base + w];
     while (miss == 0u && ((w + 1u) << 5u) < e) {
@@ -353,7 +365,10 @@ void _gr_written(__private _gr_state_t *s, uint k, uint off, uint size, uint sit
   if ((kd == 1u || (kd == 2u && op != 1u)) && !only_reads) {
     uint w = off >> 5u, m = _gr_wmask(off & 31u, min(e - (w << 5u), 32u));
     for (;;) {
-      if ((ctl[base + w] & m) != m) atomic_or(&ctl[base + w], m);
+      if ((ctl[base + w] & m) != m) {
+        uint set = popcount(m & ~atomic_or(&ctl[base + w], m));
+        if (set && atomic_add(fill, set) + set == full) s->wb[k] = 0u;
+      }
       if ((++w << 5u) >= e) break;
       m = _gr_wmask(0u, min(e - (w << 5u), 32u));
     }

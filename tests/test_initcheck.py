@@ -261,9 +261,10 @@ def test_more_reads_than_slots_saturate():
 def test_written_shadows_are_laid_out_after_the_given_word():
     words = abi.control_words(10, (0, 4), 0, 0, [0, 64, 96], [64, 32, 40])
     assert [words[abi.ctl_written(3, v)] for v in range(3)] == [0, 0, 0]
-    # var 0: 2 groups of ceil(64 / 32) words; var 1 not checked; var 2 one bitmap
-    assert abi.place_written(words, 500, [64, 32, 40], [2, 0, 1]) == 4 + 2
-    assert [words[abi.ctl_written(3, v)] for v in range(3)] == [500, 0, 504]
+    # var 0: 2 groups of ceil(64 / 32) bitmap words and a fill count; var 1 not
+    # checked; var 2 one bitmap of ceil(40 / 32) words and its count
+    assert abi.place_written(words, 500, [64, 32, 40], [2, 0, 1]) == 2 * 3 + 3
+    assert [words[abi.ctl_written(3, v)] for v in range(3)] == [500, 0, 506]
     assert len(words) == abi.ctl_event_slots(3, 0)  # the layout's length is unchanged
 
 

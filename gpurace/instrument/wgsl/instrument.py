@@ -6,12 +6,13 @@ module (log bindings in group ``log_group``, private state, ``_gr_rec``).
 
 from __future__ import annotations
 
-from gpurace import shaders
+from gpurace import abi, shaders
 from gpurace.limits import deep_recursion
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Space, TrackedVar
 
 from . import ast as A
 from .expressions import TRACKED_SPACES, ExpressionRewriter
+from .initcheck import UninitReads
 from .lexer import _Scanner
 from .module import ModuleRewriter, SiteTable
 from .parser import Parser, parse_bounded
@@ -180,7 +181,7 @@ class _Module:
             if self.initcheck is not None and (
                 space == Space.LOCAL or (group, binding) in self.initcheck
             ):  # checked for uninitialised reads (docs/memcheck.md)
-                info.written = -(-size_of(t) // 32) if space == Space.LOCAL else -1
+                info.written = abi.written_stride(size_of(t)) if space == Space.LOCAL else -1
             if info.id >= MAX_TRACKED:
                 raise self.error(f"more than {MAX_TRACKED} storage/workgroup variables", d)
             sym.tracked = info
@@ -326,6 +327,9 @@ def instrument(
 
     sites = SiteTable(source, path, m.scanner.pos)
     mr = ModuleRewriter(m.scope, source, path, sites, m.functions)
+    checked = [info.id for info in m.tracked if info.written]
+    if checked:  # uninitialised reads (docs/memcheck.md; initcheck.py)
+        mr.runtime.uninit = UninitReads()
     out_fns: list[str] = []
     for fn in m.functions.values():
         if any(_tracked_ptr_param(m, p) for p in fn.params):
@@ -357,9 +361,9 @@ def instrument(
     # module without barriers logs none, one record per work-item fewer.
     log_exits = any(site.event == Event.BARRIER for site in sites.sites)
     parts.append(log_bindings(log_group) + "\n" + prelude(len(m.tracked), log_exits))
-    checked = [info.id for info in m.tracked if info.written]
-    if checked:
+    if mr.runtime.uninit is not None:
         parts.append(shaders.text("initcheck.wgsl"))
+        parts += mr.runtime.uninit.decls(checked)
     parts += mr.runtime.decls
     parts += mr.loops.decls()
     parts += out_fns

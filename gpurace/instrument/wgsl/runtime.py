@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from gpurace import abi, shaders
 from gpurace.model import Event, Kind, Space, pack_flags
 
+from .initcheck import UninitReads
 from .types import (
     Array,
     Atomic,
@@ -45,7 +46,8 @@ class TrackedInfo:
     lw0: int = 0  # workgroup variables: first word in the group's local order
     lwn: int = 0  # workgroup variables: words in the local order (ceil(size / 4))
     # initcheck (docs/memcheck.md): 0 not checked; a workgroup variable's written-shadow
-    # words per group (ceil(size / 32)); -1 a storage buffer's (one shadow)
+    # words per group (abi.written_stride: bitmap and fill count); -1 a storage
+    # buffer's (one shadow)
     written: int = 0
 
 
@@ -186,30 +188,6 @@ def value_bits(t: Scalar | Vector, v: str) -> str:
     return h
 
 
-def initcheck(site: int, kind: Kind, path: Path, size: int, off: Off, op: int) -> str:
-    """The written-shadow statements of one logged leaf of a checked variable
-    (docs/memcheck.md), before its record: a read tests the leaf's bytes
-    (`_gr_wread`), a write sets them (`_gr_wset`); an atomic read-modify-write does
-    both, an atomic load (op 1) only reads and a store or exchange (2, 10) only
-    writes. "" for a variable not checked: its helpers are as before initcheck."""
-    root = path.root
-    if not root.written:
-        return ""
-    base = f"_gr_par[_GR_CTL_WRITTEN + {root.id}u]"
-    if root.written > 0:  # a workgroup variable: its group's bitmap
-        base += f" + _gr_grp * {root.written}u"
-    reads = kind == Kind.LOAD or (kind == Kind.ATOMIC and op not in (2, 10))
-    writes = kind == Kind.STORE or (kind == Kind.ATOMIC and op != 1)
-    out = ""
-    if reads:
-        flags = pack_flags(int(kind), int(root.space), size, root.id)
-        vsize = size_of(root.type) if root.written > 0 else 0
-        out += f"_gr_wread({site}u, {flags}u, {base}, {off.text()}, {size}u, {vsize}u); "
-    if writes:
-        out += f"_gr_wset({base}, {off.text()}, {size}u); "
-    return out
-
-
 def _plain(t: Type | None) -> Type | None:
     """The value type of a plain access (naga loads/stores an atomic as its scalar)."""
     return t.elem if isinstance(t, Atomic) else t
@@ -222,6 +200,8 @@ class Runtime:
         self._by_body: dict[str, str] = {}
         self.decls: list[str] = []
         self._n = 0
+        # initcheck's read keys; None in a module with no checked variable
+        self.uninit: UninitReads | None = None
 
     def _add(self, prefix: str, params: list[str], ret: str | None, body: list[str]) -> str:
         sig_tail = f" -> {ret}" if ret else ""
@@ -307,15 +287,24 @@ class Runtime:
         return out
 
     # ------------------------------------------------------------------ records
-    @staticmethod
     def _rec(
-        site: int, kind: Kind, path: Path, size: int, off: Off, value: str | None, extra: int = 0
+        self,
+        site: int,
+        kind: Kind,
+        path: Path,
+        size: int,
+        off: Off,
+        value: str | None,
+        extra: int = 0,
     ) -> str:
         root = path.root
         flags = pack_flags(int(kind), int(root.space), size, root.id, value is not None)
         epoch = "_gr_ep_l" if root.space == Space.LOCAL else "_gr_ep_g"
         local = f"{root.lw0}u, {root.lwn}u"
-        return initcheck(site, kind, path, size, off, extra) + (
+        checks = ""  # a variable not checked: its helpers are as before initcheck
+        if root.written and self.uninit is not None:
+            checks = self.uninit.statements(site, kind, root, size, off.text(), extra)
+        return checks + (
             f"_gr_rec({site}u, {flags}u, {off.text()}, {epoch}, {value or '0u'}, {extra}u, "
             f"{local});"
         )
@@ -495,4 +484,6 @@ class Runtime:
             f"if _GR_LOG_EXITS && _gr_ev_new({abi.WGSL_EXIT_SLOT}u, _gr_nbar, {site}u) "
             f"{{ _gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, 0u, 0u, 0u); }}"
         ]
+        if self.uninit is not None:  # the invocation's uninitialised reads (initcheck.py)
+            body.insert(0, "_gr_uflush();")
         return self._add("_gr_exit", [], None, body)
