@@ -46,7 +46,7 @@ class Init:
             return True
         flags, off, shadow = flags[live], off[live], shadow[live]
         bound = C[sizes[live]].astype(np.int64)
-        per_block = ((bound + 31) & M32) >> 5
+        per_block = (((bound + 31) & M32) >> 5) + 1  # abi.written_stride: bitmap, count
         shadow = np.where(flags & V["F_SPACE_BIT"] != 0,
                           (a["grp"][live] * per_block + shadow) & M32, shadow)  # fmt: skip
         end = (off + ((flags >> V["F_SIZE_SHIFT"]) & V["F_BYTE_MASK"])) & M32
