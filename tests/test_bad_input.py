@@ -414,8 +414,8 @@ def test_closed_stdout_exits_quietly():
 
 def test_sigterm_ends_like_ctrl_c(tmp_path):
     launch = write(
-        tmp_path, "big.toml", WGSL_LAUNCH.replace("[4, 1, 1]", "[4000]").replace("256", "1024000")
-    )
+        tmp_path, "big.toml", WGSL_LAUNCH.replace("[4, 1, 1]", "[16000]").replace("256", "4096000")
+    )  # a check that takes ~10 s on lavapipe (2 cores): still running at the signal
     p = gpurace("check", "examples/reduce_racy.wgsl", "--launch", launch,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     time.sleep(3)
