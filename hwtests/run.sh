@@ -2,7 +2,8 @@
 # The GPU checks, in one script of a few minutes, each section time-boxed:
 #  - CUDA (when nvidia-smi answers): the CUDA corpus and the labelled CUDA memcheck
 #    cases (out-of-bounds, uninitialised reads) through cupy (verdicts, sites,
-#    bit-identical outputs, device analysis == NumPy reference), hwtests/nvidia;
+#    bit-identical outputs, device analysis == NumPy reference, the sim device's
+#    outputs == the GPU's: test_sim_matches_gpu.py), hwtests/nvidia;
 #  - WGSL: the corpus, memcheck's labelled cases (docs/memcheck.md) and the
 #    determinism checks on the GPU's Vulkan adapter;
 #  - OpenCL: the OpenCL corpus on the GPU's OpenCL driver, when the machine has one;
