@@ -335,3 +335,40 @@ def test_a_copy_in_flight_across_a_named_barrier_races(tmp_path: Path) -> None:
     code, doc, text = _check(tmp_path, waited, 128)
     assert code == 0, text
     assert doc["races"] == [] and doc["scope"]["complete"]
+
+
+# every thread copies its word into shared memory and signals the copy's completion on
+# an mbarrier (`cp.async.mbarrier.arrive.noinc`), waits for the barrier's phase, then
+# reads another warp's word: the arrive completes the thread's copies first
+COPIES_THEN_ARRIVE = """\
+setp.ne.u32 %p2, %r1, 0;
+mov.u32 %r10, bar;
+@%p2 bra INIT_DONE;
+mbarrier.init.shared.b64 [%r10], 64;
+INIT_DONE:
+bar.sync 0;
+shl.b32 %r3, %r1, 2;
+mov.u32 %r9, sh;
+add.u32 %r4, %r3, %r9;
+cp.async.ca.shared.global [%r4], [%rd3], 4;
+cp.async.mbarrier.arrive.noinc.shared.b64 [%r10];
+WAIT:
+mbarrier.try_wait.parity.shared.b64 %p1, [%r10], 0;
+@!%p1 bra WAIT;
+add.u32 %r5, %r1, 32;
+and.b32 %r5, %r5, 63;
+shl.b32 %r5, %r5, 2;
+add.u32 %r5, %r5, %r9;
+ld.shared.u32 %r6, [%r5];
+st.global.u32 [%rd3+256], %r6;
+"""
+
+
+def test_an_mbarrier_arrive_performs_the_threads_copies_first() -> None:
+    shared = ".shared .align 8 .b8 bar[8];\n.shared .align 4 .b8 sh[256];\n"
+    sim = Simulator(_kernel(COPIES_THEN_ARRIVE, shared))
+    out = np.zeros(128, np.uint32)
+    out[:64] = np.arange(1, 65)
+    launch = sim.launch("k", (1, 1, 1), (64, 1, 1), [sim.mem.register(out)])
+    assert launch.stopped == ""
+    assert out[64:].tolist() == [(t + 32) % 64 + 1 for t in range(64)]
