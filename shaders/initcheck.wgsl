@@ -82,14 +82,7 @@ fn _gr_wread(base: u32, off: u32, n: u32, size: u32) -> u32 {
 fn _gr_urec(site: u32, flags: u32, count: u32, byte: u32, size: u32) {
   let i = atomicAdd(&_gr_ctl[_GR_CTL_UNINIT], count);
   for (var j = i; j < min(i + count, _GR_UNINIT_SLOTS); j++) {
-    let r = _GR_CTL_UNINIT + 1u + j * _GR_RECORD_WORDS;
-    atomicStore(&_gr_ctl[r + _GR_W_SITE], site);
-    atomicStore(&_gr_ctl[r + _GR_W_FLAGS], flags);
-    atomicStore(&_gr_ctl[r + _GR_OOB_INDEX], byte);
-    atomicStore(&_gr_ctl[r + _GR_W_LID], _gr_lid);
-    atomicStore(&_gr_ctl[r + _GR_W_GROUP], _gr_grp);
-    atomicStore(&_gr_ctl[r + _GR_OOB_DEPTH], 0u);
-    atomicStore(&_gr_ctl[r + _GR_OOB_BOUND], size);
-    atomicStore(&_gr_ctl[r + _GR_OOB_UNIT], _GR_OOB_BYTES);
+    _gr_area_slot(_GR_CTL_UNINIT + 1u + j * _GR_RECORD_WORDS, site, flags, byte, 0u, size,
+                  _GR_OOB_BYTES);
   }
 }

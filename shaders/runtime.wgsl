@@ -295,14 +295,21 @@ fn _gr_fnv(h: u32, w: u32, n: u32) -> u32 {
 fn _gr_oob(site: u32, flags: u32, index: u32, bound: u32, depth: u32) {
   let i = atomicAdd(&_gr_ctl[_GR_CTL_OOB], 1u);
   if i < _GR_OOB_SLOTS {
-    let b = _GR_CTL_OOB + 1u + i * _GR_RECORD_WORDS;
-    atomicStore(&_gr_ctl[b + _GR_W_SITE], site);
-    atomicStore(&_gr_ctl[b + _GR_W_FLAGS], flags);
-    atomicStore(&_gr_ctl[b + _GR_OOB_INDEX], index);
-    atomicStore(&_gr_ctl[b + _GR_W_LID], _gr_lid);
-    atomicStore(&_gr_ctl[b + _GR_W_GROUP], _gr_grp);
-    atomicStore(&_gr_ctl[b + _GR_OOB_DEPTH], depth);
-    atomicStore(&_gr_ctl[b + _GR_OOB_BOUND], bound);
-    atomicStore(&_gr_ctl[b + _GR_OOB_UNIT], _GR_OOB_ELEMENTS);
+    _gr_area_slot(_GR_CTL_OOB + 1u + i * _GR_RECORD_WORDS, site, flags, index, depth, bound,
+                  _GR_OOB_ELEMENTS);
   }
+}
+
+// One record of the out-of-bounds or the uninitialised-read area (gpurace/abi.py's
+// OOB_* words) at control word `r`, for this invocation.
+fn _gr_area_slot(r: u32, site: u32, flags: u32, index: u32, depth: u32, bound: u32,
+                 unit: u32) {
+  atomicStore(&_gr_ctl[r + _GR_W_SITE], site);
+  atomicStore(&_gr_ctl[r + _GR_W_FLAGS], flags);
+  atomicStore(&_gr_ctl[r + _GR_OOB_INDEX], index);
+  atomicStore(&_gr_ctl[r + _GR_W_LID], _gr_lid);
+  atomicStore(&_gr_ctl[r + _GR_W_GROUP], _gr_grp);
+  atomicStore(&_gr_ctl[r + _GR_OOB_DEPTH], depth);
+  atomicStore(&_gr_ctl[r + _GR_OOB_BOUND], bound);
+  atomicStore(&_gr_ctl[r + _GR_OOB_UNIT], unit);
 }
