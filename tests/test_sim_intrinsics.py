@@ -3,8 +3,9 @@ gpurace/sim/values.py `Intrinsics`) change no bit: every CUDA corpus kernel
 (tests/corpus/cuda and memcheck/cuda, initcheck cases included) runs instrumented
 with `_gr_rec` executed natively and interpreted, in every mode of the prefilter
 (off, build, filter) and as a counting run, and the outputs, log, control counters,
-sync events, out-of-bounds and uninitialised-read areas and the prefilter's shadow
-are byte-identical, as are the reports of a whole check."""
+sync events, out-of-bounds and uninitialised-read areas, the whole control buffer
+(event slots and initcheck's written-shadows with their fill counts) and the
+prefilter's shadow are byte-identical, as are the reports of a whole check."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from gpurace.launch.cuda import load_cuda_launch
 from gpurace.options import Options
 from gpurace.report import to_json
 from gpurace.sim import intrinsics
+from gpurace.sim.device import SimKernel
 from gpurace.sim.values import Intrinsics
 from tests.corpus import cases
 
@@ -45,11 +47,33 @@ def _bytes(result) -> dict:
     }
 
 
+def _keep_ctl(monkeypatch) -> list[bytes]:
+    """The whole `_gr_ctl` buffer after each instrumented launch (its kernel arguments
+    end with log, ctl, sync, shd): the result reads back only the counters and areas,
+    not the event slots or the written-shadows that `_gr_init` keeps."""
+    kept: list[bytes] = []
+    real = SimKernel.__call__
+
+    def call(self, grid, block, args, shared_mem=0):  # type: ignore[no-untyped-def]
+        real(self, grid, block, args, shared_mem)
+        if len(args) >= 4 and isinstance(args[-3], np.ndarray):  # sim's device arrays
+            kept.append(args[-3].tobytes())
+
+    monkeypatch.setattr(SimKernel, "__call__", call)
+    return kept
+
+
 def _runs(case, monkeypatch) -> dict:
     """One kernel's launches: unfiltered, a counting run, the prefilter's build and
     filter runs (with the shadow after them), and the report of a whole check."""
+    with monkeypatch.context() as m:  # undone after: the next call wraps afresh
+        return _launches(case, m, _keep_ctl(m))
+
+
+def _launches(case, monkeypatch, ctl: list[bytes]) -> dict:
+    """`_runs`' launches, with `ctl` filling as they run."""
     src, path = case.kernel.read_text(), str(case.kernel)
-    out: dict = {}
+    out: dict = {"ctl": ctl}
     target = cuda.target(src, load_cuda_launch(str(case.launch_path)), path, cuda_backend,
                          None, Options(prefilter=False))  # fmt: skip
     out["plain"] = _bytes(target.run(0, api.FULL_RANGE, 1 << 14))
