@@ -23,6 +23,7 @@ from gpurace.abi import (  # noqa: F401 - the table layouts, re-exported for the
     C_NEED_ENTRIES,
     C_NEED_EVENTS,
     C_RACY,
+    C_SITE_RANGE,
     C_WORK,
     COUNTER_WORDS,
     DENSE_EVENTS,
@@ -235,14 +236,20 @@ def analyse(
     live = min(int(counters()[C_LIVE]), list_len)
     run("walk", live, 1)
     run("walk_dense", dense_slots, 1)
-    racy = min(int(counters()[C_RACY]), list_len - live)
-    for phase in (2, 3, 4):
-        run("walk", racy, phase)
-        run("walk_dense", dense_slots, phase)
     c = counters()
+    racy = min(int(c[C_RACY]), list_len - live)
+    # phases 2-4 choose each race's example among its instances: with no race in the
+    # table and no site beyond the race key's range (which each phase counts again)
+    # they change nothing, so a range without races skips them (3 walk_dense passes)
+    table = None if racy or c[C_SITE_RANGE] else api.read(bufs["R"]).reshape(rcap, RACE_WORDS)
+    if table is None or table[:, 0].any():
+        for phase in (2, 3, 4):
+            run("walk", racy, phase)
+            run("walk_dense", dense_slots, phase)
+        c = counters()
+        table = api.read(bufs["R"]).reshape(rcap, RACE_WORDS)
     saturated = [f"{name} ({int(c[i])}x)" for i, name in enumerate(COUNTER_NAMES) if name and c[i]]
-    table = api.read(bufs["R"]).reshape(rcap, RACE_WORDS)
-    rows = [row for row in table if row[0] != 0]
+    rows = table[table[:, 0] != 0]  # the used slots (a Python loop over 4096: ~0.7 ms)
     races = [decode_race(row) for row in rows]
     orders = {
         # R_O1, R_O2, R_O3: three words

@@ -544,6 +544,7 @@ class _ClKernels:
         self.kernels = _analysis_kernels(queue.context)
         self.params = self.zeros(PARAM_WORDS * 4)
         self.timeout = Options.from_env().kernel_timeout_s
+        self.uploads: list[object] = []  # the params' copies in flight (each holds its array)
 
     def zeros(self, nbytes: int) -> object:
         cl = self.cl
@@ -560,7 +561,11 @@ class _ClKernels:
     def run(self, kernel: str, n_threads: int, params: np.ndarray, buffers: list) -> None:
         groups = max(1, -(-n_threads // ANALYSIS_WORKGROUP))
         params[P_ROW] = groups * ANALYSIS_WORKGROUP
-        self.cl.enqueue_copy(self.queue, self.params, params, is_blocking=True)
+        # not blocking (the in-order queue orders it before the launch): a blocking copy
+        # would wait for every earlier pass to finish before this one is even enqueued
+        self.uploads.append(
+            self.cl.enqueue_copy(self.queue, self.params, params, is_blocking=False)
+        )
         k = self.kernels[kernel]
         k.set_args(buffers[0], self.params, *buffers[1:])
         self.cl.enqueue_nd_range_kernel(
@@ -569,12 +574,16 @@ class _ClKernels:
 
     def read(self, buf: Any) -> np.ndarray:
         wait(self.queue, "analysis", "gpurace's analysis kernels", "", self.timeout)
+        self.uploads.clear()  # all done: their arrays may go
         out = np.empty(buf.size // 4, np.uint32)
         self.cl.enqueue_copy(self.queue, out, buf, is_blocking=True)
         return out
 
     def release(self) -> None:
-        """Nothing pooled: each buffer goes with its last reference."""
+        """Nothing pooled: each buffer goes with its last reference (a pass whose
+        caller stops before reading, `too_big`, waits here for its copies)."""
+        self.queue.finish()
+        self.uploads.clear()
 
 
 # `gpurace.interfaces.Backend.analyse_on_device` on a queue (`get_device`'s handle);

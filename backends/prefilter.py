@@ -31,6 +31,8 @@ searched for a word that may conflict; the run logic is here.
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -154,6 +156,7 @@ def filtered_run(
     shadow_may_conflict: Callable[[Prefilter], bool],
     full_range: int,
     events_end: int = 0,
+    profile: bool = False,
 ) -> Callable[..., LaunchResult]:
     """The `run(lo, hi, capacity, bins=0, width=0)` of a check's Target on top of a
     backend's `launch`.
@@ -165,19 +168,40 @@ def filtered_run(
     stays exact. When the built shadows have no word that may conflict, a filter run
     would log only events: the build run stands for it (its events are those of the
     addresses `[0, events_end)`, one per work-group), and a range without events logs
-    nothing. Without `pre`, every run logs unfiltered.
+    nothing. Without `pre`, every run logs unfiltered. With `profile`
+    ($GPURACE_PROFILE), each launch and the shadow search print their times.
     """
     quiet: list[LaunchResult | None] = []  # the build run, when it stands for every run
 
+    def timed(what: str, lo: int, hi: int, *args: Any) -> LaunchResult:
+        t0 = time.perf_counter()
+        result = launch(lo, hi, *args)
+        if profile:  # every backend's launch returns after the kernel finished
+            ms = (time.perf_counter() - t0) * 1e3
+            print(
+                f"gpurace: {what} [{lo:#x}, {hi:#x}) {result.requested} records: {ms:.1f} ms",
+                file=sys.stderr,
+            )
+        return result
+
+    def searched(p: Prefilter) -> bool:
+        t0 = time.perf_counter()
+        may = shadow_may_conflict(p)
+        if profile:
+            ms = (time.perf_counter() - t0) * 1e3
+            found = "a word may conflict" if may else "no word may conflict"
+            print(f"gpurace: shadow search ({found}): {ms:.1f} ms", file=sys.stderr)
+        return may
+
     def run(lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0) -> LaunchResult:
         if pre is None:
-            return launch(lo, hi, capacity, bins, width)
+            return timed("run", lo, hi, capacity, bins, width)
         built: LaunchResult | None
         if pre.mode == SHADOW_BUILD:
-            built = launch(0, full_range, capacity if has_barriers else 0, 0, 0, pre)
+            built = timed("build run", 0, full_range, capacity if has_barriers else 0, 0, 0, pre)
             pre.mode = SHADOW_FILTER
             stands = built.requested <= built.capacity  # its events all fit
-            quiet.append(built if stands and not shadow_may_conflict(pre) else None)
+            quiet.append(built if stands and not searched(pre) else None)
         built = quiet[0]
         if built is not None and bins == 0:
             if lo >= events_end or built.requested == 0:
@@ -196,7 +220,7 @@ def filtered_run(
                 )
             if lo == 0 and hi >= events_end and capacity >= built.requested:
                 return built
-        result = launch(lo, hi, capacity, bins, width, pre)
-        return launch(lo, hi, capacity, bins, width) if result.unseen else result
+        result = timed("filter run", lo, hi, capacity, bins, width, pre)
+        return timed("unfiltered run", lo, hi, capacity, bins, width) if result.unseen else result
 
     return run

@@ -63,7 +63,7 @@ class Options:
     device: str | None = None
     default_devices: Mapping[str, str] = field(default_factory=dict)
     backend: str | None = None
-    profile: bool = False  # $GPURACE_PROFILE: print each analysis pass's time
+    profile: bool = False  # $GPURACE_PROFILE: print each run's, search's and pass's time
     debug: bool = False  # $GPURACE_DEBUG: show tracebacks of internal errors
     schedules: int = 1  # --schedules: warp orders to run on sim (gpurace/schedules.py)
     schedule_seed: int = 0  # --schedule-seed: the first order's seed (0: min-PC order)

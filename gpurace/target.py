@@ -118,6 +118,7 @@ def filtered_target(
         lambda p: backend.shadow_may_conflict(device, p),
         FULL_RANGE,
         events_end=prod(groups),
+        profile=options.profile,
     )
     return Target(
         inst,
