@@ -372,8 +372,9 @@ P_LO, P_HI, P_WGSIZE, P_SWORDS, P_DGROUPS, P_ALL_CAP, P_L_LEN, P_WORK_LEN = rang
 # decided"): the VBASE buffer holds VH0 variable bases (a variable id is 8 bits), then
 # the table, all offsets in words from VH0. Header words:
 VH0 = 256
-H_NSEG, H_NRUNS, H_LOCAL, H_SLOTS, H_TH, H_ORD, H_SB, H_SEG, H_VC, H_PAIRS, H_NLOC = range(11)
-H_WORDS = 11
+H_NSEG, H_NRUNS, H_LOCAL, H_SLOTS, H_TH, H_ORD, H_SB, H_STAMP, H_SEG, H_VC = range(10)
+H_PAIRS, H_NLOC = 10, 11
+H_WORDS = 12
 SB_WORDS = 3  # a segment range of one work-item: first segment, lowest and highest barrier count
 SCAN_ITEM_WORDS = 1 + RECORD_WORDS  # order_scan's copy of a record: its index, its words
 SLOT_WORDS = 2  # order_scan per work-item: highest barrier count + 1, ~first record index
@@ -442,7 +443,8 @@ GROUPS: dict[str, list[str]] = {
         "B_OWNER B_HEAD B_X0 B_X1 B_X2 B_X3 R_KEY R_INST R_PLO R_PHI R_O1 R_O2 R_O3 R_EX "
         "EX_WORDS T_LOCAL T_INTRA T_INTER T_BARRIER T_EXIT "
         "RK_CLASS_SHIFT RK_KIND_A_SHIFT RK_KIND_B_SHIFT RK_SITE_A_SHIFT RK_SITE_LIMIT "
-        "VH0 H_NSEG H_NRUNS H_LOCAL H_SLOTS H_TH H_ORD H_SB H_SEG H_VC H_PAIRS H_NLOC H_WORDS "
+        "VH0 H_NSEG H_NRUNS H_LOCAL H_SLOTS H_TH H_ORD H_SB H_STAMP H_SEG H_VC H_PAIRS H_NLOC "
+        "H_WORDS "
         "SB_WORDS SCAN_ITEM_WORDS SLOT_WORDS"
     ).split(),
     "hash": ["HASH_GOLDEN", "HASH_LANE_B", "HASH_WORKGROUP"],

@@ -31,7 +31,7 @@ typedef struct {
 typedef struct {
   uint a[4];
   uint b[4];
-  uint h;  // an access's segment + 1 in the clock table (0: none; docs/ordering.md)
+  uint h;  // an access's stamp + 1 in the clock table (0: none; docs/ordering.md)
 } Key;
 
 #define SEL(f, t, cond) ((cond) ? (t) : (f))  // WGSL select(f, t, cond)
@@ -76,9 +76,9 @@ DEVICE_FN uint word_count(Ctx* c, uint r) {
 DEVICE_FN uint umax(uint a, uint b) { return a > b ? a : b; }
 DEVICE_FN uint umin(uint a, uint b) { return a < b ? a : b; }
 
-// The segment (+ 1) of access r: its work-item's ORDER events before it and its
-// barrier count pick one; 0 without a table, or for a local access that takes no
-// clock (OpenCL: local memory has its own epochs).
+// The stamp (+ 1) of access r: its work-item's ORDER events before it and its
+// barrier count pick its segment, the segment its stamp; 0 without a table, or for a
+// local access that takes no clock (OpenCL: local memory has its own epochs).
 DEVICE_FN uint segment_of(Ctx* c, uint r) {
   if (HW(H_NSEG) == 0u || (HW(H_LOCAL) == 0u && is_local(c, r))) { return 0u; }
   uint slot = rec(c, r, W_GROUP) * c->P[P_WGSIZE] + rec(c, r, W_LID);
@@ -94,7 +94,7 @@ DEVICE_FN uint segment_of(Ctx* c, uint r) {
   uint base = HW(q);
   if (base == NONE) { return 0u; }
   uint bars = umin(umax(rec(c, r, W_EPOCH), HW(q + 1u)), HW(q + 2u));
-  return base + bars - HW(q + 1u) + 1u;
+  return HW(HW(H_STAMP) + base + bars - HW(q + 1u)) + 1u;
 }
 
 // What clock `g` knows of thread t's counter (its pairs are sorted by thread).
@@ -109,7 +109,7 @@ DEVICE_FN uint clock_of(Ctx* c, uint g, uint t) {
   return SEL(0u, HW(HW(H_PAIRS) + 2u * lo + 1u), lo < end && HW(HW(H_PAIRS) + 2u * lo) == t);
 }
 
-// Segment sa happens before segment sb in choice `run` (happens.Clocks.stamp_before).
+// Stamp sa happens before stamp sb in choice `run` (happens.Clocks.stamp_before).
 DEVICE_FN bool seg_before(Ctx* c, uint sa, uint sb, uint run) {
   uint n = 2u + HW(H_NRUNS);
   uint pa = HW(H_SEG) + sa * n;
@@ -118,7 +118,7 @@ DEVICE_FN bool seg_before(Ctx* c, uint sa, uint sb, uint run) {
   return ta != HW(pb) && clock_of(c, HW(pb + 2u + run), ta) >= HW(pa + 1u);
 }
 
-// Two entries' segments ordered either way in every choice (happens.Choices.ordered).
+// Two entries' stamps ordered either way in every choice (happens.Choices.ordered).
 DEVICE_FN bool hb_ordered(Ctx* c, uint ha, uint hb) {
   if (ha == 0u || hb == 0u) { return false; }
   for (uint run = 0u; run < HW(H_NRUNS); run++) {
@@ -454,7 +454,7 @@ typedef struct {
   uint reads;
   uint wep;
   uint named;
-  uint hb;  // segment + 1 (0: none)
+  uint hb;  // stamp + 1 (0: none)
   uint count;
   uint amin;
   uint amax;
@@ -536,7 +536,7 @@ DEVICE_FN bool ent_gt(Ent a, Ent b) {
   if (a.reads != b.reads) { return a.reads > b.reads; }
   if (a.wep != b.wep) { return a.wep > b.wep; }
   if (a.named != b.named) { return a.named > b.named; }
-  return a.hb > b.hb;  // segments are numbered in the reference's thread order
+  return a.hb > b.hb;  // stamps are numbered in the reference's thread order
 }
 
 DEVICE_FN uint race_key(Ctx* c, uint cls, uint sa, uint ka, uint sb, uint kb) {

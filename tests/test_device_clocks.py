@@ -17,7 +17,7 @@ from gpurace.backends.analysis_driver import DeviceAnalysis, Ordering
 from gpurace.model import Event, Kind
 from tests.analysis_backends import opencl
 from tests.logs import VAR_SPACES as RANDOM_SPACES
-from tests.order_logs import VAR_SPACES
+from tests.order_logs import VAR_SPACES, access, atomic, log
 from tests.test_release_acquire import (
     fenced,
     last_block,
@@ -82,6 +82,20 @@ def test_locks_and_flags_device_equals_reference():
     assert isinstance(happens.clocks(spin_lock(3), zero), happens.Choices)
     assert device_equals_reference(spin_lock(3), VAR_SPACES) == []
     assert len(device_equals_reference(spin_lock(3, ORDER_RELAXED), VAR_SPACES)) == 2
+
+
+def test_segments_of_one_stamp_are_one_entry():
+    """Work-item (0, 0) stores 5, reads the flag relaxed (an ORDER event that changes
+    nothing: its stamp stays), stores 7; (1, 0) stores 5. The reference keys entries by
+    stamp, so (0, 0)'s two stores are one entry with two values and both pairs race;
+    two entries (one per segment) would tolerate the same-value pair."""
+    recs = log(
+        access(Kind.STORE, 0, 0, value=5, site=1),
+        atomic(0, 0, read=0, op=1, site=10),
+        access(Kind.STORE, 0, 0, value=7, site=1),
+        access(Kind.STORE, 1, 0, value=5, site=2),
+    )
+    assert [r.pairs for r in device_equals_reference(recs, VAR_SPACES)] == [2]
 
 
 def corpus_targets():

@@ -38,6 +38,7 @@ from gpurace.abi import (
     H_SB,
     H_SEG,
     H_SLOTS,
+    H_STAMP,
     H_TH,
     H_VC,
     H_WORDS,
@@ -170,15 +171,22 @@ def _table(
     local: bool,
 ) -> ClockTable:
     """The device's words: per work-item its ORDER events' indices and segment ranges,
-    per segment (numbered by the reference's thread, then position) its thread,
-    counter and clock per choice, per clock its sorted (thread, counter) pairs."""
+    per segment its stamp, per stamp (numbered in the reference's thread order) its
+    thread, counter and clock per choice, per clock its sorted (thread, counter)
+    pairs. Segments with one stamp share it, so the device's entries are the
+    reference's (one per stamp: a uniform write's values are summed up per entry)."""
     runs = order.runs if isinstance(order, happens.Choices) else [order]
     probes = [(i, p) for i, (_, _, p) in enumerate(rows) if p is not None]
     probes.sort(key=lambda x: (order.stamps[x[0]][0], x[1]))
     seg_of = {p: n for n, (_, p) in enumerate(probes)}
+    stamp_ids: dict[happens.Stamp, int] = {}
+    stamp_of = [stamp_ids.setdefault(order.stamps[i], len(stamp_ids)) for i, _ in probes]
     clock_ids: dict[tuple[int, int], int] = {}
     seg_words: list[int] = []
-    for i, _ in probes:
+    firsts: dict[int, int] = {}  # stamp id -> the first probe of it
+    for (i, _), s in zip(probes, stamp_of, strict=True):
+        firsts.setdefault(s, i)
+    for i in firsts.values():
         t, c, _ = order.stamps[i]
         seg_words += [t, c]
         for r, run in enumerate(runs):
@@ -199,7 +207,7 @@ def _table(
             lo = bars[k]
             hi = max(lo, bars[k + 1] if k < len(evs) else top)
             sb += [seg_of[(s, k, lo)], lo, hi] if (s, k, lo) in seg_of else [NONE, 0, 0]
-    parts = [th, ords, sb, seg_words, vc_off, pairs]
+    parts = [th, ords, sb, stamp_of, seg_words, vc_off, pairs]
     head = [0] * H_WORDS
     head[H_NSEG], head[H_NRUNS], head[H_LOCAL], head[H_SLOTS] = (
         len(probes),
@@ -208,7 +216,7 @@ def _table(
         len(slots),
     )
     at = H_WORDS
-    for name, part in zip((H_TH, H_ORD, H_SB, H_SEG, H_VC, H_PAIRS), parts, strict=True):
+    for name, part in zip((H_TH, H_ORD, H_SB, H_STAMP, H_SEG, H_VC, H_PAIRS), parts, strict=True):
         head[name] = at
         at += len(part)
     words = np.array(head + [w for p in parts for w in p], dtype=np.uint32)
