@@ -215,11 +215,7 @@ def analyse(
         "W": 4 * max(1, n_records),
     }
     bufs = {k: api.zeros(v) for k, v in sizes.items()}
-    clocks: clocktable.ClockTable | str | None = None
-    if ordering is not None:
-        clocks = clock_table(api, limit, log_buf, n_records, var_bases, wgsize, groups, ordering)
-    words = clocks.words if isinstance(clocks, clocktable.ClockTable) else None
-    bufs["V"] = api.upload(clocktable.vbase(var_bases, words))
+    bufs["V"] = api.upload(clocktable.vbase(var_bases, None))
 
     def allocate_tables() -> None:
         for name, size in (
@@ -257,6 +253,11 @@ def analyse(
     too_big = need_e * 4 > 3 * max_e or need_b * 4 > 3 * max_b
     if too_big and splittable:  # the caller splits the range rather than overfill tables
         return DeviceAnalysis([], [], 0, sum(sizes.values()), {}, [], too_big=True)
+    clocks: clocktable.ClockTable | str | None = None
+    if ordering is not None:  # before insert: the entry keys carry the stamps
+        clocks = clock_table(api, limit, log_buf, n_records, var_bases, wgsize, groups, ordering)
+        if isinstance(clocks, clocktable.ClockTable):
+            bufs["V"] = api.upload(clocktable.vbase(var_bases, clocks.words))
     ecap = min(need_e * 4 // 3 + 64, max_e)
     bcap = min(need_b * 4 // 3 + 64, max_b)
     list_len = min(2 * bcap, limit // 4)

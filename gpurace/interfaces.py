@@ -179,8 +179,7 @@ class Target:
         if ordered:
             from gpurace.backends.analysis_driver import Ordering
 
-            # OpenCL's local accesses have epochs of their own: no clocks (happens.py)
-            more["ordering"] = Ordering(self.initial, local=self.inst.language == "cuda")
+            more["ordering"] = Ordering(self.initial, local=self.local_clocks)
         found = self.backend.analyse_on_device(
             self.handle,
             result.log,
@@ -202,6 +201,12 @@ class Target:
             found = self._ordered(found, result, n)
         return self.results(found) if self.results else found
 
+    @property
+    def local_clocks(self) -> bool:
+        """Whether local accesses take release/acquire clocks: CUDA's carry the block
+        barrier count; OpenCL's have epochs of their own, which only barriers order."""
+        return self.inst.language == "cuda"
+
     def where(self, site: int) -> str:
         """A site id's "line:col" (the explanations of release/acquire races)."""
         return f"{self.inst.sites[site].line}:{self.inst.sites[site].col}"
@@ -213,8 +218,9 @@ class Target:
 
         table = found.clocks
         assert table is not None
-        local = self.inst.language == "cuda"
-        happens.explain(found.races, table.log, table.order, self.initial, self.where, local)
+        happens.explain(
+            found.races, table.log, table.order, self.initial, self.where, self.local_clocks
+        )
 
     def _ordered(self, found: DeviceAnalysis, result: LaunchResult, n: int) -> DeviceAnalysis:
         """A whole launch's log with release/acquire ORDER events decided on the host by
@@ -228,10 +234,7 @@ class Target:
         records = self.backend.read_log(self.handle, result)[:n]
         spaces = {v.id: v.space for v in self.inst.variables}
         uwr = self.options.uniform_writes == "race"
-        decided = happens.decide(
-            records, spaces, uwr, self.initial, self.where,
-            local=self.inst.language == "cuda",  # OpenCL: local epochs apart (happens.py)
-        )  # fmt: skip
+        decided = happens.decide(records, spaces, uwr, self.initial, self.where, self.local_clocks)
         if decided is None:
             return found
         races, saturated = decided
