@@ -93,6 +93,14 @@ def _bars(row: list[int]) -> int:
     return row[7] >> O_BARRIERS_SHIFT if row[1] & 3 == Kind.EVENT else row[5]
 
 
+def _ranges(evs: list[tuple[int, list[int]]], top: int) -> list[tuple[int, int]]:
+    """The barrier counts (lowest, highest) of a work-item's segments: before its first
+    ORDER event from 0, between two of them, after its last up to `top`, its highest."""
+    bars = [0] + [_bars(r) for _, r in evs]
+    ends = bars[1:] + [top]
+    return [(lo, max(lo, hi)) for lo, hi in zip(bars, ends, strict=True)]
+
+
 def build(
     ords: np.ndarray,
     stores: np.ndarray,
@@ -113,9 +121,12 @@ def build(
     probes = sum(int(slots[s, 0]) + len(events[s]) for s in present)
     if probes > MAX_PROBES:
         return f"{probes} work-item segments (the device's table holds {MAX_PROBES})"
+    mine: dict[int, list[list[int]]] = {}  # the plain stores of each work-item
+    for row in stores.tolist():
+        mine.setdefault(row[5] * wgsize + row[4], []).append(row)
     rows: list[tuple[tuple, list[int], tuple | None]] = []  # (position, record, probe)
     for s in present:
-        rows += _thread_rows(s, wgsize, events[s], stores, slots)
+        rows += _thread_rows(s, wgsize, events[s], mine.get(s, []), slots)
     rows.sort(key=lambda x: x[0])
     log = np.array([r for _, r, _ in rows], dtype=np.uint32).reshape(-1, RECORD_WORDS)
     order = happens.clocks(log, initial, local)
@@ -127,7 +138,7 @@ def build(
 
 
 def _thread_rows(
-    slot: int, wgsize: int, evs: list[tuple[int, list[int]]], stores: np.ndarray,
+    slot: int, wgsize: int, evs: list[tuple[int, list[int]]], stores: list[list[int]],
     slots: np.ndarray,
 ) -> list[tuple[tuple, list[int], tuple | None]]:  # fmt: skip
     """One work-item's extracted records and probes, each with its position in the
@@ -135,17 +146,12 @@ def _thread_rows(
     order (segment, barrier count), or at its first record when none is."""
     grp, lid = divmod(slot, wgsize)
     idx = [i for i, _ in evs]
-    bars = [0] + [_bars(r) for _, r in evs]
     items: list[tuple[tuple, int, list[int], tuple | None]] = []
     for j, (i, r) in enumerate(evs):
-        items.append(((j, bars[j + 1], 2), i, r, None))
-    mine = stores[(stores[:, 5] == grp) & (stores[:, 4] == lid)] if len(stores) else stores
-    for row in mine.tolist():
+        items.append(((j, _bars(r), 2), i, r, None))
+    for row in stores:
         items.append(((bisect_left(idx, row[0]), row[6], 0), row[0], row[1:], None))
-    top = int(slots[slot, 0]) - 1
-    for k in range(len(evs) + 1):
-        lo = bars[k]
-        hi = max(lo, bars[k + 1] if k < len(evs) else top)
+    for k, (lo, hi) in enumerate(_ranges(evs, int(slots[slot, 0]) - 1)):
         for b in range(lo, hi + 1):
             items.append(((k, b, 1), -1, [0, PROBE_FLAGS, 0, lid, grp, b, 0, 0], (slot, k, b)))
     items.sort(key=lambda x: x[0])
@@ -201,11 +207,7 @@ def _table(
         evs = events.get(s, [])
         ords += [i for i, _ in evs]
         th.append(len(ords))
-        bars = [0] + [_bars(r) for _, r in evs]
-        top = int(slots[s, 0]) - 1
-        for k in range(len(evs) + 1):
-            lo = bars[k]
-            hi = max(lo, bars[k + 1] if k < len(evs) else top)
+        for k, (lo, hi) in enumerate(_ranges(evs, int(slots[s, 0]) - 1)):
             sb += [seg_of[(s, k, lo)], lo, hi] if (s, k, lo) in seg_of else [NONE, 0, 0]
     parts = [th, ords, sb, stamp_of, seg_words, vc_off, pairs]
     head = [0] * H_WORDS
