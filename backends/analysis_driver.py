@@ -31,7 +31,12 @@ from gpurace.abi import (  # noqa: F401 - the table layouts, re-exported for the
     EX_WORDS,
     INSTANCE_WORDS,
     NONE,
+    P_BCAP,
+    P_ECAP,
+    P_N_RECORDS,
+    P_PHASE,
     P_ROW,
+    P_WGSIZE,
     PARAM_WORDS,
     R_EX,
     R_INST,
@@ -45,7 +50,12 @@ from gpurace.abi import (  # noqa: F401 - the table layouts, re-exported for the
     RK_KIND_B_SHIFT,
     RK_SITE_A_SHIFT,
     RK_SITE_LIMIT,
+    SCAN_ITEM_WORDS,
+    SLOT_WORDS,
+    VH0,
 )
+from gpurace.analysis import clocktable
+from gpurace.analysis.happens import Initial
 from gpurace.model import RECORD_WORDS, Kind, Race, RaceClass
 
 # The device-side table layouts, counters and params are gpurace/abi.py's (the
@@ -61,6 +71,8 @@ COUNTER_NAMES = (
     "bucket list full",
 )
 KERNELS = ("mark", "count", "insert", "refine", "walk", "walk_dense")
+# analysis.cl's kernels (OpenCL, CUDA): also the clock table's extraction
+C_KERNELS = (*KERNELS, "order_scan")
 # Buffers in binding / argument order after the log, leaving out Params (binding 1).
 BUFFER_ORDER = ("V", "E", "B", "R", "C", "L", "S", "I", "W")
 
@@ -106,7 +118,20 @@ class DeviceAnalysis:
     orders: dict[tuple, tuple[int, int, int]]  # race key -> its example's order (merging)
     listed: list[tuple[tuple, Race]]  # --all: (race key + order, instance) per instance
     too_big: bool = False  # the range needs more table slots than a binding holds: split it
-    on_host: bool = False  # decided by the host reference (release/acquire: docs/ordering.md)
+    # release/acquire (docs/ordering.md, "Where it is decided"): "device" (the clock
+    # table `clocks` ordered the pairs), "host" (the reference decided), "" (neither)
+    ordering: str = ""
+    clocks: clocktable.ClockTable | None = None
+    host_reason: str = ""  # why the device could not take the clock table: decide on the host
+
+
+@dataclass(frozen=True)
+class Ordering:
+    """What the clock table of a log with ORDER events needs besides the log: the
+    locations' initial contents and whether local accesses take clocks (CUDA)."""
+
+    initial: Initial | None
+    local: bool
 
 
 def _pow2_at_least(n: int) -> int:
@@ -155,6 +180,7 @@ def analyse(
     list_instances: int = 0,
     splittable: bool = False,
     profile: bool = False,
+    ordering: Ordering | None = None,
 ) -> DeviceAnalysis:
     """Run the analysis kernels through `api` over the first n_records of log_buf;
     `limit` is the most bytes one buffer may hold.
@@ -168,7 +194,9 @@ def analyse(
     With `list_instances` > 0 (--all), up to that many instances are listed too.
     If the range needs more table slots than a binding holds and is `splittable`,
     nothing is analysed and the result says `too_big`; otherwise the tables are
-    capped and what does not fit is reported as saturated.
+    capped and what does not fit is reported as saturated. With `ordering` (a log
+    with ORDER events, analysis.cl only) the clock table is extracted and built first
+    and orders the pairs; where it cannot be, the result says why (`host_reason`).
     """
     if n_records == 0:  # nothing logged (a prefiltered launch without shared words)
         return DeviceAnalysis([], [], 0, 0, {}, [])
@@ -188,7 +216,7 @@ def analyse(
         "W": 4 * max(1, n_records),
     }
     bufs = {k: api.zeros(v) for k, v in sizes.items()}
-    bufs["V"] = api.upload(np.array(var_bases + [0], dtype=np.uint32))
+    bufs["V"] = api.upload(clocktable.vbase(var_bases, None))
 
     def allocate_tables() -> None:
         for name, size in (
@@ -226,6 +254,11 @@ def analyse(
     too_big = need_e * 4 > 3 * max_e or need_b * 4 > 3 * max_b
     if too_big and splittable:  # the caller splits the range rather than overfill tables
         return DeviceAnalysis([], [], 0, sum(sizes.values()), {}, [], too_big=True)
+    clocks: clocktable.ClockTable | str | None = None
+    if ordering is not None:  # before insert: the entry keys carry the stamps
+        clocks = clock_table(api, limit, log_buf, n_records, var_bases, wgsize, groups, ordering)
+        if isinstance(clocks, clocktable.ClockTable):
+            bufs["V"] = api.upload(clocktable.vbase(var_bases, clocks.words))
     ecap = min(need_e * 4 // 3 + 64, max_e)
     bcap = min(need_b * 4 // 3 + 64, max_b)
     list_len = min(2 * bcap, limit // 4)
@@ -266,7 +299,74 @@ def analyse(
         for row in inst_rows.reshape(-1, INSTANCE_WORDS):
             inst = decode_race(np.concatenate([row[:1], [1, 0, 0], [0] * 3, row[4:12], [0]]))
             listed.append(((inst.key, *(int(x) for x in row[1:4])), inst))
-    return DeviceAnalysis(races, saturated, live, sum(sizes.values()), orders, listed, too_big)
+    found = DeviceAnalysis(races, saturated, live, sum(sizes.values()), orders, listed, too_big)
+    if isinstance(clocks, clocktable.ClockTable):
+        found.ordering, found.clocks = "device", clocks
+    elif isinstance(clocks, str):
+        found.host_reason = clocks
+    return found
+
+
+def clock_table(
+    api: KernelApi,
+    limit: int,
+    log_buf: object,
+    n_records: int,
+    var_bases: list[int],
+    wgsize: int,
+    groups: int,
+    ordering: Ordering,
+) -> clocktable.ClockTable | str | None:
+    """The clock table of the log (gpurace/analysis/clocktable.py) from what
+    order_scan extracts: the ORDER events and each work-item's extent, then the plain
+    stores to the words they read; None without ORDER events, a reason instead where
+    it cannot be used."""
+    slots = wgsize * groups
+    if slots * SLOT_WORDS * 4 > limit:
+        return f"{slots} work-items: their table exceeds one analysis buffer"
+    other = api.zeros(16)  # the bindings order_scan does not use
+
+    def scan(phase: int, table: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        v = api.upload(clocktable.vbase(var_bases, table))
+        cap = min(n_records, 4096)
+        for _ in range(2):  # again with room for every item when the first guess is short
+            if 4 + cap * SCAN_ITEM_WORDS * 4 > limit:
+                return None
+            out = api.zeros(4 + cap * SCAN_ITEM_WORDS * 4)
+            marks = api.zeros(max(16, slots * SLOT_WORDS * 4))
+            p = np.zeros(PARAM_WORDS, np.uint32)
+            p[[P_N_RECORDS, P_ECAP, P_BCAP, P_PHASE, P_WGSIZE]] = [
+                n_records,
+                cap,
+                slots,
+                phase,
+                wgsize,
+            ]
+            api.run("order_scan", n_records, p, [log_buf, v, out, marks] + [other] * 6)
+            words = api.read(out)
+            if words[0] <= cap:
+                items = words[1 : 1 + int(words[0]) * SCAN_ITEM_WORDS]
+                return items.reshape(-1, SCAN_ITEM_WORDS), api.read(marks)[: slots * SLOT_WORDS]
+            cap = int(words[0])
+        return None
+
+    first = scan(1, clocktable.scan_header(ordering.local, np.zeros((0, 2), np.uint32)))
+    if first is None:
+        return "the ORDER events exceed one analysis buffer"
+    ords, marks = first
+    locations = clocktable.read_locations(ords)
+    stores = np.zeros((0, SCAN_ITEM_WORDS), np.uint32)
+    if len(locations):
+        second = scan(2, clocktable.scan_header(ordering.local, locations))
+        if second is None:
+            return "the plain stores to locations atomics read exceed one analysis buffer"
+        stores = second[0]
+    got = clocktable.build(
+        ords, stores, marks.reshape(-1, SLOT_WORDS), wgsize, ordering.initial, ordering.local
+    )
+    if isinstance(got, clocktable.ClockTable) and (VH0 + len(got.words)) * 4 > limit:
+        return f"the clock table ({len(got.words)} words) exceeds one analysis buffer"
+    return got
 
 
 def decode_race(row: np.ndarray) -> Race:
@@ -316,10 +416,17 @@ def log_shape(records: np.ndarray, var_bases: list[int]) -> LogShape:
 
 
 def analyse_host_log(
-    analyse_on_device, upload_log, device, records: np.ndarray, var_bases, uniform_writes_race
+    analyse_on_device,
+    upload_log,
+    device,
+    records: np.ndarray,
+    var_bases,
+    uniform_writes_race,
+    **options: Any,
 ) -> DeviceAnalysis:
     """Upload a host-side log with a backend's `upload_log` and analyse all of it with
-    its `analyse_on_device` (the backends' `analyse_records`, for differential tests)."""
+    its `analyse_on_device` (the backends' `analyse_records`, for differential tests;
+    `options`: more of `analyse`'s, e.g. `ordering`)."""
     shape = log_shape(records, var_bases)
     return analyse_on_device(
         device,
@@ -331,6 +438,7 @@ def analyse_host_log(
         address_end=shape.address_end,
         wgsize=shape.wgsize,
         groups=shape.groups,
+        **options,
     )
 
 

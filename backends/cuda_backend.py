@@ -48,7 +48,7 @@ from gpurace.abi import (
 )
 from gpurace.backends import analysis_driver
 from gpurace.backends.analysis_driver import (
-    KERNELS,
+    C_KERNELS,
     P_ROW,
     DeviceAnalysis,
     log_words,
@@ -518,7 +518,7 @@ class _CupyKernels:
         self.cp = _cupy()
         self.device = device
         mod = load_module(device, analysis_ptx(device))
-        self.kernels = {name: mod.get_function(name) for name in KERNELS}
+        self.kernels = {name: mod.get_function(name) for name in C_KERNELS}
 
     def zeros(self, nbytes: int) -> object:
         with self.device:

@@ -35,7 +35,7 @@ from gpurace.abi import (
 )
 from gpurace.backends import analysis_driver
 from gpurace.backends.analysis_driver import (
-    KERNELS,
+    C_KERNELS,
     P_ROW,
     PARAM_WORDS,
     DeviceAnalysis,
@@ -531,7 +531,7 @@ def _analysis_kernels(ctx) -> dict[str, Any]:
     key = ctx.int_ptr
     if key not in _kernels:
         program = analysis_program(ctx)
-        _kernels[key] = {name: _cl().Kernel(program, name) for name in KERNELS}
+        _kernels[key] = {name: _cl().Kernel(program, name) for name in C_KERNELS}
     return _kernels[key]
 
 
@@ -599,11 +599,12 @@ def upload_log(queue, records: np.ndarray) -> object:
 
 
 def analyse_records(
-    queue, records: np.ndarray, var_bases: list[int], uniform_writes_race: bool
+    queue, records: np.ndarray, var_bases: list[int], uniform_writes_race: bool, **options: Any
 ) -> DeviceAnalysis:
-    """Upload a host-side log and analyse it on the device (differential tests)."""
+    """Upload a host-side log and analyse it on the device (differential tests;
+    `options`: more of `analysis_driver.analyse`'s)."""
     return analysis_driver.analyse_host_log(
-        analyse_on_device, upload_log, queue, records, var_bases, uniform_writes_race
+        analyse_on_device, upload_log, queue, records, var_bases, uniform_writes_race, **options
     )
 
 

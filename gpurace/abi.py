@@ -368,6 +368,17 @@ PARAM_WORDS = 16
 P_N_RECORDS, P_ECAP, P_BCAP, P_RCAP, P_UNIFORM_RACE, P_PHASE, P_N_ITEMS, P_ROW = range(8)
 P_LO, P_HI, P_WGSIZE, P_SWORDS, P_DGROUPS, P_ALL_CAP, P_L_LEN, P_WORK_LEN = range(8, 16)
 
+# The clock table of a log with ORDER events (docs/ordering.md, "Where it is
+# decided"): the VBASE buffer holds VH0 variable bases (a variable id is 8 bits), then
+# the table, all offsets in words from VH0. Header words:
+VH0 = 256
+H_NSEG, H_NRUNS, H_LOCAL, H_SLOTS, H_TH, H_ORD, H_SB, H_STAMP, H_SEG, H_VC = range(10)
+H_PAIRS, H_NLOC = 10, 11
+H_WORDS = 12
+SB_WORDS = 3  # a segment range of one work-item: first segment, lowest and highest barrier count
+SCAN_ITEM_WORDS = 1 + RECORD_WORDS  # order_scan's copy of a record: its index, its words
+SLOT_WORDS = 2  # order_scan per work-item: highest barrier count + 1, ~first record index
+
 # counters (C)
 C_E_FULL, C_B_FULL, C_R_FULL, C_LIVE, C_RACY, C_BUCKET_FULL = range(6)
 C_SITE_RANGE, C_LIST_FULL, C_NEED_ENTRIES, C_NEED_EVENTS, C_WORK = range(6, 11)
@@ -431,7 +442,10 @@ GROUPS: dict[str, list[str]] = {
         "E_OWNER E_COUNT E_AMIN E_AMAX E_VMIN E_VMAX E_UNKNOWN E_NEXT E_LMIN E_LMAX "
         "B_OWNER B_HEAD B_X0 B_X1 B_X2 B_X3 R_KEY R_INST R_PLO R_PHI R_O1 R_O2 R_O3 R_EX "
         "EX_WORDS T_LOCAL T_INTRA T_INTER T_BARRIER T_EXIT "
-        "RK_CLASS_SHIFT RK_KIND_A_SHIFT RK_KIND_B_SHIFT RK_SITE_A_SHIFT RK_SITE_LIMIT"
+        "RK_CLASS_SHIFT RK_KIND_A_SHIFT RK_KIND_B_SHIFT RK_SITE_A_SHIFT RK_SITE_LIMIT "
+        "VH0 H_NSEG H_NRUNS H_LOCAL H_SLOTS H_TH H_ORD H_SB H_STAMP H_SEG H_VC H_PAIRS H_NLOC "
+        "H_WORDS "
+        "SB_WORDS SCAN_ITEM_WORDS SLOT_WORDS"
     ).split(),
     "hash": ["HASH_GOLDEN", "HASH_LANE_B", "HASH_WORKGROUP"],
 }

@@ -10,7 +10,7 @@ import os
 import shlex
 from collections.abc import Callable, Sequence
 from math import prod
-from typing import TypedDict, Unpack
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from gpurace import abi, isolate, limits, registry, schedules
 from gpurace.analysis import memcheck
@@ -31,6 +31,9 @@ from gpurace.model import (
 from gpurace.options import Options
 from gpurace.registry import language_of
 from gpurace.target import FULL_RANGE, linear_layout
+
+if TYPE_CHECKING:
+    from gpurace.backends.analysis_driver import DeviceAnalysis
 
 __all__ = [
     "FULL_RANGE",
@@ -277,7 +280,7 @@ def _check_once(
         0, FULL_RANGE, t.total, -(-t.total // (4 * t.max_words)))]  # fmt: skip
     parts, saturated, listed = [], [], []
     logged = dropped = peak = unattributed = copies = loops_cut = 0
-    on_host = False  # a pass's release/acquire ordering decided on the host
+    ordering = note = ""  # where a pass's release/acquire ordering was decided, and why
     oob_area = None  # every run counts every out-of-bounds access: any one will do
     uninit_area = None  # and every uninitialised read
     tools = opts.tools
@@ -332,7 +335,8 @@ def _check_once(
             uninit_area = result.uninit
         loops_cut |= result.loops_cut
         parts.append((analysis.races, analysis.orders))
-        on_host |= analysis.on_host
+        if analysis.ordering:
+            ordering, note = analysis.ordering, ordering_note(analysis)
         listed += analysis.listed
         saturated += analysis.saturated
         peak = max(peak, capacity * RECORD_WORDS * 4 + analysis.table_bytes + t.held_bytes)
@@ -370,7 +374,8 @@ def _check_once(
         passes=len(parts),
         schedule_seed=opts.schedule_seed,
         protocol_search=search,
-        ordered_on_host=on_host,
+        ordering=ordering,
+        ordering_note=note,
     )
     return Report(
         kernel=t.kernel,
@@ -390,6 +395,17 @@ def _check_once(
         tools=tools,
         protocol=protocol,
     )
+
+
+def ordering_note(analysis: DeviceAnalysis) -> str:
+    """What the scope statement says of where release/acquire was decided."""
+    table = analysis.clocks
+    if table is not None:
+        return (
+            f"the device extracted {table.events} ORDER events, the host computed the clocks "
+            f"of {table.segments} work-item segments"
+        )
+    return analysis.host_reason
 
 
 def crashed(launch: LaunchSpec, entry: str | None, how: str) -> GpuraceError:

@@ -171,7 +171,15 @@ class Target:
         range [lo, hi) through the backend's `analyse_on_device` (this launch's layout
         and grid), then the language's result policy; `list_instances` caps the
         instances listed, `splittable` says whether too-big tables may be answered
-        with `too_big`."""
+        with `too_big`. A whole launch's log with release/acquire ORDER events is ordered
+        on the device by its clock table, else on the host (docs/ordering.md, "Where
+        it is decided")."""
+        ordered = self.inst.ordering and lo == 0 and hi >= self.total
+        more: dict[str, Any] = {}
+        if ordered:
+            from gpurace.backends.analysis_driver import Ordering
+
+            more["ordering"] = Ordering(self.initial, local=self.local_clocks)
         found = self.backend.analyse_on_device(
             self.handle,
             result.log,
@@ -185,15 +193,40 @@ class Target:
             list_instances=list_instances,
             splittable=splittable,
             profile=self.options.profile,
+            **more,
         )
-        if self.inst.ordering and lo == 0 and hi >= self.total:
+        if found.clocks is not None:
+            self._explain(found)
+        elif ordered and not found.too_big:
             found = self._ordered(found, result, n)
         return self.results(found) if self.results else found
 
+    @property
+    def local_clocks(self) -> bool:
+        """Whether local accesses take release/acquire clocks: CUDA's carry the block
+        barrier count; OpenCL's have epochs of their own, which only barriers order."""
+        return self.inst.language == "cuda"
+
+    def where(self, site: int) -> str:
+        """A site id's "line:col" (the explanations of release/acquire races)."""
+        return f"{self.inst.sites[site].line}:{self.inst.sites[site].col}"
+
+    def _explain(self, found: DeviceAnalysis) -> None:
+        """Each race the device's clock table left names the synchronisation that fails
+        to order it (`happens.why`, on the records the table was computed from)."""
+        from gpurace.analysis import happens
+
+        table = found.clocks
+        assert table is not None
+        happens.explain(
+            found.races, table.log, table.order, self.initial, self.where, self.local_clocks
+        )
+
     def _ordered(self, found: DeviceAnalysis, result: LaunchResult, n: int) -> DeviceAnalysis:
         """A whole launch's log with release/acquire ORDER events decided on the host by
-        the reference (docs/ordering.md, "Where it is decided"): its races replace the
-        device's, which ordered by barriers only."""
+        the reference, where the device could not take its clock table
+        (`found.host_reason`; docs/ordering.md, "Where it is decided"): its races
+        replace the device's, which ordered by barriers only."""
         from dataclasses import replace
 
         from gpurace.analysis import happens
@@ -201,11 +234,7 @@ class Target:
         records = self.backend.read_log(self.handle, result)[:n]
         spaces = {v.id: v.space for v in self.inst.variables}
         uwr = self.options.uniform_writes == "race"
-        sites = self.inst.sites
-        decided = happens.decide(
-            records, spaces, uwr, self.initial, lambda i: f"{sites[i].line}:{sites[i].col}",
-            local=self.inst.language == "cuda",  # OpenCL: local epochs apart (happens.py)
-        )  # fmt: skip
+        decided = happens.decide(records, spaces, uwr, self.initial, self.where, self.local_clocks)
         if decided is None:
             return found
         races, saturated = decided
@@ -214,7 +243,7 @@ class Target:
         listed = [x for x in found.listed if x[0][0] in keys]
         return replace(
             found, races=races, orders=orders, saturated=found.saturated + saturated,
-            listed=listed, on_host=True,
+            listed=listed, ordering="host",
         )  # fmt: skip
 
 

@@ -302,7 +302,16 @@ class Scope:
     # sim, kernels with mbarriers: the orders of protocol operations searched and the
     # search's bound (docs/protocols.md); "" when there was no search
     protocol_search: str = ""
-    ordered_on_host: bool = False  # release/acquire ordering decided by the host reference
+    # release/acquire ordering (docs/ordering.md, "Where it is decided"): "device" (the
+    # device analysis ordered the pairs by the clock table), "host" (the reference
+    # decided the log), "" (none applied); `ordering_note` says from what, or why
+    ordering: str = ""
+    ordering_note: str = ""
+
+    @property
+    def ordered_on_host(self) -> bool:
+        """Release/acquire ordering decided by the host reference (JSON's field)."""
+        return self.ordering == "host"
 
     @property
     def complete(self) -> bool:

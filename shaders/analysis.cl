@@ -31,6 +31,7 @@ typedef struct {
 typedef struct {
   uint a[4];
   uint b[4];
+  uint h;  // an access's stamp + 1 in the clock table (0: none; docs/ordering.md)
 } Key;
 
 #define SEL(f, t, cond) ((cond) ? (t) : (f))  // WGSL select(f, t, cond)
@@ -39,6 +40,7 @@ DEVICE_FN Key key4(uint a0, uint a1, uint a2, uint a3, uint b0, uint b1, uint b2
   Key k;
   k.a[0] = a0; k.a[1] = a1; k.a[2] = a2; k.a[3] = a3;
   k.b[0] = b0; k.b[1] = b1; k.b[2] = b2; k.b[3] = b3;
+  k.h = 0u;
   return k;
 }
 
@@ -64,6 +66,69 @@ DEVICE_FN uint word_count(Ctx* c, uint r) {
   return (off + size_of(c, r) - 1u) / 4u - off / 4u + 1u;
 }
 
+// ---------------------------------------------------------------------------
+// The clock table (docs/ordering.md, "Where it is decided"): after VBASE's VH0
+// variable bases; offsets in words from there (gpurace/analysis/clocktable.py).
+// ---------------------------------------------------------------------------
+
+#define HW(i) (c->VBASE[VH0 + (i)])
+
+DEVICE_FN uint umax(uint a, uint b) { return a > b ? a : b; }
+DEVICE_FN uint umin(uint a, uint b) { return a < b ? a : b; }
+
+// The stamp (+ 1) of access r: its work-item's ORDER events before it and its
+// barrier count pick its segment, the segment its stamp; 0 without a table, or for a
+// local access that takes no clock (OpenCL: local memory has its own epochs).
+DEVICE_FN uint segment_of(Ctx* c, uint r) {
+  if (HW(H_NSEG) == 0u || (HW(H_LOCAL) == 0u && is_local(c, r))) { return 0u; }
+  uint slot = rec(c, r, W_GROUP) * c->P[P_WGSIZE] + rec(c, r, W_LID);
+  if (slot >= HW(H_SLOTS)) { return 0u; }
+  uint first = HW(HW(H_TH) + slot);
+  uint lo = first;
+  uint hi = HW(HW(H_TH) + slot + 1u);
+  while (lo < hi) {  // the work-item's ORDER events before r
+    uint m = (lo + hi) / 2u;
+    if (HW(HW(H_ORD) + m) < r) { lo = m + 1u; } else { hi = m; }
+  }
+  uint q = HW(H_SB) + SB_WORDS * (lo + slot);
+  uint base = HW(q);
+  if (base == NONE) { return 0u; }
+  uint bars = umin(umax(rec(c, r, W_EPOCH), HW(q + 1u)), HW(q + 2u));
+  return HW(HW(H_STAMP) + base + bars - HW(q + 1u)) + 1u;
+}
+
+// What clock `g` knows of thread t's counter (its pairs are sorted by thread).
+DEVICE_FN uint clock_of(Ctx* c, uint g, uint t) {
+  uint lo = HW(HW(H_VC) + g);
+  uint end = HW(HW(H_VC) + g + 1u);
+  uint hi = end;
+  while (lo < hi) {
+    uint m = (lo + hi) / 2u;
+    if (HW(HW(H_PAIRS) + 2u * m) < t) { lo = m + 1u; } else { hi = m; }
+  }
+  return SEL(0u, HW(HW(H_PAIRS) + 2u * lo + 1u), lo < end && HW(HW(H_PAIRS) + 2u * lo) == t);
+}
+
+// Stamp sa happens before stamp sb in choice `run` (happens.Clocks.stamp_before).
+DEVICE_FN bool seg_before(Ctx* c, uint sa, uint sb, uint run) {
+  uint n = 2u + HW(H_NRUNS);
+  uint pa = HW(H_SEG) + sa * n;
+  uint pb = HW(H_SEG) + sb * n;
+  uint ta = HW(pa);
+  return ta != HW(pb) && clock_of(c, HW(pb + 2u + run), ta) >= HW(pa + 1u);
+}
+
+// Two entries' stamps ordered either way in every choice (happens.Choices.ordered).
+DEVICE_FN bool hb_ordered(Ctx* c, uint ha, uint hb) {
+  if (ha == 0u || hb == 0u) { return false; }
+  for (uint run = 0u; run < HW(H_NRUNS); run++) {
+    if (!seg_before(c, ha - 1u, hb - 1u, run) && !seg_before(c, hb - 1u, ha - 1u, run)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 DEVICE_FN Key make_key(Ctx* c, uint which, uint r, uint p, uint t) {
   uint grp = rec(c, r, W_GROUP);
   uint epoch = rec(c, r, W_EPOCH);
@@ -79,10 +144,12 @@ DEVICE_FN Key make_key(Ctx* c, uint which, uint r, uint p, uint t) {
   // bit: not in inter-group entries (docs/ordering.md)
   uint wep = SEL(rec(c, r, W_EXTRA) >> X_WEPOCH_SHIFT, 0u, t == T_INTER);
   uint named = SEL(rec(c, r, W_FLAGS) >> F_NAMED_SHIFT, 0u, t == T_INTER);
-  return key4(t, var_of(c, r), w, g, ep, rec(c, r, W_SITE),
-              kind_of(c, r) | (size_of(c, r) << 2u) | (reads_of(c, r) << 7u) | (wep << 8u)
-                  | (named << 24u),
-              rec(c, r, W_OFFSET));
+  Key k = key4(t, var_of(c, r), w, g, ep, rec(c, r, W_SITE),
+               kind_of(c, r) | (size_of(c, r) << 2u) | (reads_of(c, r) << 7u) | (wep << 8u)
+                   | (named << 24u),
+               rec(c, r, W_OFFSET));
+  k.h = segment_of(c, r);
+  return k;
 }
 
 DEVICE_FN Key owner_key(Ctx* c, uint which, uint owner) {
@@ -94,7 +161,7 @@ DEVICE_FN bool key_eq(Key x, Key y) {
   for (uint i = 0u; i < 4u; i++) {
     if (x.a[i] != y.a[i] || x.b[i] != y.b[i]) { return false; }
   }
-  return true;
+  return x.h == y.h;
 }
 
 DEVICE_FN uint mix(uint h, uint v) {
@@ -108,7 +175,7 @@ DEVICE_FN uint hash_key(Key k) {
   uint h = 0x811c9dc5u;
   for (uint i = 0u; i < 4u; i++) { h = mix(h, k.a[i]); }
   for (uint i = 0u; i < 4u; i++) { h = mix(h, k.b[i]); }
-  return h;
+  return SEL(h, mix(h, k.h), k.h != 0u);
 }
 
 DEVICE_FN uint dense_slots(Ctx* c) { return c->P[P_DGROUPS] * (DENSE_EVENTS + 1u); }
@@ -387,6 +454,7 @@ typedef struct {
   uint reads;
   uint wep;
   uint named;
+  uint hb;  // stamp + 1 (0: none)
   uint count;
   uint amin;
   uint amax;
@@ -409,6 +477,7 @@ DEVICE_FN Ent load_ent(Ctx* c, uint e) {
   x.named = k.b[2] >> 24u;
   x.off = k.b[3];
   x.epoch = k.b[0];
+  x.hb = k.h;
   x.count = ATOMIC_LOAD(&c->E[s + E_COUNT]);
   x.amin = ~ATOMIC_LOAD(&c->E[s + E_AMIN]);
   x.amax = ATOMIC_LOAD(&c->E[s + E_AMAX]);
@@ -420,8 +489,6 @@ DEVICE_FN Ent load_ent(Ctx* c, uint e) {
   return x;
 }
 
-DEVICE_FN uint umax(uint a, uint b) { return a > b ? a : b; }
-DEVICE_FN uint umin(uint a, uint b) { return a < b ? a : b; }
 
 // the entry with more named-barrier operations waited there and every actor of both
 // lies in its participants' aligned range (docs/ordering.md, "Named barriers")
@@ -450,6 +517,8 @@ DEVICE_FN uint conflict(Ctx* c, Ent a, Ent b, uint w) {
     return NONE;
   }
   if (named_ordered(a, b)) { return NONE; }
+  // a release synchronises with an acquire between them (the clock table)
+  if (hb_ordered(c, a.hb, b.hb)) { return NONE; }
   if (c->P[P_UNIFORM_RACE] == 0u && a.kind == 1u && b.kind == 1u && a.off == b.off
       && a.size == b.size && a.known != 0u && b.known != 0u && a.vmin == a.vmax
       && a.vmax == b.vmin && b.vmin == b.vmax) {
@@ -466,7 +535,8 @@ DEVICE_FN bool ent_gt(Ent a, Ent b) {
   if (a.epoch != b.epoch) { return a.epoch > b.epoch; }
   if (a.reads != b.reads) { return a.reads > b.reads; }
   if (a.wep != b.wep) { return a.wep > b.wep; }
-  return a.named > b.named;
+  if (a.named != b.named) { return a.named > b.named; }
+  return a.hb > b.hb;  // stamps are numbered in the reference's thread order
 }
 
 DEVICE_FN uint race_key(Ctx* c, uint cls, uint sa, uint ka, uint sb, uint kb) {
@@ -571,7 +641,7 @@ DEVICE_FN bool fold(Ctx* c, Inst inst) {
 // The distinct race keys of one bucket, each with its best (lowest) entry pair.
 typedef struct {
   uint keys[32];
-  uint best[32][7];
+  uint best[32][9];
   uint pa[32];
   uint pb[32];
   uint nk;
@@ -598,27 +668,27 @@ DEVICE_FN void visit_pair(Ctx* c, PairAcc* acc, Ent a0, Ent b0, uint ia0, uint i
     if (slot != NONE) { add_pair_count(c, slot, a.count, bb.count, same); }
   }
   // (named state, warp epoch, size, reads) ordered as one word
-  uint cand[7] = {lo, a.off, (a.named << 22u) | (a.wep << 6u) | (a.size << 1u) | a.reads,
+  uint cand[9] = {lo, a.off, (a.named << 22u) | (a.wep << 6u) | (a.size << 1u) | a.reads,
                   bb.off, (bb.named << 22u) | (bb.wep << 6u) | (bb.size << 1u) | bb.reads,
-                  a.epoch, bb.epoch};
+                  a.epoch, bb.epoch, a.hb, bb.hb};
   uint nk = acc->nk;
   uint found = nk;
   for (uint q = 0u; q < nk; q++) { if (acc->keys[q] == key) { found = q; } }
   if (found == nk) {
     if (nk == MAXK) { ATOMIC_ADD(&c->C[C_BUCKET_FULL], 1u); return; }
     acc->keys[nk] = key;
-    for (uint q = 0u; q < 7u; q++) { acc->best[nk][q] = cand[q]; }
+    for (uint q = 0u; q < 9u; q++) { acc->best[nk][q] = cand[q]; }
     acc->pa[nk] = ia;
     acc->pb[nk] = ib;
     acc->nk = nk + 1u;
     return;
   }
   bool smaller = false;
-  for (uint q = 0u; q < 7u; q++) {
+  for (uint q = 0u; q < 9u; q++) {
     if (cand[q] != acc->best[found][q]) { smaller = cand[q] < acc->best[found][q]; break; }
   }
   if (smaller) {
-    for (uint q = 0u; q < 7u; q++) { acc->best[found][q] = cand[q]; }
+    for (uint q = 0u; q < 9u; q++) { acc->best[found][q] = cand[q]; }
     acc->pa[found] = ia;
     acc->pb[found] = ib;
   }
@@ -770,4 +840,61 @@ KERNEL void walk_dense(KERNEL_ARGS) {
   Key k = key4(SEL(T_BARRIER, T_EXIT, o == DENSE_EVENTS), 0u, 0u, P[P_LO] + gi, SEL(o, 0u, o == DENSE_EVENTS), 0u, 0u,
                0u);
   walk_event_bucket(c, b, k);
+}
+
+// ---------------------------------------------------------------------------
+// order_scan: what the clock table is computed from (gpurace/analysis/clocktable.py),
+// so that the host never reads the whole log. Phase 1 copies every ORDER event to E
+// (E[0] counts, then SCAN_ITEM_WORDS per item: the index, the record) and marks in B,
+// per work-item (grp * wgsize + lid), its highest barrier count + 1 and ~its first
+// record's index, over the records the clocks take (every ORDER event and access;
+// without H_LOCAL not the local accesses). Phase 2 copies to E the plain stores to
+// the (var, word) pairs listed after the scan table's header (the words ORDER events
+// read: write candidates). P_ECAP: the items E holds; P_BCAP: the work-items B holds.
+// ---------------------------------------------------------------------------
+
+DEVICE_FN void scan_copy(Ctx* c, uint r) {
+  uint i = ATOMIC_ADD(&c->E[0], 1u);
+  if (i >= c->P[P_ECAP]) { return; }
+  uint s = 1u + i * SCAN_ITEM_WORDS;
+  c->E[s] = r;
+  for (uint w = 0u; w < RECORD_WORDS; w++) { c->E[s + 1u + w] = rec(c, r, w); }
+}
+
+DEVICE_FN bool read_location(Ctx* c, uint var, uint word) {
+  uint lo = 0u;
+  uint hi = HW(H_NLOC);
+  while (lo < hi) {
+    uint m = (lo + hi) / 2u;
+    uint mv = HW(H_WORDS + 2u * m);
+    uint mw = HW(H_WORDS + 2u * m + 1u);
+    if (mv < var || (mv == var && mw < word)) { lo = m + 1u; } else { hi = m; }
+  }
+  return lo < HW(H_NLOC) && HW(H_WORDS + 2u * lo) == var && HW(H_WORDS + 2u * lo + 1u) == word;
+}
+
+KERNEL void order_scan(KERNEL_ARGS) {
+  CTX_INIT
+  uint r = GID();
+  if (r >= P[P_N_RECORDS]) { return; }
+  uint kind = kind_of(c, r);
+  bool order = kind == 3u && ((rec(c, r, W_FLAGS) >> F_EVENT_SHIFT) & F_EVENT_MASK) == EV_ORDER;
+  if ((kind == 3u && !order) || (HW(H_LOCAL) == 0u && kind != 3u && is_local(c, r))) { return; }
+  if (P[P_PHASE] == 2u) {
+    if (kind != 1u || size_of(c, r) == 0u) { return; }
+    uint nw = word_count(c, r);
+    for (uint p = 0u; p < nw; p++) {
+      if (read_location(c, var_of(c, r), rec(c, r, W_OFFSET) / 4u + p)) {
+        scan_copy(c, r);
+        return;
+      }
+    }
+    return;
+  }
+  if (order) { scan_copy(c, r); }
+  uint bars = SEL(rec(c, r, W_EPOCH), rec(c, r, W_EXTRA) >> O_BARRIERS_SHIFT, order);
+  uint slot = rec(c, r, W_GROUP) * P[P_WGSIZE] + rec(c, r, W_LID);
+  if (slot >= P[P_BCAP]) { return; }
+  ATOMIC_MAX(&B[SLOT_WORDS * slot], bars + 1u);
+  ATOMIC_MAX(&B[SLOT_WORDS * slot + 1u], ~r);
 }

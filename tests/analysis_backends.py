@@ -22,9 +22,10 @@ class AnalysisBackend:
     limit_hook: str  # the module's function giving one analysis buffer's most bytes
 
     def analyse_records(
-        self, log: np.ndarray, uniform_race: bool = False
+        self, log: np.ndarray, uniform_race: bool = False, **options
     ) -> analysis_driver.DeviceAnalysis:
-        return self.module.analyse_records(self.device, log, VAR_BASES, uniform_race)
+        """The whole log in one pass; `options`: more of `analysis_driver.analyse`'s."""
+        return self.module.analyse_records(self.device, log, VAR_BASES, uniform_race, **options)
 
     def analyse_range(
         self, log: np.ndarray, address_range: tuple[int, int], **options

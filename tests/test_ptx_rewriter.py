@@ -646,13 +646,14 @@ def test_numba_style_ptx():
 
 def test_analysis_kernels_build_for_cuda():
     """The companion kernels (shaders/analysis.cl behind prelude_cuda.h) compile with
-    NVRTC and assemble for sm_90, with every kernel the analysis driver launches."""
-    from gpurace.backends.analysis_driver import KERNELS
+    NVRTC and assemble for sm_90, with every kernel the analysis driver launches
+    (order_scan too: the clock table's extract, docs/ordering.md)."""
+    from gpurace.backends.analysis_driver import C_KERNELS
     from gpurace.backends.opencl_backend import c_source
 
     ptx = compile_cuda(c_source("analysis.cl", "cuda"), "analysis.cl", ("-std=c++17",)).ptx
     entries = {f.name for f in parse_module(ptx).functions if f.is_entry}
-    assert entries == set(KERNELS)
+    assert entries == set(C_KERNELS)
     assemble(ptx, "sm_90")
 
 

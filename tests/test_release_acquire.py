@@ -199,10 +199,10 @@ def with_order_events(seed: int) -> np.ndarray:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_device_skips_order_events_as_the_reference_does(seed):
-    """analysis.cl (on PoCL) on logs with ORDER events equals the reference without
-    ordering, which equals the same log with those rows removed: the device never
-    decides release/acquire (the host does, Target.analyse), and the events disturb
-    nothing it decides."""
+    """analysis.cl (on PoCL) on logs with ORDER events, without a clock table, equals
+    the reference without ordering, which equals the same log with those rows
+    removed: the events disturb nothing it decides (the clock table orders:
+    tests/test_device_clocks.py)."""
     from tests.analysis_backends import opencl
 
     recs = with_order_events(seed)
@@ -306,7 +306,7 @@ def test_locks_on_sim(tmp_path: Path, lock: str, release: bool):
     _, launch = api.read_launch(str(tmp_path / "lock.toml"), str(path))
     opts = Options.from_env().with_(schedule_seed=1)
     report = api.check(src, launch, path=str(path), options=opts)
-    assert report.scope.complete and report.scope.ordered_on_host
+    assert report.scope.complete and report.scope.ordering == "device"
     found = {(r.cls, report.sites[r.site_a].line, report.sites[r.site_b].line, r.kind_a, r.kind_b)
              for r in report.races}  # fmt: skip
     want = {(INTER, 14, 14, Kind.LOAD, Kind.STORE), (INTER, 14, 14, Kind.STORE, Kind.STORE)}
@@ -399,10 +399,10 @@ def test_ordering_needs_one_pass_and_says_so_when_split():
     source, spec = case.load()
     whole = api.check(source, spec, path=str(case.kernel), backend=opencl_backend)
     assert whole.scope.passes == 1 and whole.scope.complete and whole.races == []
-    assert whole.scope.ordered_on_host
+    assert whole.scope.ordering == "device"
     small = Patched(opencl_backend, max_records_per_pass=lambda _q: 160)
     split = api.check(source, spec, path=str(case.kernel), backend=small)
-    assert split.scope.passes > 1 and not split.scope.ordered_on_host
+    assert split.scope.passes > 1 and split.scope.ordering == ""
     assert [s for s in split.scope.saturated if s.startswith("release/acquire ordering not")]
     assert not split.scope.complete
 
@@ -417,7 +417,7 @@ def test_an_explanation_follows_the_barrier_to_the_groups_atomic():
     case = next(c for c in cases("opencl", ".cl") if c.id == "relacq_lastblock_nofence_race")
     source, spec = case.load()
     report = api.check(source, spec, path=str(case.kernel), backend=opencl_backend)
-    assert report.scope.ordered_on_host
+    assert report.scope.ordering == "device"
     assert [r.ordering for r in report.races] == [
         "the atomic write at 8:21 is relaxed (no release, no fence before it)"
     ]

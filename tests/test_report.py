@@ -353,6 +353,8 @@ def test_json_fields() -> None:
         "schedule_seed": 0,
         "protocol_search": "",
         "ordered_on_host": False,
+        "ordering": "",
+        "ordering_note": "",
         "complete": True,
         "incomplete_reasons": [],
     }

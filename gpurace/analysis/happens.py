@@ -457,6 +457,20 @@ def decide(
         )
         return reference.analyse(records, spaces, uniform_writes_race), [note]
     found = reference.analyse(records, spaces, uniform_writes_race, order=hb)
+    explain(found, records, hb, initial, where, local)
+    return found, []
+
+
+def explain(
+    found: list[Race],
+    records: np.ndarray,
+    hb: Order,
+    initial: Initial | None,
+    where: Callable[[int], str],
+    local: bool = True,
+) -> None:
+    """Set each race's `ordering` (`why`) from the log its clocks `hb` were computed
+    from (the whole log, or the clock table's extract: gpurace/analysis/clocktable.py)."""
     rows = np.asarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS).tolist()
     log = _Log(rows, initial, local)
     for race in found:
@@ -464,7 +478,6 @@ def decide(
         y = log.thread_of.get((race.group_b, race.lid_b))
         if x is not None and y is not None and x != y:
             race.ordering = why(log, hb, x, y, where) or why(log, hb, y, x, where)
-    return found, []
 
 
 def why(log: _Log, hb: Order, x: int, y: int, where: Callable[[int], str]) -> str:

@@ -243,9 +243,15 @@ def scope_lines(report: Report, cwd: str | None = None) -> list[str]:
         lines.append("  saturated: none")
     if s.protocol_search:
         lines.append(f"  {s.protocol_search}")
-    if s.ordered_on_host:
+    if s.ordering == "device":
         lines.append(
-            "  release/acquire ordering: decided on the host by the NumPy reference "
+            "  release/acquire ordering: decided on the device by a clock table "
+            f"({s.ordering_note}; docs/ordering.md)"
+        )
+    elif s.ordering == "host":
+        why = f": {s.ordering_note}" if s.ordering_note else ""
+        lines.append(
+            f"  release/acquire ordering: decided on the host by the NumPy reference{why} "
             "(docs/ordering.md)"
         )
     reasons = incomplete_reasons(report)

@@ -1,0 +1,166 @@
+"""Release/acquire decided on the device (docs/ordering.md, "Where it is decided"):
+analysis.cl with the clock table equals the reference with the clocks of the whole
+log (`reference.analyse(..., order=happens.clocks(log))`), race for race, example for
+example, on random logs with ORDER events and barriers, on hand-made locks (the
+consistent choices) and on the logs of the release/acquire corpus (PoCL for OpenCL,
+sim for CUDA), explanations included; where the table does not fit, the host decides
+and the scope says why."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpurace.abi import O_BARRIERS_SHIFT, ORDER_RELAXED, ORDER_RELEASE
+from gpurace.analysis import clocktable, happens, reference
+from gpurace.backends.analysis_driver import DeviceAnalysis, Ordering
+from gpurace.model import Event, Kind
+from tests.analysis_backends import opencl
+from tests.logs import VAR_SPACES as RANDOM_SPACES
+from tests.order_logs import VAR_SPACES, access, atomic, log
+from tests.test_release_acquire import (
+    fenced,
+    last_block,
+    passing,
+    spin_lock,
+    ticket_lock,
+    with_order_events,
+    zero,
+)
+
+
+def monotone(recs: np.ndarray) -> np.ndarray:
+    """The log with each work-item's barrier counts made to grow along it, as they do
+    in every instrumented log (the random generator lets them fall)."""
+    out = recs.copy()
+    top: dict[tuple[int, int], int] = {}
+    low = (1 << O_BARRIERS_SHIFT) - 1
+    for i, (_, flags, _, lid, grp, epoch, _, extra) in enumerate(recs.tolist()):
+        who = (grp, lid)
+        if flags & 3 == Kind.EVENT and (flags >> 24) & 0xF == Event.ORDER:
+            top[who] = max(extra >> O_BARRIERS_SHIFT, top.get(who, 0))
+            out[i, 7] = (extra & low) | top[who] << O_BARRIERS_SHIFT
+        elif flags & 3 != Kind.EVENT:
+            top[who] = out[i, 5] = max(epoch, top.get(who, 0))
+    return out
+
+
+def device_equals_reference(recs: np.ndarray, spaces: dict, local: bool = True) -> list:
+    """The device's races with the clock table, asserted equal to the reference's."""
+    hb = happens.clocks(recs, zero, local)
+    assert hb is not None and not hb.saturated
+    want = reference.analyse(recs, spaces, order=hb)
+    got = opencl().analyse_records(recs, ordering=Ordering(zero, local))
+    assert got.ordering == "device" and got.clocks is not None
+    assert got.saturated == []
+    assert got.races == want
+    return want
+
+
+@pytest.mark.parametrize("local", [True, False])
+@pytest.mark.parametrize("seed", range(4))
+def test_random_logs_device_equals_reference(seed: int, local: bool):
+    """Random logs of 3 groups of 4 with atomics, fences and barriers: equal to the
+    reference with ordering, which reports fewer races than without it (so the table
+    ordered pairs, and the device did not merely skip ORDER events)."""
+    recs = monotone(with_order_events(seed))
+    want = device_equals_reference(recs, RANDOM_SPACES, local)
+    plain = reference.analyse(recs, RANDOM_SPACES)
+    assert len(want) < len(plain)
+
+
+def test_locks_and_flags_device_equals_reference():
+    """Hand-made logs: message passing (ordered; relaxed: one race), fences on both
+    sides, a ticket lock, the last-block reduction, and a spin lock whose takers may
+    each have read any unlock (every consistent choice, `happens.Choices`)."""
+    assert device_equals_reference(passing(), VAR_SPACES) == []
+    assert len(device_equals_reference(passing(rel=ORDER_RELAXED), VAR_SPACES)) == 1
+    assert device_equals_reference(fenced(True, True), VAR_SPACES) == []
+    assert device_equals_reference(ticket_lock(ORDER_RELEASE), VAR_SPACES) == []
+    assert device_equals_reference(last_block(True, True), VAR_SPACES) == []
+    assert device_equals_reference(last_block(False, True), VAR_SPACES) != []
+    assert isinstance(happens.clocks(spin_lock(3), zero), happens.Choices)
+    assert device_equals_reference(spin_lock(3), VAR_SPACES) == []
+    assert len(device_equals_reference(spin_lock(3, ORDER_RELAXED), VAR_SPACES)) == 2
+
+
+def test_segments_of_one_stamp_are_one_entry():
+    """Work-item (0, 0) stores 5, reads the flag relaxed (an ORDER event that changes
+    nothing: its stamp stays), stores 7; (1, 0) stores 5. The reference keys entries by
+    stamp, so (0, 0)'s two stores are one entry with two values and both pairs race;
+    two entries (one per segment) would tolerate the same-value pair."""
+    recs = log(
+        access(Kind.STORE, 0, 0, value=5, site=1),
+        atomic(0, 0, read=0, op=1, site=10),
+        access(Kind.STORE, 0, 0, value=7, site=1),
+        access(Kind.STORE, 1, 0, value=5, site=2),
+    )
+    assert [r.pairs for r in device_equals_reference(recs, VAR_SPACES)] == [2]
+
+
+def corpus_targets():
+    from tests.corpus import cases
+
+    return [c for lang, ext in (("opencl", ".cl"), ("cuda", ".cu")) for c in cases(lang, ext)
+            if c.id.startswith("relacq_")]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", corpus_targets(), ids=lambda c: f"{c.language}-{c.id}")
+def test_corpus_logs_device_equals_reference(case):
+    """Each release/acquire corpus kernel's real log (PoCL; CUDA on sim): the device's
+    races with the clock table and their explanations equal the reference's on the
+    whole log read back (`happens.decide`), and the device read back only the extract
+    (every ORDER event of the log)."""
+    from gpurace import registry
+    from gpurace.options import Options
+    from gpurace.target import FULL_RANGE
+
+    opts = Options.from_env().with_(prefilter=False, uniform_writes="tolerate")
+    lang = registry.language(case.language)
+    source, spec = case.kernel.read_text(), lang.read_launch(str(case.launch_path))
+    t = lang.target(source, spec, str(case.kernel), registry.backend_for(lang, opts), None, opts)
+    result = t.run(0, FULL_RANGE, 1 << 14)
+    n = result.requested
+    assert 0 < n <= 1 << 14
+    found = t.analyse(result, n, 0, FULL_RANGE)
+    records = t.backend.read_log(t.handle, result)[:n]
+    spaces = {v.id: v.space for v in t.inst.variables}
+    local = case.language == "cuda"
+    decided = happens.decide(records, spaces, False, t.initial, t.where, local)
+    if not t.inst.ordering:  # only relaxed atomics (CUDA): no ORDER event, barriers only
+        assert decided is None and found.ordering == "" and found.clocks is None
+        decided = (reference.analyse(records, spaces), [])
+    else:
+        assert found.ordering == "device" and found.clocks is not None
+    assert decided is not None and decided[1] == []
+    want = DeviceAnalysis(decided[0], [], 0, 0, {}, [])
+    want = t.results(want) if t.results else want  # CUDA drops storage-exchange warnings
+    got = found.races
+    assert got == want.races
+    assert [r.ordering for r in got] == [r.ordering for r in want.races]
+    assert bool(got) == case.id.endswith("_race")
+    if found.clocks is not None:  # the extract holds every ORDER event of the log
+        assert clocktable.is_order_event(found.clocks.log).sum() == found.clocks.events
+        assert found.clocks.events == clocktable.is_order_event(records).sum() > 0
+
+
+def test_too_large_a_table_is_decided_on_the_host_and_says_why(monkeypatch):
+    """Past MAX_PROBES segments the device takes no table: the host reference decides
+    (as before), and the scope says so and why; the verdict is the same."""
+    from gpurace import api
+    from gpurace.backends import opencl_backend
+    from gpurace.report.text import scope_lines
+    from tests.corpus import cases
+
+    case = next(c for c in cases("opencl", ".cl") if c.id == "relacq_lastblock_nofence_race")
+    source, spec = case.load()
+    device = api.check(source, spec, path=str(case.kernel), backend=opencl_backend)
+    assert device.scope.ordering == "device" and "ORDER events" in device.scope.ordering_note
+    monkeypatch.setattr(clocktable, "MAX_PROBES", 4)
+    host = api.check(source, spec, path=str(case.kernel), backend=opencl_backend)
+    assert host.scope.ordering == "host" and host.scope.ordered_on_host
+    assert "work-item segments (the device's table holds 4)" in host.scope.ordering_note
+    assert host.races == device.races and host.races
+    assert [r.ordering for r in host.races] == [r.ordering for r in device.races]
+    text = "\n".join(scope_lines(host))
+    assert "decided on the host by the NumPy reference: " in text
