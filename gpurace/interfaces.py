@@ -202,9 +202,12 @@ class Target:
         spaces = {v.id: v.space for v in self.inst.variables}
         uwr = self.options.uniform_writes == "race"
         sites = self.inst.sites
+        from gpurace.sim.device import is_sim
+
         decided = happens.decide(
             records, spaces, uwr, self.initial, lambda i: f"{sites[i].line}:{sites[i].col}",
             local=self.inst.language == "cuda",  # OpenCL: local epochs apart (happens.py)
+            phases=is_sim(self.handle),  # sim's mbarrier tokens are phases (mbarriers.py)
         )  # fmt: skip
         if decided is None:
             return found

@@ -63,7 +63,10 @@ def fence_order(ins: Instr) -> tuple[int, int] | None:
 
 
 def needed(mod: Module) -> bool:
-    """Whether a module orders anything beyond barriers (and so logs ORDER events)."""
+    """Whether a module orders anything beyond barriers (and so logs ORDER events):
+    a non-relaxed atomic, a fence, an mbarrier arrival or wait."""
+    from . import mbarriers  # it builds on this module's event code
+
     for fn in mod.functions:
         for s in fn.body:
             if s.kind != "stmt" or s.text.startswith("."):
@@ -73,6 +76,8 @@ def needed(mod: Module) -> bool:
                 return True
             strong = ins.op in ("atom", "red", "ld", "st")
             if strong and ins.has("acquire", "release", "acq_rel"):
+                return True
+            if ins.op == "mbarrier" and mbarriers.orders(ins):  # mbarriers.py
                 return True
     return False
 
