@@ -264,3 +264,46 @@ def test_a_wait_that_fails_orders_nothing(tmp_path: Path) -> None:
     assert _sites(doc) == [("11:5", "7:3")]
     plain, instrumented = _outputs(tmp_path, FAILED)  # ok = 0: the test failed
     assert plain[:128] == instrumented[:128] == np.arange(64, 32, -1, dtype=np.int32).tobytes()
+
+
+# every arrival form (a count, arrive_drop, expect_tx with its bytes completed) and a
+# token wait: rewritten with the token in a register, assembled by ptxas
+FORMS = """\
+extern "C" __global__ void k(const int *in, int *out) {
+  __shared__ unsigned long long bar;
+  __shared__ int s[64];
+  unsigned t = threadIdx.x, a = (unsigned)__cvta_generic_to_shared(&bar), ok = 0;
+  unsigned long long st;
+  if (t == 0) asm volatile("mbarrier.init.shared::cta.b64 [%0], 67;" :: "r"(a));
+  __syncthreads();
+  s[t] = in[t];
+  if (t == 0) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], 8;" :: "r"(a) : "memory");
+    asm volatile("mbarrier.complete_tx.shared::cta.b64 [%0], 8;" :: "r"(a) : "memory");
+    asm volatile("mbarrier.arrive.noComplete.shared::cta.b64 _, [%0], 2;" :: "r"(a) : "memory");
+  }
+  if (t == 1)
+    asm volatile("mbarrier.arrive_drop.shared::cta.b64 %0, [%1];" : "=l"(st) : "r"(a) : "memory");
+  else asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];" : "=l"(st) : "r"(a) : "memory");
+  while (!ok) asm volatile(@TEST@ : "=r"(ok) : "r"(a), "l"(st) : "memory");
+  out[t] = s[63 - t] + 10 * (int)st;
+}
+""".replace("@TEST@", _wait("mbarrier.test_wait.shared::cta.b64 p, [%1], %2"))
+
+
+def test_every_arrival_form_is_an_arrival_of_its_phase(tmp_path: Path) -> None:
+    """67 arrivals complete phase 0: thread 0's expect_tx arrival (its bytes completed)
+    and its count of 2, then every thread's (thread 1's drops it from later phases)."""
+    from gpurace.instrument.ptx import assemble, instrument
+
+    code, doc, text = _check(tmp_path, FORMS, 64)
+    assert code == 0 and doc["scope"]["complete"], text
+    plain, instrumented = _outputs(tmp_path, FORMS)
+    assert plain == instrumented == np.arange(63, -1, -1, dtype=np.int32).tobytes()
+    inst = instrument(FORMS, str(tmp_path / "w.cu"), (), (), arch="compute_90")
+    assert inst.source.count("%_gr_od, [") == 4  # the four arrivals, made with a token
+    assemble(inst.source, "sm_90")
+    # without the waits' ordering the read races with the other warp's write
+    racy = FORMS.replace("while (!ok) asm", "if (0) asm")
+    code, doc, text = _check(tmp_path, racy, 64)
+    assert code == 1 and _sites(doc) == [("18:3", "8:3")], text
