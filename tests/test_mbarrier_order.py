@@ -307,3 +307,41 @@ def test_every_arrival_form_is_an_arrival_of_its_phase(tmp_path: Path) -> None:
     racy = FORMS.replace("while (!ok) asm", "if (0) asm")
     code, doc, text = _check(tmp_path, racy, 64)
     assert code == 1 and _sites(doc) == [("18:3", "8:3")], text
+
+
+# warp 0 copies its tile with cp.async and arrives on `full` before waiting for the
+# copy; warp 1 waits on `full` and reads the tile: the copy may still be in flight
+INFLIGHT = """\
+#include <cuda_pipeline.h>
+extern "C" __global__ void k(const int *in, int *out) {
+  __shared__ unsigned long long full;
+  __shared__ int s[32];
+  unsigned t = threadIdx.x, a = (unsigned)__cvta_generic_to_shared(&full), ok = 0;
+  if (t == 0) asm volatile("mbarrier.init.shared::cta.b64 [%0], 32;" :: "r"(a));
+  __syncthreads();
+  if (t < 32) {
+    __pipeline_memcpy_async(&s[t], &in[t], 4);
+    __pipeline_commit();
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(a) : "memory");
+    __pipeline_wait_prior(0);
+  } else {
+    while (!ok) asm volatile(@TRY@ : "=r"(ok) : "r"(a) : "memory");
+    out[t] = s[t - 32];
+  }
+}
+""".replace("@TRY@", _wait("mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0"))
+
+
+def test_an_arrival_does_not_order_the_thread_s_copies_in_flight(tmp_path: Path) -> None:
+    code, doc, text = _check(tmp_path, INFLIGHT, 64)
+    assert code == 1, text
+    assert _sites(doc) == [("15:5", "9:5")]
+    # waiting for the copy before the arrival orders it
+    fixed = INFLIGHT.replace(
+        '    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(a) : "memory");\n'
+        "    __pipeline_wait_prior(0);\n",
+        "    __pipeline_wait_prior(0);\n"
+        '    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(a) : "memory");\n',
+    )
+    code, doc, text = _check(tmp_path, fixed, 64)
+    assert code == 0 and doc["scope"]["complete"], text

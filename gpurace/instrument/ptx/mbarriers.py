@@ -13,7 +13,9 @@ here with the token in a register instead (the copy before the statement, which 
 then jumped over), so the program's own code is unchanged. A wait's event carries its
 parity (or token). ``.relaxed`` operations order nothing and log nothing;
 ``expect_tx``/``complete_tx`` are relaxed in PTX. Arrivals on another block's barrier
-(``.shared::cluster``) are listed as not modelled.
+(``.shared::cluster``) are listed as not modelled. The thread's ``cp.async`` copies
+in flight at an arrival are logged again after it (asynccopy.relog): an arrival does
+not complete them, so what it releases must not order them.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from gpurace.abi import (
 from gpurace.model import Kind
 
 from . import emit
-from .ordering import _extra
+from .asynccopy import relog
+from .ordering import event_extra
 from .parse import TYPE_BYTES, Instr, reg_type
 
 # an event's flags: an ORDER event of 8 bytes of shared memory at the barrier
@@ -73,7 +76,9 @@ def _address(entry: Any, s: Any, ins: Instr, at: str) -> list[str] | None:
 
 
 def _event(sid: int, static: int, read: str, written: str) -> list[str]:
-    return _extra(static) + [emit.call_rec(sid, str(FLAGS), "%_gr_oo", read, written, "%_gr_ox")]
+    return event_extra(static) + [
+        emit.call_rec(sid, str(FLAGS), "%_gr_oo", read, written, "%_gr_ox")
+    ]
 
 
 def _low32(dst: str, operand: str, fn: Any) -> str:
@@ -114,7 +119,7 @@ def mbarrier(entry: Any, s: Any, ins: Instr) -> None:
         static = O_MB_ARRIVE | _scope(ins) << 8 | ORDER_RELEASE << 12
         code = [*guard, *addr, f"{ins.opcode} %_gr_od, {rest};", *keep,
                 "cvt.u32.u64 %_gr_ow, %_gr_od;", *_event(sid, static, "0", "%_gr_ow"),
-                f"bra {done};", f"{skip}:"]  # fmt: skip
+                *(relog(entry) if entry.copies else []), f"bra {done};", f"{skip}:"]  # fmt: skip
         entry.before(s, code)  # the arrival made here, with its token; s jumped over
         entry.after(s, [f"{done}:"])
     else:
