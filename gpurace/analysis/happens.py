@@ -395,8 +395,9 @@ def _simulate(
             out.stamps[i] = (t, th.counter, snap(t))
             return
         if o.op in mbarriers.OPS:  # a wait acquires its phases' arrivals, which release
-            for a in log.mb.get(i, []):
-                take(t, accepted(carried.get(a, {}), th.group, wide(o.scope)))
+            for a in log.mb.get(i, []):  # (this round's, where known: fewer rounds)
+                got = new.get(a, carried.get(a, {}))
+                take(t, accepted(got, th.group, wide(o.scope)))
             out.stamps[i] = (t, th.counter, snap(t))
             if o.op == O_MB_ARRIVE:
                 new[i] = publish(t, o.scope)
