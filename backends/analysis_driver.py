@@ -128,10 +128,12 @@ class DeviceAnalysis:
 @dataclass(frozen=True)
 class Ordering:
     """What the clock table of a log with ORDER events needs besides the log: the
-    locations' initial contents and whether local accesses take clocks (CUDA)."""
+    locations' initial contents, whether local accesses take clocks (CUDA) and whether
+    mbarrier tokens are phases (sim)."""
 
     initial: Initial | None
     local: bool
+    phases: bool = False
 
 
 def _pow2_at_least(n: int) -> int:
@@ -362,8 +364,9 @@ def clock_table(
             return "the plain stores to locations atomics read exceed one analysis buffer"
         stores = second[0]
     got = clocktable.build(
-        ords, stores, marks.reshape(-1, SLOT_WORDS), wgsize, ordering.initial, ordering.local
-    )
+        ords, stores, marks.reshape(-1, SLOT_WORDS), wgsize, ordering.initial, ordering.local,
+        ordering.phases,
+    )  # fmt: skip
     if isinstance(got, clocktable.ClockTable) and (VH0 + len(got.words)) * 4 > limit:
         return f"the clock table ({len(got.words)} words) exceeds one analysis buffer"
     return got

@@ -85,6 +85,12 @@ O_WRITE = 1 << 17  # it wrote memory (W_VALUE holds the value, unless O_WUNKNOWN
 O_WUNKNOWN = 1 << 18  # the value written is not known (a `red`, a float min/max)
 O_BARRIERS_SHIFT = 20  # block barriers passed before it, saturating at O_BARRIERS_MAX
 O_BARRIERS_MAX = 0xFFF
+# mbarrier operations' ORDER events (docs/ordering.md, "mbarriers"): their op code in
+# place of an atomic's; W_OFFSET the barrier's shared address, var O_MB_VAR; W_VALUE an
+# arrival's state token (sim: the phase it arrived on) or init's count, W_EPOCH a
+# successful wait's parity or token. Neither O_READ nor O_WRITE: no value matching.
+O_MB_INIT, O_MB_ARRIVE, O_MB_WAIT_PARITY, O_MB_WAIT_TOKEN = 0x20, 0x21, 0x22, 0x23
+O_MB_VAR = 0xFF
 # scopes and orders of an atomic's or an ORDER event's extra word (bits 8-11, 12-15)
 SCOPE_CTA, SCOPE_CLUSTER, SCOPE_GPU, SCOPE_SYS = 1, 2, 3, 4
 ORDER_RELAXED, ORDER_ACQUIRE, ORDER_RELEASE, ORDER_ACQ_REL = 1, 2, 3, 4

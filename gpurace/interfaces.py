@@ -179,7 +179,7 @@ class Target:
         if ordered:
             from gpurace.backends.analysis_driver import Ordering
 
-            more["ordering"] = Ordering(self.initial, local=self.local_clocks)
+            more["ordering"] = Ordering(self.initial, self.local_clocks, self.phases)
         found = self.backend.analyse_on_device(
             self.handle,
             result.log,
@@ -196,7 +196,7 @@ class Target:
             **more,
         )
         if found.clocks is not None:
-            self._explain(found)
+            found = self._explain(found)
         elif ordered and not found.too_big:
             found = self._ordered(found, result, n)
         return self.results(found) if self.results else found
@@ -207,20 +207,33 @@ class Target:
         barrier count; OpenCL's have epochs of their own, which only barriers order."""
         return self.inst.language == "cuda"
 
+    @property
+    def phases(self) -> bool:
+        """Whether mbarrier arrivals' state tokens are their phases (sim's are; a GPU's
+        are opaque: gpurace/analysis/mbarriers.py), so that mbarriers order accesses."""
+        from gpurace.sim.device import is_sim
+
+        return is_sim(self.handle)
+
     def where(self, site: int) -> str:
         """A site id's "line:col" (the explanations of release/acquire races)."""
         return f"{self.inst.sites[site].line}:{self.inst.sites[site].col}"
 
-    def _explain(self, found: DeviceAnalysis) -> None:
+    def _explain(self, found: DeviceAnalysis) -> DeviceAnalysis:
         """Each race the device's clock table left names the synchronisation that fails
-        to order it (`happens.why`, on the records the table was computed from)."""
-        from gpurace.analysis import happens
+        to order it (`happens.why`, on the records the table was computed from), and
+        what the mbarrier ordering left out joins what saturated."""
+        from dataclasses import replace
+
+        from gpurace.analysis import happens, mbarriers
 
         table = found.clocks
         assert table is not None
-        happens.explain(
+        log = happens.explain(
             found.races, table.log, table.order, self.initial, self.where, self.local_clocks
         )
+        notes = mbarriers.notes(log.ops, self.phases)
+        return replace(found, saturated=found.saturated + notes) if notes else found
 
     def _ordered(self, found: DeviceAnalysis, result: LaunchResult, n: int) -> DeviceAnalysis:
         """A whole launch's log with release/acquire ORDER events decided on the host by
@@ -234,7 +247,9 @@ class Target:
         records = self.backend.read_log(self.handle, result)[:n]
         spaces = {v.id: v.space for v in self.inst.variables}
         uwr = self.options.uniform_writes == "race"
-        decided = happens.decide(records, spaces, uwr, self.initial, self.where, self.local_clocks)
+        decided = happens.decide(
+            records, spaces, uwr, self.initial, self.where, self.local_clocks, self.phases
+        )
         if decided is None:
             return found
         races, saturated = decided

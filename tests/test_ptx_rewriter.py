@@ -28,11 +28,12 @@ from gpurace.model import Event, GpuraceError, Kind, RaceClass
 from tests.corpus import CORPUS, cases
 
 CUDA_CASES = cases("cuda", ".cu")
-# cp.async and 2-byte atomics need sm_80/sm_70 at least, stmatrix sm_90; everything
-# else goes to sm_75 (ldmatrix's oldest)
+# cp.async and 2-byte atomics need sm_80/sm_70 at least, stmatrix and mbarrier.try_wait
+# sm_90; everything else goes to sm_75 (ldmatrix's oldest)
 OLDER = {"cp_async_clean": "80", "cp_async_race": "80", "cp_async_pipeline_clean": "80",
          "cp_async_early_read_race": "80", "cp_async_overwrite_race": "80", "stmatrix_clean": "90",
-         "stmatrix_race": "90"}  # fmt: skip
+         "stmatrix_race": "90", "mbarrier_pipeline_clean": "90", "mbarrier_nowait_race": "90",
+         "mbarrier_read_after_release_race": "90"}  # fmt: skip
 
 
 @functools.cache
@@ -510,7 +511,7 @@ def _check_labels_on_the_interpreter(case, debug: bool) -> None:
         from gpurace.target import initial_contents
 
         initial = initial_contents(inst, resolve_kernel(inst, launch), launch.args)
-        decided = decide(records, spaces, False, initial)
+        decided = decide(records, spaces, False, initial, phases=True)  # sim's tokens
         assert decided is not None and decided[1] == [], "no ORDER event, or saturated"
         found = decided[0]
     # as languages.cuda.results: no storage-exchange warnings for CUDA

@@ -108,6 +108,7 @@ def build(
     wgsize: int,
     initial: happens.Initial | None,
     local: bool,
+    phases: bool = False,
 ) -> ClockTable | str | None:
     """The clock table of a log from order_scan's output: `ords` and `stores` rows of
     (record index, 8 words), `slots` per work-item (grp * wgsize + lid) its highest
@@ -129,7 +130,7 @@ def build(
         rows += _thread_rows(s, wgsize, events[s], mine.get(s, []), slots)
     rows.sort(key=lambda x: x[0])
     log = np.array([r for _, r, _ in rows], dtype=np.uint32).reshape(-1, RECORD_WORDS)
-    order = happens.clocks(log, initial, local)
+    order = happens.clocks(log, initial, local, phases)
     if order is None:
         return None
     if order.saturated:

@@ -25,6 +25,7 @@ import numpy as np
 from gpurace.abi import (
     O_BARRIERS_MAX,
     O_BARRIERS_SHIFT,
+    O_MB_ARRIVE,
     O_READ,
     O_WRITE,
     O_WUNKNOWN,
@@ -35,6 +36,7 @@ from gpurace.abi import (
     RECORD_WORDS,
     SCOPE_GPU,
 )
+from gpurace.analysis import mbarriers
 from gpurace.model import Event, Kind, Race, Space
 
 VC = dict[int, int]  # thread -> the highest own counter of it that is known
@@ -191,6 +193,7 @@ class _Log:
         self.groups: dict[int, list[int]] = {}
         for (grp, _lid), t in self.thread_of.items():
             self.groups.setdefault(grp, []).append(t)
+        self.mb: dict[int, list[int]] = {}  # a successful mbarrier wait -> its arrivals
 
 
 def _matches(w: Op, r: Op) -> bool:
@@ -232,8 +235,11 @@ def candidates(log: _Log, r: Op, hb: Order | None, pinned: bool = False) -> list
     return out
 
 
-def clocks(records: np.ndarray, initial: Initial | None = None, local: bool = True) -> Order | None:
+def clocks(
+    records: np.ndarray, initial: Initial | None = None, local: bool = True, phases: bool = False
+) -> Order | None:
     """The clocks of a log (an (n, 8) u32 array); None when it has no ORDER event.
+    `phases`: the mbarrier arrivals' tokens are their phases (sim: mbarriers.py).
     `local`: local-memory accesses carry the block-barrier count (CUDA); where their
     epoch is a separate one (OpenCL: local and global fences) they get no stamp, and
     only barriers order them. Where read-modify-writes could each have read several
@@ -244,6 +250,7 @@ def clocks(records: np.ndarray, initial: Initial | None = None, local: bool = Tr
     log = _Log(rows, initial, local)
     if not log.ops:
         return None
+    log.mb = mbarriers.acquires(log.ops, log.timeline, phases)
     if log.saturated:
         return Clocks({}, [], saturated=True)
     base = _fixpoint(log, {})
@@ -387,6 +394,14 @@ def _simulate(
         if o is None:
             out.stamps[i] = (t, th.counter, snap(t))
             return
+        if o.op in mbarriers.OPS:  # a wait acquires its phases' arrivals, which release
+            for a in log.mb.get(i, []):  # (this round's, where known: fewer rounds)
+                got = new.get(a, carried.get(a, {}))
+                take(t, accepted(got, th.group, wide(o.scope)))
+            out.stamps[i] = (t, th.counter, snap(t))
+            if o.op == O_MB_ARRIVE:
+                new[i] = publish(t, o.scope)
+            return
         if o.op == 0:  # a fence: acquire what earlier reads read, then release
             out.stamps[i] = (t, th.counter, snap(t))
             if o.order in _ACQUIRES:
@@ -440,6 +455,7 @@ def decide(
     initial: Initial | None = None,
     where: Callable[[int], str] = str,
     local: bool = True,
+    phases: bool = False,
 ) -> tuple[list[Race], list[str]] | None:
     """The races of a log with ORDER events decided on the host (the reference with
     release/acquire ordering) and what saturated; None when the log has none. Each
@@ -447,7 +463,7 @@ def decide(
     example (`where`: a site id's "line:col")."""
     from gpurace.analysis import reference
 
-    hb = clocks(records, initial, local)
+    hb = clocks(records, initial, local, phases)
     if hb is None:
         return None
     if hb.saturated:
@@ -457,8 +473,8 @@ def decide(
         )
         return reference.analyse(records, spaces, uniform_writes_race), [note]
     found = reference.analyse(records, spaces, uniform_writes_race, order=hb)
-    explain(found, records, hb, initial, where, local)
-    return found, []
+    log = explain(found, records, hb, initial, where, local)
+    return found, mbarriers.notes(log.ops, phases)
 
 
 def explain(
@@ -468,9 +484,10 @@ def explain(
     initial: Initial | None,
     where: Callable[[int], str],
     local: bool = True,
-) -> None:
+) -> _Log:
     """Set each race's `ordering` (`why`) from the log its clocks `hb` were computed
-    from (the whole log, or the clock table's extract: gpurace/analysis/clocktable.py)."""
+    from (the whole log, or the clock table's extract: gpurace/analysis/clocktable.py);
+    the log, parsed."""
     rows = np.asarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS).tolist()
     log = _Log(rows, initial, local)
     for race in found:
@@ -478,6 +495,7 @@ def explain(
         y = log.thread_of.get((race.group_b, race.lid_b))
         if x is not None and y is not None and x != y:
             race.ordering = why(log, hb, x, y, where) or why(log, hb, y, x, where)
+    return log
 
 
 def why(log: _Log, hb: Order, x: int, y: int, where: Callable[[int], str]) -> str:

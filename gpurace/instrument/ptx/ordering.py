@@ -63,7 +63,10 @@ def fence_order(ins: Instr) -> tuple[int, int] | None:
 
 
 def needed(mod: Module) -> bool:
-    """Whether a module orders anything beyond barriers (and so logs ORDER events)."""
+    """Whether a module orders anything beyond barriers (and so logs ORDER events):
+    a non-relaxed atomic, a fence, an mbarrier arrival or wait."""
+    from . import mbarriers  # it builds on this module's event code
+
     for fn in mod.functions:
         for s in fn.body:
             if s.kind != "stmt" or s.text.startswith("."):
@@ -73,6 +76,8 @@ def needed(mod: Module) -> bool:
                 return True
             strong = ins.op in ("atom", "red", "ld", "st")
             if strong and ins.has("acquire", "release", "acq_rel"):
+                return True
+            if ins.op == "mbarrier" and mbarriers.orders(ins):  # mbarriers.py
                 return True
     return False
 
@@ -147,7 +152,7 @@ def after(ins: Instr, opname: str | None, sid: int, extra: int, skip: str) -> li
             code.append("setp.eq.b32 %_gr_op, %_gr_or, %_gr_oc;")
         else:
             code += [f"mov.b64 %_gr_od, {dest};", "setp.eq.b64 %_gr_op, %_gr_od, %_gr_oe;"]
-    code += _extra(extra | bits)
+    code += event_extra(extra | bits)
     if cas:
         code.append(f"@%_gr_op or.b32 %_gr_ox, %_gr_ox, {O_WRITE};")
     code += [
@@ -159,7 +164,9 @@ def after(ins: Instr, opname: str | None, sid: int, extra: int, skip: str) -> li
     return code
 
 
-def _extra(static: int) -> list[str]:
+def event_extra(static: int) -> list[str]:
+    """Code leaving an ORDER event's extra word in %_gr_ox: `static` (op, scope,
+    order, bits) and the block barriers passed (mbarriers.py reuses it)."""
     return [
         f"min.u32 %_gr_ox, %_gr_nbar, {O_BARRIERS_MAX};",
         f"shl.b32 %_gr_ox, %_gr_ox, {O_BARRIERS_SHIFT};",
@@ -169,6 +176,6 @@ def _extra(static: int) -> list[str]:
 
 def fence(sid: int, scope: int, order: int) -> list[str]:
     """A fence's ORDER event (op 0, no location)."""
-    return _extra(scope << 8 | order << 12) + [
+    return event_extra(scope << 8 | order << 12) + [
         emit.call_rec(sid, str(_EVENT), "0", "0", "0", "%_gr_ox")
     ]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from gpurace import abi
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site, Space, TrackedVar
 
-from . import asynccopy, bounds, emit, ordering
+from . import asynccopy, bounds, emit, mbarriers, ordering
 from .asynccopy import async_copy
 from .barriers import SYNC_ASYNC, SYNC_FENCE, SYNC_MBARRIER, barrier, is_wait_barrier
 from .emit import CLOSE, OPEN
@@ -368,6 +368,8 @@ class _Entry:
                 self.before(s, code)
         elif op == "mbarrier":
             self._sync(s, ins, SYNC_MBARRIER)
+            if self.order:  # after the sync event: an arrival's copy jumps over s
+                mbarriers.mbarrier(self, s, ins)
         elif op in ("ret", "exit"):
             if self.has_barrier:
                 self._exit(s, ins)

@@ -1,0 +1,92 @@
+"""Which arrivals a successful mbarrier wait acquires (docs/ordering.md, "mbarriers").
+
+Every arrival on an mbarrier is a release read-modify-write of the barrier object, so
+the arrivals form one release sequence in the barrier's modification order; a wait
+that observes the completion of phase P reads a state at or after the arrival that
+completed P, and so acquires every arrival of the phases up to P.
+
+Which phase did a wait observe? A successful parity wait observes the phase that
+completed last (``try_wait.parity p`` succeeds iff the current phase's parity is not
+p), so the phases a thread's successive successful waits observe never decrease. A
+thread's first wait of parity p observed at least the first phase from -1 of that
+parity (phase -1: the one "before" a fresh barrier, which orders nothing); each
+later one at least the first from the previous one's; after the thread's own
+arrival on phase Q, at least Q - 1 (that many phases completed before the wait). A
+token wait observed at least the token's phase. These are lower bounds, exact for a
+protocol that never lets a phase be overtaken (which sim checks: docs/protocols.md);
+a lower bound acquires fewer arrivals, never more, so a race is never hidden.
+
+An arrival's phase is its state token, which names the phase on sim only; on another
+device (`phases` False) mbarriers order nothing and the result says so. A barrier
+initialised more than once in a block orders nothing (its phases restart).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpurace.abi import O_MB_ARRIVE, O_MB_INIT, O_MB_WAIT_PARITY, O_MB_WAIT_TOKEN
+
+OPS = (O_MB_INIT, O_MB_ARRIVE, O_MB_WAIT_PARITY, O_MB_WAIT_TOKEN)
+Key = tuple[int, int]  # (block, the barrier's shared address)
+
+
+def _key(o: Any) -> Key:
+    return (o.group, o.offset)
+
+
+def _reinitialised(ops: Mapping[int, Any]) -> set[Key]:
+    inits: dict[Key, int] = {}
+    for o in ops.values():
+        if o.op == O_MB_INIT:
+            inits[_key(o)] = inits.get(_key(o), 0) + 1
+    return {k for k, n in inits.items() if n > 1}
+
+
+def acquires(
+    ops: Mapping[int, Any], timeline: Mapping[int, list[tuple[int, int]]], phases: bool
+) -> dict[int, list[int]]:
+    """Each successful wait's ORDER event (record index) -> the arrivals (record
+    indices) it acquires; `ops` and `timeline` as happens._Log's."""
+    if not phases:
+        return {}
+    skip = _reinitialised(ops)
+    arrivals: dict[Key, list[tuple[int, int]]] = {}  # key -> (phase, index)
+    for i, o in ops.items():
+        if o.op == O_MB_ARRIVE and _key(o) not in skip:
+            arrivals.setdefault(_key(o), []).append((o.written or 0, i))
+    out: dict[int, list[int]] = {}
+    for line in timeline.values():
+        seen: dict[Key, int] = {}  # the phase the thread's next wait observes at least
+        for _, i in line:
+            o = ops.get(i)
+            if o is None or o.op not in OPS or _key(o) in skip:
+                continue
+            low = seen.get(_key(o), -1)
+            if o.op == O_MB_ARRIVE:
+                seen[_key(o)] = max(low, (o.written or 0) - 1)
+            elif o.op == O_MB_WAIT_PARITY:
+                low += (low - o.read_value & 1) % 2  # the first from `low` of its parity
+                seen[_key(o)] = low
+            elif o.op == O_MB_WAIT_TOKEN:
+                low = seen[_key(o)] = max(low, o.read_value)
+            if o.op in (O_MB_WAIT_PARITY, O_MB_WAIT_TOKEN):
+                out[i] = [a for q, a in arrivals.get(_key(o), []) if q <= low]
+    return out
+
+
+def notes(ops: Mapping[int, Any], phases: bool) -> list[str]:
+    """What the mbarrier ordering of a log leaves out (the result is incomplete)."""
+    if not any(o.op in OPS for o in ops.values()):
+        return []
+    if not phases:
+        return [
+            "mbarrier arrivals and waits: their phases are known on sim only (from the "
+            "arrivals' state tokens), so they order nothing here (accesses they order "
+            "are reported as races)"
+        ]
+    n = len(_reinitialised(ops))
+    if not n:
+        return []
+    return [f"{n} mbarrier(s) initialised more than once in a block: they order nothing"]
