@@ -8,6 +8,7 @@ stays unwritten: a count of the leaves' bytes would call it full and miss the re
 from __future__ import annotations
 
 from gpurace import api
+from gpurace.instrument.wgsl import instrument
 from gpurace.launch import LaunchSpec
 from gpurace.report.common import work_item
 
@@ -133,3 +134,42 @@ def test_wgsl_reads_recorded_at_exit_keep_every_count_and_the_least_byte():
     report = api.check(DEFERRED, spec, path="k.wgsl")
     assert _found(report) == [(10, 14, 16, 16, [0, 0, 0]), (16, 20, 16, 3, [0, 0, 0])]
     assert report.races == [] and report.exit_code == 1 and report.scope.complete
+
+
+# two tiles: `a` whole in both groups, `t` whole in group 0 and its first half in
+# group 1; everyone reads all of both after the barrier
+WGSL_GROUPS = """@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+var<workgroup> a: array<u32, 8>;
+var<workgroup> t: array<u32, 8>;
+
+@compute @workgroup_size(8)
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    a[lid] = lid;
+    if wid.x == 0u || lid < 4u { t[lid] = lid; }
+    workgroupBarrier();
+    var s = 0u;
+    for (var i = 0u; i < 8u; i++) { s += a[i] + t[i]; }
+    out[wid.x * 8u + lid] = s;
+}
+"""
+
+
+def test_wgsl_fill_tested_after_the_barrier_per_group_and_variable():
+    """WGSL tests a workgroup variable's fill count after each barrier, not at each read
+    (docs/memcheck.md "Cost"): the barrier sets the flag of `a` in both groups and of
+    `t` in group 0 only, so group 1's 8 invocations still test and miss t[4..7]: 4 x 8
+    reads, the example work-item 8 reading t[4] (byte 16). A flag set from another
+    group's or variable's count would skip them."""
+    spec = LaunchSpec.from_dict(
+        {"workgroups": [2, 1, 1],
+         "binding": [{"group": 0, "binding": 0, "type": "u32", "count": 16}]}
+    )  # fmt: skip
+    report = api.check(WGSL_GROUPS, spec, path="k.wgsl")
+    assert _found(report) == [(11, 49, 16, 32, [8, 0, 0])]
+    assert report.races == [] and report.exit_code == 1 and report.scope.complete
+    text = instrument(WGSL_GROUPS, "k.wgsl", initcheck=frozenset()).source
+    # the barrier's helper tests both fill counts; reads load only their shadow word
+    [bar] = [f for f in text.split("\nfn ") if f.startswith("_gr_bar")]
+    for var, stride in ((1, 2), (2, 2)):  # 32 bytes: one bitmap word and the count
+        assert f"_gr_wfilled(_gr_par[_GR_CTL_WRITTEN + {var}u] + _gr_grp * {stride}u, 32u)" in bar
+    assert "_gr_wfilled(" not in text.split("fn _gr_wfilled")[1].split("fn _gr_bar")[0]

@@ -329,7 +329,7 @@ def instrument(
     mr = ModuleRewriter(m.scope, source, path, sites, m.functions)
     checked = [info.id for info in m.tracked if info.written]
     if checked:  # uninitialised reads (docs/memcheck.md; initcheck.py)
-        mr.runtime.uninit = UninitReads()
+        mr.runtime.uninit = UninitReads([info for info in m.tracked if info.written > 0])
     out_fns: list[str] = []
     for fn in m.functions.values():
         if any(_tracked_ptr_param(m, p) for p in fn.params):

@@ -459,6 +459,7 @@ class Runtime:
         body = [self.barrier_rec(site, extra), f"{fn}();"]
         if extra & 1:
             body.append("_gr_ep_l += 1u;")
+            body += self.uninit.barrier() if self.uninit is not None else []
         if extra & 2:
             body.append("_gr_ep_g += 1u;")
         body.append("_gr_nbar += 1u;")
@@ -470,6 +471,7 @@ class Runtime:
             f"let _gr_v = workgroupUniformLoad(&{self.ref(path)});",
             "_gr_ep_l += 1u;",
             "_gr_nbar += 1u;",
+            *(self.uninit.barrier() if self.uninit is not None else []),
         ]
         # after the barrier (which every work-item must reach): reported, and the
         # value (which robustness read inside the buffer) replaced by zero
