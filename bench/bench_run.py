@@ -61,12 +61,12 @@ class Timing:
     code: int
 
 
-def timed(argv: list[str], env: dict[str, str] | None = None) -> Timing:
+def timed(argv: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> Timing:
     """Run `argv` to the end: wall seconds, and CPU seconds (user + system of the
     child and its threads: the growth of RUSAGE_CHILDREN once it is reaped)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=env)
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -133,8 +133,9 @@ def main() -> None:
     ap.add_argument(
         "--base",
         default="",
-        help="also time `gpurace run` of another checkout of gpurace (its gpurace/ first "
-        "on PYTHONPATH: an A/B of gpurace/ in one sitting; backends/ stay this tree's)",
+        help="also time `gpurace run` of another checkout of gpurace, run from that "
+        "directory (`python -m` imports its gpurace/ first; backends/ stay this tree's): "
+        "an A/B of gpurace/ in one sitting",
     )
     args = ap.parse_args()
     if args.per_launch:
@@ -157,12 +158,13 @@ def main() -> None:
         if args.base:
             envs["base"] = {**os.environ, "PYTHONPATH": os.path.abspath(args.base)}
         sides: dict[str, list[Timing]] = {s: [] for s in envs}
+        cwd = {s: Path(args.base).resolve() if s == "base" else ROOT for s in envs}
         for side, env in envs.items():  # warm: gpurace's cache, PoCL's, the drivers'
-            timed(plain if side == "plain" else under, env)
+            timed(plain if side == "plain" else under, env, cwd[side])
         loads = [os.getloadavg()[0]]
         for _ in range(args.rounds):
             for side, env in envs.items():
-                sides[side].append(timed(plain if side == "plain" else under, env))
+                sides[side].append(timed(plain if side == "plain" else under, env, cwd[side]))
             loads.append(os.getloadavg()[0])
         same = all(t.stdout == sides["plain"][0].stdout for s in sides.values() for t in s)
         for side in envs:
