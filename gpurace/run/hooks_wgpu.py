@@ -128,7 +128,7 @@ def install(session: Session) -> Callable[[], None]:
     # wgpu-native loaded first as gpurace's checks load it (wgpu_devices): its header
     # from the disk cache and cffi's type strings on the fast path (backends/wgpu_ffi.py),
     # which the program's own wgpu calls then take too: ~60 ms a type string it would
-    # otherwise parse with pycparser (the bench's wgpu scan parsed 41, 3.4 s of 4.4 s)
+    # otherwise parse with pycparser until a check imported wgpu_devices
     from gpurace.backends import wgpu_devices, wgpu_pipelines  # noqa: F401
 
     # isort: split
