@@ -12,6 +12,7 @@ import pytest
 
 from gpurace import api, cache
 from gpurace.launch import LaunchSpec
+from gpurace.model import GpuraceError
 from gpurace.report import format_text, json_report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,6 +108,50 @@ def test_a_check_from_the_cache_reports_byte_for_byte_the_same(
         entry.write_bytes(b"not a pickle nor a binary")
     fresh_programs()
     assert _reports(kernel) == first
+
+
+def test_a_kernel_with_includes_is_cached_by_the_included_text(monkeypatch, tmp_path):
+    """pyopencl's ReductionKernel #includes pyopencl-complex.h: such a kernel is served
+    from the cache while the files it includes are unchanged, parsed again when one
+    changes, and never cached when an include cannot be found (or is a macro)."""
+    import gpurace.instrument.opencl as rewriter
+    from gpurace.languages import opencl
+
+    monkeypatch.delenv("GPURACE_NO_CACHE", raising=False)
+    monkeypatch.setenv("GPURACE_CACHE_DIR", str(tmp_path / "c"))
+    parses: list[str] = []
+    real = rewriter.instrument
+
+    def counted(source, path, options=()):
+        parses.append(path)
+        return real(source, path, options)
+
+    monkeypatch.setattr(rewriter, "instrument", counted)
+    headers = tmp_path / "inc"
+    (headers / "sub").mkdir(parents=True)
+    (headers / "tile.h").write_text('#include "sub/shift.h"\n')
+    (headers / "sub" / "shift.h").write_text("#define SHIFT 1\n")
+    source = "#include <tile.h>\n" + SHIFT.replace("(lid + 1)", "(lid + SHIFT)")
+    path = str(tmp_path / "k.cl")
+    options = ["-I", str(headers)]
+    first = opencl.instrument(source, path, options)
+    assert opencl.instrument(source, path, options).source == first.source
+    assert len(parses) == 1  # the second from the cache
+    (headers / "sub" / "shift.h").write_text("#define SHIFT 0\n")  # a nested include
+    opencl.instrument(source, path, options)
+    opencl.instrument(source, path, options)
+    assert len(parses) == 2  # parsed again once, then cached
+    (headers / "sub" / "shift.h").write_text("#define SHIFT 1\n")
+    opencl.instrument(source, path, ["-I" + str(headers)])  # the joined -I form
+    assert len(parses) == 3  # other options: another entry
+    opencl.instrument(source, path, ["-I" + str(headers)])
+    assert len(parses) == 3
+    with pytest.raises(GpuraceError, match="'nowhere.h' file not found"):
+        opencl.instrument("#include <nowhere.h>\n" + source, path, options)
+    macro = "#define H <tile.h>\n#include H\n" + source
+    opencl.instrument(macro, path, options)
+    opencl.instrument(macro, path, options)
+    assert len(parses) == 6  # not cached: each parsed every time
 
 
 def test_no_cache_writes_nothing_and_reports_the_same(monkeypatch, tmp_path, fresh_programs):

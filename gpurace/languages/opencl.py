@@ -44,11 +44,14 @@ def instrument(source: str, path: str, options: Sequence[str] = ()) -> Instrumen
 
     Its result is kept in gpurace's disk cache (`gpurace.cache`): libclang's parse
     reads all of `opencl-c.h` and is most of a warm small check's host time. A
-    kernel that #includes a file is not cached (its text alone does not say what
-    it is)."""
+    kernel that #includes files is keyed by their text too (`_included`: pyopencl's
+    ReductionKernel includes `pyopencl-complex.h`, and `gpurace run` checks such
+    kernels in every process); one whose includes cannot all be found here is not
+    cached (its text alone does not say what it is)."""
     from gpurace import cache
 
-    name = None if _INCLUDE.search(source) else _cache_key(source, path, options)
+    included = _included(source, path, options) if _INCLUDE.search(source) else ""
+    name = None if included is None else _cache_key(source + included, path, options)
     hit = cache.load(name) if name else None
     if hit is not None:
         with contextlib.suppress(Exception):  # a damaged entry: parse again
@@ -82,6 +85,45 @@ _REWRITER_CODE = (
     "gpurace.limits",
 )
 _INCLUDE = re.compile(r"^\s*#\s*include", re.M)
+# the file an #include line names, <name> or "name" (a macro names none here)
+_INCLUDED = re.compile(r"""^\s*#\s*include\s*(?:<([^>\n]+)>|"([^"\n]+)")?""", re.M)
+
+
+def _included(source: str, path: str, options: Sequence[str]) -> str | None:
+    """Every file the #include lines of `source` (and of the files they name) can
+    name, each path with its text, for the cache key; None when one is not found in
+    the places searched here (the including file's directory, the build options'
+    -I directories) or is a macro: such a kernel is not cached.
+
+    Every candidate a name has in those places is taken, not only the one clang
+    would pick, and every #include line counts (also one in a comment or an #if 0):
+    a key that covers more files than the parse read can only miss more often."""
+    from gpurace.instrument.opencl.frontend import parse_options
+
+    pre, _ = parse_options(options)
+    dirs = [o[2:] or pre[i + 1] for i, o in enumerate(pre) if o.startswith("-I")]
+    dirs = [d for d in dirs if d]
+    texts: dict[str, str] = {}
+    todo = [(source, os.path.dirname(path))]
+    while todo:
+        text, here = todo.pop()
+        for m in _INCLUDED.finditer(text):
+            name = m.group(1) or m.group(2)
+            if name is None:
+                return None
+            found = [os.path.abspath(os.path.join(d, name)) for d in (here or ".", *dirs)]
+            found = [f for f in found if os.path.isfile(f)]
+            if not found:
+                return None
+            for f in found:
+                if f not in texts:
+                    try:
+                        with open(f, encoding="utf-8", errors="surrogateescape") as fh:
+                            texts[f] = fh.read()
+                    except OSError:
+                        return None
+                    todo.append((texts[f], os.path.dirname(f)))
+    return "".join(f"\0{f}\0{t}" for f, t in sorted(texts.items()))
 
 
 def _cache_key(source: str, path: str, options: Sequence[str]) -> str:

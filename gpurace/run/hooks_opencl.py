@@ -175,6 +175,18 @@ def install(session: Session) -> Callable[[], None]:
             return None, "<OpenCL program>", []
         return info[1], info[2], info[3]
 
+    def record(kernel: Any) -> tuple[Kernel, list[str], int]:
+        """The session's record of a kernel object, its build options and its number
+        of arguments, worked out at its first launch: each is a driver query or a
+        SHA-256 of the program's source (``Session.kernel``), ~30 us a launch that a
+        program launching one kernel object thousands of times would pay each time."""
+        known = getattr(kernel, "_gpurace_record", None)
+        if known is None or known[0] is not session:  # or an earlier session's
+            source, file, options = source_of(kernel)
+            k = session.kernel(file, kernel.function_name, source, "opencl", options=options)
+            known = kernel._gpurace_record = (session, k, options, kernel.num_args)
+        return known[1], known[2], known[3]
+
     def launched(
         queue: Any, kernel: Any, gsize: Any, lsize: Any, offset: Any, g_times_l: bool
     ) -> Pending | None:
@@ -182,8 +194,7 @@ def install(session: Session) -> Callable[[], None]:
         runs) and return what to check once that launch was accepted."""
         if session.hooks_off or calling():
             return None
-        source, file, options = source_of(kernel)
-        k = session.kernel(file, kernel.function_name, source, "opencl", options=options)
+        k, options, _ = record(kernel)
         index = session.next_launch(k, (_sizes(gsize), _sizes(lsize), bool(g_times_l)))
         if index is None:
             return None
@@ -253,8 +264,7 @@ def install(session: Session) -> Callable[[], None]:
     def array_launch(kernel: Any) -> None:
         """A kernel call whose arguments cannot be mapped onto its parameters (Arrays
         to an untyped kernel, complex numbers, structs): counted, not checked."""
-        source, file, options = source_of(kernel)
-        k = session.kernel(file, kernel.function_name, source, "opencl", options=options)
+        k, _, _ = record(kernel)
         index = session.next_launch(k, "unmapped")
         if index is not None:
             why = "arguments that cannot be mapped onto the kernel's parameters (Array "
@@ -278,7 +288,7 @@ def install(session: Session) -> Callable[[], None]:
                 pass
             elif (expanded := _expand(self, args)) is None:
                 array_launch(self)
-            elif len(expanded) == self.num_args:
+            elif len(expanded) == record(self)[2]:
                 args_of(self).update(enumerate(expanded))
                 pending = launched(
                     queue,

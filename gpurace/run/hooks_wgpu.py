@@ -125,10 +125,15 @@ def _commands(obj: Any) -> list:
 
 def install(session: Session) -> Callable[[], None]:
     """Wrap wgpu's methods to report to ``session``; returns the function that unwraps."""
+    # wgpu-native loaded first as gpurace's checks load it (wgpu_devices): its header
+    # from the disk cache and cffi's type strings on the fast path (backends/wgpu_ffi.py),
+    # which the program's own wgpu calls then take too: ~60 ms a type string it would
+    # otherwise parse with pycparser until a check imported wgpu_devices
+    from gpurace.backends import wgpu_devices, wgpu_pipelines  # noqa: F401
+
+    # isort: split
     import wgpu
     from wgpu.backends.wgpu_native import _api as native
-
-    from gpurace.backends import wgpu_pipelines
 
     usage = wgpu.BufferUsage
     undo: list[Callable[[], None]] = []
