@@ -46,6 +46,15 @@ def instrument(source: str, path: str, options: Sequence[str] = ()) -> Instrumen
     reads all of `opencl-c.h` and is most of a warm small check's host time. A
     kernel that #includes a file is not cached (its text alone does not say what
     it is)."""
+    name, inst = _cached(source, path, options)
+    return inst if inst is not None else _rewrite(source, path, options, name)
+
+
+def _cached(
+    source: str, path: str, options: Sequence[str]
+) -> tuple[str | None, Instrumented | None]:
+    """(the kernel's cache entry name, None when it #includes a file; the rewrite kept
+    there, None on a miss)."""
     from gpurace import cache
 
     name = None if _INCLUDE.search(source) else _cache_key(source, path, options)
@@ -54,7 +63,13 @@ def instrument(source: str, path: str, options: Sequence[str] = ()) -> Instrumen
         with contextlib.suppress(Exception):  # a damaged entry: parse again
             inst = pickle.loads(hit)
             if isinstance(inst, Instrumented):
-                return inst
+                return name, inst
+    return name, None
+
+
+def _rewrite(source: str, path: str, options: Sequence[str], name: str | None) -> Instrumented:
+    """The rewriter's result, stored under `name` (`_cached`)."""
+    from gpurace import cache
     from gpurace.instrument.opencl import instrument as instrument_opencl
 
     inst = instrument_opencl(source, path, options)
@@ -154,7 +169,12 @@ def target(
     from gpurace.backends.prefilter import local_order_words
 
     require_launch_of(launch, "opencl")
-    inst = instrument(source, path, launch.options)
+    name, inst = _cached(source, path, launch.options)
+    if inst is None:  # a new text, which the driver builds from source too
+        warm_up = getattr(backend, "warm_up", None)  # the OpenCL backend's (PoCL's library)
+        if warm_up is not None:
+            warm_up(options.device_for(registry.backend_name(backend)))
+        inst = _rewrite(source, path, launch.options, name)
     kernel = resolve_entry(launch, list(inst.entry_points), entry)
     params = inst.params[kernel]
     if launch.path.lower().endswith(".sim"):
