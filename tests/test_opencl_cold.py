@@ -58,6 +58,12 @@ def test_a_new_text_warms_the_device_up_and_a_cached_text_does_not(monkeypatch, 
     warm = format_text(api.check(source, LaunchSpec.from_dict(LAUNCH), path=path, backend=backend))
     assert calls == [None]  # the rewrite came from the cache: PoCL's has the program too
     assert warm == cold
+    # with the cache off nothing says the text is new: no warm-up (its link would delay
+    # the build that PoCL's cache serves)
+    monkeypatch.setenv("GPURACE_NO_CACHE", "1")
+    off = format_text(api.check(source, LaunchSpec.from_dict(LAUNCH), path=path, backend=backend))
+    assert calls == [None]
+    assert off == cold
 
 
 # the warm-up on a thread, the main thread counting how long it went without the GIL,

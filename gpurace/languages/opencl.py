@@ -53,12 +53,14 @@ def instrument(source: str, path: str, options: Sequence[str] = ()) -> Instrumen
 def _cached(
     source: str, path: str, options: Sequence[str]
 ) -> tuple[str | None, Instrumented | None]:
-    """(the kernel's cache entry name, None when it #includes a file; the rewrite kept
-    there, None on a miss)."""
+    """(the kernel's cache entry name, None when it #includes a file or the cache is
+    off; the rewrite kept there, None on a miss)."""
     from gpurace import cache
 
-    name = None if _INCLUDE.search(source) else _cache_key(source, path, options)
-    hit = cache.load(name) if name else None
+    if _INCLUDE.search(source) or cache.directory() is None:
+        return None, None
+    name = _cache_key(source, path, options)
+    hit = cache.load(name)
     if hit is not None:
         with contextlib.suppress(Exception):  # a damaged entry: parse again
             inst = pickle.loads(hit)
@@ -170,9 +172,12 @@ def target(
 
     require_launch_of(launch, "opencl")
     name, inst = _cached(source, path, launch.options)
-    if inst is None:  # a new text, which the driver builds from source too
+    if inst is None:
+        # a text the cache has not seen, which the driver builds from source too (with
+        # the cache off, or a kernel that #includes, nothing says so: no warm-up, whose
+        # link would delay a build PoCL's own cache serves)
         warm_up = getattr(backend, "warm_up", None)  # the OpenCL backend's (PoCL's library)
-        if warm_up is not None:
+        if warm_up is not None and name is not None:
             warm_up(options.device_for(registry.backend_name(backend)))
         inst = _rewrite(source, path, launch.options, name)
     kernel = resolve_entry(launch, list(inst.entry_points), entry)
