@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from gpurace.backends.analysis_driver import (
     log_words,
 )
 from gpurace.backends.common import OOB_GUARD_BYTES, LaunchResult, choose_device
+from gpurace.backends.opencl_warm_up import warm_up  # noqa: F401 - the Backend's warm_up
 from gpurace.backends.prefilter import (
     MAX_EVENT_SLOT_GROUPS,
     SHADOW_BUILD,
@@ -102,8 +104,16 @@ def get_device(name: str | None = None) -> tuple[object, str]:
     return _queue(name or None)  # one cache key for get_device() and get_device(None)
 
 
-@functools.cache
+_OPENING = threading.Lock()  # one queue per name, also while `warm_up`'s thread opens it
+
+
 def _queue(name: str | None) -> tuple[object, str]:
+    with _OPENING:
+        return _open_queue(name)
+
+
+@functools.cache
+def _open_queue(name: str | None) -> tuple[object, str]:
     cl = _cl()
     devices = list_devices()
     if not devices:

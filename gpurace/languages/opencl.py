@@ -48,16 +48,35 @@ def instrument(source: str, path: str, options: Sequence[str] = ()) -> Instrumen
     ReductionKernel includes `pyopencl-complex.h`, and `gpurace run` checks such
     kernels in every process); one whose includes cannot all be found here is not
     cached (its text alone does not say what it is)."""
+    name, inst = _cached(source, path, options)
+    return inst if inst is not None else _rewrite(source, path, options, name)
+
+
+def _cached(
+    source: str, path: str, options: Sequence[str]
+) -> tuple[str | None, Instrumented | None]:
+    """(the kernel's cache entry name, None when the cache is off or an #include
+    cannot be found; the rewrite kept there, None on a miss)."""
     from gpurace import cache
 
+    if cache.directory() is None:
+        return None, None
     included = _included(source, path, options) if _INCLUDE.search(source) else ""
-    name = None if included is None else _cache_key(source + included, path, options)
-    hit = cache.load(name) if name else None
+    if included is None:
+        return None, None
+    name = _cache_key(source + included, path, options)
+    hit = cache.load(name)
     if hit is not None:
         with contextlib.suppress(Exception):  # a damaged entry: parse again
             inst = pickle.loads(hit)
             if isinstance(inst, Instrumented):
-                return inst
+                return name, inst
+    return name, None
+
+
+def _rewrite(source: str, path: str, options: Sequence[str], name: str | None) -> Instrumented:
+    """The rewriter's result, stored under `name` (`_cached`)."""
+    from gpurace import cache
     from gpurace.instrument.opencl import instrument as instrument_opencl
 
     inst = instrument_opencl(source, path, options)
@@ -196,7 +215,15 @@ def target(
     from gpurace.backends.prefilter import local_order_words
 
     require_launch_of(launch, "opencl")
-    inst = instrument(source, path, launch.options)
+    name, inst = _cached(source, path, launch.options)
+    if inst is None:
+        # a text the cache has not seen, which the driver builds from source too (with
+        # the cache off, or an #include not found here, nothing says so: no warm-up,
+        # whose link would delay a build PoCL's own cache serves)
+        warm_up = getattr(backend, "warm_up", None)  # the OpenCL backend's (PoCL's library)
+        if warm_up is not None and name is not None:
+            warm_up(options.device_for(registry.backend_name(backend)))
+        inst = _rewrite(source, path, launch.options, name)
     kernel = resolve_entry(launch, list(inst.entry_points), entry)
     params = inst.params[kernel]
     if launch.path.lower().endswith(".sim"):
