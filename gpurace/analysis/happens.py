@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
@@ -36,6 +37,9 @@ from gpurace.abi import (
     SCOPE_GPU,
 )
 from gpurace.model import Event, Kind, Race, Space
+
+if TYPE_CHECKING:
+    from gpurace.analysis.locks import Locked
 
 VC = dict[int, int]  # thread -> the highest own counter of it that is known
 Carried = dict[tuple[int, bool], VC]  # (releasing group, wide scope) -> clock released
@@ -89,6 +93,10 @@ class Clocks:
         """Record i happens before record j (program order within one thread)."""
         a, b = self.stamps[i], self.stamps[j]
         return i < j if a[0] == b[0] else self.stamp_before(a, b)
+
+    def seen(self, i: int) -> VC:
+        """The clock at record i: every thread with a record before it is a key."""
+        return self.vcs[self.stamps[i][2]]
 
 
 @dataclass
@@ -152,6 +160,7 @@ class _Log:
         self.ops: dict[int, Op] = {}
         self.writes: dict[int, list[Op]] = {}  # var -> writes (atomic and plain)
         self.saturated = False
+        self.sites: dict[int, tuple[int, int]] = {}  # access record -> (site, var)
         for i, (site, flags, off, lid, grp, epoch, value, extra) in enumerate(rows):
             kind = flags & 3
             code = (flags >> 24) & 0xF
@@ -179,6 +188,8 @@ class _Log:
                     plain = Op(i, t, grp, var, off, size, 0, 0, 0, False, True, 0,
                                value if known else None, site)  # fmt: skip
                     self.writes.setdefault(var, []).append(plain)
+            if kind != Kind.EVENT:
+                self.sites[i] = (site, var)
             line = self.timeline.setdefault(t, [])
             # barrier counts only grow along a thread (a log that says otherwise is
             # read as if they did: each record keeps the highest count so far)
@@ -191,6 +202,32 @@ class _Log:
         self.groups: dict[int, list[int]] = {}
         for (grp, _lid), t in self.thread_of.items():
             self.groups.setdefault(grp, []).append(t)
+        self.valued: dict[tuple[int, int, int], dict[int, list[Op]]] = {}  # by value
+        for (var, off, size), ws in self.at.items():
+            for w in ws:
+                if w.written is not None:
+                    key = w.written & _mask(size)
+                    self.valued.setdefault((var, off, size), {}).setdefault(key, []).append(w)
+        self._loose: dict[tuple[int, int, int], list[Op]] = {}
+
+    def pool(self, r: Op) -> list[Op]:
+        """The writes that may have given read r its value (`_matches`), in log order:
+        those of its location with its value, and those of other bytes overlapping it
+        or of a value not known."""
+        where = (r.var, r.offset, r.size)
+        if where not in self._loose:
+            self._loose[where] = [
+                w
+                for w in self.writes.get(r.var, [])
+                if _matches(w, r) and ((w.offset, w.size) != where[1:] or w.written is None)
+            ]
+        same = self.valued.get(where, {}).get(r.read_value & _mask(r.size), [])
+        return sorted(self._loose[where] + same, key=lambda w: w.idx)
+
+
+def _mask(size: int) -> int:
+    """The bits of a value of `size` bytes that a log word holds."""
+    return (1 << (8 * min(size, 4))) - 1
 
 
 def _matches(w: Op, r: Op) -> bool:
@@ -209,15 +246,21 @@ def candidates(log: _Log, r: Op, hb: Order | None, pinned: bool = False) -> list
     an earlier read of the thread at the location read another write (so not the
     initial value, which comes first in the location's order)."""
     same = log.at.get((r.var, r.offset, r.size), [])
-    # the location's writes that happen before r (r reads one of them or a later one)
+    # the location's writes that happen before r (r reads one of them or a later one);
+    # only threads r's clock knows can have one
+    seen = hb.seen(r.idx) if hb else {}
     prior = [
         x
         for x in same
-        if (hb.before(x.idx, r.idx) if hb else x.thread == r.thread and x.idx < r.idx)
+        if (
+            x.thread in seen and hb.before(x.idx, r.idx)
+            if hb
+            else x.thread == r.thread and x.idx < r.idx
+        )
     ]
     out = []
-    for w in log.writes.get(r.var, []):
-        if w.idx == r.idx or not _matches(w, r):
+    for w in log.pool(r):
+        if w.idx == r.idx:
             continue
         if hb.before(r.idx, w.idx) if hb else w.thread == r.thread and w.idx > r.idx:
             continue  # r happens before w: it cannot read it
@@ -239,7 +282,11 @@ def clocks(records: np.ndarray, initial: Initial | None = None, local: bool = Tr
     only barriers order them. Where read-modify-writes could each have read several
     writes, every consistent choice (one write read by at most one of them, coherent
     under its own clocks) is computed, up to CHOICES of them: a pair is ordered when it
-    is in each (`Choices`); past that, the meet of the candidates decides."""
+    is in each (`Choices`); past that, the meet of the candidates decides. The takes of
+    lock words whose every link synchronises are not enumerated: the lock rule orders
+    their critical sections (`locks.Locked`)."""
+    from gpurace.analysis import locks
+
     rows = np.asarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS).tolist()
     log = _Log(rows, initial, local)
     if not log.ops:
@@ -248,8 +295,11 @@ def clocks(records: np.ndarray, initial: Initial | None = None, local: bool = Tr
         return Clocks({}, [], saturated=True)
     base = _fixpoint(log, {})
     assert base is not None  # nothing fixed: always coherent
-    runs = [h for fixed in _choices(log, base) if (h := _fixpoint(log, fixed)) is not None]
-    return Choices.of(runs) if runs else base
+    held = locks.sections(log)
+    taken = {s.take for s in held}
+    runs = [h for fixed in _choices(log, base, taken) if (h := _fixpoint(log, fixed)) is not None]
+    order: Order = Choices.of(runs) if runs else base
+    return locks.Locked.of(order, held) if held else order
 
 
 CHOICES = 64  # consistent reads-from choices of the ambiguous RMWs computed at most
@@ -286,13 +336,16 @@ def _fixpoint(log: _Log, fixed: dict[int, int]) -> Clocks | None:
     return hb
 
 
-def _choices(log: _Log, base: Clocks) -> list[dict[int, int]]:
-    """Every assignment of one candidate to each read-modify-write that wrote, no
-    write (nor the initial value) read by two of them: an RMW reads the write just
-    before it in the location's order. [] when none is ambiguous, or there are more
-    than CHOICES, or finding them takes more than CHOICE_STEPS steps."""
+def _choices(log: _Log, base: Clocks, skip: set[int]) -> list[dict[int, int]]:
+    """Every assignment of one candidate to each read-modify-write that wrote (but
+    those of `skip`), no write (nor the initial value) read by two of them: an RMW
+    reads the write just before it in the location's order. [] when none is
+    ambiguous, or there are more than CHOICES, or finding them takes more than
+    CHOICE_STEPS steps."""
+    rmws = [r for r in log.reads if r.writes and r.idx not in skip]
+    if not rmws:
+        return []
     cands = _all_candidates(log, base)
-    rmws = [r for r in log.reads if r.writes]
     if all(len(cands[r.idx]) <= 1 for r in rmws):
         return []
     out: list[dict[int, int]] = []
@@ -346,8 +399,11 @@ class Choices:
     def before(self, i: int, j: int) -> bool:
         return all(run.before(i, j) for run in self.runs)
 
+    def seen(self, i: int) -> VC:
+        return self.runs[0].seen(i)  # before in every run: before in the first
 
-Order = Clocks | Choices  # what orders a log's accesses beyond barriers
+
+Order: TypeAlias = "Clocks | Choices | Locked"  # what orders a log's accesses beyond barriers
 
 
 def _simulate(
@@ -373,9 +429,21 @@ def _simulate(
         th.snap = -1
         return {(th.group, wide(scope)): vc}
 
+    def released(w: int) -> Carried:
+        """What write w carries: this round's when it ran already, else last round's
+        (both sound; the fresher one lets a chain of releases cross many groups in one
+        round)."""
+        return new[w] if w in new else carried.get(w, {})
+
+    met: dict[tuple[tuple[int, ...], int, bool, int], VC] = {}  # spins share candidates
+
     def acquired(r: Op, scope: int) -> VC:
-        got = [accepted(carried.get(w, {}), r.group, wide(scope)) for w in cands[r.idx]]
-        return _meet(got)
+        ws = tuple(cands[r.idx])
+        ran = sum(w in new for w in ws)  # a write that ran since may carry more
+        key = (ws, r.group, wide(scope), ran)
+        if key not in met:
+            met[key] = _meet([accepted(released(w), r.group, wide(scope)) for w in ws])
+        return met[key]
 
     def take(t: int, vc: VC) -> None:
         if _join(state[t].vc, vc):
@@ -407,12 +475,12 @@ def _simulate(
             elif th.fence is not None:
                 own = {(g, w and wide(o.scope)): vc for (g, w), vc in th.fence.items()}
             if o.reads:  # a read-modify-write continues the release sequence it read
-                chain = _meet_carried([carried.get(w, {}) for w in cands[i]])
+                chain = _meet_carried([released(w) for w in cands[i]])
                 for k, vc in chain.items():
                     _join(own.setdefault(k, {}), vc)
             new[i] = own
 
-    for _grp, threads in sorted(log.groups.items()):
+    for _grp, threads in log.groups.items():  # in the log's order: releases come first
         phases = sorted({b for t in threads for b, _ in log.timeline[t]})
         pos = dict.fromkeys(threads, 0)
         for n, bars in enumerate(phases):
@@ -445,7 +513,7 @@ def decide(
     release/acquire ordering) and what saturated; None when the log has none. Each
     race's `ordering` names the nearest synchronisation that fails to order its
     example (`where`: a site id's "line:col")."""
-    from gpurace.analysis import reference
+    from gpurace.analysis import locks, reference
 
     hb = clocks(records, initial, local)
     if hb is None:
@@ -464,6 +532,8 @@ def decide(
         y = log.thread_of.get((race.group_b, race.lid_b))
         if x is not None and y is not None and x != y:
             race.ordering = why(log, hb, x, y, where) or why(log, hb, y, x, where)
+            if isinstance(hb, locks.Locked):
+                race.ordering = locks.outside(log, hb, race, where) or race.ordering
     return found, []
 
 
