@@ -79,7 +79,7 @@ def test_many_takers_of_many_words_are_ordered(monkeypatch):
     recs = lock(256, 8)
     assert races(recs) == []
     assert isinstance(happens.clocks(recs, zero), locks.Locked)
-    monkeypatch.setattr(locks, "sections", lambda log: [])
+    monkeypatch.setattr(locks, "sections", lambda log, hb: [])
     assert races(recs) == racy(256, 8)
 
 

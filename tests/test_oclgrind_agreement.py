@@ -83,6 +83,8 @@ DIFFERENCES: dict[str, tuple[object, str]] = {
     "relacq_lock_colsum_clean": (BUILD_FAILS, _CL3),
     "relacq_lock_colsum_relaxed_race": (BUILD_FAILS, _CL3),
     "relacq_lock_colsum_bypass_race": (BUILD_FAILS, _CL3),
+    "relacq_local_mp_clean": (BUILD_FAILS, _CL3),
+    "relacq_local_mp_relaxed_race": (BUILD_FAILS, _CL3),
 }
 
 #: case -> Oclgrind's other diagnostics (headers), where it has some

@@ -39,6 +39,7 @@ from gpurace.abi import (
 from gpurace.model import Event, Kind, Race, Space
 
 if TYPE_CHECKING:
+    from gpurace.analysis.local_clocks import Split
     from gpurace.analysis.locks import Locked
 
 VC = dict[int, int]  # thread -> the highest own counter of it that is known
@@ -277,9 +278,37 @@ def candidates(log: _Log, r: Op, hb: Order | None, pinned: bool = False) -> list
 
 def clocks(records: np.ndarray, initial: Initial | None = None, local: bool = True) -> Order | None:
     """The clocks of a log (an (n, 8) u32 array); None when it has no ORDER event.
-    `local`: local-memory accesses carry the block-barrier count (CUDA); where their
-    epoch is a separate one (OpenCL: local and global fences) they get no stamp, and
-    only barriers order them. Where read-modify-writes could each have read several
+    `local`: local-memory accesses carry the block-barrier count and share the global
+    clocks (CUDA); where their epoch is a separate one (OpenCL: local and global
+    fences) `__local` memory gets clocks of its own (`local_clocks.Split`)."""
+    from gpurace.analysis import local_clocks
+
+    rows = np.asarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS).tolist()
+    if local:
+        return _order(_Log(rows, initial, True))
+    glob = _order(_Log(local_clocks.global_view(rows), initial, False))
+    loc = _order(_Log(local_clocks.local_view(rows), None, True))  # contents not known
+    if loc is None:
+        return glob
+    if loc.saturated or (glob is not None and glob.saturated):
+        return Clocks({}, [], saturated=True)
+    return local_clocks.Split.of(glob, loc)
+
+
+def views(records: np.ndarray, initial: Initial | None, local: bool) -> tuple[_Log, _Log]:
+    """The logs `clocks` decided (global, local); the same one twice for CUDA."""
+    from gpurace.analysis import local_clocks
+
+    rows = np.asarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS).tolist()
+    if local:
+        log = _Log(rows, initial, True)
+        return log, log
+    glob = _Log(local_clocks.global_view(rows), initial, False)
+    return glob, _Log(local_clocks.local_view(rows), None, True)
+
+
+def _order(log: _Log) -> Order | None:
+    """One log's clocks. Where read-modify-writes could each have read several
     writes, every consistent choice (one write read by at most one of them, coherent
     under its own clocks) is computed, up to CHOICES of them: a pair is ordered when it
     is in each (`Choices`); past that, the meet of the candidates decides. The takes of
@@ -287,15 +316,13 @@ def clocks(records: np.ndarray, initial: Initial | None = None, local: bool = Tr
     their critical sections (`locks.Locked`)."""
     from gpurace.analysis import locks
 
-    rows = np.asarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS).tolist()
-    log = _Log(rows, initial, local)
     if not log.ops:
         return None
     if log.saturated:
         return Clocks({}, [], saturated=True)
     base = _fixpoint(log, {})
     assert base is not None  # nothing fixed: always coherent
-    held = locks.sections(log)
+    held = locks.sections(log, base)
     taken = {s.take for s in held}
     runs = [h for fixed in _choices(log, base, taken) if (h := _fixpoint(log, fixed)) is not None]
     order: Order = Choices.of(runs) if runs else base
@@ -403,7 +430,8 @@ class Choices:
         return self.runs[0].seen(i)  # before in every run: before in the first
 
 
-Order: TypeAlias = "Clocks | Choices | Locked"  # what orders a log's accesses beyond barriers
+# what orders a log's accesses beyond barriers
+Order: TypeAlias = "Clocks | Choices | Locked | Split"
 
 
 def _simulate(
@@ -513,7 +541,7 @@ def decide(
     release/acquire ordering) and what saturated; None when the log has none. Each
     race's `ordering` names the nearest synchronisation that fails to order its
     example (`where`: a site id's "line:col")."""
-    from gpurace.analysis import locks, reference
+    from gpurace.analysis import local_clocks, locks, reference
 
     hb = clocks(records, initial, local)
     if hb is None:
@@ -525,15 +553,17 @@ def decide(
         )
         return reference.analyse(records, spaces, uniform_writes_race), [note]
     found = reference.analyse(records, spaces, uniform_writes_race, order=hb)
-    rows = np.asarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS).tolist()
-    log = _Log(rows, initial, local)
+    glob, loc = views(records, initial, local)
     for race in found:
+        in_local = spaces.get(race.var) == Space.LOCAL
+        log = loc if in_local else glob
+        own = (hb.loc if in_local else hb.glob) if isinstance(hb, local_clocks.Split) else hb
         x = log.thread_of.get((race.group_a, race.lid_a))
         y = log.thread_of.get((race.group_b, race.lid_b))
         if x is not None and y is not None and x != y:
             race.ordering = why(log, hb, x, y, where) or why(log, hb, y, x, where)
-            if isinstance(hb, locks.Locked):
-                race.ordering = locks.outside(log, hb, race, where) or race.ordering
+            if isinstance(own, locks.Locked):
+                race.ordering = locks.outside(log, own, race, where) or race.ordering
     return found, []
 
 

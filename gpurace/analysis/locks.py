@@ -75,7 +75,7 @@ def _release_at(log: _Log, give: Op) -> tuple[int, int] | None:
     return (fence.idx, min(give.scope, fence.scope)) if fence is not None else None
 
 
-def _sections(log: _Log, word: Word, writes: list[Op]) -> list[Section]:
+def _sections(log: _Log, word: Word, writes: list[Op], hb: Order | None) -> list[Section]:
     """The critical sections of `word` when it is a lock word whose every link
     synchronises; [] when it is not (then `happens` decides it as before)."""
     var, off, size = word
@@ -83,26 +83,35 @@ def _sections(log: _Log, word: Word, writes: list[Op]) -> list[Section]:
     overlapping = [
         w for w in log.writes.get(var, []) if w.offset < off + size and off < w.offset + w.size
     ]
-    if len(overlapping) != len(writes) or any(
-        w.idx not in log.ops or w.written is None for w in writes
-    ):
-        return []  # a write of other bytes, a plain store or an unknown value: not a lock
+    if len(overlapping) != len(writes) or any(w.written is None for w in writes):
+        return []  # a write of other bytes or of an unknown value: not a lock
     takes = [w for w in writes if w.reads and (w.written or 0) & mask != w.read_value & mask]
     if len(takes) < 2 or len({t.read_value & mask for t in takes}) != 1:
         return []
     free = takes[0].read_value & mask
     if any((w.written or 0) & mask != free for w in writes if w not in takes):
         return []  # a write that neither takes nor gives back the free value
-    known = log.initial(var, off, size) if log.initial else None
-    if known is not None and known & mask != free:
-        return []
     taking = {t.idx for t in takes}
     mine: dict[int, list[Op]] = {}
     for w in sorted(writes, key=lambda o: o.idx):
         mine.setdefault(w.thread, []).append(w)
+    # a work-item's gives before its first take that happen before every take clear
+    # the lock before anyone takes it (`__local`/shared memory starts unknown)
+    clears = 0
+    for ops in mine.values():
+        while ops and ops[0].idx not in taking and hb is not None:
+            if not all(hb.before(ops[0].idx, k.idx) for k in takes):
+                break
+            ops.pop(0)
+            clears += 1
+    known = log.initial(var, off, size) if log.initial else None
+    if not clears and known is not None and known & mask != free:
+        return []
     out: list[Section] = []
     scopes: list[int] = []
     for ops in mine.values():
+        if any(o.idx not in log.ops for o in ops):
+            return []  # a plain store takes or gives: not atomic with the takes
         if len(ops) % 2 or any((o.idx in taking) != (k % 2 == 0) for k, o in enumerate(ops)):
             return []  # not take, give, take, give, ... ending with a give
         for take, give in zip(ops[::2], ops[1::2], strict=True):
@@ -117,9 +126,10 @@ def _sections(log: _Log, word: Word, writes: list[Op]) -> list[Section]:
     return out
 
 
-def sections(log: _Log) -> list[Section]:
-    """The critical sections of every lock word of the log whose links synchronise."""
-    return [s for word, ws in sorted(log.at.items()) for s in _sections(log, word, ws)]
+def sections(log: _Log, hb: Order | None = None) -> list[Section]:
+    """The critical sections of every lock word of the log whose links synchronise
+    (`hb`: the clocks without the rule, which tell the writes that clear a lock)."""
+    return [s for word, ws in sorted(log.at.items()) for s in _sections(log, word, ws, hb)]
 
 
 @dataclass
