@@ -8,8 +8,9 @@ holds in every execution (the proof is in the doc):
 
 - its writes are *takes* (RMWs that read v0 and wrote another value) and *gives*
   (writes of v0), all atomic with known values, at one (offset, size); each thread's
-  writes there alternate take, give, take, give, ..., ending with a give; the
-  initial value is v0 or not known;
+  writes there alternate take, give, take, give, ..., ending with a give, but for
+  gives that happen before every take (they clear the lock first); the initial value
+  is v0 or not known, or a clearing write came first;
 - then the location's modification order is init, T1, G1, T2, G2, ... with each take
   reading the give just before it (the give of the previous holder);
 - if every give releases (or follows a release fence) and every take acquires (or is
