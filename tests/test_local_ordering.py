@@ -104,6 +104,14 @@ def test_a_local_flag_orders_local_memory_of_its_group():
 def test_fences_order_local_memory_with_clk_local_mem_fence(fences, race):
     relaxed = passing(MSG, ORDER_RELAXED, ORDER_RELAXED, fences)
     assert races(relaxed) == ([(LOCAL, 1, 2)] if race else [])
+    decided = happens.decide(relaxed, SPACES, False, None, where=lambda i: f"site {i}",
+                             local=False)  # fmt: skip
+    assert decided is not None
+    idle = (
+        "the atomic write at site 9 is relaxed, after a fence at site 20 that orders none "
+        "of this memory (relaxed, or its flags name another space)"
+    )
+    assert [r.ordering for r in decided[0]] == ([idle] if race else [])
 
 
 def test_local_atomics_order_no_global_memory():

@@ -31,6 +31,7 @@ from gpurace.abi import (
     O_WUNKNOWN,
     ORDER_ACQ_REL,
     ORDER_ACQUIRE,
+    ORDER_RELAXED,
     ORDER_RELEASE,
     ORDER_SC,
     RECORD_WORDS,
@@ -602,9 +603,22 @@ def _why(log: _Log, w: Op, r: Op, cands: list[int], where: Callable[[int], str])
     ops_y = [log.ops[i] for _, i in log.timeline[r.thread] if i in log.ops and i > r.idx]
     rel = next((o for o in reversed(ops_x) if o.op == 0 and o.order in _RELEASES), None)
     acq = next((o for o in ops_y if o.op == 0 and o.order in _ACQUIRES), None)
+    idle = "that orders none of this memory (relaxed, or its flags name another space)"
     if w.order not in _RELEASES and rel is None:
+        fence = next((o for o in reversed(ops_x) if o.op == 0 and o.order == ORDER_RELAXED), None)
+        if fence is not None:
+            return (
+                f"the atomic write at {where(w.site)} is relaxed, after a fence at "
+                f"{where(fence.site)} {idle}"
+            )
         return f"the atomic write at {where(w.site)} is relaxed (no release, no fence before it)"
     if r.order not in _ACQUIRES and acq is None:
+        fence = next((o for o in ops_y if o.op == 0 and o.order == ORDER_RELAXED), None)
+        if fence is not None:
+            return (
+                f"the atomic read at {where(r.site)} is relaxed, before a fence at "
+                f"{where(fence.site)} {idle}"
+            )
         return f"the atomic read at {where(r.site)} is relaxed (no acquire, no fence after it)"
     rel_scope = w.scope if w.order in _RELEASES else min(w.scope, rel.scope if rel else 0)
     acq_scope = r.scope if r.order in _ACQUIRES else min(r.scope, acq.scope if acq else 0)
