@@ -234,9 +234,11 @@ class Target:
 
         table = found.clocks
         assert table is not None
+        spaces = {v.id: v.space for v in self.inst.variables}
         log = happens.explain(
-            found.races, table.log, table.order, self.initial, self.where, self.local_clocks
-        )
+            found.races, table.log, table.order, self.initial, self.where, self.local_clocks,
+            spaces,
+        )  # fmt: skip
         notes = mbarriers.notes(log.ops, self.phases)
         return replace(found, saturated=found.saturated + notes) if notes else found
 

@@ -416,7 +416,9 @@ uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site
 void _gr_order_event(__private _gr_state_t *s, uint flags, uint off, uint site, uint read,
                      uint written, uint extra) {
   uint ev = _GR_KIND_EVENT | (_GR_EV_ORDER << _GR_F_EVENT_SHIFT) | flags;
-  uint bars = min(s->ep_g, (uint)_GR_O_BARRIERS_MAX) << _GR_O_BARRIERS_SHIFT;
+  /* a __local atomic's barriers are the local epoch: it orders __local memory only */
+  uint ep = ((flags >> _GR_F_SPACE_SHIFT) & 1u) ? s->ep_l : s->ep_g;
+  uint bars = min(ep, (uint)_GR_O_BARRIERS_MAX) << _GR_O_BARRIERS_SHIFT;
   _gr_rec(s, site, ev, off, read, written, extra | bars, 0u);
 }
 

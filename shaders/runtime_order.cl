@@ -20,8 +20,10 @@ uint _gr_ox(uint op, memory_order o, memory_scope c) {
 void _gr_fence_order(cl_mem_fence_flags f, memory_order o, memory_scope c,
                      __private _gr_state_t *s, uint site) {
   /* a fence without CLK_GLOBAL_MEM_FENCE orders no global memory: an ORDER event
-     that orders nothing (relaxed) */
+     that orders nothing (relaxed); for __local memory its epoch word holds the local
+     epoch and its value word its order there (relaxed without CLK_LOCAL_MEM_FENCE) */
   uint x = (f & CLK_GLOBAL_MEM_FENCE) ? _gr_ox(0u, o, c) : (_gr_ms(c) << 8) | (1u << 12);
-  _gr_order_event(s, 0u, 0u, site, 0u, 0u, x);
+  uint lo = (f & CLK_LOCAL_MEM_FENCE) ? _gr_mo(o) : 1u;
+  _gr_order_event(s, 0u, 0u, site, s->ep_l, lo, x);
   atomic_work_item_fence(f, o, c);
 }

@@ -80,6 +80,13 @@ DIFFERENCES: dict[str, tuple[object, str]] = {
     "relacq_mp_clean": (BUILD_FAILS, _CL3),
     "relacq_mp_relaxed_race": (BUILD_FAILS, _CL3),
     "relacq_mp_scope_race": (BUILD_FAILS, _CL3),
+    "relacq_lock_colsum_clean": (BUILD_FAILS, _CL3),
+    "relacq_lock_colsum_relaxed_race": (BUILD_FAILS, _CL3),
+    "relacq_lock_colsum_bypass_race": (BUILD_FAILS, _CL3),
+    "relacq_local_mp_clean": (BUILD_FAILS, _CL3),
+    "relacq_local_mp_relaxed_race": (BUILD_FAILS, _CL3),
+    "relacq_local_fence_clean": (BUILD_FAILS, _CL3),
+    "relacq_local_fence_global_race": (BUILD_FAILS, _CL3),
 }
 
 #: case -> Oclgrind's other diagnostics (headers), where it has some

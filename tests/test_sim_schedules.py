@@ -114,7 +114,14 @@ def _labelled(doc: dict) -> dict:
     return {**doc, "races": races, "summary": None}
 
 
-@pytest.mark.parametrize("case", CUDA_CASES, ids=lambda c: c.id)
+# The lock kernels pass one lock among 64 blocks: an order that runs one warp at a time
+# draws every spinning warp between two steps of the holder, O(blocks²) failed
+# compare-exchanges (minutes on sim). tests/test_locks.py runs the same kernels with 16
+# blocks under seeded orders.
+SEEDED = [c for c in CUDA_CASES if not c.id.startswith("relacq_lock_")]
+
+
+@pytest.mark.parametrize("case", SEEDED, ids=lambda c: c.id)
 def test_corpus_reports_do_not_depend_on_the_order(case) -> None:
     """Each CUDA corpus kernel: the whole JSON report (races, sites, examples,
     counts, out-of-bounds accesses, uninitialised reads of race-free kernels, scope

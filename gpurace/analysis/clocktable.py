@@ -49,6 +49,8 @@ from gpurace.abi import (
     VH0,
 )
 from gpurace.analysis import happens
+from gpurace.analysis.local_clocks import Split
+from gpurace.analysis.locks import Locked
 from gpurace.model import Event, Kind, pack_flags
 
 MAX_PROBES = 1 << 16  # segments the host computes clocks for at most (else: the host path)
@@ -135,6 +137,10 @@ def build(
         return None
     if order.saturated:
         return "the block barrier count of an ORDER event saturated"
+    if isinstance(order, Locked):  # not a clock comparison: section against section
+        return "lock words' critical sections are ordered by the lock rule (docs/ordering.md)"
+    if isinstance(order, Split):
+        return "OpenCL __local memory has clocks of its own (docs/ordering.md)"
     return _table(order, log, rows, slots, events, local)
 
 
@@ -170,7 +176,7 @@ def _thread_rows(
 
 
 def _table(
-    order: happens.Order,
+    order: happens.Clocks | happens.Choices,
     log: np.ndarray,
     rows: list[tuple[tuple, list[int], tuple | None]],
     slots: np.ndarray,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from gpurace.abi import (
     O_WUNKNOWN,
     ORDER_ACQ_REL,
     ORDER_ACQUIRE,
+    ORDER_RELAXED,
     ORDER_RELEASE,
     ORDER_SC,
     RECORD_WORDS,
@@ -38,6 +40,10 @@ from gpurace.abi import (
 )
 from gpurace.analysis import mbarriers
 from gpurace.model import Event, Kind, Race, Space
+
+if TYPE_CHECKING:
+    from gpurace.analysis.local_clocks import Split
+    from gpurace.analysis.locks import Locked
 
 VC = dict[int, int]  # thread -> the highest own counter of it that is known
 Carried = dict[tuple[int, bool], VC]  # (releasing group, wide scope) -> clock released
@@ -91,6 +97,10 @@ class Clocks:
         """Record i happens before record j (program order within one thread)."""
         a, b = self.stamps[i], self.stamps[j]
         return i < j if a[0] == b[0] else self.stamp_before(a, b)
+
+    def seen(self, i: int) -> VC:
+        """The clock at record i: every thread with a record before it is a key."""
+        return self.vcs[self.stamps[i][2]]
 
 
 @dataclass
@@ -154,6 +164,7 @@ class _Log:
         self.ops: dict[int, Op] = {}
         self.writes: dict[int, list[Op]] = {}  # var -> writes (atomic and plain)
         self.saturated = False
+        self.sites: dict[int, tuple[int, int]] = {}  # access record -> (site, var)
         for i, (site, flags, off, lid, grp, epoch, value, extra) in enumerate(rows):
             kind = flags & 3
             code = (flags >> 24) & 0xF
@@ -181,6 +192,8 @@ class _Log:
                     plain = Op(i, t, grp, var, off, size, 0, 0, 0, False, True, 0,
                                value if known else None, site)  # fmt: skip
                     self.writes.setdefault(var, []).append(plain)
+            if kind != Kind.EVENT:
+                self.sites[i] = (site, var)
             line = self.timeline.setdefault(t, [])
             # barrier counts only grow along a thread (a log that says otherwise is
             # read as if they did: each record keeps the highest count so far)
@@ -194,6 +207,32 @@ class _Log:
         for (grp, _lid), t in self.thread_of.items():
             self.groups.setdefault(grp, []).append(t)
         self.mb: dict[int, list[int]] = {}  # a successful mbarrier wait -> its arrivals
+        self.valued: dict[tuple[int, int, int], dict[int, list[Op]]] = {}  # by value
+        for (var, off, size), ws in self.at.items():
+            for w in ws:
+                if w.written is not None:
+                    key = w.written & _mask(size)
+                    self.valued.setdefault((var, off, size), {}).setdefault(key, []).append(w)
+        self._loose: dict[tuple[int, int, int], list[Op]] = {}
+
+    def pool(self, r: Op) -> list[Op]:
+        """The writes that may have given read r its value (`_matches`), in log order:
+        those of its location with its value, and those of other bytes overlapping it
+        or of a value not known."""
+        where = (r.var, r.offset, r.size)
+        if where not in self._loose:
+            self._loose[where] = [
+                w
+                for w in self.writes.get(r.var, [])
+                if _matches(w, r) and ((w.offset, w.size) != where[1:] or w.written is None)
+            ]
+        same = self.valued.get(where, {}).get(r.read_value & _mask(r.size), [])
+        return sorted(self._loose[where] + same, key=lambda w: w.idx)
+
+
+def _mask(size: int) -> int:
+    """The bits of a value of `size` bytes that a log word holds."""
+    return (1 << (8 * min(size, 4))) - 1
 
 
 def _matches(w: Op, r: Op) -> bool:
@@ -212,15 +251,21 @@ def candidates(log: _Log, r: Op, hb: Order | None, pinned: bool = False) -> list
     an earlier read of the thread at the location read another write (so not the
     initial value, which comes first in the location's order)."""
     same = log.at.get((r.var, r.offset, r.size), [])
-    # the location's writes that happen before r (r reads one of them or a later one)
+    # the location's writes that happen before r (r reads one of them or a later one);
+    # only threads r's clock knows can have one
+    seen = hb.seen(r.idx) if hb else {}
     prior = [
         x
         for x in same
-        if (hb.before(x.idx, r.idx) if hb else x.thread == r.thread and x.idx < r.idx)
+        if (
+            x.thread in seen and hb.before(x.idx, r.idx)
+            if hb
+            else x.thread == r.thread and x.idx < r.idx
+        )
     ]
     out = []
-    for w in log.writes.get(r.var, []):
-        if w.idx == r.idx or not _matches(w, r):
+    for w in log.pool(r):
+        if w.idx == r.idx:
             continue
         if hb.before(r.idx, w.idx) if hb else w.thread == r.thread and w.idx > r.idx:
             continue  # r happens before w: it cannot read it
@@ -240,14 +285,44 @@ def clocks(
 ) -> Order | None:
     """The clocks of a log (an (n, 8) u32 array); None when it has no ORDER event.
     `phases`: the mbarrier arrivals' tokens are their phases (sim: mbarriers.py).
-    `local`: local-memory accesses carry the block-barrier count (CUDA); where their
-    epoch is a separate one (OpenCL: local and global fences) they get no stamp, and
-    only barriers order them. Where read-modify-writes could each have read several
+    `local`: local-memory accesses carry the block-barrier count and share the global
+    clocks (CUDA); where their epoch is a separate one (OpenCL: local and global
+    fences) `__local` memory gets clocks of its own (`local_clocks.Split`)."""
+    from gpurace.analysis import local_clocks
+
+    rows = np.asarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS).tolist()
+    if local:
+        return _order(_Log(rows, initial, True), phases)
+    glob = _order(_Log(local_clocks.global_view(rows), initial, False), phases)
+    loc = _order(_Log(local_clocks.local_view(rows), None, True), phases)  # contents unknown
+    if loc is None:
+        return glob
+    if loc.saturated or (glob is not None and glob.saturated):
+        return Clocks({}, [], saturated=True)
+    return local_clocks.Split.of(glob, loc)
+
+
+def views(records: np.ndarray, initial: Initial | None, local: bool) -> tuple[_Log, _Log]:
+    """The logs `clocks` decided (global, local); the same one twice for CUDA."""
+    from gpurace.analysis import local_clocks
+
+    rows = np.asarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS).tolist()
+    if local:
+        log = _Log(rows, initial, True)
+        return log, log
+    glob = _Log(local_clocks.global_view(rows), initial, False)
+    return glob, _Log(local_clocks.local_view(rows), None, True)
+
+
+def _order(log: _Log, phases: bool = False) -> Order | None:
+    """One log's clocks. Where read-modify-writes could each have read several
     writes, every consistent choice (one write read by at most one of them, coherent
     under its own clocks) is computed, up to CHOICES of them: a pair is ordered when it
-    is in each (`Choices`); past that, the meet of the candidates decides."""
-    rows = np.asarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS).tolist()
-    log = _Log(rows, initial, local)
+    is in each (`Choices`); past that, the meet of the candidates decides. The takes of
+    lock words whose every link synchronises are not enumerated: the lock rule orders
+    their critical sections (`locks.Locked`)."""
+    from gpurace.analysis import locks
+
     if not log.ops:
         return None
     log.mb = mbarriers.acquires(log.ops, log.timeline, phases)
@@ -255,8 +330,11 @@ def clocks(
         return Clocks({}, [], saturated=True)
     base = _fixpoint(log, {})
     assert base is not None  # nothing fixed: always coherent
-    runs = [h for fixed in _choices(log, base) if (h := _fixpoint(log, fixed)) is not None]
-    return Choices.of(runs) if runs else base
+    held = locks.sections(log, base)
+    taken = {s.take for s in held}
+    runs = [h for fixed in _choices(log, base, taken) if (h := _fixpoint(log, fixed)) is not None]
+    order: Order = Choices.of(runs) if runs else base
+    return locks.Locked.of(order, held) if held else order
 
 
 CHOICES = 64  # consistent reads-from choices of the ambiguous RMWs computed at most
@@ -293,13 +371,16 @@ def _fixpoint(log: _Log, fixed: dict[int, int]) -> Clocks | None:
     return hb
 
 
-def _choices(log: _Log, base: Clocks) -> list[dict[int, int]]:
-    """Every assignment of one candidate to each read-modify-write that wrote, no
-    write (nor the initial value) read by two of them: an RMW reads the write just
-    before it in the location's order. [] when none is ambiguous, or there are more
-    than CHOICES, or finding them takes more than CHOICE_STEPS steps."""
+def _choices(log: _Log, base: Clocks, skip: set[int]) -> list[dict[int, int]]:
+    """Every assignment of one candidate to each read-modify-write that wrote (but
+    those of `skip`), no write (nor the initial value) read by two of them: an RMW
+    reads the write just before it in the location's order. [] when none is
+    ambiguous, or there are more than CHOICES, or finding them takes more than
+    CHOICE_STEPS steps."""
+    rmws = [r for r in log.reads if r.writes and r.idx not in skip]
+    if not rmws:
+        return []
     cands = _all_candidates(log, base)
-    rmws = [r for r in log.reads if r.writes]
     if all(len(cands[r.idx]) <= 1 for r in rmws):
         return []
     out: list[dict[int, int]] = []
@@ -353,8 +434,12 @@ class Choices:
     def before(self, i: int, j: int) -> bool:
         return all(run.before(i, j) for run in self.runs)
 
+    def seen(self, i: int) -> VC:
+        return self.runs[0].seen(i)  # before in every run: before in the first
 
-Order = Clocks | Choices  # what orders a log's accesses beyond barriers
+
+# what orders a log's accesses beyond barriers
+Order: TypeAlias = "Clocks | Choices | Locked | Split"
 
 
 def _simulate(
@@ -380,9 +465,21 @@ def _simulate(
         th.snap = -1
         return {(th.group, wide(scope)): vc}
 
+    def released(w: int) -> Carried:
+        """What write w carries: this round's when it ran already, else last round's
+        (both sound; the fresher one lets a chain of releases cross many groups in one
+        round)."""
+        return new[w] if w in new else carried.get(w, {})
+
+    met: dict[tuple[tuple[int, ...], int, bool, int], VC] = {}  # spins share candidates
+
     def acquired(r: Op, scope: int) -> VC:
-        got = [accepted(carried.get(w, {}), r.group, wide(scope)) for w in cands[r.idx]]
-        return _meet(got)
+        ws = tuple(cands[r.idx])
+        ran = sum(w in new for w in ws)  # a write that ran since may carry more
+        key = (ws, r.group, wide(scope), ran)
+        if key not in met:
+            met[key] = _meet([accepted(released(w), r.group, wide(scope)) for w in ws])
+        return met[key]
 
     def take(t: int, vc: VC) -> None:
         if _join(state[t].vc, vc):
@@ -422,12 +519,12 @@ def _simulate(
             elif th.fence is not None:
                 own = {(g, w and wide(o.scope)): vc for (g, w), vc in th.fence.items()}
             if o.reads:  # a read-modify-write continues the release sequence it read
-                chain = _meet_carried([carried.get(w, {}) for w in cands[i]])
+                chain = _meet_carried([released(w) for w in cands[i]])
                 for k, vc in chain.items():
                     _join(own.setdefault(k, {}), vc)
             new[i] = own
 
-    for _grp, threads in sorted(log.groups.items()):
+    for _grp, threads in log.groups.items():  # in the log's order: releases come first
         phases = sorted({b for t in threads for b, _ in log.timeline[t]})
         pos = dict.fromkeys(threads, 0)
         for n, bars in enumerate(phases):
@@ -473,7 +570,7 @@ def decide(
         )
         return reference.analyse(records, spaces, uniform_writes_race), [note]
     found = reference.analyse(records, spaces, uniform_writes_race, order=hb)
-    log = explain(found, records, hb, initial, where, local)
+    log = explain(found, records, hb, initial, where, local, spaces)
     return found, mbarriers.notes(log.ops, phases)
 
 
@@ -484,18 +581,26 @@ def explain(
     initial: Initial | None,
     where: Callable[[int], str],
     local: bool = True,
+    spaces: dict[int, Space] | None = None,
 ) -> _Log:
-    """Set each race's `ordering` (`why`) from the log its clocks `hb` were computed
-    from (the whole log, or the clock table's extract: gpurace/analysis/clocktable.py);
-    the log, parsed."""
-    rows = np.asarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS).tolist()
-    log = _Log(rows, initial, local)
+    """Set each race's `ordering` (`why`, and a lock's `locks.outside`) from the log its
+    clocks `hb` were computed from (the whole log, or the clock table's extract:
+    gpurace/analysis/clocktable.py; `spaces`: each variable's, which picks OpenCL's
+    `__local` view); the (global) log, parsed."""
+    from gpurace.analysis import local_clocks, locks
+
+    glob, loc = views(records, initial, local)
     for race in found:
+        in_local = spaces is not None and spaces.get(race.var) == Space.LOCAL
+        log = loc if in_local else glob
+        own = (hb.loc if in_local else hb.glob) if isinstance(hb, local_clocks.Split) else hb
         x = log.thread_of.get((race.group_a, race.lid_a))
         y = log.thread_of.get((race.group_b, race.lid_b))
         if x is not None and y is not None and x != y:
             race.ordering = why(log, hb, x, y, where) or why(log, hb, y, x, where)
-    return log
+            if isinstance(own, locks.Locked):
+                race.ordering = locks.outside(log, own, race, where) or race.ordering
+    return glob
 
 
 def why(log: _Log, hb: Order, x: int, y: int, where: Callable[[int], str]) -> str:
@@ -533,9 +638,22 @@ def _why(log: _Log, w: Op, r: Op, cands: list[int], where: Callable[[int], str])
     ops_y = [log.ops[i] for _, i in log.timeline[r.thread] if i in log.ops and i > r.idx]
     rel = next((o for o in reversed(ops_x) if o.op == 0 and o.order in _RELEASES), None)
     acq = next((o for o in ops_y if o.op == 0 and o.order in _ACQUIRES), None)
+    idle = "that orders none of this memory (relaxed, or its flags name another space)"
     if w.order not in _RELEASES and rel is None:
+        fence = next((o for o in reversed(ops_x) if o.op == 0 and o.order == ORDER_RELAXED), None)
+        if fence is not None:
+            return (
+                f"the atomic write at {where(w.site)} is relaxed, after a fence at "
+                f"{where(fence.site)} {idle}"
+            )
         return f"the atomic write at {where(w.site)} is relaxed (no release, no fence before it)"
     if r.order not in _ACQUIRES and acq is None:
+        fence = next((o for o in ops_y if o.op == 0 and o.order == ORDER_RELAXED), None)
+        if fence is not None:
+            return (
+                f"the atomic read at {where(r.site)} is relaxed, before a fence at "
+                f"{where(fence.site)} {idle}"
+            )
         return f"the atomic read at {where(r.site)} is relaxed (no acquire, no fence after it)"
     rel_scope = w.scope if w.order in _RELEASES else min(w.scope, rel.scope if rel else 0)
     acq_scope = r.scope if r.order in _ACQUIRES else min(r.scope, acq.scope if acq else 0)
