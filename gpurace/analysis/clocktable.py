@@ -137,10 +137,10 @@ def build(
         return None
     if order.saturated:
         return "the block barrier count of an ORDER event saturated"
+    if isinstance(order, Split):  # fences or __local atomics in the __local view
+        return "OpenCL __local memory has clocks of its own (docs/ordering.md)"
     if isinstance(order, Locked):  # not a clock comparison: section against section
         return "lock words' critical sections are ordered by the lock rule (docs/ordering.md)"
-    if isinstance(order, Split):
-        return "OpenCL __local memory has clocks of its own (docs/ordering.md)"
     return _table(order, log, rows, slots, events, local)
 
 
