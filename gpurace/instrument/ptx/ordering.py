@@ -31,7 +31,7 @@ from gpurace.abi import (
     SCOPE_SYS,
 )
 
-from . import emit
+from . import emit, gridsync
 from .parse import TYPE_BYTES, Instr, Module, parse_instr
 
 DECLS = [
@@ -63,10 +63,12 @@ def fence_order(ins: Instr) -> tuple[int, int] | None:
 
 
 def needed(mod: Module) -> bool:
-    """Whether a module orders anything beyond barriers (and so logs ORDER events)."""
+    """Whether a module orders anything beyond barriers (and so logs ORDER events);
+    a grid barrier's own atomics (gridsync.py) do not count."""
     for fn in mod.functions:
+        grid = gridsync.plan(mod, fn).workspace
         for s in fn.body:
-            if s.kind != "stmt" or s.text.startswith("."):
+            if s.kind != "stmt" or s.text.startswith(".") or s.start in grid:
                 continue
             ins = parse_instr(s.text)
             if ins.op in ("membar", "fence") and fence_order(ins) is not None:
