@@ -4,6 +4,10 @@ grid_sync_* cases and test_analysis_equivalence_opencl's random logs."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -55,6 +59,47 @@ def test_a_cooperative_grid_too_large_for_the_device_is_an_error(tmp_path: Path)
     assert code == 2, text
     assert "cooperative launch too large (cudaErrorCooperativeLaunchTooLarge): 33 blocks" in text
     assert "at most 32 such blocks" in text
+
+
+def test_a_grid_sync_that_a_block_never_reaches_is_a_hang(tmp_path: Path) -> None:
+    """Block 1 returns without the grid.sync() block 0 waits at: the grid barrier
+    never completes, on a GPU as on sim; the error says why (exit 2)."""
+    kernel, launch = tmp_path / "g.cu", tmp_path / "g.toml"
+    kernel.write_text(GRID_SYNC.replace("  g.sync();", "  if (blockIdx.x == 0) g.sync();"))
+    launch.write_text(f'grid = [2]\nblock = [32]\n{ARG.format(n=64)}fill = "arange"\n'
+                      f"{ARG.format(n=64)}")  # fmt: skip
+    # a subprocess, as tests/test_hangs.py: a hang ends the check's process
+    cmd = [sys.executable, "-m", "gpurace", "check", str(kernel), "--launch", str(launch)]
+    env = {**os.environ, "GPURACE_KERNEL_TIMEOUT": "2"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"{kernel}: error: kernel 'k' did not finish within 2 s on sim: ")
+    assert "blocks wait at a grid.sync() that another block never reaches" in line
+
+
+def test_a_grid_sync_that_some_threads_skip_is_barrier_divergence(tmp_path: Path) -> None:
+    """Threads 16-31 of each block skip the grid.sync() and return while the others
+    wait in its block barrier: barrier divergence at the g.sync() line (exit 1), so
+    the grid phases of the threads that passed it never make the result clean. (Not
+    a corpus case: a -G build calls __barrier_sync, and sim runs a barrier in a
+    called function only for lanes that call it together.)"""
+    kernel, launch = tmp_path / "g.cu", tmp_path / "g.toml"
+    kernel.write_text(
+        GRID_SYNC.replace("  g.sync();", "  if (threadIdx.x < 16) g.sync();").replace(
+            "if (blockIdx.x == 0)", "if (blockIdx.x == 0 && threadIdx.x < 16)"
+        )
+    )
+    launch.write_text(f'grid = [2]\nblock = [32]\n{ARG.format(n=64)}fill = "arange"\n'
+                      f"{ARG.format(n=64)}")  # fmt: skip
+    out = tmp_path / "g.json"
+    args = ["check", str(kernel), "--launch", str(launch), "--json", str(out)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1, result.output
+    races = json.loads(out.read_text())["races"]
+    sides = [(r["class"], *(f"{x['site']['line']}:{x['site']['kind']}" for x in (r["a"], r["b"])))
+             for r in races]  # fmt: skip
+    assert sides == [("divergence", "6:barrier", "8:exit")]
 
 
 def test_cooperative_must_be_a_boolean(tmp_path: Path) -> None:

@@ -101,6 +101,8 @@ class SimKernel:
         except SimError as exc:
             if str(exc).startswith("hang"):  # the error a GPU's hang gives (cuda_backend)
                 cause = watchdog.CUDA_HANG_CAUSE
+                if sim.program(self.name).grid_sync:
+                    cause += watchdog.GRID_HANG_CAUSE
                 raise watchdog.hang(self.name, "", timeout, "", "sim", cause, stuck=False) from None
             raise
         finally:
