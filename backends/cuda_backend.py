@@ -207,6 +207,7 @@ class CudaLaunchResult(LaunchResult):
     sync_events: dict[str, int] = field(default_factory=dict)  # kind -> count
     seconds: float = 0.0  # the kernel's own time (CUDA events)
     stopped: str = ""  # sim: the instruction it could not execute (the rest did not run)
+    cooperative: bool = False  # a cooperative launch (grid.sync(): docs/launch-files.md)
 
 
 def instrumented_extras(
@@ -347,6 +348,7 @@ def launch(
         wait_for(stop, kernel, path, timeout)
         result = CudaLaunchResult({}, log, 0, log_capacity)
         result.stopped = getattr(fn, "stopped", "")
+        result.cooperative = cooperative
         result.protocol = list(getattr(fn, "protocol", []))
         result.protocol_search = getattr(fn, "protocol_search", "")
         result.seconds = cp.cuda.get_elapsed_time(start, stop) / 1e3

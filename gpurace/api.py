@@ -282,7 +282,7 @@ def _check_once(
     uninit_area = None  # and every uninitialised read
     tools = opts.tools
     protocol: list[ProtocolError] = []  # sim: mbarrier protocol errors (docs/protocols.md)
-    search = ""
+    search, cooperative = "", False
     if "race" not in tools:  # no race analysis: one run that logs nothing (lo = hi)
         pending = [(0, 0, 0)]
     say(f"launching instrumented '{t.kernel}' on {t.device}")
@@ -292,6 +292,7 @@ def _check_once(
         result = t.run(lo, hi, capacity)
         protocol += [e for e in getattr(result, "protocol", []) if e not in protocol]
         search = getattr(result, "protocol_search", "") or search
+        cooperative = getattr(result, "cooperative", False)
         if "race" not in tools:
             oob_area, uninit_area = result.oob, result.uninit
             unattributed, copies, loops_cut = result.unattributed, result.copies, result.loops_cut
@@ -371,6 +372,7 @@ def _check_once(
         schedule_seed=opts.schedule_seed,
         protocol_search=search,
         ordered_on_host=on_host,
+        cooperative=cooperative,
     )
     return Report(
         kernel=t.kernel,

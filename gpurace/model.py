@@ -303,6 +303,7 @@ class Scope:
     # search's bound (docs/protocols.md); "" when there was no search
     protocol_search: str = ""
     ordered_on_host: bool = False  # release/acquire ordering decided by the host reference
+    cooperative: bool = False  # a cooperative launch (CUDA grid.sync(): docs/ordering.md)
 
     @property
     def complete(self) -> bool:

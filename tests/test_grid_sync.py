@@ -50,6 +50,7 @@ def test_the_launch_is_cooperative_by_itself(tmp_path: Path) -> None:
     code, text = _check(tmp_path, "grid = [2]\nblock = [32]", 64)
     assert code == 0, text
     assert "result: complete" in text
+    assert "  cooperative launch: every block resident at once" in text
 
 
 def test_a_cooperative_grid_too_large_for_the_device_is_an_error(tmp_path: Path) -> None:

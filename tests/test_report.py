@@ -353,6 +353,7 @@ def test_json_fields() -> None:
         "schedule_seed": 0,
         "protocol_search": "",
         "ordered_on_host": False,
+        "cooperative": False,
         "complete": True,
         "incomplete_reasons": [],
     }

@@ -276,6 +276,7 @@ def scope_json(report: Report) -> dict[str, Any]:
         "schedule_seed": s.schedule_seed,
         "protocol_search": s.protocol_search,
         "ordered_on_host": s.ordered_on_host,
+        "cooperative": s.cooperative,
         "complete": s.complete,
         "incomplete_reasons": incomplete_reasons(report),
     }
