@@ -62,6 +62,21 @@ def test_a_cooperative_grid_too_large_for_the_device_is_an_error(tmp_path: Path)
     assert "at most 32 such blocks" in text
 
 
+def test_a_race_within_a_grid_phase_says_so(tmp_path: Path) -> None:
+    """Both blocks write out[threadIdx.x] after the grid.sync(): a race in grid phase
+    1, not ordered by the sync before it (the writes before it are)."""
+    kernel, launch = tmp_path / "g.cu", tmp_path / "g.toml"
+    after = "  if (blockIdx.x == 0) out[t] += out[t + blockDim.x];"
+    kernel.write_text(GRID_SYNC.replace(after, "  out[threadIdx.x] = t;"))
+    launch.write_text(f'grid = [2]\nblock = [32]\n{ARG.format(n=64)}fill = "arange"\n'
+                      f"{ARG.format(n=64)}")  # fmt: skip
+    result = CliRunner().invoke(main, ["check", str(kernel), "--launch", str(launch)])
+    assert result.exit_code == 1, result.output
+    assert "different work-groups, both in grid phase 1: no grid.sync() between" in result.output
+    assert f"{kernel}:7:3: error: write-write race on global memory 'out[0]'" in result.output
+    assert "1 race (1 error, 0 warnings)" in result.output
+
+
 def test_a_grid_sync_that_a_block_never_reaches_is_a_hang(tmp_path: Path) -> None:
     """Block 1 returns without the grid.sync() block 0 waits at: the grid barrier
     never completes, on a GPU as on sim; the error says why (exit 2)."""
