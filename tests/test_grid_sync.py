@@ -77,6 +77,26 @@ def test_a_race_within_a_grid_phase_says_so(tmp_path: Path) -> None:
     assert "1 race (1 error, 0 warnings)" in result.output
 
 
+def test_a_split_grid_barrier_with_accesses_between_is_not_modelled(tmp_path: Path) -> None:
+    """barrier_arrive(), a store, barrier_wait(): not modelled (incomplete, both parts
+    listed at their lines), and no phase advances, so block 0's read after the wait
+    races with block 1's stores before it (reported, never hidden)."""
+    kernel, launch = tmp_path / "g.cu", tmp_path / "g.toml"
+    split = (
+        "  auto token = g.barrier_arrive();\n  out[t] += 1;\n"
+        "  g.barrier_wait(static_cast<decltype(token) &&>(token));"
+    )
+    kernel.write_text(GRID_SYNC.replace("  g.sync();", split))
+    launch.write_text(f'grid = [2]\nblock = [32]\n{ARG.format(n=64)}fill = "arange"\n'
+                      f"{ARG.format(n=64)}")  # fmt: skip
+    result = CliRunner().invoke(main, ["check", str(kernel), "--launch", str(launch)])
+    assert result.exit_code == 1, result.output  # races found, and incomplete
+    assert "result: INCOMPLETE: 2 constructs not instrumented" in result.output
+    for line in (6, 8):
+        assert f"{kernel}:{line}:3: grid barrier of cooperative groups in a shape" in result.output
+    assert "2 races (2 errors, 0 warnings)" in result.output
+
+
 def test_a_grid_sync_that_a_block_never_reaches_is_a_hang(tmp_path: Path) -> None:
     """Block 1 returns without the grid.sync() block 0 waits at: the grid barrier
     never completes, on a GPU as on sim; the error says why (exit 2)."""

@@ -9,7 +9,7 @@ block barrier. The rewriter recognises that shape by the ``.loc`` file of its
 instructions, leaves the workspace accesses unlogged (they are the barrier's own
 implementation, in no tracked variable) and, after the second barrier, advances the
 grid phase: bits ``GPHASE_SHIFT`` and up of ``%_gr_epg``, the epoch word of every
-global access, whose flags then carry ``F_GRID`` (the word holds a phase). Block
+global access, whose flags then carry bit ``F_GRID_SHIFT`` (the word holds a phase). Block
 barriers of such a kernel saturate the word's low bits at ``EPOCH_LOW_MAX`` so that
 they never carry into the phase.
 
