@@ -176,16 +176,17 @@ def arch_of(device) -> str:
     return f"compute_{device.compute_capability}"
 
 
-_modules: dict[tuple[int, str], object] = {}
+_modules: dict[tuple[int, str, bool], object] = {}
 
 
-def load_module(device, ptx: str) -> Any:
-    """A cupy RawModule from PTX text (cached per device and text). cupy loads PTX
-    from a file (``RawModule(path=...)``); the file is kept, named by its hash."""
+def load_module(device, ptx: str, cooperative: bool = False) -> Any:
+    """A cupy RawModule from PTX text (cached per device, text and launch kind). cupy
+    loads PTX from a file (``RawModule(path=...)``); the file is kept, named by its
+    hash. `cooperative`: its kernels launch with ``cuLaunchCooperativeKernel``."""
     import hashlib
 
     cp = array_api(device)
-    key = (device.id, ptx)
+    key = (device.id, ptx, cooperative)
     if key not in _modules:
         folder = os.path.join(tempfile.gettempdir(), "gpurace-ptx")
         os.makedirs(folder, exist_ok=True)
@@ -194,7 +195,8 @@ def load_module(device, ptx: str) -> Any:
             with open(path, "w") as f:
                 f.write(ptx)
         with device:
-            _modules[key] = cp.RawModule(path=path)
+            extra = {"enable_cooperative_groups": True} if cooperative else {}
+            _modules[key] = cp.RawModule(path=path, **extra)
     return _modules[key]
 
 
@@ -205,6 +207,7 @@ class CudaLaunchResult(LaunchResult):
     sync_events: dict[str, int] = field(default_factory=dict)  # kind -> count
     seconds: float = 0.0  # the kernel's own time (CUDA events)
     stopped: str = ""  # sim: the instruction it could not execute (the rest did not run)
+    cooperative: bool = False  # a cooperative launch (grid.sync(): docs/launch-files.md)
 
 
 def instrumented_extras(
@@ -262,6 +265,7 @@ def launch(
     schedule_seed: int = 0,
     cluster: tuple[int, int, int] | None = None,
     initcheck: tuple[list[int], list[int]] | None = None,
+    cooperative: bool | None = None,
 ) -> CudaLaunchResult:
     """Run `kernel` of `ptx` once, as `opencl_backend.launch` does: `args[i]` is a
     NumPy array for a pointer parameter (copied back in `outputs[(0, i)]`) or a
@@ -271,14 +275,21 @@ def launch(
     access in the range is logged. On the sim device, a launch that stopped at an
     instruction the simulator does not execute says which in `stopped`, and
     `schedule_seed` picks its warp order (gpurace/sim/schedule.py) and `cluster` its
-    launch-time cluster shape (docs/protocols.md). `initcheck`
+    launch-time cluster shape (docs/protocols.md). `cooperative`: a cooperative launch
+    (cooperative groups' grid.sync()); None makes one where the kernel reads the grid
+    workspace (`gridsync.uses_grid_sync`). `initcheck`
     (each tracked variable's bytes and written-shadows: `abi.place_written`) gives the
     checked variables their shadows, cleared, after the event slots (docs/memcheck.md)."""
+    from gpurace.instrument.ptx.gridsync import uses_grid_sync
+
     cp = array_api(device)
-    fn = load_module(device, ptx).get_function(kernel)
+    if cooperative is None:
+        cooperative = uses_grid_sync(ptx)
+    fn = load_module(device, ptx, cooperative).get_function(kernel)
     if hasattr(fn, "seed"):  # the sim device's kernel: the order of this launch
         fn.seed = schedule_seed
         fn.cluster = cluster
+        fn.cooperative = cooperative
     dev_arrays: dict[int, object] = {}
     kargs: list[object] = []
     with device:
@@ -337,6 +348,7 @@ def launch(
         wait_for(stop, kernel, path, timeout)
         result = CudaLaunchResult({}, log, 0, log_capacity)
         result.stopped = getattr(fn, "stopped", "")
+        result.cooperative = cooperative
         result.protocol = list(getattr(fn, "protocol", []))
         result.protocol_search = getattr(fn, "protocol_search", "")
         result.seconds = cp.cuda.get_elapsed_time(start, stop) / 1e3

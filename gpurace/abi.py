@@ -74,6 +74,15 @@ NAMED_MAX = NAMED_OPS_MASK
 NAMED_SPAN_SHIFT = 5
 NAMED_UNIT = 32
 NAMED_SPANS = 6  # u from 1 to 6: 32 .. 1024 threads
+# accesses, CUDA kernels with a grid barrier (cooperative groups' grid.sync()): flags bit
+# F_GRID_SHIFT says that the epoch word of this global access holds the thread's *grid
+# phase* (grid barriers passed, saturating at GPHASE_MAX) from bit GPHASE_SHIFT, above
+# its block epoch (saturating at EPOCH_LOW_MAX); accesses of different grid phases are
+# ordered (docs/ordering.md, "Grid barriers"). 0 elsewhere: the word is the epoch.
+F_GRID_SHIFT = 5
+GPHASE_SHIFT = 20
+GPHASE_MAX = 0xFFF
+EPOCH_LOW_MAX = (1 << GPHASE_SHIFT) - 1
 # ORDER events (model.Event.ORDER, docs/ordering.md "Release and acquire"): one after
 # each atomic and at each fence of a module with a non-relaxed atomic or a fence.
 # W_OFFSET/var/size/space as the atomic's access; W_EPOCH the value read, W_VALUE the
@@ -423,7 +432,8 @@ GROUPS: dict[str, list[str]] = {
         "F_KIND_MASK F_SPACE_SHIFT F_KNOWN_SHIFT F_READS_SHIFT F_SIZE_SHIFT F_VAR_SHIFT "
         "F_EVENT_SHIFT F_BYTE_MASK F_EVENT_MASK KIND_EVENT FNV_OFFSET FNV_PRIME "
         "X_WEPOCH_SHIFT WEPOCH_MAX WARP_SIZE F_NAMED_SHIFT NAMED_OPS_MASK NAMED_MAX "
-        "NAMED_SPAN_SHIFT NAMED_UNIT NAMED_SPANS "
+        "NAMED_SPAN_SHIFT NAMED_UNIT NAMED_SPANS F_GRID_SHIFT GPHASE_SHIFT GPHASE_MAX "
+        "EPOCH_LOW_MAX "
         "EV_ORDER O_READ O_WRITE O_WUNKNOWN O_BARRIERS_SHIFT O_BARRIERS_MAX"
     ).split(),
     "control": (

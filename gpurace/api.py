@@ -285,7 +285,7 @@ def _check_once(
     uninit_area = None  # and every uninitialised read
     tools = opts.tools
     protocol: list[ProtocolError] = []  # sim: mbarrier protocol errors (docs/protocols.md)
-    search = ""
+    search, cooperative = "", False
     if "race" not in tools:  # no race analysis: one run that logs nothing (lo = hi)
         pending = [(0, 0, 0)]
     say(f"launching instrumented '{t.kernel}' on {t.device}")
@@ -295,6 +295,7 @@ def _check_once(
         result = t.run(lo, hi, capacity)
         protocol += [e for e in getattr(result, "protocol", []) if e not in protocol]
         search = getattr(result, "protocol_search", "") or search
+        cooperative = getattr(result, "cooperative", False)
         if "race" not in tools:
             oob_area, uninit_area = result.oob, result.uninit
             unattributed, copies, loops_cut = result.unattributed, result.copies, result.loops_cut
@@ -376,6 +377,7 @@ def _check_once(
         protocol_search=search,
         ordering=ordering,
         ordering_note=note,
+        cooperative=cooperative,
     )
     return Report(
         kernel=t.kernel,

@@ -307,6 +307,7 @@ class Scope:
     # decided the log), "" (none applied); `ordering_note` says from what, or why
     ordering: str = ""
     ordering_note: str = ""
+    cooperative: bool = False  # a cooperative launch (CUDA grid.sync(): docs/ordering.md)
 
     @property
     def ordered_on_host(self) -> bool:

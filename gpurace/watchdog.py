@@ -73,6 +73,11 @@ CUDA_HANG_CAUSE = (
     "threads of a block wait at barriers that others never reach (barrier "
     "divergence), or a loop or spin-wait never ends"
 )
+# and where the kernel uses cooperative groups' grid.sync() (docs/ordering.md)
+GRID_HANG_CAUSE = (
+    ", or blocks wait at a grid.sync() that another block never reaches (every block "
+    "must reach each one: a block that returns first leaves the others waiting)"
+)
 
 
 def hang(

@@ -139,7 +139,10 @@ DEVICE_FN Key make_key(Ctx* c, uint which, uint r, uint p, uint t) {
   if (which == 1u) {
     return key4(t, var_of(c, r), w, g, SEL(0u, epoch, t == T_LOCAL), 0u, 0u, 0u);
   }
-  uint ep = SEL(epoch, 0u, t == T_INTER);
+  // inter-group entries: the grid phase (CUDA with grid.sync(); 0 elsewhere) in the
+  // epoch's place (docs/ordering.md, "Grid barriers")
+  uint phase = SEL(0u, epoch >> GPHASE_SHIFT, ((rec(c, r, W_FLAGS) >> F_GRID_SHIFT) & 1u) == 1u);
+  uint ep = SEL(epoch, phase, t == T_INTER);
   // the warp epoch and the named-barrier state (CUDA; 0 elsewhere) above the reads
   // bit: not in inter-group entries (docs/ordering.md)
   uint wep = SEL(rec(c, r, W_EXTRA) >> X_WEPOCH_SHIFT, 0u, t == T_INTER);
@@ -503,13 +506,15 @@ DEVICE_FN bool named_ordered(Ent a, Ent b) {
   return a.amax / span == ra && b.amin / span == ra && b.amax / span == ra;
 }
 
-DEVICE_FN uint conflict(Ctx* c, Ent a, Ent b, uint w) {
+DEVICE_FN uint conflict(Ctx* c, Ent a, Ent b, uint w, uint t) {
   uint lo = umax(umax(a.off, b.off), 4u * w);
   uint hi = umin(umin(a.off + a.size, b.off + b.size), 4u * w + 4u);
   if (lo >= hi) { return NONE; }
   if ((a.kind == 0u || a.reads != 0u) && (b.kind == 0u || b.reads != 0u)) { return NONE; }
   if (a.kind == 2u && b.kind == 2u) { return NONE; }
   if (a.amin == a.amax && a.amax == b.amin && b.amin == b.amax) { return NONE; }
+  // different grid phases: a grid.sync() lies between them (docs/ordering.md)
+  if (t == T_INTER && a.epoch != b.epoch) { return NONE; }
   // lanes of one warp with a __syncwarp() between them (docs/ordering.md)
   uint wa = a.amin / WARP_SIZE;
   if (a.wep != b.wep && a.amax / WARP_SIZE == wa && b.amin / WARP_SIZE == wa
@@ -651,7 +656,7 @@ DEVICE_FN void visit_pair(Ctx* c, PairAcc* acc, Ent a0, Ent b0, uint ia0, uint i
                           uint t, uint w) {
   Ent a = a0;
   Ent bb = b0;
-  uint lo = conflict(c, a, bb, w);
+  uint lo = conflict(c, a, bb, w, t);
   if (lo == NONE) { return; }
   uint cls = t + 1u;
   if (t == T_INTRA && a.epoch != bb.epoch) { cls = 4u; }

@@ -8,11 +8,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from gpurace.abi import F_NAMED_SHIFT, KIND_EVENT, W_EXTRA, W_FLAGS, X_WEPOCH_SHIFT
+from gpurace.abi import (
+    F_GRID_SHIFT,
+    F_NAMED_SHIFT,
+    GPHASE_SHIFT,
+    KIND_EVENT,
+    W_EPOCH,
+    W_EXTRA,
+    W_FLAGS,
+    X_WEPOCH_SHIFT,
+)
 from gpurace.analysis import analyse
 from gpurace.backends import opencl_backend
+from gpurace.model import RaceClass
 from tests import test_analysis_equivalence as shared
 from tests.analysis_backends import opencl, wgpu
 from tests.logs import VAR_SPACES, random_log
@@ -87,6 +98,31 @@ def test_named_barrier_states_device_equals_reference(backend, seed):
     flat[access, W_FLAGS] &= (1 << F_NAMED_SHIFT) - 1
     unordered = analyse(flat, VAR_SPACES)
     assert sum(r.pairs for r in unordered) > sum(r.pairs for r in expected)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_grid_phases_device_equals_reference(backend, seed):
+    """Logs whose global accesses carry grid phases 0-2 (cooperative groups'
+    grid.sync(); docs/ordering.md, "Grid barriers"): the C kernels equal the
+    reference, and the phases do order some pairs of groups (the same log without
+    the grid bit has races that this one does not)."""
+    log = random_log(1900 + seed, n=150, spread=8)
+    rng = np.random.default_rng(seed)
+    glob = (log[:, W_FLAGS] & 3 != KIND_EVENT) & ((log[:, W_FLAGS] >> 2) & 1 == 0)
+    phase = rng.integers(0, 3, len(log)).astype(np.uint32)
+    log[glob, W_EPOCH] |= phase[glob] << GPHASE_SHIFT
+    log[glob, W_FLAGS] |= 1 << F_GRID_SHIFT
+    expected = analyse(log, VAR_SPACES)
+    got = backend.analyse_records(log)
+    assert got.saturated == []
+    assert got.races == expected and expected
+    flat = log.copy()
+    flat[glob, W_FLAGS] &= ~np.uint32(1 << F_GRID_SHIFT)
+    unordered = analyse(flat, VAR_SPACES)
+    inter = RaceClass.GLOBAL_INTER
+    assert sum(r.pairs for r in unordered if r.cls == inter) > sum(
+        r.pairs for r in expected if r.cls == inter
+    )
 
 
 def test_the_program_is_built_once_per_context(backend):

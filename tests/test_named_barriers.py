@@ -6,9 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from gpurace.cli import main
 from tests.test_warps import _check, _sites
 
 # warps 1 and 2 (threads 32-95) exchange through barrier 1 of 64 threads: correct
@@ -92,30 +89,3 @@ def test_two_barrier_ids_in_one_thread_are_not_modelled(tmp_path: Path) -> None:
     assert code == 1, text
     assert _sites(doc) == [("11:5", "8:5")]
     assert doc["scope"]["not_instrumented"] == [f"{tmp_path / 'w.cu'}: 256 {WHY}"]
-
-
-GRID_SYNC = """\
-#include <cooperative_groups.h>
-extern "C" __global__ void k(const int *in, int *out) {
-  cooperative_groups::grid_group g = cooperative_groups::this_grid();
-  int t = threadIdx.x;
-  out[t] = in[t];
-  g.sync();
-  out[t] += out[63 - t];
-}
-"""
-
-
-def test_grid_sync_is_an_error_that_says_why(tmp_path: Path) -> None:
-    """gpurace makes no cooperative launch: this_grid() has no workspace and
-    grid.sync() traps (as on a GPU without one); the error says so (exit 2)."""
-    kernel, launch = tmp_path / "g.cu", tmp_path / "g.toml"
-    kernel.write_text(GRID_SYNC)
-    arg = '[[arg]]\ntype = "int"\ncount = 64\n'
-    launch.write_text(f'grid = [2]\nblock = [64]\n{arg}fill = "arange"\n{arg}')
-    result = CliRunner().invoke(main, ["check", str(kernel), "--launch", str(launch)])
-    code, text = result.exit_code, result.output
-    assert code == 2, text
-    assert "grid.sync() needs a cooperative launch, which gpurace does not make" in text
-    # located at the kernel's g.sync() (the trap is inlined from cooperative_groups.h)
-    assert f"{kernel}:6 (" in text

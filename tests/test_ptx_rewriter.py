@@ -16,6 +16,7 @@ from gpurace.instrument.ptx import (
     assemble,
     compile_cuda,
     find_ptxas,
+    gridsync,
     instrument,
     instrument_ptx,
     resolve_kernel,
@@ -53,14 +54,16 @@ def _prepare(case, arch: str = "compute_90", debug: bool = False):
 
 def _memory_instructions(ptx: str) -> list[tuple[int, str]]:
     """(offset, text) of every tracked-memory instruction of every entry: what must
-    have a record call in front of it."""
+    have a record call in front of it (not a grid barrier's own workspace accesses,
+    gridsync.py)."""
     mod = parse_module(ptx)
     out = []
     for fn in mod.functions:
         if not fn.is_entry:
             continue
+        workspace = gridsync.plan(mod, fn).workspace
         for s in fn.body:
-            if s.kind != "stmt" or s.text.startswith("."):
+            if s.kind != "stmt" or s.text.startswith(".") or s.start in workspace:
                 continue
             ins = parse_instr(s.text)
             if ins.op in ("ld", "ldu", "st", "atom", "red") and not ins.has(

@@ -355,6 +355,7 @@ def test_json_fields() -> None:
         "ordered_on_host": False,
         "ordering": "",
         "ordering_note": "",
+        "cooperative": False,
         "complete": True,
         "incomplete_reasons": [],
     }

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpurace.abi import (
+    F_GRID_SHIFT,
     F_NAMED_SHIFT,
     F_READS_SHIFT,
+    GPHASE_SHIFT,
     NAMED_OPS_MASK,
     NAMED_SPAN_SHIFT,
     NAMED_UNIT,
@@ -72,10 +74,16 @@ class Entry:
 
 
 def conflict(
-    a: Entry, b: Entry, word: int, uniform_writes_race: bool, order: Order | None = None
+    a: Entry,
+    b: Entry,
+    word: int,
+    uniform_writes_race: bool,
+    order: Order | None = None,
+    phases: bool = False,
 ) -> int | None:
     """Return the first overlapping byte if entries a and b conflict in `word`, else None;
-    `order`: the log's release/acquire clocks (docs/ordering.md)."""
+    `order`: the log's release/acquire clocks (docs/ordering.md); `phases`: the entries'
+    epochs are grid phases (inter-group entries), and different ones are ordered."""
     lo = max(a.offset, b.offset, 4 * word)
     hi = min(a.offset + a.size, b.offset + b.size, 4 * word + 4)
     if lo >= hi:
@@ -86,6 +94,8 @@ def conflict(
         return None
     if a.amin == a.amax == b.amin == b.amax:
         return None
+    if phases and a.epoch != b.epoch:
+        return None  # a grid.sync() lies between them (docs/ordering.md, "Grid barriers")
     if a.wepoch != b.wepoch and one_warp(a, b):
         return None  # a __syncwarp() of their warp lies between them
     if named_ordered(a, b):
@@ -172,6 +182,7 @@ def analyse(
         wep = extra >> X_WEPOCH_SHIFT
         kind = flags & 3
         named = flags >> F_NAMED_SHIFT if kind != Kind.EVENT else 0
+        phase = epoch >> GPHASE_SHIFT if (flags >> F_GRID_SHIFT) & 1 else 0  # grid phase
         reads = kind == Kind.ATOMIC and bool((flags >> F_READS_SHIFT) & 1)
         known = bool((flags >> 3) & 1)
         size = (flags >> 8) & 0xFF
@@ -198,7 +209,7 @@ def analyse(
                 ekey = (site, kind, off, size, epoch, reads, wep, named, *hb)
                 _entry(bucket, ekey).add(lid, val, known, lid)
                 bucket = inter.setdefault((var, w), {})
-                ekey = (site, kind, off, size, 0, reads, 0, 0, *hb)
+                ekey = (site, kind, off, size, phase, reads, 0, 0, *hb)
                 _entry(bucket, ekey).add(grp, val, known, lid)
 
     races: dict[tuple, _Acc] = {}
@@ -236,7 +247,8 @@ def _visit(
     for i in range(len(es)):
         for j in range(i, len(es)):
             a, b = es[i], es[j]
-            lo = conflict(a, b, word, uniform_writes_race, order)
+            inter = base_cls == RaceClass.GLOBAL_INTER
+            lo = conflict(a, b, word, uniform_writes_race, order, phases=inter)
             if lo is None:
                 continue
             cls = base_cls

@@ -127,6 +127,7 @@ def target(
         launch.shared_bytes, var_bases=bases, var_sizes=sizes, timeout=options.kernel_timeout_s,
         **({"schedule_seed": options.schedule_seed} if options.schedule_seed else {}),
         **({"cluster": launch.cluster} if launch.cluster else {}),
+        **({"cooperative": launch.cooperative} if launch.cooperative is not None else {}),
         initcheck=kernel_shadows(inst, kernel, launch.args, launch.path, sizes, prod(grid))
         if checked else None,
     )  # fmt: skip

@@ -45,8 +45,8 @@ CUDA_SCALARS: dict[str, np.dtype] = {
     "u32": np.dtype("<u4"), "f16": np.dtype("<f2"),
 }  # fmt: skip
 _BF16 = ("bf16", "__nv_bfloat16")
-_TOP = ("kernel", "grid", "block", "cluster", "shared_bytes", "options", "name_expressions",
-        "arg", "uniform_writes", "expect")  # fmt: skip
+_TOP = ("kernel", "grid", "block", "cluster", "cooperative", "shared_bytes", "options",
+        "name_expressions", "arg", "uniform_writes", "expect")  # fmt: skip
 # PTX parameter types -> NumPy dtype of a scalar argument
 PTX_SCALARS = {
     "u8": "<u1", "s8": "<i1", "b8": "<u1", "u16": "<u2", "s16": "<i2", "b16": "<u2",
@@ -103,6 +103,9 @@ class CudaLaunch:
     # blocks per thread-block cluster given at launch (the sim device;
     # docs/protocols.md); None: the kernel's own __cluster_dims__, or clusters of one
     cluster: tuple[int, int, int] | None = None
+    # a cooperative launch (every block resident at once, a grid workspace: cooperative
+    # groups' grid.sync(); docs/ordering.md); None: one where the kernel uses grid.sync()
+    cooperative: bool | None = None
 
     @property
     def workgroups(self) -> tuple[int, int, int]:
@@ -149,6 +152,13 @@ def cuda_launch_from_dict(
             "each grid size must be a multiple of the cluster's",
             lines.top_key("cluster"),
         )
+    cooperative = data.get("cooperative")
+    if cooperative is not None and not isinstance(cooperative, bool):
+        raise err(
+            f"cooperative must be true or false, not {cooperative!r} (leave it out: a "
+            "cooperative launch where the kernel uses grid.sync())",
+            lines.top_key("cooperative"),
+        )
     shared = data.get("shared_bytes", 0)
     if not _is_int(shared) or shared < 0:
         raise err(
@@ -178,6 +188,7 @@ def cuda_launch_from_dict(
         path,
         lines.key_lines(data, _TOP),
         cluster,
+        cooperative,
     )
 
 

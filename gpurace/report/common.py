@@ -198,6 +198,9 @@ class RaceView:
     # storage exchanges: the kernel's barriers that order global memory (what the
     # exchange relies on), so the warning can name them
     barriers: tuple[Site, ...] = ()
+    # a cooperative launch (docs/ordering.md, "Grid barriers"): its inter-group races
+    # are within one grid phase (the race's epochs)
+    cooperative: bool = False
 
 
 def global_barriers(report: Report) -> tuple[Site, ...]:
@@ -292,6 +295,7 @@ def view(
         index=index,
         address_name=name if index is None else f"{name}[{index}]",
         barriers=global_barriers(report) if cls == RaceClass.STORAGE_EXCHANGE else (),
+        cooperative=report.scope.cooperative,
     )
 
 
@@ -359,6 +363,8 @@ def _class_words(v: RaceView, language: str) -> str:
         return f"same work-group, no {words.local_barrier} between"
     if cls == RaceClass.GLOBAL_INTRA:
         return f"same work-group, no {words.global_barrier} between"
+    if cls == RaceClass.GLOBAL_INTER and v.cooperative:
+        return f"different work-groups, both in grid phase {v.race.epoch_a}: no grid.sync() between"
     if cls == RaceClass.GLOBAL_INTER:
         return "different work-groups (nothing orders work-groups within a launch)"
     if cls == RaceClass.STORAGE_EXCHANGE:

@@ -278,6 +278,7 @@ def scope_json(report: Report) -> dict[str, Any]:
         "ordered_on_host": s.ordered_on_host,
         "ordering": s.ordering,
         "ordering_note": s.ordering_note,
+        "cooperative": s.cooperative,
         "complete": s.complete,
         "incomplete_reasons": incomplete_reasons(report),
     }

@@ -243,6 +243,11 @@ def scope_lines(report: Report, cwd: str | None = None) -> list[str]:
         lines.append("  saturated: none")
     if s.protocol_search:
         lines.append(f"  {s.protocol_search}")
+    if s.cooperative:
+        lines.append(
+            "  cooperative launch: every block resident at once, grid.sync() orders the "
+            "grid (docs/ordering.md)"
+        )
     if s.ordering == "device":
         lines.append(
             "  release/acquire ordering: decided on the device by a clock table "

@@ -75,6 +75,7 @@ class SimKernel:
         self.protocol_search = ""  # what the protocol search covered (docs/protocols.md)
         self.seed = 0  # the warp order of its next launch only (gpurace/sim/schedule.py)
         self.cluster: Dim3 | None = None  # its next launch's cluster shape, if given
+        self.cooperative: bool | None = None  # its next launch's (None: as the kernel needs)
 
     def __call__(self, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0) -> None:
         dims = [cast(Dim3, tuple(int(x) for x in (*v, 1, 1, 1)[:3])) for v in (grid, block)]
@@ -84,13 +85,24 @@ class SimKernel:
         timeout = Options.from_env().kernel_timeout_s
         seed, self.seed = self.seed, 0  # a later caller that sets none gets seed 0
         cluster, self.cluster = self.cluster, None
+        cooperative, self.cooperative = self.cooperative, None
         try:
             run = sim.launch(
-                self.name, dims[0], dims[1], bits, int(shared_mem), timeout, seed, cluster
+                self.name,
+                dims[0],
+                dims[1],
+                bits,
+                int(shared_mem),
+                timeout,
+                seed,
+                cluster,
+                cooperative,
             )
         except SimError as exc:
             if str(exc).startswith("hang"):  # the error a GPU's hang gives (cuda_backend)
                 cause = watchdog.CUDA_HANG_CAUSE
+                if sim.program(self.name).grid_sync:
+                    cause += watchdog.GRID_HANG_CAUSE
                 raise watchdog.hang(self.name, "", timeout, "", "sim", cause, stuck=False) from None
             raise
         finally:

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from gpurace.instrument.ptx.gridsync import uses_grid_sync
 from gpurace.instrument.ptx.parse import TYPE_BYTES, Function, Module, parse_instr, parse_module
 from gpurace.sim.arith import compile_alu
 from gpurace.sim.asynccopy import AsyncCopies
@@ -44,6 +45,9 @@ from gpurace.sim.values import U64, SimError, SimUnsupported, immediate
 from gpurace.sim.warp import compile_warp
 
 BATCH_LANES = 8192  # lanes of the blocks that run together (at least one block)
+# a cooperative launch runs all its blocks in one batch, as many as one sm_90 SM (the
+# sim device's one, %nsmid) holds at once: cudaOccupancyMaxActiveBlocksPerMultiprocessor
+SM_THREADS, SM_BLOCKS, SM_SHARED = 2048, 32, 228 * 1024
 LOCAL_STACK = 1 << 10  # per-thread bytes for the frames of calls, beyond the entry's
 _LOCAL_DECL = re.compile(r"\.local\s+(?:\.align\s+(\d+)\s+)?(?:\.v(\d)\s+)?\.(\w+)\s+([\w$]+)"
                          r"((?:\[\d*\])*)")  # fmt: skip
@@ -132,7 +136,8 @@ class Batch:
     def __init__(self, mem: Memory, blocks: list[tuple[int, int, int]],
                  grid: tuple[int, int, int], block: tuple[int, int, int],
                  dynamic_shared: int, shared_size: int, local_size: int,
-                 cluster: tuple[int, int, int] = (1, 1, 1)) -> None:  # fmt: skip
+                 cluster: tuple[int, int, int] = (1, 1, 1),
+                 workspace: int = 0) -> None:  # fmt: skip
         per = prod(block)
         self.mem = mem
         self.lanes = per * len(blocks)
@@ -162,6 +167,9 @@ class Batch:
             "%lanemask_le": (2 << (lin % 32)) - 1,
             "%lanemask_gt": 0xFFFFFFFF ^ ((2 << (lin % 32)) - 1),
             "%lanemask_ge": 0xFFFFFFFF ^ ((1 << (lin % 32)) - 1),
+            **{f"%envreg{i}": 0 for i in range(32)},
+            # a cooperative launch's grid workspace (cooperative groups' this_grid())
+            "%envreg1": workspace >> 32, "%envreg2": workspace & 0xFFFFFFFF,
         }  # fmt: skip
         self._special = {k: np.broadcast_to(np.asarray(v, np.int64), (self.lanes,)).astype(U64)
                          for k, v in s.items()}  # fmt: skip
@@ -223,6 +231,9 @@ class Program:
             self.symbols[name] = at
             self.shared_vars.append((at, name))
         self.static_shared = at
+        # cooperative groups' this_grid() reads the grid workspace's address from
+        # %envreg1/2: the kernel needs a cooperative launch (grid.sync())
+        self.grid_sync = uses_grid_sync(mod.ptx)
         self.funcs = {f.name: self._decode(f) for f in mod.functions}
         self.local_bytes = sum(f.locals_bytes for f in self.funcs.values())
         self.has_protocol = any(c.kind == "proto" for f in self.funcs.values() for c in f.code)
@@ -370,10 +381,18 @@ class Program:
 
 
 GRID_SYNC = (
-    "cooperative groups' grid.sync() needs a cooperative launch, which gpurace does not "
-    "make: this_grid() has no grid workspace; use a kernel launch per phase "
-    "(docs/ordering.md, 'Not yet')"
+    "cooperative groups' grid.sync() needs a cooperative launch, and this one is not: "
+    "this_grid() has no grid workspace; remove 'cooperative = false' from the launch "
+    "file (docs/launch-files.md)"
 )
+
+
+def cooperative_blocks(threads: int, shared: int) -> int:
+    """How many blocks of `threads` threads and `shared` bytes of shared memory one
+    sm_90 SM holds at once: the most a cooperative launch on sim may have."""
+    warps = (threads + 31) // 32
+    fit = min(SM_BLOCKS, SM_THREADS // 32 // max(warps, 1))
+    return min(fit, SM_SHARED // shared) if shared else fit
 
 
 def _no_effect(ins: Any, dec: Decoder) -> Any:

@@ -28,7 +28,8 @@ SPECIAL = re.compile(r"%(tid|ntid|ctaid|nctaid)\.[xyz]|%laneid|%warpid|%nwarpid|
                      r"|%gridid|%lanemask_(eq|lt|le|gt|ge)|%clock(64)?|%globaltimer(_lo|_hi)?"
                      r"|%dynamic_smem_size|%total_smem_size|%warpsz|%cluster_ctarank"
                      r"|%cluster_nctarank|%is_explicit_cluster"
-                     r"|%(cluster_ctaid|cluster_nctaid|clusterid|nclusterid)\.[xyz]")  # fmt: skip
+                     r"|%(cluster_ctaid|cluster_nctaid|clusterid|nclusterid)\.[xyz]"
+                     r"|%envreg\d+")  # fmt: skip
 _ADDR = re.compile(r"\[\s*([%\w$.]+)\s*(?:\+\s*(-?\s*\w+))?\s*\]")
 
 

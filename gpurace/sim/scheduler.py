@@ -19,12 +19,16 @@ from gpurace.model import ProtocolError
 from gpurace.sim.engine import (
     BATCH_LANES,
     LOCAL_STACK,
+    SM_BLOCKS,
+    SM_SHARED,
+    SM_THREADS,
     Batch,
     Code,
     Frame,
     Launch,
     Program,
     check_time,
+    cooperative_blocks,
     module_globals,
     parse,
 )
@@ -67,6 +71,8 @@ class Simulator:
         self._searched: dict[tuple, Searched] = {}  # (kernel, grid, block, shared) -> search
         # counted barriers of the batch: (block, id) -> [generations done, arrived]
         self._gens: dict[tuple[int, int], list[int]] = {}
+        self._cooperative = False  # the launch's blocks all run at once (`launch`)
+        self._workspace = np.zeros(16, np.uint8)  # a cooperative launch's grid workspace
 
     def program(self, kernel: str) -> Program:
         if kernel not in self._programs:
@@ -86,17 +92,22 @@ class Simulator:
         timeout: float | None = None,
         seed: int = 0,
         cluster: tuple[int, int, int] | None = None,
+        cooperative: bool | None = None,
     ) -> Launch:
         """Run `kernel` over `grid` x `block`; `args` are the parameters' raw bits
         (pointers from `mem.register`/`mem.alloc`). Returns what the launch did; an
         instruction it cannot execute stops it (`Launch.stopped` says which). `seed`
         0 runs the min-PC order, another the seeded warp order of that seed. `cluster`:
-        the launch's cluster shape, where the kernel declares none (`__cluster_dims__`)."""
+        the launch's cluster shape, where the kernel declares none (`__cluster_dims__`).
+        `cooperative`: a cooperative launch (every block at once, with a grid workspace:
+        cooperative groups' grid.sync()); None makes one where the kernel reads the
+        workspace (`Program.grid_sync`)."""
         prog = self.program(kernel)
         if cluster is not None and prog.cluster not in ((1, 1, 1), cluster):
             raise SimError(f"a launch with clusters {list(cluster)} of kernel '{kernel}', "
                            f"whose __cluster_dims__ are {list(prog.cluster)}")  # fmt: skip
         self._cluster = cluster or prog.cluster
+        self._cooperative = prog.grid_sync if cooperative is None else cooperative
         fn = next(f for f in self.mod.functions if f.name == kernel)
         if len(args) != len(fn.params):
             raise SimError(f"kernel '{kernel}' takes {len(fn.params)} arguments, not {len(args)}")
@@ -153,10 +164,14 @@ class Simulator:
             raise SimUnsupported(f"clusters {list(cluster)} that do not span the grid's x")
         size = prod(cluster)
         step = max(size, BATCH_LANES // max(per, 1) // size * size)
+        workspace = 0
+        if self._cooperative:
+            step, workspace = nblocks, self._grid_workspace(per, shared, nblocks)
         for first in range(0, nblocks, step):
             ids = range(first, min(nblocks, first + step))
             blocks = [(i % grid[0], i // grid[0] % grid[1], i // (grid[0] * grid[1])) for i in ids]
-            batch = Batch(self.mem, blocks, grid, block, int(shared_bytes), shared, local, cluster)
+            batch = Batch(self.mem, blocks, grid, block, int(shared_bytes), shared, local, cluster,
+                          workspace)  # fmt: skip
             frame = Frame(batch, entry, params, 0)
             self._gens = {}
             self._proto = Protocol(prog.shared_name, batch.slot_cta, batch.lanes, size)
@@ -166,6 +181,23 @@ class Simulator:
                 batch.copies.finish(batch.mem)
             if first_only:
                 return
+
+    def _grid_workspace(self, per: int, shared: int, nblocks: int) -> int:
+        """A cooperative launch's grid workspace, cleared (the driver's: its size, then
+        the grid barrier's arrival counter), after checking that every block fits on
+        the device at once (else CUDA's cudaErrorCooperativeLaunchTooLarge)."""
+        most = cooperative_blocks(per, shared)
+        if nblocks > most:
+            raise SimError(
+                f"cooperative launch too large (cudaErrorCooperativeLaunchTooLarge): "
+                f"{nblocks} blocks of {per} threads and {shared} bytes of shared memory, "
+                f"but sim holds at most {most} such blocks at once (one sm_90 SM: "
+                f"{SM_THREADS} threads, {SM_BLOCKS} blocks, {SM_SHARED // 1024} KiB shared "
+                "memory); make the grid smaller"
+            )
+        self._workspace[:] = 0
+        self._workspace[:4] = np.frombuffer(np.uint32(8).tobytes(), np.uint8)
+        return self.mem.register(self._workspace)
 
     def _search(self, prog: Program, params: dict, grid: tuple[int, int, int],
                 block: tuple[int, int, int], shared: int, run: Launch) -> Searched:  # fmt: skip

@@ -11,7 +11,7 @@ from typing import Any
 from gpurace import abi
 from gpurace.model import Event, Kind
 
-from . import emit, named
+from . import emit, gridsync, named
 from .asynccopy import relog
 from .parse import Instr
 
@@ -71,7 +71,7 @@ def barrier(entry: Any, s: Any, ins: Instr) -> None:
         after += [*(relog(entry) if entry.copies else []), f"bra {skip2};", f"{block}:"]
     after += [
         "add.u32 %_gr_epl, %_gr_epl, 1;",
-        "add.u32 %_gr_epg, %_gr_epg, 1;",
+        *gridsync.epoch_step(entry.grid),
         "add.u32 %_gr_nbar, %_gr_nbar, 1;",
         "mov.u32 %_gr_wep, 0;",  # warp epochs count from the last block barrier
         *(relog(entry) if entry.copies else []),  # copies in flight: in the new epoch too

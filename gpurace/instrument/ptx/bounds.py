@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpurace.abi import F_GRID_SHIFT
 from gpurace.model import Space
 
 from . import emit
@@ -126,9 +127,10 @@ def lookup(
             code.append(f"setp.eq.u32 {CAS_TESTED}, %_gr_t2, %_gr_t2;")
     # the record: kind, space and size (runtime.cl's), not the value-known bit
     rare = [f"{oob}:"]
+    kind = flags & ~8 & ~(1 << F_GRID_SHIFT)  # nor the grid bit (gridsync.py)
     if size_reg:
-        rare.append(f"or.b32 %_gr_t5, {size_reg}, {flags & ~8};")
-    rare.append(emit.call_oob(sid, "%_gr_t5" if size_reg else str(flags & ~8), len(vars_)))
+        rare.append(f"or.b32 %_gr_t5, {size_reg}, {kind};")
+    rare.append(emit.call_oob(sid, "%_gr_t5" if size_reg else str(kind), len(vars_)))
     return code, rare
 
 

@@ -31,7 +31,7 @@ from gpurace.abi import (
     SCOPE_SYS,
 )
 
-from . import emit
+from . import emit, gridsync
 from .parse import TYPE_BYTES, Instr, Module, parse_instr
 
 DECLS = [
@@ -64,12 +64,14 @@ def fence_order(ins: Instr) -> tuple[int, int] | None:
 
 def needed(mod: Module) -> bool:
     """Whether a module orders anything beyond barriers (and so logs ORDER events):
-    a non-relaxed atomic, a fence, an mbarrier arrival or wait."""
+    a non-relaxed atomic, a fence, an mbarrier arrival or wait; a grid barrier's own
+    atomics (gridsync.py) do not count."""
     from . import mbarriers  # it builds on this module's event code
 
     for fn in mod.functions:
+        grid = gridsync.plan(mod, fn).workspace
         for s in fn.body:
-            if s.kind != "stmt" or s.text.startswith("."):
+            if s.kind != "stmt" or s.text.startswith(".") or s.start in grid:
                 continue
             ins = parse_instr(s.text)
             if ins.op in ("membar", "fence") and fence_order(ins) is not None:

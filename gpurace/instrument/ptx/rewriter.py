@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from gpurace import abi
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site, Space, TrackedVar
 
-from . import asynccopy, bounds, emit, mbarriers, ordering
+from . import asynccopy, bounds, emit, gridsync, mbarriers, ordering
 from .asynccopy import async_copy
 from .barriers import SYNC_ASYNC, SYNC_FENCE, SYNC_MBARRIER, barrier, is_wait_barrier
 from .emit import CLOSE, OPEN
@@ -215,6 +215,7 @@ class _Entry:
             if not s.text.startswith(".")
         )
         self.copies = asynccopy.has_copies(fn)  # its cp.async queue (asynccopy.py)
+        self.grid = gridsync.plan(mod, fn)  # cooperative groups' grid.sync() (gridsync.py)
 
     # -- helpers -------------------------------------------------------------
     def before(self, stmt: Stmt, code: list[str]) -> None:
@@ -267,7 +268,10 @@ class _Entry:
             if s.text.startswith("."):
                 self.loc.see(s.text)
                 continue
-            self._instr(s, parse_instr(s.text))
+            if s.start in self.grid.unmatched:
+                self.incomplete(s, gridsync.NOT_MODELLED)
+            if s.start not in self.grid.workspace:  # the grid barrier's own: not logged
+                self._instr(s, parse_instr(s.text))
 
     def _decls(self) -> str:
         vids = [v.id for v in self.vars]
@@ -359,6 +363,8 @@ class _Entry:
             async_copy(self, s, ins, SYNC_ASYNC)
         elif op in ("bar", "barrier"):
             barrier(self, s, ins)
+            if s.start in self.grid.completes:  # after the block barrier's advance
+                self.after(s, gridsync.advance())
         elif op in ("membar", "fence"):
             self._sync(s, ins, SYNC_FENCE)
             fenced = ordering.fence_order(ins) if self.order else None
@@ -516,7 +522,11 @@ class _Entry:
         for sp in spaces:
             if sp == Space.LOCAL and space is None:
                 code += [f"bra {skip};", f"{shared}:", "cvta.to.shared.u64 %_gr_d0, %_gr_d0;"]
-            f = flags | (4 if sp == Space.LOCAL else 0)
+            f = (
+                flags
+                | (4 if sp == Space.LOCAL else 0)
+                | gridsync.flag(self.grid, sp == Space.GLOBAL)
+            )
             oob = self.st.label()
             inline, rare_sp = bounds.lookup(
                 self.vars, sp, sid, f, size, value, extra, oob, self.checked, size_reg
