@@ -11,7 +11,7 @@ from typing import Any
 from gpurace import abi
 from gpurace.model import Event, Kind
 
-from . import emit, named
+from . import emit, named, tmem
 from .asynccopy import relog
 from .parse import Instr
 
@@ -75,6 +75,7 @@ def barrier(entry: Any, s: Any, ins: Instr) -> None:
         "add.u32 %_gr_nbar, %_gr_nbar, 1;",
         "mov.u32 %_gr_wep, 0;",  # warp epochs count from the last block barrier
         *(relog(entry) if entry.copies else []),  # copies in flight: in the new epoch too
+        *tmem.after_barrier(entry),  # TMEM accesses in flight too (tmem.py)
         f"{skip2}:",
     ]
     entry.after(s, after)

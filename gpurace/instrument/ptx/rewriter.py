@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from gpurace import abi
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site, Space, TrackedVar
 
-from . import asynccopy, bounds, emit, ordering
+from . import asynccopy, bounds, emit, ordering, tmem
 from .asynccopy import async_copy
 from .barriers import SYNC_ASYNC, SYNC_FENCE, SYNC_MBARRIER, barrier, is_wait_barrier
 from .emit import CLOSE, OPEN
@@ -91,6 +91,8 @@ def instrument_ptx(
         entries = [f for f in mod.functions if f.is_entry]
     st = _State()
     plans = [plan_vars(mod, fn, st.variables, source) for fn in entries]
+    for fn, (vars_, _) in zip(entries, plans, strict=True):
+        tmem.add_var(fn, vars_, st.variables)
     nv = len(st.variables)
     if nv > 255:
         raise GpuraceError(f"{nv} tracked variables; at most 255 fit a record's var field", path)
@@ -215,6 +217,7 @@ class _Entry:
             if not s.text.startswith(".")
         )
         self.copies = asynccopy.has_copies(fn)  # its cp.async queue (asynccopy.py)
+        self.tmem = tmem.entry_var(vars_)  # its tensor memory (tmem.py)
 
     # -- helpers -------------------------------------------------------------
     def before(self, stmt: Stmt, code: list[str]) -> None:
@@ -285,6 +288,7 @@ class _Entry:
         if lids:
             regs.append(".reg .b32 " + ", ".join(f"%_gr_lw{v}" for v in lids) + ";")
         regs += asynccopy.decls() if self.copies else []
+        regs += tmem.decls() if self.tmem else []
         regs += ordering.DECLS if self.order else []
         return "\n".join(regs + bounds.table_decls(self.vars))
 
@@ -325,6 +329,7 @@ class _Entry:
             "mov.u32 %_gr_nmd, 0;",  # named barriers (named.py)
             "mov.u32 %_gr_nst, 0;",
             *(asynccopy.prologue() if self.copies else []),
+            *(tmem.prologue() if self.tmem else []),
         ]
         for slot, v in enumerate(self.vars):
             code += [
@@ -359,6 +364,8 @@ class _Entry:
             async_copy(self, s, ins, SYNC_ASYNC)
         elif op in ("bar", "barrier"):
             barrier(self, s, ins)
+        elif op == "tcgen05":
+            tmem.instr(self, s, ins)
         elif op in ("membar", "fence"):
             self._sync(s, ins, SYNC_FENCE)
             fenced = ordering.fence_order(ins) if self.order else None

@@ -1,0 +1,79 @@
+"""Races in tensor memory (docs/tmem.md) in rows and columns, not bytes.
+
+A TMEM variable's offset is ``row * TMEM_ROW_BYTES + column * 4``
+(gpurace/abi.py). A check of a kernel with TMEM lists every instance
+of its races (api.py), and a race is presented per pair of warps: the rows and
+columns where each pair's accesses overlap, unordered, with the warps' warpgroups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpurace.abi import TMEM_ROW_BYTES as ROW_BYTES
+from gpurace.abi import WARP_SIZE
+from gpurace.model import TMEM_ELEM, Race, Report, TrackedVar
+
+
+def is_tmem(var: TrackedVar | None) -> bool:
+    return var is not None and var.elem_type == TMEM_ELEM
+
+
+def cell(address: int) -> tuple[int, int]:
+    """(row, column) of a TMEM byte offset."""
+    return address // ROW_BYTES, address % ROW_BYTES // 4
+
+
+@dataclass(frozen=True)
+class WarpPair:
+    """The cells where one warp's accesses of a race's site a and one warp's of site b
+    overlap, unordered (rows and columns as inclusive ranges)."""
+
+    warp_a: int
+    warp_b: int
+    group: int
+    rows: tuple[int, int]
+    columns: tuple[int, int]
+
+
+def warp_pairs(report: Report, race: Race) -> list[WarpPair]:
+    """The race's instances (the example first) by block and pair of warps, in order."""
+    listed = report.instances.get(race.key) or [race]
+    spans: dict[tuple[int, int, int], list[int]] = {}
+    for inst in listed:
+        key = (inst.group_a, inst.lid_a // WARP_SIZE, inst.lid_b // WARP_SIZE)
+        row, col = cell(inst.address)
+        s = spans.setdefault(key, [row, row, col, col])
+        s[:] = [min(s[0], row), max(s[1], row), min(s[2], col), max(s[3], col)]
+    return [
+        WarpPair(wa, wb, grp, (s[0], s[1]), (s[2], s[3]))
+        for (grp, wa, wb), s in sorted(spans.items(), key=lambda kv: (kv[0][0], kv[1][0], kv[0]))
+    ]
+
+
+def _warp(w: int) -> str:
+    return f"warp {w} (warpgroup {w // 4})"
+
+
+def lines(report: Report, race: Race, labels: tuple[str, str]) -> list[str]:
+    """The text report's lines for a TMEM race: one per pair of warps."""
+    out = []
+    for p in warp_pairs(report, race):
+        where = f"rows {p.rows[0]}..{p.rows[1]}, columns {p.columns[0]}..{p.columns[1]}"
+        block = f"block {p.group}: " if report.variables and p.group else ""
+        out.append(
+            f"  {block}{labels[0]}: {_warp(p.warp_a)}; {labels[1]}: {_warp(p.warp_b)}; {where}"
+        )
+    return out
+
+
+def message(type_: str, var: TrackedVar, address: int) -> str:
+    row, col = cell(address)
+    return f"{type_} race in tensor memory (TMEM) '{var.name}' (row {row}, column {col})"
+
+
+EXPLANATION = (
+    "same block, no tcgen05.wait::st/ld then tcgen05.fence::before_thread_sync, "
+    "__syncthreads(), tcgen05.fence::after_thread_sync between (a tcgen05.wait only "
+    "waits for the thread's own TMEM accesses)"
+)
