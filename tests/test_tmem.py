@@ -1,0 +1,155 @@
+"""Tensor memory (sm_100a ``tcgen05``, sim only; docs/tmem.md): sim moves the tile
+through a block's TMEM, the analysis decides TMEM races from the rows and columns the
+records encode, the ordering needs wait + fence::before_thread_sync + barrier +
+fence::after_thread_sync, and the report gives rows and columns per pair of warps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpurace import api
+from gpurace.model import TMEM_ELEM
+from gpurace.report import format_text
+from gpurace.report.tmem import WarpPair, warp_pairs
+from tests.test_ptx_rewriter import CUDA_CASES, _emulate
+
+CORPUS = Path(__file__).parent / "corpus" / "cuda"
+AFTER = '  asm volatile("tcgen05.fence::after_thread_sync;");\n'
+WAITED = 'asm volatile("tcgen05.wait::st.sync.aligned;" ::: "memory");\n  }\n'
+
+
+def _case(name: str):
+    return next(c for c in CUDA_CASES if c.id == name)
+
+
+def _check(tmp_path: Path, name: str, edit: tuple[str, str] | None = None):
+    """`gpurace check` of a corpus case, its kernel text edited (`old`, `new`)."""
+    kernel = CORPUS / f"{name}.cu"
+    if edit is not None:
+        text = kernel.read_text()
+        assert text.count(edit[0]) == 1
+        kernel = tmp_path / f"{name}.cu"
+        kernel.write_text(text.replace(edit[0], edit[1], 1))
+    return api.check_file(str(kernel), str(CORPUS / f"{name}.toml"))
+
+
+def _sites(report, race) -> tuple[str, str]:
+    by_id = {s.id: s for s in report.sites}
+    a, b = by_id[race.site_a], by_id[race.site_b]
+    return f"{a.line}:{a.col}", f"{b.line}:{b.col}"
+
+
+SEED_PAIRS = [
+    WarpPair(w, w + 4, 0, (32 * w, 32 * w + 31), (0, 31)) for w in range(4)
+]  # fmt: skip
+
+
+def test_seed_race_by_rows_and_columns(tmp_path: Path) -> None:
+    """The seed's kernel: warpgroup 1 loads what warpgroup 0 stores after each waits
+    only for its own operations. Every pair of warps w / w+4 races on its 32 rows,
+    columns 0..31; the text names warp 3 / warp 7 with rows 96..127."""
+    report = _check(tmp_path, "tmem_tile_race")
+    [race] = report.races
+    assert _sites(report, race) == ("17:7", "24:7")
+    var = next(v for v in report.variables if v.id == race.var)
+    assert var.elem_type == TMEM_ELEM and var.name == "TMEM of tile"
+    assert (race.instances, race.pairs) == (128 * 32, 128 * 32)
+    assert warp_pairs(report, race) == SEED_PAIRS
+    text = format_text(report)
+    assert "read-write race in tensor memory (TMEM) 'TMEM of tile' (row 0, column 0)" in text
+    assert (
+        "  write: warp 3 (warpgroup 0); read: warp 7 (warpgroup 1); rows 96..127, columns 0..31"
+        in text.splitlines()
+    )
+    assert "a tcgen05.wait only waits for the thread's own TMEM accesses" in text
+    assert report.scope.complete
+
+
+def test_early_load_races_with_the_stores_in_flight(tmp_path: Path) -> None:
+    """The producer passes the barrier before its tcgen05.wait::st: its stores are in
+    flight in the epoch the consumer loads in."""
+    report = _check(tmp_path, "tmem_tile_early_load_race")
+    [race] = report.races
+    assert _sites(report, race) == ("17:7", "29:7")
+    assert warp_pairs(report, race) == SEED_PAIRS
+
+
+def test_wait_fence_barrier_fence_orders_the_tile(tmp_path: Path) -> None:
+    report = _check(tmp_path, "tmem_tile_clean")
+    assert report.races == [] and report.scope.complete
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        # no fence::before_thread_sync after the wait: the stores stay in the window
+        (WAITED + '  asm volatile("tcgen05.fence::before_thread_sync;");\n', WAITED),
+        # no fence::after_thread_sync after the barrier: the loads may come before it
+        (AFTER + "  if (warp >= 4)", "  if (warp >= 4)"),
+        # no wait::st: the fence completes nothing
+        ('asm volatile("tcgen05.wait::st.sync.aligned;" ::: "memory");', ""),
+    ],
+    ids=["no-fence-before", "no-fence-after", "no-wait"],
+)
+def test_each_part_of_the_ordering_is_needed(tmp_path: Path, edit) -> None:
+    """The clean kernel less one of wait::st, fence::before_thread_sync and
+    fence::after_thread_sync races on every row."""
+    report = _check(tmp_path, "tmem_tile_clean", edit)
+    [race] = report.races
+    text = (tmp_path / "tmem_tile_clean.cu").read_text().splitlines()
+    load = next(i + 1 for i, line in enumerate(text) if "tcgen05.ld." in line)
+    assert _sites(report, race) == ("17:7", f"{load}:7")
+    assert warp_pairs(report, race) == SEED_PAIRS
+
+
+def test_sim_moves_the_tile_through_tmem() -> None:
+    """On sim the consumer's loads give what the producer stored (bit for bit), in the
+    plain kernel and the instrumented one; the instrumented run logs TMEM records."""
+    case = _case("tmem_tile_clean")
+    plain, _, _, _ = _emulate(case, False)
+    outputs, records, _, inst = _emulate(case, True)
+    tile = np.arange(4096, dtype=np.uint32).tobytes()
+    assert plain == outputs
+    assert any(tile == out for out in (outputs.values() if isinstance(outputs, dict) else outputs))
+    tmem = next(v.id for v in inst.variables if v.elem_type == TMEM_ELEM)
+    mine = records[((records[:, 1] >> 16) & 0xFF) == tmem]
+    # 128 producer threads x 8 stores and 128 consumer threads x 8 loads, 16 bytes each
+    assert len(mine) == 2 * 128 * 8
+    assert set(((mine[:, 1] >> 8) & 0xFF).tolist()) == {16}
+    assert sorted(set((mine[:, 2] // 2048).tolist())) == list(range(128))
+
+
+UNMODELLED = """\
+extern "C" __global__ void k(unsigned *out) {
+  __shared__ unsigned base;
+  if (threadIdx.x < 32) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(&base);
+    asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], 32;" :: "r"(a));
+  }
+  __syncthreads();
+  unsigned v[2];
+  asm volatile("tcgen05.ld.sync.aligned.16x64b.x1.b32 {%0}, [%1];" : "=r"(v[0]) : "r"(base));
+  asm volatile("tcgen05.shift.cta_group::1.down [%0];" :: "r"(base));
+  out[threadIdx.x] = v[0];
+}
+"""
+
+
+def test_unmodelled_tcgen05_is_listed_and_sim_stops(tmp_path: Path) -> None:
+    """A shape other than .32x32b and tcgen05.shift are listed as not instrumented,
+    and sim stops at the first one it does not execute: incomplete, never clean."""
+    kernel, launch = tmp_path / "u.cu", tmp_path / "u.toml"
+    kernel.write_text(UNMODELLED)
+    launch.write_text('kernel = "k"\ngrid = [1]\nblock = [32]\n'
+                      'options = ["--gpu-architecture=compute_100a"]\n'
+                      '[[arg]]\ntype = "uint"\ncount = 32\n')  # fmt: skip
+    report = api.check_file(str(kernel), str(launch))
+    notes = report.scope.not_instrumented
+    assert not report.scope.complete
+    assert any(f"{kernel}:9:3: 'tcgen05.ld.sync.aligned.16x64b.x1.b32': only the .32x32b" in n
+               for n in notes), notes  # fmt: skip
+    assert any(f"{kernel}:10:3: 'tcgen05.shift" in n and "is not modelled" in n for n in notes)
+    assert any("sim cannot execute tcgen05.ld.sync.aligned.16x64b.x1.b32" in n for n in notes)
