@@ -5,18 +5,21 @@ fence::after_thread_sync, and the report gives rows and columns per pair of warp
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pytest
 
 from gpurace import api
 from gpurace.model import TMEM_ELEM
-from gpurace.report import format_text
+from gpurace.report import format_text, to_json
 from gpurace.report.tmem import WarpPair, warp_pairs
 from tests.test_ptx_rewriter import CUDA_CASES, _emulate
 
 CORPUS = Path(__file__).parent / "corpus" / "cuda"
+SCHEMA = json.loads((Path(__file__).parent.parent / "docs/gpurace-report.schema.json").read_text())
 AFTER = '  asm volatile("tcgen05.fence::after_thread_sync;");\n'
 WAITED = 'asm volatile("tcgen05.wait::st.sync.aligned;" ::: "memory");\n  }\n'
 
@@ -65,6 +68,12 @@ def test_seed_race_by_rows_and_columns(tmp_path: Path) -> None:
         in text.splitlines()
     )
     assert "a tcgen05.wait only waits for the thread's own TMEM accesses" in text
+    assert "  tensor memory: 'TMEM of tile': tcgen05.ld/st .32x32b as accesses of 128 rows" in text
+    doc = to_json(report)
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+    assert doc["races"][0]["tmem"][3] == {
+        "block": 0, "warp_a": 3, "warp_b": 7, "rows": [96, 127], "columns": [0, 31]
+    }  # fmt: skip
     assert report.scope.complete
 
 
@@ -153,3 +162,14 @@ def test_unmodelled_tcgen05_is_listed_and_sim_stops(tmp_path: Path) -> None:
                for n in notes), notes  # fmt: skip
     assert any(f"{kernel}:10:3: 'tcgen05.shift" in n and "is not modelled" in n for n in notes)
     assert any("sim cannot execute tcgen05.ld.sync.aligned.16x64b.x1.b32" in n for n in notes)
+
+
+def test_a_counted_barrier_in_a_tmem_kernel_is_listed(tmp_path: Path) -> None:
+    """The windows follow block barriers only: the clean tile handed over through
+    `bar.sync 1, 256` instead of __syncthreads() is incomplete, naming the barrier."""
+    fence = WAITED + '  asm volatile("tcgen05.fence::before_thread_sync;");\n'
+    old, new = fence + "  __syncthreads();", fence + '  asm("bar.sync 1, 256;");'
+    report = _check(tmp_path, "tmem_tile_clean", (old, new))
+    assert not report.scope.complete
+    [note] = report.scope.not_instrumented
+    assert note.startswith(f"{tmp_path / 'tmem_tile_clean.cu'}:23:3: 'bar.sync': a barrier with")

@@ -17,6 +17,7 @@ from typing import Any
 
 from gpurace.model import Race, Report, Site, Suppressed
 
+from . import tmem
 from .common import (
     OobView,
     RaceView,
@@ -170,6 +171,8 @@ def to_json(
         listed = report.instances.get(race.key)
         if listed is not None:  # --all
             races[-1]["all_instances"] = [instance_json(report, inst, cwd) for inst in listed]
+        if tmem.is_tmem(v.var):  # by pairs of warps (docs/tmem.md)
+            races[-1]["tmem"] = tmem.pairs_json(report, race)
     return {
         "schema": SCHEMA_NAME,
         "version": SCHEMA_VERSION,

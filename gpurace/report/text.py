@@ -250,6 +250,7 @@ def scope_lines(report: Report, cwd: str | None = None) -> list[str]:
         lines.append("  saturated: none")
     if s.protocol_search:
         lines.append(f"  {s.protocol_search}")
+    lines += tmem.scope_lines(report)
     if s.ordered_on_host:
         lines.append(
             "  release/acquire ordering: decided on the host by the NumPy reference "

@@ -51,6 +51,20 @@ def warp_pairs(report: Report, race: Race) -> list[WarpPair]:
     ]
 
 
+def pairs_json(report: Report, race: Race) -> list[dict[str, object]]:
+    """`warp_pairs` for the JSON report (site a's warp first, as the race's sides)."""
+    return [
+        {
+            "block": p.group,
+            "warp_a": p.warp_a,
+            "warp_b": p.warp_b,
+            "rows": list(p.rows),
+            "columns": list(p.columns),
+        }  # fmt: skip
+        for p in warp_pairs(report, race)
+    ]
+
+
 def _warp(w: int) -> str:
     return f"warp {w} (warpgroup {w // 4})"
 
@@ -60,7 +74,7 @@ def lines(report: Report, race: Race, labels: tuple[str, str]) -> list[str]:
     out = []
     for p in warp_pairs(report, race):
         where = f"rows {p.rows[0]}..{p.rows[1]}, columns {p.columns[0]}..{p.columns[1]}"
-        block = f"block {p.group}: " if report.variables and p.group else ""
+        block = f"block {p.group}: " if p.group else ""  # block 0: the seed's one block
         out.append(
             f"  {block}{labels[0]}: {_warp(p.warp_a)}; {labels[1]}: {_warp(p.warp_b)}; {where}"
         )
@@ -77,3 +91,15 @@ EXPLANATION = (
     "__syncthreads(), tcgen05.fence::after_thread_sync between (a tcgen05.wait only "
     "waits for the thread's own TMEM accesses)"
 )
+
+
+def scope_lines(report: Report) -> list[str]:
+    """What a check of a kernel with TMEM covered there (the scope statement)."""
+    names = [f"'{v.name}'" for v in report.variables if is_tmem(v)]
+    if not names:
+        return []
+    return [
+        f"  tensor memory: {', '.join(names)}: tcgen05.ld/st .32x32b as accesses of 128 rows x "
+        "512 columns per block, in flight until the thread's tcgen05.wait and "
+        "tcgen05.fence::before_thread_sync (docs/tmem.md)"
+    ]

@@ -52,6 +52,12 @@ def barrier(entry: Any, s: Any, ins: Instr) -> None:
         # barrier: the threads that arrive go on
         named.named_op(entry, s, ins, ident, count, wait=True)
         return
+    if count is not None and entry.tmem is not None:  # docs/tmem.md: block barriers only
+        entry.incomplete(
+            s,
+            f"'{ins.opcode}': a barrier with a thread count in a kernel with tensor memory: "
+            "how it orders tcgen05 accesses is not modelled",
+        )
     sid = entry.site(s, Kind.EVENT, ins, Event.BARRIER)
     flags = int(Kind.EVENT) | (int(Event.BARRIER) << 24)
     skip, partial = entry.st.label(), entry.st.label()

@@ -47,7 +47,7 @@ ORDERS = {"relaxed": 1, "acquire": 2, "release": 3, "acq_rel": 4, "volatile": 5,
 # instructions that touch memory in ways the rewriter does not model (opcode or its
 # first two parts; tests/ptx_memory_opcodes.toml lists every memory instruction)
 UNMODELLED = {
-    "tex", "tld4", "txq", "suld", "sust", "sured", "suq", "wgmma", "tcgen05",
+    "tex", "tld4", "txq", "suld", "sust", "sured", "suq", "wgmma",
     "multimem", "discard", "tensormap", "ld.async", "st.async", "red.async", "cp.reduce",
     "clusterlaunchcontrol", "stbulk", "st.bulk", "wmma.load", "wmma.store",
 }  # fmt: skip
