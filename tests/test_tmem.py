@@ -173,3 +173,35 @@ def test_a_counted_barrier_in_a_tmem_kernel_is_listed(tmp_path: Path) -> None:
     assert not report.scope.complete
     [note] = report.scope.not_instrumented
     assert note.startswith(f"{tmp_path / 'tmem_tile_clean.cu'}:23:3: 'bar.sync': a barrier with")
+
+
+def _x32(text: str) -> str:
+    """The seed's kernel with one .32x32b.x32 store and load per thread (its row's 32
+    columns in one instruction) in place of the loops of .x4."""
+    regs = ", ".join(f"%{i + 1}" for i in range(32))
+    dsts = ", ".join(f"%{i}" for i in range(32))
+    ins = ", ".join(f'"r"(v[{i}])' for i in range(32))
+    outs = ", ".join(f'"=r"(v[{i}])' for i in range(32))
+    st = (
+        f'    const unsigned *v = in + row * 32;\n    asm volatile("tcgen05.st.sync.aligned.'
+        f'32x32b.x32.b32 [%0], {{{regs}}};" :: "r"(addr), {ins} : "memory");\n'
+    )
+    ld = (f'    unsigned *v = out + row * 32;\n    asm volatile("tcgen05.ld.sync.aligned.32x32b.'
+          f'x32.b32 {{{dsts}}}, [%32];" : {outs} '
+          ': "r"(addr) : "memory");\n')  # fmt: skip
+    lines = text.splitlines(keepends=True)
+    lines[14:19] = [st]  # the store loop, lines 15-19
+    lines[17:22] = [ld]  # the load loop, after it
+    return "".join(lines)
+
+
+def test_one_x32_instruction_per_row(tmp_path: Path) -> None:
+    """The seed with each thread's 32 columns in one .x32 store and load: logged in
+    16-byte records (the widest the device analysis keeps: a single 128-byte record
+    was lost there), the same race by pairs of warps."""
+    kernel = tmp_path / "tmem_x32.cu"
+    kernel.write_text(_x32((CORPUS / "tmem_tile_race.cu").read_text()))
+    report = api.check_file(str(kernel), str(CORPUS / "tmem_tile_race.toml"))
+    [race] = report.races
+    assert _sites(report, race) == ("16:5", "20:5")
+    assert warp_pairs(report, race) == SEED_PAIRS and report.scope.complete

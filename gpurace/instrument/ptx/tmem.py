@@ -38,7 +38,9 @@ from .variables import Var
 QUEUE = "_gr_tmq"
 SLOTS = 64  # records a thread may have in flight
 SLOT_BYTES = 16  # site, flags, offset, state
-CHUNK = 32  # columns per record (128 bytes: the record's size field holds up to 255)
+# columns per record: 16 bytes, the widest plain access (a .v4); the device analysis
+# keeps a record's size in 5 bits (shaders/analysis.cl), so a wider one would be lost
+CHUNK = 4
 LOAD, STORE, DONE = 1, 2, 4  # a slot's state: its kind, and completed by a wait
 SYNC_TMEM_FULL = 12  # an access found the queue full: its window is not followed
 # a base no shared address reaches (shared addresses are 32-bit)
