@@ -205,3 +205,19 @@ def test_one_x32_instruction_per_row(tmp_path: Path) -> None:
     [race] = report.races
     assert _sites(report, race) == ("16:5", "20:5")
     assert warp_pairs(report, race) == SEED_PAIRS and report.scope.complete
+
+
+def test_each_block_has_its_own_tmem(tmp_path: Path) -> None:
+    """Two blocks: each races in its own TMEM (block 1's pairs are block 1's rows, not
+    block 0's), and the text counts the block whose pairs are the same."""
+    launch = tmp_path / "two.toml"
+    text = (CORPUS / "tmem_tile_race.toml").read_text()
+    launch.write_text(text.replace("grid = [1]", "grid = [2]"))
+    report = api.check_file(str(CORPUS / "tmem_tile_race.cu"), str(launch))
+    [race] = report.races
+    assert (race.instances, race.pairs) == (2 * 4096, 2 * 4096)
+    again = [WarpPair(p.warp_a, p.warp_b, 1, p.rows, p.columns) for p in SEED_PAIRS]
+    assert warp_pairs(report, race) == SEED_PAIRS + again
+    lines = format_text(report).splitlines()
+    assert "  (the same in 1 more block)" in lines
+    assert not any(line.startswith("  block 1:") for line in lines)

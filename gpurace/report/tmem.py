@@ -70,14 +70,27 @@ def _warp(w: int) -> str:
 
 
 def lines(report: Report, race: Race, labels: tuple[str, str]) -> list[str]:
-    """The text report's lines for a TMEM race: one per pair of warps."""
-    out = []
+    """The text report's lines for a TMEM race: one per pair of warps of the first
+    block, then those of each other block whose pairs differ (the others counted)."""
+    blocks: dict[int, list[WarpPair]] = {}
     for p in warp_pairs(report, race):
-        where = f"rows {p.rows[0]}..{p.rows[1]}, columns {p.columns[0]}..{p.columns[1]}"
-        block = f"block {p.group}: " if p.group else ""  # block 0: the seed's one block
-        out.append(
-            f"  {block}{labels[0]}: {_warp(p.warp_a)}; {labels[1]}: {_warp(p.warp_b)}; {where}"
-        )
+        blocks.setdefault(p.group, []).append(p)
+    out: list[str] = []
+    first: list[tuple] | None = None
+    same = 0
+    for group, pairs in blocks.items():
+        shape = [(p.warp_a, p.warp_b, p.rows, p.columns) for p in pairs]
+        if first is not None and shape == first:
+            same += 1
+            continue
+        first = shape if first is None else first
+        for p in pairs:
+            where = f"rows {p.rows[0]}..{p.rows[1]}, columns {p.columns[0]}..{p.columns[1]}"
+            block = f"block {group}: " if group else ""  # block 0: the seed's one block
+            out.append(f"  {block}{labels[0]}: {_warp(p.warp_a)}; {labels[1]}: "
+                       f"{_warp(p.warp_b)}; {where}")  # fmt: skip
+    if same:
+        out.append(f"  (the same in {same} more block{'s' if same > 1 else ''})")
     return out
 
 
