@@ -221,3 +221,50 @@ def test_each_block_has_its_own_tmem(tmp_path: Path) -> None:
     lines = format_text(report).splitlines()
     assert "  (the same in 1 more block)" in lines
     assert not any(line.startswith("  block 1:") for line in lines)
+
+
+ALLOCS = """\
+extern "C" __global__ void k(unsigned *out) {
+  __shared__ unsigned base[3];
+  unsigned w = threadIdx.x / 32;
+  unsigned a = (unsigned)__cvta_generic_to_shared(&base[w]);
+  if (w == 0) {
+    asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], 64;" :: "r"(a));
+    __syncwarp();
+    asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, 64;" :: "r"(base[0]));
+  }
+  __syncthreads();
+  if (w > 0) {
+    asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], 32;" :: "r"(a));
+  }
+  __syncthreads();
+  out[threadIdx.x] = base[w];
+}
+"""
+
+
+def test_sim_allocates_columns_in_order_and_reuses_the_last_freed() -> None:
+    """Warp 0 allocates 64 columns and frees them; warps 1 and 2 then get columns 0
+    and 32 (the allocation's address, lane 0 << 16 | column, in each warp's word)."""
+    from gpurace.instrument.ptx.compile import compile_cuda
+    from gpurace.sim import Simulator
+
+    sim = Simulator(compile_cuda(ALLOCS, "a.cu", options=["--gpu-architecture=compute_100a"]).ptx)
+    out = np.full(96, 7, np.uint32)
+    assert sim.launch("k", (1, 1, 1), (96, 1, 1), [sim.mem.register(out)]).stopped == ""
+    assert out.tolist() == [0] * 32 + [0] * 32 + [32] * 32
+
+
+def test_the_address_an_alloc_writes_is_a_shared_store(tmp_path: Path) -> None:
+    """Reading the allocation's address without a barrier after the warp's alloc
+    races with the alloc's store, logged by the warp's lane 0 (the other lanes of the
+    warp read it unordered); warp 0, with __syncwarp() between, does not race."""
+    kernel, launch = tmp_path / "a.cu", tmp_path / "a.toml"
+    kernel.write_text(ALLOCS.replace("  __syncthreads();\n  out", "  out", 1))
+    launch.write_text('kernel = "k"\ngrid = [1]\nblock = [96]\n'
+                      'options = ["--gpu-architecture=compute_100a"]\n'
+                      '[[arg]]\ntype = "uint"\ncount = 96\n')  # fmt: skip
+    report = api.check_file(str(kernel), str(launch))
+    [race] = report.races
+    assert _sites(report, race) == ("12:5", "14:3")
+    assert (race.lid_a, race.lid_b, race.address, race.instances) == (32, 63, 4, 2)

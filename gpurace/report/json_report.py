@@ -171,8 +171,9 @@ def to_json(
         listed = report.instances.get(race.key)
         if listed is not None:  # --all
             races[-1]["all_instances"] = [instance_json(report, inst, cwd) for inst in listed]
-        if tmem.is_tmem(v.var):  # by pairs of warps (docs/tmem.md)
-            races[-1]["tmem"] = tmem.pairs_json(report, race)
+        # tensor memory: by pairs of warps, in rows and columns (docs/tmem.md)
+        a_first = v.first.site.id == race.site_a
+        races[-1]["tmem"] = tmem.pairs_json(report, race, a_first) if tmem.is_tmem(v.var) else None
     return {
         "schema": SCHEMA_NAME,
         "version": SCHEMA_VERSION,

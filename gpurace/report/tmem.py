@@ -51,18 +51,15 @@ def warp_pairs(report: Report, race: Race) -> list[WarpPair]:
     ]
 
 
-def pairs_json(report: Report, race: Race) -> list[dict[str, object]]:
-    """`warp_pairs` for the JSON report (site a's warp first, as the race's sides)."""
-    return [
-        {
-            "block": p.group,
-            "warp_a": p.warp_a,
-            "warp_b": p.warp_b,
-            "rows": list(p.rows),
-            "columns": list(p.columns),
-        }  # fmt: skip
-        for p in warp_pairs(report, race)
-    ]
+def pairs_json(report: Report, race: Race, a_first: bool) -> list[dict[str, object]]:
+    """`warp_pairs` for the JSON report: `warp_a` the warp of its side `a` (the earlier
+    site; `a_first`: the race's site_a is that one)."""
+    out: list[dict[str, object]] = []
+    for p in warp_pairs(report, race):
+        wa, wb = (p.warp_a, p.warp_b) if a_first else (p.warp_b, p.warp_a)
+        row = {"block": p.group, "warp_a": wa, "warp_b": wb}
+        out.append({**row, "rows": list(p.rows), "columns": list(p.columns)})
+    return out
 
 
 def _warp(w: int) -> str:

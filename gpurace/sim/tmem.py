@@ -3,7 +3,8 @@ own TMEM, 128 lanes (rows) x 512 columns of 32-bit cells (docs/tmem.md).
 
 Executed: ``tcgen05.alloc`` (columns handed out in order, the allocation's address,
 ``lane 0 << 16 | column``, written to the shared word its operand names),
-``dealloc`` and ``relinquish_alloc_permit`` (bookkeeping only), ``ld``/``st`` of the
+``dealloc`` (frees the last allocation's columns), ``relinquish_alloc_permit``
+(no effect), ``ld``/``st`` of the
 ``.32x32b`` shape (thread i of a warp reads or writes row ``(taddr >> 16) + i``,
 ``.num`` consecutive columns from ``taddr & 0xFFFF``), and the waits and fences,
 which order only and have nothing to do here: sim performs an ``ld``/``st`` at its
@@ -57,7 +58,7 @@ def compile_tcgen05(ins: Instr, dec: Decoder) -> Any:
     if what == "alloc":
         return _alloc(ins, dec)
     if what == "dealloc":
-        return lambda fr, g: None
+        return _dealloc(ins, dec)
     if what in ("ld", "st"):
         return _ld_st(ins, dec, what == "st")
     raise SimUnsupported(f"tcgen05.{what} is not executed by sim (docs/tmem.md)")
@@ -85,6 +86,25 @@ def _alloc(ins: Instr, dec: Decoder) -> Any:
             tm.used[blk] = base + n
             addr = dst(fr, lane) + U64(off)
             fr.batch.mem.store("shared", addr, lane, 4, np.array([base], U64))
+
+    return run
+
+
+def _dealloc(ins: Instr, dec: Decoder) -> Any:
+    """Frees the columns when they are the last allocated (a kernel that allocates and
+    frees in turn reuses them); other frees leave a gap."""
+    taddr, ncols = dec.reader(ins.operands[0], "u32"), dec.reader(ins.operands[1], "u32")
+
+    def run(fr: Any, g: np.ndarray) -> None:
+        tm = _tmem(fr)
+        warps = fr.batch.lin[g] // 32 + _blocks(fr, g) * 4096
+        _, first = np.unique(warps, return_index=True)
+        for i in first:
+            lane = g[i : i + 1]
+            blk = int(_blocks(fr, lane)[0])
+            col, n = int(taddr(fr, lane)[0]) & 0xFFFF, int(ncols(fr, lane)[0])
+            if col + n == tm.used[blk]:
+                tm.used[blk] = col
 
     return run
 
