@@ -268,3 +268,30 @@ def test_the_address_an_alloc_writes_is_a_shared_store(tmp_path: Path) -> None:
     [race] = report.races
     assert _sites(report, race) == ("12:5", "14:3")
     assert (race.lid_a, race.lid_b, race.address, race.instances) == (32, 63, 4, 2)
+
+
+@pytest.mark.parametrize("name", ["tmem_tile_race", "tmem_tile_early_load_race", "tmem_tile_clean"])
+def test_device_analysis_equals_the_reference_on_tmem_logs(name: str) -> None:
+    """The whole log of each corpus kernel (sim, no prefilter): the C kernels on PoCL
+    (what a check on sim runs) find exactly the reference's races in TMEM."""
+    from math import prod
+
+    from gpurace.analysis import analyse
+    from gpurace.backends import cuda_backend, opencl_backend
+    from gpurace.instrument.ptx import resolve_kernel
+    from gpurace.launch.cuda import load_cuda_launch
+    from gpurace.target import linear_layout
+
+    case = _case(name)
+    _, records, _, inst = _emulate(case, True)
+    launch = load_cuda_launch(case.launch_path)
+    kernel = resolve_kernel(inst, launch)
+    args = cuda_backend.launch_args(launch)
+    sizes = cuda_backend.var_sizes(inst, kernel, inst.params[kernel], args, launch.shared_bytes)
+    bases, _ = linear_layout(sizes, prod(launch.grid))
+    expected = analyse(records, {v.id: v.space for v in inst.variables})
+    queue = opencl_backend.get_device("Portable Computing Language")[0]
+    got = opencl_backend.analyse_records(queue, records, bases, False)
+    assert got.saturated == []
+    assert got.races == expected
+    assert len(expected) == (0 if name.endswith("clean") else 1)
