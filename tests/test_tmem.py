@@ -295,3 +295,35 @@ def test_device_analysis_equals_the_reference_on_tmem_logs(name: str) -> None:
     assert got.saturated == []
     assert got.races == expected
     assert len(expected) == (0 if name.endswith("clean") else 1)
+
+
+def test_more_records_in_flight_than_the_queue_holds_is_incomplete(tmp_path: Path) -> None:
+    """Nine .x32 stores (72 records of 16 bytes) with no wait between: the queue holds
+    64, so the rest is not followed past the next barrier and the check says so."""
+    regs = ", ".join(f"%{i + 1}" for i in range(32))
+    vals = ", ".join(f'"r"(c + {i})' for i in range(32))
+    kernel, launch = tmp_path / "q.cu", tmp_path / "q.toml"
+    kernel.write_text(f"""\
+extern "C" __global__ void k(unsigned *out) {{
+  __shared__ unsigned base;
+  unsigned a = (unsigned)__cvta_generic_to_shared(&base);
+  asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], 512;" :: "r"(a));
+  __syncwarp();
+  for (unsigned c = 0; c < 288; c += 32) {{
+    asm volatile("tcgen05.st.sync.aligned.32x32b.x32.b32 [%0], {{{regs}}};"
+                 :: "r"(base + c), {vals} : "memory");
+  }}
+  asm volatile("tcgen05.wait::st.sync.aligned;" ::: "memory");
+  out[threadIdx.x] = base;
+}}
+""")
+    launch.write_text('kernel = "k"\ngrid = [1]\nblock = [32]\n'
+                      'options = ["--gpu-architecture=compute_100a"]\n'
+                      '[[arg]]\ntype = "uint"\ncount = 32\n')  # fmt: skip
+    report = api.check_file(str(kernel), str(launch))
+    assert report.races == []
+    assert not report.scope.complete
+    [note] = report.scope.not_instrumented
+    assert note == (f"{kernel}: 256 tcgen05.ld/st records issued while 64 of the thread's were "
+                    "in flight: their window past the next barrier is not followed "
+                    "(docs/tmem.md)")  # fmt: skip
