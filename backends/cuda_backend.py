@@ -88,6 +88,7 @@ SYNC_NAMES = {
     9: "warp sync reached apart",
     10: "named barrier not modelled",
     11: "cp.async beyond the in-flight queue",
+    12: "TMEM access beyond the in-flight queue",
 }
 
 

@@ -61,6 +61,10 @@ W_EXTRA = 7  # atomics: op code; barriers: which epochs advanced (1 local, 2 glo
 X_WEPOCH_SHIFT = 16
 WEPOCH_MAX = 0xFFFF
 WARP_SIZE = 32
+# a tensor-memory (TMEM, docs/tmem.md) record's W_OFFSET: row * TMEM_ROW_BYTES + column * 4
+# (128 rows of TMEM_COLUMNS 32-bit cells per block); host-side only
+TMEM_ROWS, TMEM_COLUMNS = 128, 512
+TMEM_ROW_BYTES = 4 * TMEM_COLUMNS
 
 # accesses: the W_FLAGS bits from F_NAMED_SHIFT on (free there: the event field is read
 # only for events) hold the *named-barrier state* (CUDA only; 0 elsewhere): bits 0-4

@@ -20,6 +20,7 @@ from gpurace.launch import LaunchSpec, load_launch
 from gpurace.launch.sim import load_sim
 from gpurace.model import (
     RECORD_WORDS,
+    TMEM_ELEM,
     Binding,
     GpuraceError,
     Instrumented,
@@ -288,6 +289,7 @@ def _check_once(
     search, cooperative = "", False
     if "race" not in tools:  # no race analysis: one run that logs nothing (lo = hi)
         pending = [(0, 0, 0)]
+    tmem_vars = any(v.elem_type == TMEM_ELEM for v in t.inst.variables)
     say(f"launching instrumented '{t.kernel}' on {t.device}")
     while pending:
         lo, hi, guess = pending.pop(0)
@@ -316,7 +318,8 @@ def _check_once(
             n,
             lo,
             hi,
-            list_instances=ALL_INSTANCES_CAP if all_instances else 0,
+            # TMEM races are reported by pairs of warps, from every instance (docs/tmem.md)
+            list_instances=ALL_INSTANCES_CAP if all_instances or tmem_vars else 0,
             splittable=min(hi, t.total) - lo > 16,
         )
         # tables too big: cut where the records are (a counting run), in two where

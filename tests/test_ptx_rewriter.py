@@ -35,6 +35,14 @@ OLDER = {"cp_async_clean": "80", "cp_async_race": "80", "cp_async_pipeline_clean
          "cp_async_early_read_race": "80", "cp_async_overwrite_race": "80", "stmatrix_clean": "90",
          "stmatrix_race": "90", "mbarrier_pipeline_clean": "90", "mbarrier_nowait_race": "90",
          "mbarrier_read_after_release_race": "90"}  # fmt: skip
+# tensor memory (tcgen05, docs/tmem.md) needs sm_100a: its cases' options pick compute_100a
+OLDER |= {c.id: "100a" for c in CUDA_CASES if c.id.startswith("tmem_")}
+
+
+def _newest(launch) -> str:
+    """What ptxas assembles a case for: sm_100a where its NVRTC options pick compute_100a
+    (the last architecture option wins), else sm_90."""
+    return "sm_100a" if "--gpu-architecture=compute_100a" in launch.options else "sm_90"
 
 
 @functools.cache
@@ -132,8 +140,8 @@ def test_corpus_kernel(case):
                 )
             ]
             assert found, f"no {kind} site at {where}"
-    # ptxas accepts the rewrite for sm_90 and for an older target
-    assemble(inst.source, "sm_90")
+    # ptxas accepts the rewrite for sm_90 (or sm_100a) and for an older target
+    assemble(inst.source, _newest(launch))
     old = OLDER.get(case.id, "75")
     _, inst_old = _prepare(case, f"compute_{old}")
     assert strip_inserted(inst_old.source) == inst_old.original_ptx
@@ -490,7 +498,7 @@ def test_corpus_debug_build(case):
     launch, inst = _prepare(case, debug=True)
     assert not inst.not_instrumented
     assert ", debug" in inst.original_ptx.split(".target", 1)[1].splitlines()[0]
-    assemble(inst.source, "sm_90")
+    assemble(inst.source, _newest(launch))
     _check_labels_on_the_interpreter(case, debug=True)
 
 

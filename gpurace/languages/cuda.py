@@ -43,6 +43,8 @@ UNMODELLED_SYNC = {
     "epochs order lanes only if every lane passes the same __syncwarp()s, not checked",
     11: "cp.async copies issued while 32 of the thread's copies were in flight: their "
     "window past the next barrier is not followed (docs/async.md)",
+    12: "tcgen05.ld/st records issued while 64 of the thread's were in flight: their "
+    "window past the next barrier is not followed (docs/tmem.md)",
 }
 
 

@@ -26,6 +26,8 @@ from gpurace.model import (
     WorkItem,
 )
 
+from . import tmem
+
 #: Stable class names, shared with the test corpus' ``[expect]`` labels.
 CLASS_NAMES: dict[RaceClass, str] = {
     RaceClass.LOCAL: "local",
@@ -356,6 +358,8 @@ def _class_words(v: RaceView, language: str) -> str:
             f"same {'warp' if warp else 'work-group'}, no cp.async.wait_group completing the "
             f"cp.async at {copy.line}:{copy.col} followed by {then} between"
         )
+    if cls == RaceClass.LOCAL and tmem.is_tmem(v.var):
+        return tmem.EXPLANATION
     if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and _same_warp(v.race, language):
         # nothing but __syncwarp() (or a block barrier) orders a warp's lanes
         return "same warp, no __syncwarp() or __syncthreads() between"
@@ -385,6 +389,8 @@ def message(v: RaceView) -> str:
     """The diagnostic's one-line message (the text header after ``file:l:c: severity:``)."""
     if v.cls == "divergence":
         return f"barrier divergence at '{v.at.operand}'"
+    if v.var is not None and tmem.is_tmem(v.var):
+        return tmem.message(v.type, v.var, v.race.address)
     what = "exchange" if v.severity == "warning" else "race"
     return f"{v.type} {what} on {v.memory_words} '{v.address_name}' (byte {v.race.address})"
 

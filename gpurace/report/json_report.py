@@ -17,6 +17,7 @@ from typing import Any
 
 from gpurace.model import Race, Report, Site, Suppressed
 
+from . import tmem
 from .common import (
     OobView,
     RaceView,
@@ -170,6 +171,9 @@ def to_json(
         listed = report.instances.get(race.key)
         if listed is not None:  # --all
             races[-1]["all_instances"] = [instance_json(report, inst, cwd) for inst in listed]
+        # tensor memory: by pairs of warps, in rows and columns (docs/tmem.md)
+        a_first = v.first.site.id == race.site_a
+        races[-1]["tmem"] = tmem.pairs_json(report, race, a_first) if tmem.is_tmem(v.var) else None
     return {
         "schema": SCHEMA_NAME,
         "version": SCHEMA_VERSION,

@@ -19,6 +19,7 @@ from typing import TextIO
 
 from gpurace.model import TOOLS, Race, Report, Scope
 
+from . import tmem
 from .common import (
     KIND_LABELS,
     UNINIT_CLASS,
@@ -77,8 +78,14 @@ def format_race(report: Report, v: RaceView, cwd: str | None = None) -> list[str
     counts = _counts(v)
     if counts:
         lines.append(f"  {counts}")
-    for i, inst in enumerate(report.instances.get(v.race.key, [])):
-        lines.append(f"  #{i + 1:<4} {_instance(report, inst)}")
+    if tmem.is_tmem(v.var):  # by pairs of warps, in rows and columns (docs/tmem.md)
+        a_first = v.first.site.id == v.race.site_a
+        labels = (KIND_LABELS[(v.first if a_first else v.second).kind],
+                  KIND_LABELS[(v.second if a_first else v.first).kind])  # fmt: skip
+        lines += tmem.lines(report, v.race, labels)
+    else:
+        for i, inst in enumerate(report.instances.get(v.race.key, [])):
+            lines.append(f"  #{i + 1:<4} {_instance(report, inst)}")
     fix = hint(v, report.language)
     if fix:
         lines.append(f"  hint: {fix}")
@@ -243,6 +250,7 @@ def scope_lines(report: Report, cwd: str | None = None) -> list[str]:
         lines.append("  saturated: none")
     if s.protocol_search:
         lines.append(f"  {s.protocol_search}")
+    lines += tmem.scope_lines(report)
     if s.cooperative:
         lines.append(
             "  cooperative launch: every block resident at once, grid.sync() orders the "

@@ -41,6 +41,7 @@ from gpurace.sim.memops import compile_mem
 from gpurace.sim.memory import SHARED_BASE, Memory
 from gpurace.sim.mma import compile_mma
 from gpurace.sim.operands import Decoder, guard_reader
+from gpurace.sim.tmem import compile_tcgen05
 from gpurace.sim.values import U64, SimError, SimUnsupported, immediate
 from gpurace.sim.warp import compile_warp
 
@@ -331,6 +332,8 @@ class Program:
                 c.kind, c.proto = "proto", compile_protocol(ins, dec, loc or ("PTX", s.line, 0))
             elif op in ("bar", "barrier") and not ins.has("warp"):
                 c.kind, c.bar = "bar", self._bar(ins, dec)
+            elif op == "tcgen05":  # tensor memory (gpurace/sim/tmem.py)
+                c.run = compile_tcgen05(ins, dec)
             else:
                 c.run = (
                     compile_mem(ins, dec)

@@ -11,7 +11,7 @@ from typing import Any
 from gpurace import abi
 from gpurace.model import Event, Kind
 
-from . import emit, gridsync, named
+from . import emit, gridsync, named, tmem
 from .asynccopy import relog
 from .parse import Instr
 
@@ -52,6 +52,12 @@ def barrier(entry: Any, s: Any, ins: Instr) -> None:
         # barrier: the threads that arrive go on
         named.named_op(entry, s, ins, ident, count, wait=True)
         return
+    if count is not None and entry.tmem is not None:  # docs/tmem.md: block barriers only
+        entry.incomplete(
+            s,
+            f"'{ins.opcode}': a barrier with a thread count in a kernel with tensor memory: "
+            "how it orders tcgen05 accesses is not modelled",
+        )
     sid = entry.site(s, Kind.EVENT, ins, Event.BARRIER)
     flags = int(Kind.EVENT) | (int(Event.BARRIER) << 24)
     skip, partial = entry.st.label(), entry.st.label()
@@ -75,6 +81,7 @@ def barrier(entry: Any, s: Any, ins: Instr) -> None:
         "add.u32 %_gr_nbar, %_gr_nbar, 1;",
         "mov.u32 %_gr_wep, 0;",  # warp epochs count from the last block barrier
         *(relog(entry) if entry.copies else []),  # copies in flight: in the new epoch too
+        *tmem.after_barrier(entry),  # TMEM accesses in flight too (tmem.py)
         f"{skip2}:",
     ]
     entry.after(s, after)

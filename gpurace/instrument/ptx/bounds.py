@@ -90,7 +90,7 @@ def lookup(
     read) or sets (a write) its written-shadow (docs/memcheck.md, initcheck).
     `size_reg` (a b32 register holding size << 8) gives a size known only at run time
     (`size` is 0): the end check, the record, ``_gr_init`` and ``_gr_oob`` take it."""
-    cands = [v for v in vars_ if v.space == space]
+    cands = [v for v in vars_ if v.space == space and not v.tmem]
     epoch = "%_gr_epl" if space == Space.LOCAL else "%_gr_epg"
     if not cands:
         return ["red.global.add.u32 [%_gr_unat], 1;"], []

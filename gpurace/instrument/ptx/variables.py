@@ -20,6 +20,7 @@ class Var:
     space: Space
     base: str  # PTX that sets %_gr_b{id}
     name: str
+    tmem: bool = False  # tensor memory (tmem.py): records by row and column, never by address
 
 
 def plan_vars(
