@@ -22,6 +22,7 @@ import numpy as np
 from gpurace.abi import TMEM_COLUMNS as COLUMNS
 from gpurace.abi import TMEM_ROWS as LANES
 from gpurace.instrument.ptx.parse import Instr
+from gpurace.instrument.ptx.tmem import shape_columns
 from gpurace.sim.operands import Decoder
 from gpurace.sim.values import U64, SimError, SimUnsupported
 
@@ -107,15 +108,6 @@ def _dealloc(ins: Instr, dec: Decoder) -> Any:
                 tm.used[blk] = col
 
     return run
-
-
-def shape_columns(ins: Instr) -> int | None:
-    """Columns per thread of a ``.32x32b.xN`` ld/st (N); None for another shape or a
-    packing (not modelled). One home for the instrumentation and sim."""
-    if not ins.has("32x32b") or ins.has("pack", "unpack"):
-        return None
-    num = next((p for p in ins.parts if p.startswith("x") and p[1:].isdigit()), None)
-    return int(num[1:]) if num else None
 
 
 def _ld_st(ins: Instr, dec: Decoder, store: bool) -> Any:

@@ -28,12 +28,21 @@ from typing import Any
 from gpurace.abi import TMEM_ROW_BYTES as ROW_BYTES
 from gpurace.abi import TMEM_ROWS
 from gpurace.model import TMEM_ELEM, Kind, Space, TrackedVar
-from gpurace.sim.tmem import shape_columns
 
 from . import emit
 from .asynccopy import _named_now
-from .parse import Function, parse_instr
+from .parse import Function, Instr, parse_instr
 from .variables import Var
+
+
+def shape_columns(ins: Instr) -> int | None:
+    """Columns per thread of a ``.32x32b.xN`` ld/st (N); None for another shape or a
+    packing (not modelled). One home for the instrumentation and sim."""
+    if not ins.has("32x32b") or ins.has("pack", "unpack"):
+        return None
+    num = next((p for p in ins.parts if p.startswith("x") and p[1:].isdigit()), None)
+    return int(num[1:]) if num else None
+
 
 QUEUE = "_gr_tmq"
 SLOTS = 64  # records a thread may have in flight
