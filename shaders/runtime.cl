@@ -6,6 +6,10 @@
 #ifdef cl_khr_int64_base_atomics
 #pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
 #endif
+/* min and max of the per-access path: PoCL links its builtins after optimising, so
+   each min() there stayed a call */
+#define _GR_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define _GR_MAX(a, b) ((a) > (b) ? (a) : (b))
 #ifndef _GR_INITCHECK
 #define _GR_INITCHECK 0  /* 1: some variable has a written-shadow (docs/memcheck.md) */
 #endif
@@ -125,7 +129,7 @@ int _gr_ev_new(__private _gr_state_t *s, uint code, uint ordinal, uint site) {
    access touches a word where a conflict is possible or one the shadow does not
    cover (only those accesses are logged), and counts in [3] the accesses that touch
    a word in a way mode 1 did not see. */
-int _gr_shadow(__private _gr_state_t *s, uint flags, uint first, uint last) {
+__attribute__((always_inline)) int _gr_shadow(__private _gr_state_t *s, uint flags, uint first, uint last) {
   volatile __global uint *shd = s->shd;
   uint bit = 1u << (flags & _GR_F_KIND_MASK);
   uint actor = ((flags >> _GR_F_SPACE_SHIFT) & 1u) ? s->lid + 1u : s->grp * s->wgs + s->lid + 1u;
@@ -183,9 +187,9 @@ int _gr_shadow(__private _gr_state_t *s, uint flags, uint first, uint last) {
    state's: barrier divergence), bit epoch % 32 of the word's mask is set. A filter
    run counts in [3] the bits it sets that the build run did not, and the access is
    logged iff one of its words has its bit set. */
-int _gr_local(__private _gr_state_t *s, uint flags, uint first, uint last) {
+__attribute__((always_inline)) int _gr_local(__private _gr_state_t *s, uint flags, uint first, uint last) {
   volatile __global uint *shd = s->shd;
-  uint a = min(s->lid + 1u, _GR_LS_MULTI);
+  uint a = _GR_MIN(s->lid + 1u, _GR_LS_MULTI);
   uint k = 1u << (_GR_LS_KIND_SHIFT + (flags & _GR_F_KIND_MASK));
   uint e = s->ep_l & 0xffffu;
   uint bit = 1u << (s->ep_l % _GR_MASK_EPOCHS);
@@ -227,7 +231,7 @@ int _gr_local(__private _gr_state_t *s, uint flags, uint first, uint last) {
 void _gr_put(__private _gr_state_t *s, uint site, uint flags, uint off, uint epoch, uint value, uint extra,
              uint at) {
   if (s->nbins > 0u) {
-    uint bin = min((at - s->lo) / s->binw, s->nbins - 1u);
+    uint bin = _GR_MIN((at - s->lo) / s->binw, s->nbins - 1u);
     atomic_inc(&s->ctl[_GR_CTL_BINS0 + bin]);
     return;
   }
@@ -248,7 +252,7 @@ void _gr_put(__private _gr_state_t *s, uint site, uint flags, uint off, uint epo
 /* Whether the access of `flags` at byte `off` of a variable whose linear base is
    `lbase` is logged: in the run's address range and, in modes 1 and 2, as the
    launch-wide shadow says (which mode 1 marks for every access, in range or not). */
-int _gr_keep(__private _gr_state_t *s, uint flags, uint off, uint lbase) {
+__attribute__((always_inline)) int _gr_keep(__private _gr_state_t *s, uint flags, uint off, uint lbase) {
   uint size = (flags >> _GR_F_SIZE_SHIFT) & _GR_F_BYTE_MASK;
   uint first = lbase + (off & ~3u);
   uint last = lbase + ((off + size - 1u) & ~3u);
@@ -261,7 +265,7 @@ int _gr_keep(__private _gr_state_t *s, uint flags, uint off, uint lbase) {
 /* _gr_keep of a local access at byte `off` of a variable whose first word in the
    group's local order is `lw0`: through the group's local area (when it has one and
    the words lie in it), else as any access. */
-int _gr_keep_local(__private _gr_state_t *s, uint flags, uint off, uint lbase, uint lw0) {
+__attribute__((always_inline)) int _gr_keep_local(__private _gr_state_t *s, uint flags, uint off, uint lbase, uint lw0) {
   uint size = (flags >> _GR_F_SIZE_SHIFT) & _GR_F_BYTE_MASK;
   uint first = lw0 + off / 4u, last = lw0 + (off + size - 1u) / 4u;
   if (last >= s->lwords) return _gr_keep(s, flags, off, lbase);
@@ -360,10 +364,10 @@ void _gr_written(__private _gr_state_t *s, uint k, uint off, uint size, uint sit
       return;
     }
     uint w = off >> 5u;
-    uint miss = _gr_wmask(off & 31u, min(e - (w << 5u), 32u)) & ~ctl[base + w];
+    uint miss = _gr_wmask(off & 31u, _GR_MIN(e - (w << 5u), 32u)) & ~ctl[base + w];
     while (miss == 0u && ((w + 1u) << 5u) < e) {
       w++;
-      miss = _gr_wmask(0u, min(e - (w << 5u), 32u)) & ~ctl[base + w];
+      miss = _gr_wmask(0u, _GR_MIN(e - (w << 5u), 32u)) & ~ctl[base + w];
     }
     if (miss) {
       uint i = atomic_inc(&ctl[_GR_CTL_UNINIT]);
@@ -382,14 +386,14 @@ void _gr_written(__private _gr_state_t *s, uint k, uint off, uint size, uint sit
     }
   }
   if ((kd == 1u || (kd == 2u && op != 1u)) && !only_reads) {
-    uint w = off >> 5u, m = _gr_wmask(off & 31u, min(e - (w << 5u), 32u));
+    uint w = off >> 5u, m = _gr_wmask(off & 31u, _GR_MIN(e - (w << 5u), 32u));
     for (;;) {
       if ((ctl[base + w] & m) != m) {
         uint set = popcount(m & ~atomic_or(&ctl[base + w], m));
         if (set && atomic_add(fill, set) + set == full) s->wb[k] = 0u;
       }
       if ((++w << 5u) >= e) break;
-      m = _gr_wmask(0u, min(e - (w << 5u), 32u));
+      m = _gr_wmask(0u, _GR_MIN(e - (w << 5u), 32u));
     }
   }
 }
@@ -429,7 +433,7 @@ uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site
 #endif
   uint ep = space ? s->ep_l : s->ep_g;
   for (uint c = 0u; c < size; c += 16u) {
-    uint n = min(16u, size - c);
+    uint n = _GR_MIN(16u, size - c);
     uint flags = kind | (space << _GR_F_SPACE_SHIFT) | (known << _GR_F_KNOWN_SHIFT)
                  | (n << _GR_F_SIZE_SHIFT) | (id << _GR_F_VAR_SHIFT);
     int keep = space && s->lwords ? _gr_keep_local(s, flags, off + c, lbase, lw0)
@@ -437,7 +441,7 @@ uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site
     /* the value only for a record that is logged (most runs log none) */
     if (keep)
       _gr_put(s, site, flags, off + c, ep, known ? _gr_value(bytes + c, n) : 0u, extra,
-              max(lbase + ((off + c) & ~3u), s->lo));
+              _GR_MAX(lbase + ((off + c) & ~3u), s->lo));
   }
   return 0u;
 }
