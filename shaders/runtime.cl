@@ -3,7 +3,14 @@
    that gpurace/abi.py generates (_GR_*) and the program's own part
    (gpurace/instrument/opencl/runtime.py: _GR_SLOTS, the most tracked variables of one
    kernel). tests/test_runtime_shaders.py builds it with PoCL. */
+#ifndef _GR_PAIR64  /* 1: a build run marks a shadow pair with one 64-bit atomic */
 #ifdef cl_khr_int64_base_atomics
+#define _GR_PAIR64 1
+#else
+#define _GR_PAIR64 0
+#endif
+#endif
+#if _GR_PAIR64
 #pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
 #endif
 /* min and max of the per-access path: PoCL links its builtins after optimising, so
@@ -142,7 +149,7 @@ __attribute__((always_inline)) int _gr_shadow(__private _gr_state_t *s, uint fla
     }
     uint w = _GR_SHADOW_HEAD + _GR_PAIR_WORDS * i;
     if (s->mode == _GR_SHADOW_BUILD) {
-#ifdef cl_khr_int64_base_atomics
+#if _GR_PAIR64
       /* the pair (actor, kinds) in one 64-bit compare-exchange (little-endian: the
          actor low), after a plain load: one atomic per first touch, not two (both
          words only grow toward their final values, so a torn load at worst retries) */
