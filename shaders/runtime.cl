@@ -3,6 +3,20 @@
    that gpurace/abi.py generates (_GR_*) and the program's own part
    (gpurace/instrument/opencl/runtime.py: _GR_SLOTS, the most tracked variables of one
    kernel). tests/test_runtime_shaders.py builds it with PoCL. */
+#ifndef _GR_PAIR64  /* 1: a build run marks a shadow pair with one 64-bit atomic */
+#ifdef cl_khr_int64_base_atomics
+#define _GR_PAIR64 1
+#else
+#define _GR_PAIR64 0
+#endif
+#endif
+#if _GR_PAIR64
+#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
+#endif
+/* min and max of the per-access path: PoCL links its builtins after optimising, so
+   each min() there stayed a call */
+#define _GR_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define _GR_MAX(a, b) ((a) > (b) ? (a) : (b))
 #ifndef _GR_INITCHECK
 #define _GR_INITCHECK 0  /* 1: some variable has a written-shadow (docs/memcheck.md) */
 #endif
@@ -122,7 +136,7 @@ int _gr_ev_new(__private _gr_state_t *s, uint code, uint ordinal, uint site) {
    access touches a word where a conflict is possible or one the shadow does not
    cover (only those accesses are logged), and counts in [3] the accesses that touch
    a word in a way mode 1 did not see. */
-int _gr_shadow(__private _gr_state_t *s, uint flags, uint first, uint last) {
+__attribute__((always_inline)) int _gr_shadow(__private _gr_state_t *s, uint flags, uint first, uint last) {
   volatile __global uint *shd = s->shd;
   uint bit = 1u << (flags & _GR_F_KIND_MASK);
   uint actor = ((flags >> _GR_F_SPACE_SHIFT) & 1u) ? s->lid + 1u : s->grp * s->wgs + s->lid + 1u;
@@ -135,6 +149,22 @@ int _gr_shadow(__private _gr_state_t *s, uint flags, uint first, uint last) {
     }
     uint w = _GR_SHADOW_HEAD + _GR_PAIR_WORDS * i;
     if (s->mode == _GR_SHADOW_BUILD) {
+#if _GR_PAIR64
+      /* the pair (actor, kinds) in one 64-bit compare-exchange (little-endian: the
+         actor low), after a plain load: one atomic per first touch, not two (both
+         words only grow toward their final values, so a torn load at worst retries) */
+      volatile __global ulong *pair = (volatile __global ulong *)(shd + w);
+      ulong cur = *pair;
+      for (;;) {
+        uint who = (uint)cur;
+        ulong nw = ((cur | ((ulong)bit << 32)) & 0xffffffff00000000ul)
+                   | (who == 0u || who == actor ? actor : _GR_MULTI);
+        if (nw == cur) break;
+        ulong old = atom_cmpxchg(pair, cur, nw);
+        if (old == cur) break;
+        cur = old;
+      }
+#else
       if ((shd[w + 1u] & bit) == 0u) atomic_or(&shd[w + 1u], bit);
       uint cur = shd[w];
       while (cur != actor && cur != _GR_MULTI) {
@@ -145,6 +175,7 @@ int _gr_shadow(__private _gr_state_t *s, uint flags, uint first, uint last) {
         cur = atomic_cmpxchg(&shd[w], 0u, actor);
         if (cur == 0u) break;
       }
+#endif
     } else {
       uint who = shd[w], kinds = shd[w + 1u];
       if (who == _GR_MULTI && ((kinds & _GR_KB_STORE) != 0u || (kinds & 5u) == 5u)) needed = 1;
@@ -163,9 +194,9 @@ int _gr_shadow(__private _gr_state_t *s, uint flags, uint first, uint last) {
    state's: barrier divergence), bit epoch % 32 of the word's mask is set. A filter
    run counts in [3] the bits it sets that the build run did not, and the access is
    logged iff one of its words has its bit set. */
-int _gr_local(__private _gr_state_t *s, uint flags, uint first, uint last) {
+__attribute__((always_inline)) int _gr_local(__private _gr_state_t *s, uint flags, uint first, uint last) {
   volatile __global uint *shd = s->shd;
-  uint a = min(s->lid + 1u, _GR_LS_MULTI);
+  uint a = _GR_MIN(s->lid + 1u, _GR_LS_MULTI);
   uint k = 1u << (_GR_LS_KIND_SHIFT + (flags & _GR_F_KIND_MASK));
   uint e = s->ep_l & 0xffffu;
   uint bit = 1u << (s->ep_l % _GR_MASK_EPOCHS);
@@ -207,7 +238,7 @@ int _gr_local(__private _gr_state_t *s, uint flags, uint first, uint last) {
 void _gr_put(__private _gr_state_t *s, uint site, uint flags, uint off, uint epoch, uint value, uint extra,
              uint at) {
   if (s->nbins > 0u) {
-    uint bin = min((at - s->lo) / s->binw, s->nbins - 1u);
+    uint bin = _GR_MIN((at - s->lo) / s->binw, s->nbins - 1u);
     atomic_inc(&s->ctl[_GR_CTL_BINS0 + bin]);
     return;
   }
@@ -225,39 +256,36 @@ void _gr_put(__private _gr_state_t *s, uint site, uint flags, uint off, uint epo
   }
 }
 
-/* One record: an event (logged in every mode, once per distinct (kind, ordinal,
-   site) and group where the slots allow), or an access at byte `off` of a variable
-   whose linear base is `lbase` (filtered by the shadow in modes 1 and 2). */
-void _gr_rec(__private _gr_state_t *s, uint site, uint flags, uint off, uint epoch, uint value, uint extra,
-             uint lbase) {
-  if ((flags & _GR_F_KIND_MASK) == _GR_KIND_EVENT) {
-    if (s->grp >= s->lo && s->grp < s->hi && _gr_ev_new(s, (flags >> _GR_F_EVENT_SHIFT) & _GR_F_EVENT_MASK, epoch, site))
-      _gr_put(s, site, flags, off, epoch, value, extra, s->grp);
-    return;
-  }
+/* Whether the access of `flags` at byte `off` of a variable whose linear base is
+   `lbase` is logged: in the run's address range and, in modes 1 and 2, as the
+   launch-wide shadow says (which mode 1 marks for every access, in range or not). */
+__attribute__((always_inline)) int _gr_keep(__private _gr_state_t *s, uint flags, uint off, uint lbase) {
   uint size = (flags >> _GR_F_SIZE_SHIFT) & _GR_F_BYTE_MASK;
   uint first = lbase + (off & ~3u);
   uint last = lbase + ((off + size - 1u) & ~3u);
   int keep = first < s->hi && last >= s->lo;
   if (s->mode != _GR_SHADOW_OFF && (keep || s->mode == _GR_SHADOW_BUILD))
     keep = _gr_shadow(s, flags, first, last) && s->mode == _GR_SHADOW_FILTER;
-  if (keep) _gr_put(s, site, flags, off, epoch, value, extra, max(first, s->lo));
+  return keep;
 }
 
-/* A local access at byte `off` of the variable in slot `v`, through the group's local
-   area (when it has one and the word lies in it), else as any access. */
-void _gr_rec_local(__private _gr_state_t *s, uint site, uint flags, uint off, uint epoch, uint value,
-                   uint extra, uint v) {
+/* _gr_keep of a local access at byte `off` of a variable whose first word in the
+   group's local order is `lw0`: through the group's local area (when it has one and
+   the words lie in it), else as any access. */
+__attribute__((always_inline)) int _gr_keep_local(__private _gr_state_t *s, uint flags, uint off, uint lbase, uint lw0) {
   uint size = (flags >> _GR_F_SIZE_SHIFT) & _GR_F_BYTE_MASK;
-  uint first = s->lw0[v] + off / 4u, last = s->lw0[v] + (off + size - 1u) / 4u;
-  if (last >= s->lwords) {
-    _gr_rec(s, site, flags, off, epoch, value, extra, s->lbase[v]);
-    return;
-  }
-  uint lfirst = s->lbase[v] + (off & ~3u);
-  uint llast = s->lbase[v] + ((off + size - 1u) & ~3u);
-  if (_gr_local(s, flags, first, last) && lfirst < s->hi && llast >= s->lo)
-    _gr_put(s, site, flags, off, epoch, value, extra, max(lfirst, s->lo));
+  uint first = lw0 + off / 4u, last = lw0 + (off + size - 1u) / 4u;
+  if (last >= s->lwords) return _gr_keep(s, flags, off, lbase);
+  uint lfirst = lbase + (off & ~3u);
+  uint llast = lbase + ((off + size - 1u) & ~3u);
+  return _gr_local(s, flags, first, last) && lfirst < s->hi && llast >= s->lo;
+}
+
+/* One event record, logged in every mode, once per distinct (kind, ordinal, site)
+   and group where the slots allow. */
+void _gr_rec(__private _gr_state_t *s, uint site, uint flags, uint off, uint epoch, uint value, uint extra) {
+  if (s->grp >= s->lo && s->grp < s->hi && _gr_ev_new(s, (flags >> _GR_F_EVENT_SHIFT) & _GR_F_EVENT_MASK, epoch, site))
+    _gr_put(s, site, flags, off, epoch, value, extra, s->grp);
 }
 
 /* The stored bits (<= 4 bytes, little-endian) or FNV-1a over the bytes. */
@@ -279,30 +307,32 @@ uint _gr_value(const __private uchar *b, uint n) {
    and the variable's size. Returns 0 when the kernel tracks no variable of the
    space: the access is then only counted as unattributed, as before. */
 uint _gr_oob(__private _gr_state_t *s, ulong a, uint space, uint site, uint kind, uint size) {
-  uint best = _GR_SLOTS;
-  for (uint k = 0u; k < s->n; k++) {
-    if (s->space[k] != space) continue;
-    if (best == _GR_SLOTS) {
-      best = k;
-      continue;
+  uint found = 0u, id = 0u, bound = 0u;
+  ulong b = 0ul;
+  for (uint k = 0u; k < _GR_SLOTS; k++) {  /* constant trip count: see _gr_acc */
+    if (k >= s->n || s->space[k] != space) continue;
+    ulong c = s->addr[k];
+    /* the first; then below the address beats above it; then the nearer */
+    if (!found || (c <= a && (b > a || c > b)) || (c > a && b > a && c < b)) {
+      found = 1u;
+      b = c;
+      id = s->id[k];
+      bound = s->size[k];
     }
-    ulong b = s->addr[best], c = s->addr[k];
-    /* below the address beats above it; then the nearer */
-    if ((c <= a && (b > a || c > b)) || (c > a && b > a && c < b)) best = k;
   }
-  if (best == _GR_SLOTS) return 0u;
+  if (!found) return 0u;
   volatile __global uint *ctl = s->ctl;
   uint i = atomic_inc(&ctl[_GR_CTL_OOB]);
   if (i < _GR_OOB_SLOTS) {
     volatile __global uint *r = ctl + _GR_CTL_OOB + 1u + i * _GR_RECORD_WORDS;
     r[_GR_W_SITE] = site;
     r[_GR_W_FLAGS] = kind | (space << _GR_F_SPACE_SHIFT) | (min(size, 255u) << _GR_F_SIZE_SHIFT)
-                     | (s->id[best] << _GR_F_VAR_SHIFT);
-    r[_GR_OOB_INDEX] = (uint)(a - s->addr[best]);
+                     | (id << _GR_F_VAR_SHIFT);
+    r[_GR_OOB_INDEX] = (uint)(a - b);
     r[_GR_W_LID] = s->lid;
     r[_GR_W_GROUP] = s->grp;
     r[_GR_OOB_DEPTH] = 0u;
-    r[_GR_OOB_BOUND] = s->size[best];
+    r[_GR_OOB_BOUND] = bound;
     r[_GR_OOB_UNIT] = _GR_OOB_BYTES;
   }
   return 1u;
@@ -341,10 +371,10 @@ void _gr_written(__private _gr_state_t *s, uint k, uint off, uint size, uint sit
       return;
     }
     uint w = off >> 5u;
-    uint miss = _gr_wmask(off & 31u, min(e - (w << 5u), 32u)) & ~ctl[base + w];
+    uint miss = _gr_wmask(off & 31u, _GR_MIN(e - (w << 5u), 32u)) & ~ctl[base + w];
     while (miss == 0u && ((w + 1u) << 5u) < e) {
       w++;
-      miss = _gr_wmask(0u, min(e - (w << 5u), 32u)) & ~ctl[base + w];
+      miss = _gr_wmask(0u, _GR_MIN(e - (w << 5u), 32u)) & ~ctl[base + w];
     }
     if (miss) {
       uint i = atomic_inc(&ctl[_GR_CTL_UNINIT]);
@@ -363,14 +393,14 @@ void _gr_written(__private _gr_state_t *s, uint k, uint off, uint size, uint sit
     }
   }
   if ((kd == 1u || (kd == 2u && op != 1u)) && !only_reads) {
-    uint w = off >> 5u, m = _gr_wmask(off & 31u, min(e - (w << 5u), 32u));
+    uint w = off >> 5u, m = _gr_wmask(off & 31u, _GR_MIN(e - (w << 5u), 32u));
     for (;;) {
       if ((ctl[base + w] & m) != m) {
         uint set = popcount(m & ~atomic_or(&ctl[base + w], m));
         if (set && atomic_add(fill, set) + set == full) s->wb[k] = 0u;
       }
       if ((++w << 5u) >= e) break;
-      m = _gr_wmask(0u, min(e - (w << 5u), 32u));
+      m = _gr_wmask(0u, _GR_MIN(e - (w << 5u), 32u));
     }
   }
 }
@@ -381,31 +411,45 @@ void _gr_written(__private _gr_state_t *s, uint k, uint off, uint size, uint sit
    then leaves out the access (a read gives zero). */
 uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site, uint kind,
              const __private uchar *bytes, uint known, uint extra) {
-  for (uint k = 0u; k < s->n; k++) {
-    if (s->space[k] == space && a >= s->addr[k] && a - s->addr[k] < (ulong)s->size[k]) {
-      if (a - s->addr[k] + size > (ulong)s->size[k])  /* it starts inside and ends past it */
-        break;  /* out of bounds of this variable, the nearest below: _gr_oob finds it */
-      uint off = (uint)(a - s->addr[k]);
-#if _GR_INITCHECK
-      if (s->wb[k]) _gr_written(s, k, off, size, site, kind, extra);
-#endif
-      uint ep = space ? s->ep_l : s->ep_g;
-      for (uint c = 0u; c < size; c += 16u) {
-        uint n = min(16u, size - c);
-        uint val = known ? _gr_value(bytes + c, n) : 0u;
-        uint flags = kind | (space << _GR_F_SPACE_SHIFT) | (known << _GR_F_KNOWN_SHIFT)
-                     | (n << _GR_F_SIZE_SHIFT) | (s->id[k] << _GR_F_VAR_SHIFT);
-        if (space && s->lwords)
-          _gr_rec_local(s, site, flags, off + c, ep, val, extra, k);
-        else
-          _gr_rec(s, site, flags, off + c, ep, val, extra, s->lbase[k]);
-      }
-      return 0u;
+  /* the first tracked variable of the space whose bytes hold the address: a loop of
+     constant trip count with the match's fields copied out, so that the compiler
+     unrolls it and keeps the state's table in registers (indexed by a run-time slot
+     it stayed in memory, the most of an access's cost on PoCL) */
+  uint k = _GR_SLOTS, past = 0u, off = 0u, id = 0u, lbase = 0u, lw0 = 0u;
+  for (uint j = 0u; j < _GR_SLOTS; j++) {
+    ulong d = a - s->addr[j];
+    if (k == _GR_SLOTS && j < s->n && s->space[j] == space && a >= s->addr[j]
+        && d < (ulong)s->size[j]) {
+      k = j;
+      past = d + size > (ulong)s->size[j];  /* it starts inside and ends past it */
+      off = (uint)d;
+      id = s->id[j];
+      lbase = s->lbase[j];
+      lw0 = s->lw0[j];
     }
   }
-  /* one call site, so that the rare path is inlined once into each helper */
-  if (_gr_oob(s, a, space, site, kind, size)) return 1u;
-  atomic_inc(&s->ctl[_GR_CTL_UNATTRIBUTED]);
+  if (k == _GR_SLOTS || past) {
+    /* out of bounds (of the nearest variable below, when it starts inside one):
+       one call site, so that the rare path is inlined once into each helper */
+    if (_gr_oob(s, a, space, site, kind, size)) return 1u;
+    atomic_inc(&s->ctl[_GR_CTL_UNATTRIBUTED]);
+    return 0u;
+  }
+#if _GR_INITCHECK
+  if (s->wb[k]) _gr_written(s, k, off, size, site, kind, extra);
+#endif
+  uint ep = space ? s->ep_l : s->ep_g;
+  for (uint c = 0u; c < size; c += 16u) {
+    uint n = _GR_MIN(16u, size - c);
+    uint flags = kind | (space << _GR_F_SPACE_SHIFT) | (known << _GR_F_KNOWN_SHIFT)
+                 | (n << _GR_F_SIZE_SHIFT) | (id << _GR_F_VAR_SHIFT);
+    int keep = space && s->lwords ? _gr_keep_local(s, flags, off + c, lbase, lw0)
+                                  : _gr_keep(s, flags, off + c, lbase);
+    /* the value only for a record that is logged (most runs log none) */
+    if (keep)
+      _gr_put(s, site, flags, off + c, ep, known ? _gr_value(bytes + c, n) : 0u, extra,
+              _GR_MAX(lbase + ((off + c) & ~3u), s->lo));
+  }
   return 0u;
 }
 
@@ -419,27 +463,31 @@ void _gr_order_event(__private _gr_state_t *s, uint flags, uint off, uint site, 
   /* a __local atomic's barriers are the local epoch: it orders __local memory only */
   uint ep = ((flags >> _GR_F_SPACE_SHIFT) & 1u) ? s->ep_l : s->ep_g;
   uint bars = min(ep, (uint)_GR_O_BARRIERS_MAX) << _GR_O_BARRIERS_SHIFT;
-  _gr_rec(s, site, ev, off, read, written, extra | bars, 0u);
+  _gr_rec(s, site, ev, off, read, written, extra | bars);
 }
 
 void _gr_order(__private _gr_state_t *s, ulong a, uint space, uint size, uint site, uint read,
                uint written, uint extra) {
-  for (uint k = 0u; k < s->n; k++) {
-    if (s->space[k] == space && a >= s->addr[k] && a - s->addr[k] + size <= (ulong)s->size[k]) {
-      uint flags = (space << _GR_F_SPACE_SHIFT) | (size << _GR_F_SIZE_SHIFT)
-                   | (s->id[k] << _GR_F_VAR_SHIFT);
-      _gr_order_event(s, flags, (uint)(a - s->addr[k]), site, read, written, extra);
-      return;
+  uint found = 0u, off = 0u, id = 0u;
+  for (uint k = 0u; k < _GR_SLOTS; k++) {  /* constant trip count: see _gr_acc */
+    if (!found && k < s->n && s->space[k] == space && a >= s->addr[k]
+        && a - s->addr[k] + size <= (ulong)s->size[k]) {
+      found = 1u;
+      off = (uint)(a - s->addr[k]);
+      id = s->id[k];
     }
   }
+  if (found)
+    _gr_order_event(s, (space << _GR_F_SPACE_SHIFT) | (size << _GR_F_SIZE_SHIFT) | (id << _GR_F_VAR_SHIFT),
+                    off, site, read, written, extra);
 }
 
 void _gr_exit(__private _gr_state_t *s, uint site) {
-  _gr_rec(s, site, _GR_KIND_EVENT | (1u << _GR_F_EVENT_SHIFT), 0u, s->nbar, 0u, 0u, 0u);
+  _gr_rec(s, site, _GR_KIND_EVENT | (1u << _GR_F_EVENT_SHIFT), 0u, s->nbar, 0u, 0u);
 }
 
 void _gr_event(__private _gr_state_t *s, uint site, uint extra) {
-  _gr_rec(s, site, _GR_KIND_EVENT, 0u, s->nbar, 0u, extra, 0u);
+  _gr_rec(s, site, _GR_KIND_EVENT, 0u, s->nbar, 0u, extra);
 }
 
 /* A branch's condition, once the event its direction reaches next is logged

@@ -11,6 +11,7 @@ import tomllib
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from gpurace import abi, shaders
 from gpurace.instrument.opencl import runtime as cl_runtime
@@ -139,6 +140,52 @@ def test_the_opencl_runtime_builds_with_pocl_and_logs():
     assert lowest == {(6, 0): 0, (8, 1): 0}
     assert n - 4 <= 2 * 4
     assert ctl[abi.ctl_unattributed(1)] == 0
+
+
+CL_MARK = """
+__kernel void m(__global float *x, __global uint *_gr_log, volatile __global uint *_gr_ctl,
+                volatile __global uint *_gr_shd) {
+  _gr_state_t st;
+  __private _gr_state_t *s = &st;
+  _gr_init(s, _gr_log, _gr_ctl, _gr_shd);
+  _gr_track(s, (ulong)x, 0u, 0u, _gr_ctl[_GR_CTL_SIZES], 0u);
+  uint g = s->grp * 4u + s->lid;
+  float v = 1.0f;
+  _gr_acc(s, (ulong)x, 0u, 4u, 1u, 0u, 0, 0u, 0u);
+  _gr_acc(s, (ulong)(x + 1u + g), 0u, 4u, 2u, 1u, (const __private uchar *)&v, 1u, 0u);
+  if (g == 0u) _gr_acc(s, (ulong)(x + 1u), 0u, 4u, 3u, 0u, 0, 0u, 0u);
+}
+"""
+
+
+@pytest.mark.parametrize("pair64", [1, 0])
+def test_the_opencl_build_run_marks_each_shadow_pair(pair64):
+    """A build run's shadow pairs (actor, kinds), with the pair marked by one 64-bit
+    compare-exchange (_GR_PAIR64 1, PoCL has the extension) and by the two 32-bit
+    atomics of a device without it: a word every work-item loads is MULTI with the
+    load bit; work-item 0's word, stored and loaded by it, its actor with both bits;
+    every other stored word its own work-item's actor (group * 4 + local + 1)."""
+    import pyopencl as cl
+
+    from gpurace.backends import opencl_backend
+
+    queue, _ = opencl_backend.get_device()
+    source = f"#define _GR_PAIR64 {pair64}\n" + cl_runtime.prelude(1, 1) + CL_MARK
+    program = opencl_backend.build(queue, source, f"mark{pair64}.cl")
+    ctx, mf = queue.context, cl.mem_flags
+    ctl = np.array(abi.control_words(0, (0, 0xFFFFFFFF), 0, 0, [0], [36], 0), np.uint32)
+    shd = np.zeros(abi.SHADOW_HEAD + abi.PAIR_WORDS * 9, np.uint32)
+    shd[abi.SHD_MODE], shd[abi.SHD_WORDS], shd[abi.SHD_WGSIZE] = abi.SHADOW_BUILD, 9, 4
+    x, log = np.zeros(9, np.float32), np.zeros(abi.RECORD_WORDS, np.uint32)
+    bufs = [cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=a) for a in (x, log, ctl, shd)]
+    k = cl.Kernel(program, "m")
+    k.set_args(*bufs)
+    cl.enqueue_nd_range_kernel(queue, k, (8,), (4,))
+    cl.enqueue_copy(queue, shd, bufs[3], is_blocking=True)
+    pairs = shd[abi.SHADOW_HEAD :].reshape(9, 2).tolist()
+    load, store = abi.KB_LOAD, abi.KB_STORE
+    assert pairs == [[abi.MULTI, load], [1, load | store]] + [[g + 1, store] for g in range(1, 8)]
+    assert shd[abi.SHD_UNSEEN] == 0
 
 
 def test_the_opencl_c_2_runtime_builds_with_pocl():
