@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import threading
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -43,7 +42,6 @@ from gpurace.backends.analysis_driver import (
     log_words,
 )
 from gpurace.backends.common import OOB_GUARD_BYTES, LaunchResult, choose_device
-from gpurace.backends.opencl_warm_up import warm_up  # noqa: F401 - the Backend's warm_up
 from gpurace.backends.prefilter import (
     MAX_EVENT_SLOT_GROUPS,
     SHADOW_BUILD,
@@ -104,16 +102,8 @@ def get_device(name: str | None = None) -> tuple[object, str]:
     return _queue(name or None)  # one cache key for get_device() and get_device(None)
 
 
-_OPENING = threading.Lock()  # one queue per name, also while `warm_up`'s thread opens it
-
-
-def _queue(name: str | None) -> tuple[object, str]:
-    with _OPENING:
-        return _open_queue(name)
-
-
 @functools.cache
-def _open_queue(name: str | None) -> tuple[object, str]:
+def _queue(name: str | None) -> tuple[object, str]:
     cl = _cl()
     devices = list_devices()
     if not devices:

@@ -56,11 +56,6 @@ class Backend(Protocol):
         device and process. `gpurace.registry.open_device` resolves the user's name."""
         ...
 
-    # Optional, not declared here: `warm_up(name) -> threading.Thread`, the device
-    # opened and its compiler's fixed start-up cost paid on a thread while a check
-    # rewrites a kernel no cache has seen (the OpenCL backend: PoCL's kernel library,
-    # backends/opencl_warm_up.py); a language's `target` calls it when present.
-
     # The instrumented launch: `launch(device, source, path, kernel, <the language's
     # grid and arguments>, *, var_bases, log_capacity, log_range, histogram_bins,
     # histogram_width, prefilter, ...) -> LaunchResult`. Its positional middle is the

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -57,9 +56,6 @@ def test_the_directory_follows_the_environment(monkeypatch, tmp_path):
 
 def _reports(path: str) -> tuple[str, str]:
     report = api.check(SHIFT, LaunchSpec.from_dict(LAUNCH), path=path)
-    for thread in threading.enumerate():  # what a new text's warm-up writes, written
-        if thread.name == "gpurace-opencl-warm-up":
-            thread.join()
     return format_text(report), json_report.dumps(report)
 
 
@@ -67,10 +63,9 @@ def _reports(path: str) -> tuple[str, str]:
 def fresh_programs(monkeypatch):
     """This process's programs forgotten, so that the next check builds them again
     (from the disk cache when it has them)."""
-    from gpurace.backends import opencl_backend, opencl_warm_up
+    from gpurace.backends import opencl_backend
 
     def forget() -> None:
-        opencl_warm_up.warm_up.cache_clear()  # a new text warms the device up again
         monkeypatch.setattr(opencl_backend, "_programs", {})
         monkeypatch.setattr(opencl_backend, "_kernels", {})
         monkeypatch.setattr(opencl_backend, "_shadow_programs", {})
@@ -93,9 +88,7 @@ def test_a_check_from_the_cache_reports_byte_for_byte_the_same(
     written = sorted(
         p.relative_to(tmp_path / "c").parts[0] for p in (tmp_path / "c").rglob("*-*/*")
     )
-    # the rewrite, the analysis and shadow programs, and the compiled kernel whose link
-    # loads PoCL's kernel library beside the rewrite (backends/opencl_warm_up.py)
-    assert written == ["opencl-instrumented", "opencl-object", "opencl-program", "opencl-program"]
+    assert written == ["opencl-instrumented", "opencl-program", "opencl-program"]
 
     def no_parse(*_args, **_kw):
         raise AssertionError("the rewriter ran although its result was cached")

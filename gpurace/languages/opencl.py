@@ -215,15 +215,7 @@ def target(
     from gpurace.backends.prefilter import local_order_words
 
     require_launch_of(launch, "opencl")
-    name, inst = _cached(source, path, launch.options)
-    if inst is None:
-        # a text the cache has not seen, which the driver builds from source too (with
-        # the cache off, or an #include not found here, nothing says so: no warm-up,
-        # whose link would delay a build PoCL's own cache serves)
-        warm_up = getattr(backend, "warm_up", None)  # the OpenCL backend's (PoCL's library)
-        if warm_up is not None and name is not None:
-            warm_up(options.device_for(registry.backend_name(backend)))
-        inst = _rewrite(source, path, launch.options, name)
+    inst = instrument(source, path, launch.options)
     kernel = resolve_entry(launch, list(inst.entry_points), entry)
     params = inst.params[kernel]
     if launch.path.lower().endswith(".sim"):
