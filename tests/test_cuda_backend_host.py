@@ -74,7 +74,9 @@ FAKE_CUPY = SimpleNamespace(
     asarray=lambda a: np.array(a, copy=True),
     zeros=lambda n, dtype: np.zeros(n, dtype),
     asnumpy=lambda a: np.array(a, copy=True),
-    RawModule=lambda path: _Module(path),
+    # enable_cooperative_groups: the Simulator launches a grid.sync() kernel
+    # cooperatively by itself (gpurace/sim/scheduler.py)
+    RawModule=lambda path, enable_cooperative_groups=False: _Module(path),
     cuda=SimpleNamespace(
         Event=_Event,
         get_elapsed_time=lambda a, b: 0.0,
