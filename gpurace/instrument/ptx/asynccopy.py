@@ -82,13 +82,13 @@ def relog(entry: Any) -> list[str]:
         f"mad.wide.u32 %_gr_d1, %_gr_t0, {SLOT_BYTES}, %_gr_d1;",
         f"ld.local.v2.u32 {{%_gr_t1, %_gr_t2}}, [%_gr_d1+{_LD}];",
         f"ld.local.u32 %_gr_t3, [%_gr_d1+{_LD + 8}];",
-        *_named_now("%_gr_t2"),
+        *named_now("%_gr_t2"),
         "setp.eq.u32 %_gr_q0, %_gr_t2, 0;",  # no load record (src-size 0, out of bounds)
         f"@%_gr_q0 bra {no_ld};",
         emit.call_rec("%_gr_t1", "%_gr_t2", "%_gr_t3", "%_gr_epg", "0", "%_gr_wep"),
         f"{no_ld}:",
         f"ld.local.v4.u32 {{%_gr_t1, %_gr_t2, %_gr_t3, {lw}}}, [%_gr_d1+{_ST}];",
-        *_named_now("%_gr_t2"),
+        *named_now("%_gr_t2"),
         "setp.eq.u32 %_gr_q0, %_gr_t2, 0;",
         f"@%_gr_q0 bra {no_st};",
         emit.call_rec("%_gr_t1", "%_gr_t2", "%_gr_t3", "%_gr_epl", "0", "%_gr_wep", lw),
@@ -99,7 +99,7 @@ def relog(entry: Any) -> list[str]:
     ]
 
 
-def _named_now(flags: str) -> list[str]:
+def named_now(flags: str) -> list[str]:
     """The queued record's `flags` with the thread's named-barrier state now (named.py)
     in place of the one at issue: a copy in flight across a named barrier is not
     ordered by it."""

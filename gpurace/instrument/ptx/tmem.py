@@ -30,7 +30,7 @@ from gpurace.abi import TMEM_ROWS
 from gpurace.model import TMEM_ELEM, Kind, Space, TrackedVar
 
 from . import emit
-from .asynccopy import _named_now
+from .asynccopy import named_now
 from .parse import Function, Instr, parse_instr
 from .variables import Var
 
@@ -117,7 +117,7 @@ def after_barrier(entry: Any) -> list[str]:
         f"mov.u64 %_gr_d1, {QUEUE};",
         f"mad.wide.u32 %_gr_d1, %_gr_t6, {SLOT_BYTES}, %_gr_d1;",
         "ld.local.v4.u32 {%_gr_t7, %_gr_t8, %_gr_t9, %_gr_t10}, [%_gr_d1];",
-        *_named_now("%_gr_t8"),
+        *named_now("%_gr_t8"),
         emit.call_rec("%_gr_t7", "%_gr_t8", "%_gr_t9", "%_gr_epl", "0", "%_gr_wep", f"%_gr_lw{v}"),
         "add.u32 %_gr_t6, %_gr_t6, 1;",
         f"bra {top};",
