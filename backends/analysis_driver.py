@@ -29,6 +29,7 @@ from gpurace.abi import (  # noqa: F401 - the table layouts, re-exported for the
     DENSE_EVENTS,
     ENTRY_WORDS,
     EX_WORDS,
+    H_LOCAL,
     INSTANCE_WORDS,
     NONE,
     P_BCAP,
@@ -304,9 +305,62 @@ def analyse(
     found = DeviceAnalysis(races, saturated, live, sum(sizes.values()), orders, listed, too_big)
     if isinstance(clocks, clocktable.ClockTable):
         found.ordering, found.clocks = "device", clocks
+        if clocks.locked and races:
+            lock_sides(api, limit, log_buf, n_records, var_bases, wgsize, groups, clocks, races)
     elif isinstance(clocks, str):
         found.host_reason = clocks
     return found
+
+
+def order_scan(
+    api: KernelApi, limit: int, log_buf: object, n_records: int, var_bases: list[int],
+    wgsize: int, slots: int, phase: int, table: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
+    """One order_scan phase over the log (`table`: its scan header and list): the
+    items it copied (index, record) and the per work-item marks; None where the items
+    exceed one analysis buffer."""
+    other = api.zeros(16)  # the bindings order_scan does not use
+    v = api.upload(clocktable.vbase(var_bases, table))
+    cap = min(n_records, 4096)
+    for _ in range(2):  # again with room for every item when the first guess is short
+        if 4 + cap * SCAN_ITEM_WORDS * 4 > limit:
+            return None
+        out = api.zeros(4 + cap * SCAN_ITEM_WORDS * 4)
+        marks = api.zeros(max(16, slots * SLOT_WORDS * 4))
+        p = np.zeros(PARAM_WORDS, np.uint32)
+        p[[P_N_RECORDS, P_ECAP, P_BCAP, P_PHASE, P_WGSIZE]] = [
+            n_records,
+            cap,
+            slots,
+            phase,
+            wgsize,
+        ]
+        api.run("order_scan", n_records, p, [log_buf, v, out, marks] + [other] * 6)
+        words = api.read(out)
+        if words[0] <= cap:
+            items = words[1 : 1 + int(words[0]) * SCAN_ITEM_WORDS]
+            return items.reshape(-1, SCAN_ITEM_WORDS), api.read(marks)[: slots * SLOT_WORDS]
+        cap = int(words[0])
+    return None
+
+
+def lock_sides(
+    api: KernelApi, limit: int, log_buf: object, n_records: int, var_bases: list[int],
+    wgsize: int, groups: int, table: clocktable.ClockTable, races: list[Race],
+) -> None:  # fmt: skip
+    """The lock sections of the races' sides (`table.sides`, for `locks.outside`):
+    order_scan's phase 3 copies the accesses of each side's work-item at its site,
+    never the whole log. Left None where they exceed one analysis buffer."""
+    pairs = sorted(
+        {(r.group_a * wgsize + r.lid_a, r.site_a) for r in races}
+        | {(r.group_b * wgsize + r.lid_b, r.site_b) for r in races}
+    )
+    pairs = [p for p in pairs if p[0] < wgsize * groups]
+    listed = np.array(pairs, dtype=np.uint32).reshape(-1, 2)
+    head = clocktable.scan_header(bool(table.words[H_LOCAL]), listed)
+    got = order_scan(api, limit, log_buf, n_records, var_bases, wgsize, wgsize * groups, 3, head)
+    if got is not None:
+        table.sides = clocktable.sections_at(table, got[0], wgsize)
 
 
 def clock_table(
@@ -326,31 +380,9 @@ def clock_table(
     slots = wgsize * groups
     if slots * SLOT_WORDS * 4 > limit:
         return f"{slots} work-items: their table exceeds one analysis buffer"
-    other = api.zeros(16)  # the bindings order_scan does not use
 
     def scan(phase: int, table: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        v = api.upload(clocktable.vbase(var_bases, table))
-        cap = min(n_records, 4096)
-        for _ in range(2):  # again with room for every item when the first guess is short
-            if 4 + cap * SCAN_ITEM_WORDS * 4 > limit:
-                return None
-            out = api.zeros(4 + cap * SCAN_ITEM_WORDS * 4)
-            marks = api.zeros(max(16, slots * SLOT_WORDS * 4))
-            p = np.zeros(PARAM_WORDS, np.uint32)
-            p[[P_N_RECORDS, P_ECAP, P_BCAP, P_PHASE, P_WGSIZE]] = [
-                n_records,
-                cap,
-                slots,
-                phase,
-                wgsize,
-            ]
-            api.run("order_scan", n_records, p, [log_buf, v, out, marks] + [other] * 6)
-            words = api.read(out)
-            if words[0] <= cap:
-                items = words[1 : 1 + int(words[0]) * SCAN_ITEM_WORDS]
-                return items.reshape(-1, SCAN_ITEM_WORDS), api.read(marks)[: slots * SLOT_WORDS]
-            cap = int(words[0])
-        return None
+        return order_scan(api, limit, log_buf, n_records, var_bases, wgsize, slots, phase, table)
 
     first = scan(1, clocktable.scan_header(ordering.local, np.zeros((0, 2), np.uint32)))
     if first is None:

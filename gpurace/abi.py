@@ -393,7 +393,10 @@ P_LO, P_HI, P_WGSIZE, P_SWORDS, P_DGROUPS, P_ALL_CAP, P_L_LEN, P_WORK_LEN = rang
 VH0 = 256
 H_NSEG, H_NRUNS, H_LOCAL, H_SLOTS, H_TH, H_ORD, H_SB, H_STAMP, H_SEG, H_VC = range(10)
 H_PAIRS, H_NLOC = 10, 11
-H_WORDS = 12
+# the lock rule (locks.Locked): per stamp the offset of its (lock word, section) pairs
+# (H_LK, nstamps + 1 words), the pairs sorted by word (H_LKP; a section NONE: several)
+H_LK, H_LKP = 12, 13
+H_WORDS = 14
 SB_WORDS = 3  # a segment range of one work-item: first segment, lowest and highest barrier count
 SCAN_ITEM_WORDS = 1 + RECORD_WORDS  # order_scan's copy of a record: its index, its words
 SLOT_WORDS = 2  # order_scan per work-item: highest barrier count + 1, ~first record index
@@ -464,7 +467,7 @@ GROUPS: dict[str, list[str]] = {
         "EX_WORDS T_LOCAL T_INTRA T_INTER T_BARRIER T_EXIT "
         "RK_CLASS_SHIFT RK_KIND_A_SHIFT RK_KIND_B_SHIFT RK_SITE_A_SHIFT RK_SITE_LIMIT "
         "VH0 H_NSEG H_NRUNS H_LOCAL H_SLOTS H_TH H_ORD H_SB H_STAMP H_SEG H_VC H_PAIRS H_NLOC "
-        "H_WORDS "
+        "H_LK H_LKP H_WORDS "
         "SB_WORDS SCAN_ITEM_WORDS SLOT_WORDS"
     ).split(),
     "hash": ["HASH_GOLDEN", "HASH_LANE_B", "HASH_WORKGROUP"],

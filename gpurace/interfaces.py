@@ -232,7 +232,7 @@ class Target:
         spaces = {v.id: v.space for v in self.inst.variables}
         log = happens.explain(
             found.races, table.log, table.order, self.initial, self.where, self.local_clocks,
-            spaces,
+            spaces, table.sides,
         )  # fmt: skip
         notes = mbarriers.notes(log.ops, self.phases)
         return replace(found, saturated=found.saturated + notes) if notes else found

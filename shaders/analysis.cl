@@ -118,9 +118,32 @@ DEVICE_FN bool seg_before(Ctx* c, uint sa, uint sb, uint run) {
   return ta != HW(pb) && clock_of(c, HW(pb + 2u + run), ta) >= HW(pa + 1u);
 }
 
-// Two entries' stamps ordered either way in every choice (happens.Choices.ordered).
+// The lock rule (locks.Locked.ordered): stamps sa and sb lie inside critical sections
+// of one lock word, and not both inside one and the same section. Each stamp lists
+// its (word, section) pairs sorted by word, a section NONE where it lies in several.
+DEVICE_FN bool lock_ordered(Ctx* c, uint sa, uint sb) {
+  uint i = HW(HW(H_LK) + sa);
+  uint ie = HW(HW(H_LK) + sa + 1u);
+  uint j = HW(HW(H_LK) + sb);
+  uint je = HW(HW(H_LK) + sb + 1u);
+  while (i < ie && j < je) {
+    uint wa = HW(HW(H_LKP) + 2u * i);
+    uint wb = HW(HW(H_LKP) + 2u * j);
+    if (wa == wb) {
+      uint ka = HW(HW(H_LKP) + 2u * i + 1u);
+      if (ka != HW(HW(H_LKP) + 2u * j + 1u) || ka == NONE) { return true; }
+    }
+    i += SEL(0u, 1u, wa <= wb);
+    j += SEL(0u, 1u, wb <= wa);
+  }
+  return false;
+}
+
+// Two entries' stamps ordered either way in every choice (happens.Choices.ordered),
+// or by the lock rule.
 DEVICE_FN bool hb_ordered(Ctx* c, uint ha, uint hb) {
   if (ha == 0u || hb == 0u) { return false; }
+  if (lock_ordered(c, ha - 1u, hb - 1u)) { return true; }
   for (uint run = 0u; run < HW(H_NRUNS); run++) {
     if (!seg_before(c, ha - 1u, hb - 1u, run) && !seg_before(c, hb - 1u, ha - 1u, run)) {
       return false;
@@ -855,7 +878,10 @@ KERNEL void walk_dense(KERNEL_ARGS) {
 // record's index, over the records the clocks take (every ORDER event and access;
 // without H_LOCAL not the local accesses). Phase 2 copies to E the plain stores to
 // the (var, word) pairs listed after the scan table's header (the words ORDER events
-// read: write candidates). P_ECAP: the items E holds; P_BCAP: the work-items B holds.
+// read: write candidates). Phase 3 copies the accesses of the (work-item, site) pairs
+// listed there instead: the sides of the races a lock word's table left (their
+// critical sections: locks.outside). P_ECAP: the items E holds; P_BCAP: the
+// work-items B holds.
 // ---------------------------------------------------------------------------
 
 DEVICE_FN void scan_copy(Ctx* c, uint r) {
@@ -885,6 +911,11 @@ KERNEL void order_scan(KERNEL_ARGS) {
   uint kind = kind_of(c, r);
   bool order = kind == 3u && ((rec(c, r, W_FLAGS) >> F_EVENT_SHIFT) & F_EVENT_MASK) == EV_ORDER;
   if ((kind == 3u && !order) || (HW(H_LOCAL) == 0u && kind != 3u && is_local(c, r))) { return; }
+  if (P[P_PHASE] == 3u) {  // the accesses of the listed (work-item, site) pairs
+    uint who = rec(c, r, W_GROUP) * P[P_WGSIZE] + rec(c, r, W_LID);
+    if (kind != 3u && read_location(c, who, rec(c, r, W_SITE))) { scan_copy(c, r); }
+    return;
+  }
   if (P[P_PHASE] == 2u) {
     if (kind != 1u || size_of(c, r) == 0u) { return; }
     uint nw = word_count(c, r);

@@ -219,7 +219,7 @@ def test_the_corpus_locks_under_a_seeded_order(case, tmp_path: Path):
     _, spec = api.read_launch(str(small), str(kernel))
     opts = Options.from_env().with_(schedule_seed=1)
     report = api.check(kernel.read_text(), spec, path=str(kernel), options=opts)
-    # the lock rule (section against section) is the host's; a relaxed lock is no lock
-    # word, and the device's clock table decides it
-    assert report.scope.ordering == ("device" if case == "relaxed_race" else "host")
+    # the clock table carries the lock rule (section against section) as it carries
+    # the clocks of a relaxed lock (no lock word): the device decides every one
+    assert report.scope.ordering == "device"
     assert_matches_labels(report, spec.expect)

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpurace.abi import (
+    H_LK,
+    H_LKP,
     H_LOCAL,
     H_NLOC,
     H_NRUNS,
@@ -50,11 +52,14 @@ from gpurace.abi import (
 )
 from gpurace.analysis import happens
 from gpurace.analysis.local_clocks import Split
-from gpurace.analysis.locks import Locked
+from gpurace.analysis.locks import Locked, Sides
 from gpurace.model import Event, Kind, pack_flags
 
 MAX_PROBES = 1 << 16  # segments the host computes clocks for at most (else: the host path)
 PROBE_FLAGS = pack_flags(Kind.LOAD, 0, 0, 0)  # a 0-byte global load: a stamp, no write
+# per work-item its ORDER events' indices and its segments' barrier counts, per
+# (work-item, segment, barrier count) its probe's row in the extract
+Segments = tuple[dict[int, list[int]], dict[int, list[tuple[int, int]]], dict[tuple, int]]
 
 
 @dataclass
@@ -68,6 +73,15 @@ class ClockTable:
     order: happens.Order
     segments: int
     events: int  # the log's ORDER events
+    # where an access's segment lies (sections_at)
+    at: Segments | None = None
+    sides: Sides | None = None  # the lock sections of the races' sides (sections_at)
+
+    @property
+    def locked(self) -> bool:
+        """Whether the lock rule orders sections (the races' explanations then need
+        the sections of their sides' accesses: `sections_at`)."""
+        return isinstance(self.order, Locked)
 
 
 def read_locations(ords: np.ndarray) -> np.ndarray:
@@ -139,8 +153,6 @@ def build(
         return "the block barrier count of an ORDER event saturated"
     if isinstance(order, Split):  # fences or __local atomics in the __local view
         return "OpenCL __local memory has clocks of its own (docs/ordering.md)"
-    if isinstance(order, Locked):  # not a clock comparison: section against section
-        return "lock words' critical sections are ordered by the lock rule (docs/ordering.md)"
     return _table(order, log, rows, slots, events, local)
 
 
@@ -176,7 +188,7 @@ def _thread_rows(
 
 
 def _table(
-    order: happens.Clocks | happens.Choices,
+    order: happens.Clocks | happens.Choices | Locked,
     log: np.ndarray,
     rows: list[tuple[tuple, list[int], tuple | None]],
     slots: np.ndarray,
@@ -187,8 +199,12 @@ def _table(
     per segment its stamp, per stamp (numbered in the reference's thread order) its
     thread, counter and clock per choice, per clock its sorted (thread, counter)
     pairs. Segments with one stamp share it, so the device's entries are the
-    reference's (one per stamp: a uniform write's values are summed up per entry)."""
-    runs = order.runs if isinstance(order, happens.Choices) else [order]
+    reference's (one per stamp: a uniform write's values are summed up per entry).
+    With lock words (`locks.Locked`) the clocks are its base's, and each stamp lists
+    the critical sections it lies inside (`_lock_words`)."""
+    base = order.base if isinstance(order, Locked) else order
+    assert isinstance(base, (happens.Clocks, happens.Choices))
+    runs = base.runs if isinstance(base, happens.Choices) else [base]
     probes = [(i, p) for i, (_, _, p) in enumerate(rows) if p is not None]
     probes.sort(key=lambda x: (order.stamps[x[0]][0], x[1]))
     seg_of = {p: n for n, (_, p) in enumerate(probes)}
@@ -216,7 +232,8 @@ def _table(
         th.append(len(ords))
         for k, (lo, hi) in enumerate(_ranges(evs, int(slots[s, 0]) - 1)):
             sb += [seg_of[(s, k, lo)], lo, hi] if (s, k, lo) in seg_of else [NONE, 0, 0]
-    parts = [th, ords, sb, stamp_of, seg_words, vc_off, pairs]
+    lk, lkp = _lock_words(order, [order.stamps[i] for i in firsts.values()])
+    parts = [th, ords, sb, stamp_of, seg_words, vc_off, pairs, lk, lkp]
     head = [0] * H_WORDS
     head[H_NSEG], head[H_NRUNS], head[H_LOCAL], head[H_SLOTS] = (
         len(probes),
@@ -225,11 +242,59 @@ def _table(
         len(slots),
     )
     at = H_WORDS
-    for name, part in zip((H_TH, H_ORD, H_SB, H_STAMP, H_SEG, H_VC, H_PAIRS), parts, strict=True):
+    names = (H_TH, H_ORD, H_SB, H_STAMP, H_SEG, H_VC, H_PAIRS, H_LK, H_LKP)
+    for name, part in zip(names, parts, strict=True):
         head[name] = at
         at += len(part)
     words = np.array(head + [w for p in parts for w in p], dtype=np.uint32)
-    return ClockTable(words, log, order, len(probes), sum(map(len, events.values())))
+    indices = {s: [i for i, _ in e] for s, e in events.items()}
+    spans = {s: _ranges(e, int(slots[s, 0]) - 1) for s, e in events.items()}
+    where = (indices, spans, {p: i for i, p in probes})
+    return ClockTable(words, log, order, len(probes), sum(map(len, events.values())), where)
+
+
+def sections_at(table: ClockTable, recs: np.ndarray, wgsize: int) -> Sides:
+    """The lock sections that the accesses `recs` (order_scan's phase 3 items: index,
+    record) lie inside, per (group, lid, site, var), the last access's per word as
+    `locks.side` takes them: each access's segment (analysis.cl's `segment_of`) names
+    its probe, whose stamp names the sections."""
+    assert isinstance(table.order, Locked) and table.at is not None
+    evs, ranges, probe = table.at
+    tags, stamps = table.order.tags, table.order.stamps
+    out: Sides = {}
+    for row in sorted(recs.tolist()):
+        r, site, flags, lid, grp, epoch = row[0], row[1], row[2], row[4], row[5], row[6]
+        slot = grp * wgsize + lid
+        k = bisect_left(evs.get(slot, []), r)
+        if k >= len(ranges.get(slot, [])):
+            continue
+        lo, hi = ranges[slot][k]
+        seg = probe.get((slot, k, min(max(epoch, lo), hi)))
+        if seg is not None:
+            where = out.setdefault((grp, lid, site, (flags >> 16) & 0xFF), {})
+            where.update(tags[stamps[seg][2]][1])
+    return out
+
+
+def _lock_words(order: happens.Order, stamps: list[happens.Stamp]) -> tuple[list[int], list[int]]:
+    """Per stamp (in table order) the offset of its (lock word, section) pairs, and the
+    pairs: the lock words (numbered) whose critical sections the stamp lies inside,
+    sorted, each with its section's take, or NONE where it lies inside several. Two
+    stamps are ordered by the lock rule (`Locked.ordered`: the union of their sections
+    of one word has two or more) iff they share a word whose sections differ or are
+    NONE: analysis.cl's `lock_ordered`."""
+    if not isinstance(order, Locked):
+        return [0] * (len(stamps) + 1), []
+    words = sorted({w for _, where in order.tags for w in where})
+    number = {w: n for n, w in enumerate(words)}
+    offsets, pairs = [0], []
+    for _, _, cid in stamps:
+        where = order.tags[cid][1]
+        for w in sorted(where, key=number.__getitem__):
+            k = where[w]
+            pairs += [number[w], next(iter(k)) if len(k) == 1 else NONE]
+        offsets.append(len(pairs) // 2)
+    return offsets, pairs
 
 
 def vbase(var_bases: list[int], table: np.ndarray | None) -> np.ndarray:

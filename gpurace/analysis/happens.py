@@ -42,6 +42,7 @@ from gpurace.analysis import mbarriers
 from gpurace.model import Event, Kind, Race, Space
 
 if TYPE_CHECKING:
+    from gpurace.analysis import locks
     from gpurace.analysis.local_clocks import Split
     from gpurace.analysis.locks import Locked
 
@@ -582,11 +583,13 @@ def explain(
     where: Callable[[int], str],
     local: bool = True,
     spaces: dict[int, Space] | None = None,
+    sides: locks.Sides | None = None,
 ) -> _Log:
     """Set each race's `ordering` (`why`, and a lock's `locks.outside`) from the log its
     clocks `hb` were computed from (the whole log, or the clock table's extract:
     gpurace/analysis/clocktable.py; `spaces`: each variable's, which picks OpenCL's
-    `__local` view); the (global) log, parsed."""
+    `__local` view; `sides`: the sections the races' sides lie inside, where the
+    extract lacks their accesses); the (global) log, parsed."""
     from gpurace.analysis import local_clocks, locks
 
     glob, loc = views(records, initial, local)
@@ -599,7 +602,8 @@ def explain(
         if x is not None and y is not None and x != y:
             race.ordering = why(log, hb, x, y, where) or why(log, hb, y, x, where)
             if isinstance(own, locks.Locked):
-                race.ordering = locks.outside(log, own, race, where) or race.ordering
+                said = locks.outside(log, own, race, where, sides)
+                race.ordering = said or race.ordering
     return glob
 
 

@@ -187,20 +187,35 @@ class Locked:
         return self.base.seen(i)
 
 
-def outside(log: _Log, hb: Locked, race: Race, where: Callable[[int], str]) -> str:
+Sides = dict[tuple[int, int, int, int], dict[Word, frozenset[int]]]  # (grp, lid, site, var)
+
+
+def side(
+    log: _Log, hb: Locked, grp: int, lid: int, site: int, var: int
+) -> dict[Word, frozenset[int]]:
+    """The sections the accesses of work-item (grp, lid) at (site, var) lie inside, per
+    word (where several accesses do, the last one's)."""
+    t = log.thread_of.get((grp, lid))
+    recs = [i for i, s in hb.stamps.items() if s[0] == t and log.sites.get(i) == (site, var)]
+    return {w: k for i in recs for w, k in hb.tags[hb.stamps[i][2]][1].items()}
+
+
+def outside(
+    log: _Log, hb: Locked, race: Race, where: Callable[[int], str], known: Sides | None = None
+) -> str:
     """Where one side of a race lies inside critical sections of a lock word and the
     other in none of them, say so: the lock does not cover it (a store that bypasses
-    the lock). "" otherwise."""
+    the lock). "" otherwise. `known`: each side's sections where `log` lacks its
+    accesses (the clock table's extract: `clocktable.sections_at`)."""
     sides = []
     for grp, lid, site in (
         (race.group_a, race.lid_a, race.site_a),
         (race.group_b, race.lid_b, race.site_b),
     ):
-        t = log.thread_of.get((grp, lid))
-        recs = [
-            i for i, s in hb.stamps.items() if s[0] == t and log.sites.get(i) == (site, race.var)
-        ]
-        sides.append({w: k for i in recs for w, k in hb.tags[hb.stamps[i][2]][1].items()})
+        if known is not None:
+            sides.append(known.get((grp, lid, site, race.var), {}))
+        else:
+            sides.append(side(log, hb, grp, lid, site, race.var))
     for (mine, other), (site, kind) in zip(
         ((sides[0], sides[1]), (sides[1], sides[0])),
         ((race.site_a, race.kind_a), (race.site_b, race.kind_b)),
