@@ -396,10 +396,12 @@ H_PAIRS, H_NLOC = 10, 11
 # the lock rule (locks.Locked): per stamp the offset of its (lock word, section) pairs
 # (H_LK, nstamps + 1 words), the pairs sorted by word (H_LKP; a section NONE: several)
 H_LK, H_LKP = 12, 13
-H_WORDS = 14
+H_LBANK = 14  # OpenCL's __local view has clocks: its work-items are slots H_SLOTS + slot
+H_WORDS = 15
 SB_WORDS = 3  # a segment range of one work-item: first segment, lowest and highest barrier count
 SCAN_ITEM_WORDS = 1 + RECORD_WORDS  # order_scan's copy of a record: its index, its words
-SLOT_WORDS = 2  # order_scan per work-item: highest barrier count + 1, ~first record index
+SLOT_WORDS = 4  # order_scan per work-item and view (global, OpenCL's __local): highest
+# barrier count + 1, ~first record index
 
 # counters (C)
 C_E_FULL, C_B_FULL, C_R_FULL, C_LIVE, C_RACY, C_BUCKET_FULL = range(6)
@@ -467,7 +469,7 @@ GROUPS: dict[str, list[str]] = {
         "EX_WORDS T_LOCAL T_INTRA T_INTER T_BARRIER T_EXIT "
         "RK_CLASS_SHIFT RK_KIND_A_SHIFT RK_KIND_B_SHIFT RK_SITE_A_SHIFT RK_SITE_LIMIT "
         "VH0 H_NSEG H_NRUNS H_LOCAL H_SLOTS H_TH H_ORD H_SB H_STAMP H_SEG H_VC H_PAIRS H_NLOC "
-        "H_LK H_LKP H_WORDS "
+        "H_LK H_LKP H_LBANK H_WORDS "
         "SB_WORDS SCAN_ITEM_WORDS SLOT_WORDS"
     ).split(),
     "hash": ["HASH_GOLDEN", "HASH_LANE_B", "HASH_WORKGROUP"],

@@ -77,12 +77,18 @@ DEVICE_FN uint umax(uint a, uint b) { return a > b ? a : b; }
 DEVICE_FN uint umin(uint a, uint b) { return a < b ? a : b; }
 
 // The stamp (+ 1) of access r: its work-item's ORDER events before it and its
-// barrier count pick its segment, the segment its stamp; 0 without a table, or for a
-// local access that takes no clock (OpenCL: local memory has its own epochs).
+// barrier count pick its segment, the segment its stamp; 0 without a table. OpenCL's
+// __local accesses take the clocks of the __local view (docs/ordering.md, "Local
+// memory"): its work-items are the table's second bank (H_LBANK), whose ORDER events
+// are the view's and whose barrier counts are the local epochs; without it, none.
 DEVICE_FN uint segment_of(Ctx* c, uint r) {
-  if (HW(H_NSEG) == 0u || (HW(H_LOCAL) == 0u && is_local(c, r))) { return 0u; }
+  if (HW(H_NSEG) == 0u) { return 0u; }
   uint slot = rec(c, r, W_GROUP) * c->P[P_WGSIZE] + rec(c, r, W_LID);
   if (slot >= HW(H_SLOTS)) { return 0u; }
+  if (HW(H_LOCAL) == 0u && is_local(c, r)) {
+    if (HW(H_LBANK) == 0u) { return 0u; }
+    slot += HW(H_SLOTS);
+  }
   uint first = HW(HW(H_TH) + slot);
   uint lo = first;
   uint hi = HW(HW(H_TH) + slot + 1u);
@@ -875,8 +881,8 @@ KERNEL void walk_dense(KERNEL_ARGS) {
 // so that the host never reads the whole log. Phase 1 copies every ORDER event to E
 // (E[0] counts, then SCAN_ITEM_WORDS per item: the index, the record) and marks in B,
 // per work-item (grp * wgsize + lid), its highest barrier count + 1 and ~its first
-// record's index, over the records the clocks take (every ORDER event and access;
-// without H_LOCAL not the local accesses). Phase 2 copies to E the plain stores to
+// record's index, over the records the clocks take (every ORDER event and access),
+// per view: without H_LOCAL (OpenCL) the __local view apart. Phase 2 copies to E the plain stores to
 // the (var, word) pairs listed after the scan table's header (the words ORDER events
 // read: write candidates). Phase 3 copies the accesses of the (work-item, site) pairs
 // listed there instead: the sides of the races a lock word's table left (their
@@ -910,7 +916,7 @@ KERNEL void order_scan(KERNEL_ARGS) {
   if (r >= P[P_N_RECORDS]) { return; }
   uint kind = kind_of(c, r);
   bool order = kind == 3u && ((rec(c, r, W_FLAGS) >> F_EVENT_SHIFT) & F_EVENT_MASK) == EV_ORDER;
-  if ((kind == 3u && !order) || (HW(H_LOCAL) == 0u && kind != 3u && is_local(c, r))) { return; }
+  if (kind == 3u && !order) { return; }
   if (P[P_PHASE] == 3u) {  // the accesses of the listed (work-item, site) pairs
     uint who = rec(c, r, W_GROUP) * P[P_WGSIZE] + rec(c, r, W_LID);
     if (kind != 3u && read_location(c, who, rec(c, r, W_SITE))) { scan_copy(c, r); }
@@ -931,6 +937,19 @@ KERNEL void order_scan(KERNEL_ARGS) {
   uint bars = SEL(rec(c, r, W_EPOCH), rec(c, r, W_EXTRA) >> O_BARRIERS_SHIFT, order);
   uint slot = rec(c, r, W_GROUP) * P[P_WGSIZE] + rec(c, r, W_LID);
   if (slot >= P[P_BCAP]) { return; }
-  ATOMIC_MAX(&B[SLOT_WORDS * slot], bars + 1u);
-  ATOMIC_MAX(&B[SLOT_WORDS * slot + 1u], ~r);
+  // OpenCL: the global view (global accesses, __global atomics, fences) and the
+  // __local one (__local accesses and atomics, fences at the local epoch of their
+  // epoch word) mark words 0-1 and 2-3 (local_clocks.global_view, local_view)
+  bool loc = HW(H_LOCAL) == 0u && is_local(c, r);
+  bool fence = order && HW(H_LOCAL) == 0u && (rec(c, r, W_EXTRA) & 0xffu) == 0u
+               && size_of(c, r) == 0u;
+  if (!loc || fence) {
+    ATOMIC_MAX(&B[SLOT_WORDS * slot], bars + 1u);
+    ATOMIC_MAX(&B[SLOT_WORDS * slot + 1u], ~r);
+  }
+  if (loc || fence) {
+    uint lbars = SEL(bars, umin(rec(c, r, W_EPOCH), O_BARRIERS_MAX), fence);
+    ATOMIC_MAX(&B[SLOT_WORDS * slot + 2u], lbars + 1u);
+    ATOMIC_MAX(&B[SLOT_WORDS * slot + 3u], ~r);
+  }
 }

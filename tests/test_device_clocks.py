@@ -54,27 +54,12 @@ def monotone(recs: np.ndarray) -> np.ndarray:
     return out
 
 
-def without_local_order(recs: np.ndarray) -> np.ndarray:
-    """The log with the ORDER events that OpenCL's `__local` view takes (fences and
-    `__local` atomics: gpurace/analysis/local_clocks.py) made events of no kind."""
-    out = recs.copy()
-    for i, (_, flags, _, _, _, _, _, extra) in enumerate(recs.tolist()):
-        order = flags & 3 == Kind.EVENT and (flags >> 24) & 0xF == Event.ORDER
-        fence = extra & 0xFF == 0 and (flags >> 8) & 0xFF == 0
-        if order and (fence or (flags >> 2) & 1):
-            out[i] = [0, int(Kind.EVENT), 0, 0, 0, 0, 0, 0]
-    return out
-
-
 def device_equals_reference(recs: np.ndarray, spaces: dict, local: bool = True) -> list:
     """The device's races with the clock table, asserted equal to the reference's
-    (OpenCL: a log whose `__local` view has ORDER events, fences or `__local` atomics,
-    has clocks of its own there, `local_clocks.Split`, which the host decides: such
-    events are blanked first, so the device's part is what is compared)."""
-    if not local:
-        recs = without_local_order(recs)
+    (OpenCL, `local` False: with fences or `__local` atomics the `__local` view has
+    clocks of its own, `local_clocks.Split`, which the table carries as a second bank)."""
     hb = happens.clocks(recs, zero, local)
-    assert hb is not None and not hb.saturated and not isinstance(hb, Split)
+    assert hb is not None and not hb.saturated
     want = reference.analyse(recs, spaces, order=hb)
     got = opencl().analyse_records(recs, ordering=Ordering(zero, local))
     assert got.ordering == "device" and got.clocks is not None
@@ -173,10 +158,7 @@ def test_corpus_logs_device_equals_reference(case):
         assert decided is None and found.ordering == "" and found.clocks is None
         decided = (reference.analyse(records, spaces), [])
     else:
-        hb = happens.clocks(records, t.initial, local)
-        on_host = isinstance(hb, Split)
-        assert found.ordering == ("host" if on_host else "device")
-        assert (found.clocks is None) == on_host
+        assert found.ordering == "device" and found.clocks is not None
     assert decided is not None and decided[1] == []
     want = DeviceAnalysis(decided[0], [], 0, 0, {}, [])
     want = t.results(want) if t.results else want  # CUDA drops storage-exchange warnings
