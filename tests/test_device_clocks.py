@@ -13,10 +13,9 @@ import pytest
 
 from gpurace.abi import O_BARRIERS_SHIFT, ORDER_RELAXED, ORDER_RELEASE
 from gpurace.analysis import clocktable, happens, reference
-from gpurace.analysis.local_clocks import Split
 from gpurace.analysis.locks import Locked
 from gpurace.backends.analysis_driver import DeviceAnalysis, Ordering
-from gpurace.model import Event, Kind
+from gpurace.model import Event, Kind, RaceClass
 from tests.analysis_backends import opencl
 from tests.logs import VAR_SPACES as RANDOM_SPACES
 from tests.order_logs import VAR_SPACES, access, atomic, log
@@ -164,6 +163,12 @@ def test_corpus_logs_device_equals_reference(case):
     want = t.results(want) if t.results else want  # CUDA drops storage-exchange warnings
     got = found.races
     assert got == want.races
+    if case.id in ("relacq_local_mp_clean", "relacq_local_fence_clean"):
+        # a real log where the __local clocks order a pair of __local accesses that the
+        # local epochs (barriers: the device before the table's __local bank) leave
+        barriers = {(r.cls, r.var) for r in reference.analyse(records, spaces)}
+        msg = next(v.id for v in t.inst.variables if v.name == "msg")
+        assert (RaceClass.LOCAL, msg) in barriers
     assert [r.ordering for r in got] == [r.ordering for r in want.races]
     assert bool(got) == case.id.endswith("_race")
     if found.clocks is not None:  # the extract holds every ORDER event of the log

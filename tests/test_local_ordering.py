@@ -2,8 +2,9 @@
 "Local memory"): on hand-made OpenCL logs (local epochs apart from the global ones),
 a work-group-scope release/acquire on a `__local` flag orders `__local` accesses of
 the group, relaxed does not, a fence orders `__local` memory only with
-CLK_LOCAL_MEM_FENCE, and `__local` atomics order no `__global` memory. The corpus runs
-it on PoCL: tests/corpus/opencl/relacq_local_mp_*."""
+CLK_LOCAL_MEM_FENCE, and `__local` atomics order no `__global` memory; the device's
+analysis with the clock table equals the reference on each log. The corpus runs it on
+PoCL: tests/corpus/opencl/relacq_local_mp_*."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ from gpurace.abi import (
     SCOPE_CTA,
 )
 from gpurace.analysis import happens, reference
+from gpurace.backends.analysis_driver import DeviceAnalysis, Ordering
 from gpurace.model import Event, Kind, RaceClass, Space, pack_flags
+from tests.analysis_backends import opencl
 
 DATA, MSG, FLAG = 0, 2, 3  # a __global word, a __local message and a __local flag
 SPACES = {DATA: Space.GLOBAL, MSG: Space.LOCAL, FLAG: Space.LOCAL}
@@ -47,13 +50,15 @@ def flag(grp: int, lid: int, *, read: int | None = None, wrote: int | None = Non
                   extra | bits | ep << O_BARRIERS_SHIFT]]  # fmt: skip
 
 
-def fence(grp: int, lid: int, order: int, local: bool, glob: bool, site: int = 20) -> list[int]:
+def fence(grp: int, lid: int, order: int, local: bool, glob: bool, site: int = 20,
+          ep: int = 0) -> list[int]:  # fmt: skip
     """atomic_work_item_fence(flags, order, work_group) as the runtime logs it: the
     global order in extra (relaxed without CLK_GLOBAL_MEM_FENCE), the local one in the
-    value word (relaxed without CLK_LOCAL_MEM_FENCE), the local epoch 0."""
+    value word (relaxed without CLK_LOCAL_MEM_FENCE), the local epoch `ep` in the epoch
+    word (global epoch 0)."""
     flags = pack_flags(Kind.EVENT, 0, 0, 0, event=Event.ORDER)
     extra = SCOPE_CTA << 8 | (order if glob else ORDER_RELAXED) << 12
-    return [site, flags, 0, lid, grp, 0, order if local else ORDER_RELAXED, extra]
+    return [site, flags, 0, lid, grp, ep, order if local else ORDER_RELAXED, extra]
 
 
 def log(*parts: list) -> np.ndarray:
@@ -63,10 +68,26 @@ def log(*parts: list) -> np.ndarray:
     return np.array(rows, dtype=np.uint32)
 
 
+def device(recs: np.ndarray) -> DeviceAnalysis:
+    """The device's analysis with the clock table (its `__local` bank)."""
+    backend = opencl()
+    bases = [16, 1 << 16, 2 << 16, 3 << 16]  # DATA, (none), MSG, FLAG
+    got = backend.module.analyse_records(
+        backend.device, recs, bases, False, ordering=Ordering(None, False)
+    )
+    assert got.ordering == "device" and got.clocks is not None and got.saturated == []
+    return got
+
+
 def races(recs: np.ndarray) -> list[tuple]:
+    """The reference's races with the two sets of clocks, asserted equal to the
+    device's (analysis.cl with the clock table: docs/ordering.md, "Where it is
+    decided"), race for race and example for example."""
     hb = happens.clocks(recs, None, local=False)
     assert hb is not None
-    return [(r.cls, r.site_a, r.site_b) for r in reference.analyse(recs, SPACES, order=hb)]
+    want = reference.analyse(recs, SPACES, order=hb)
+    assert device(recs).races == want
+    return [(r.cls, r.site_a, r.site_b) for r in want]
 
 
 def passing(var: int, rel: int = ORDER_RELEASE, acq: int = ORDER_ACQUIRE, fences=()) -> np.ndarray:
@@ -80,10 +101,10 @@ def passing(var: int, rel: int = ORDER_RELEASE, acq: int = ORDER_ACQUIRE, fences
     for g in (0, 1):
         parts += flag(g, 0, wrote=0)
         parts.append(access(Kind.STORE, g, 0, var, ep=ep))
-        parts += [fence(g, 0, ORDER_RELEASE, *fences)] if fences else []
+        parts += [fence(g, 0, ORDER_RELEASE, *fences, ep=1)] if fences else []
         parts += flag(g, 0, wrote=1, order=rel, ep=1)
         parts += flag(g, 1, read=1, order=acq, ep=1)
-        parts += [fence(g, 1, ORDER_ACQUIRE, *fences)] if fences else []
+        parts += [fence(g, 1, ORDER_ACQUIRE, *fences, ep=1)] if fences else []
         parts.append(access(Kind.LOAD, g, 1, var, ep=ep, site=2))
     return log(*parts)
 
@@ -175,3 +196,10 @@ def test_a_local_spin_lock_cleared_first_orders_its_holdings():
     assert decided is not None
     why = "the store at site 4 is outside the critical sections of the lock taken at site 12"
     assert [r.ordering for r in decided[0]] == [why, why]
+    # on the device: the sides' sections come from order_scan's copies of their accesses
+    got = device(recs(True))
+    table = got.clocks
+    assert table is not None and table.sides
+    happens.explain(got.races, table.log, table.order, None, lambda i: f"site {i}", False,
+                    SPACES, table.sides)  # fmt: skip
+    assert [r.ordering for r in got.races] == [why, why]

@@ -400,7 +400,7 @@ def test_ordering_needs_one_pass_and_says_so_when_split():
     source, spec = case.load()
     whole = api.check(source, spec, path=str(case.kernel), backend=opencl_backend)
     assert whole.scope.passes == 1 and whole.scope.complete and whole.races == []
-    assert whole.scope.ordering == "host"  # OpenCL fences: a __local view (local_clocks)
+    assert whole.scope.ordering == "device"  # fences: the table's __local bank too
     small = Patched(opencl_backend, max_records_per_pass=lambda _q: 160)
     split = api.check(source, spec, path=str(case.kernel), backend=small)
     assert split.scope.passes > 1 and split.scope.ordering == ""
