@@ -19,6 +19,12 @@ where the group logged nothing add barrier joins with nothing between them, whic
 order no pair differently. The probes take the positions of the log's first record
 of each work-item, so the threads are numbered as the reference numbers them on the
 whole log (its entry order and its explanations depend on that).
+
+Lock words (`locks.Locked`) and OpenCL's `__local` view (`local_clocks.Split`) are
+carried too: each stamp lists the critical sections it lies inside (the lock rule is
+section against section, not a clock comparison), and the `__local` view's segments
+and stamps are a second bank of work-items (its clocks change only at its own ORDER
+events and local barriers, so the probe argument holds per view).
 """
 
 from __future__ import annotations
