@@ -1,10 +1,11 @@
 """Release/acquire decided on the device (docs/ordering.md, "Where it is decided"):
 analysis.cl with the clock table equals the reference with the clocks of the whole
 log (`reference.analyse(..., order=happens.clocks(log))`), race for race, example for
-example, on random logs with ORDER events and barriers, on hand-made locks (the
-consistent choices) and on the logs of the release/acquire corpus (PoCL for OpenCL,
-sim for CUDA), explanations included; where the table does not fit, the host decides
-and the scope says why."""
+example, on random logs with ORDER events and barriers (OpenCL's with fences and
+`__local` atomics: the `__local` view), on hand-made and random locks (the consistent
+choices, the lock rule) and on the logs of the release/acquire corpus (PoCL for
+OpenCL, sim for CUDA), explanations included; where the table does not fit, the host
+decides and the scope says why."""
 
 from __future__ import annotations
 
