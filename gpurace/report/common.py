@@ -343,6 +343,18 @@ IN_FLIGHT = {
 }
 
 
+def wgmma_scope_lines(report: Report) -> list[str]:
+    """What a check of a kernel with a modelled wgmma.mma_async covered (the scope
+    statement): which of its operand reads, and their window."""
+    if not any(s.detail == WGMMA for s in report.sites):
+        return []
+    return [
+        "  wgmma.mma_async: shared-memory operands (m64nNk16, f16/bf16, K-major, no-swizzle "
+        "descriptors) read by the warpgroup from the issue to the wgmma.wait_group that "
+        "completes their group (docs/async.md)"
+    ]
+
+
 def explanation(v: RaceView, language: str) -> str:
     """Why the two sides race: the class, in the language's words, then (release/acquire,
     docs/ordering.md) the nearest synchronisation that fails to order them."""
