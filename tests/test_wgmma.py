@@ -172,3 +172,88 @@ def test_a_transposed_operand_is_listed(tmp_path: Path) -> None:
     assert any(":21:3: 'wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16': a transposed"
                in n for n in notes), notes  # fmt: skip
     assert any("sim cannot execute wgmma.mma_async" in n for n in notes), notes
+
+
+WIDE = """\
+extern "C" __global__ void wg(const unsigned short *a, const unsigned short *b, float *out) {
+  __shared__ __align__(128) unsigned short sa[64 * 16], sb[72 * 16];
+  unsigned t = threadIdx.x;
+  for (unsigned i = t; i < 64 * 16; i += 128) sa[at(i / 16, i % 16)] = a[i];
+  for (unsigned i = t; i < 72 * 16; i += 128) sb[at(i / 16, i % 16)] = b[i % 128] ^ (i >> 7);
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  float d[36];
+  for (int i = 0; i < 36; i++) d[i] = i;
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+  asm volatile("wgmma.mma_async.sync.aligned.m64n72k16.f32.bf16.bf16 {REGS}, %36, %37, "
+               "1, 1, -1, 0, 0;" : OUTS : "l"(desc(sa, 128, 256)), "l"(desc(sb, 128, 256)));
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  for (int i = 0; i < 36; i++) out[t * 36 + i] = d[i];
+}
+"""
+
+
+def _bf16(bits: np.ndarray) -> np.ndarray:
+    return (bits << 16).view(np.float32).astype(np.float64)
+
+
+def test_n72_bf16_accumulates_negated_b_and_logs_rows_past_64() -> None:
+    """m64n72k16 .bf16 with scale-d 1 (D = A (-B) + C, C = 0 .. 35 per thread): the
+    product bit for bit against NumPy's from the accumulator fragment's layout; B's
+    rows 64..71 are logged by threads 0..7 and 64..71 (the second row of each)."""
+    regs = ", ".join(f"%{i}" for i in range(36))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(36))
+    head = CLEAN.split('extern "C"')[0]
+    text = head + WIDE.replace("{REGS}", "{" + regs + "}").replace("OUTS", outs)
+    launch = load_cuda_launch(str(LAUNCH))
+    launch.args[2].buffer.data = np.zeros(128 * 36, np.float32)  # type: ignore[union-attr]
+    inst = instrument(text, "wg.cu", launch.options, arch="compute_90a")
+    plain, _, _, _ = _emulate_launch(launch, inst, False)
+    outputs, records, _, _ = _emulate_launch(launch, inst, True)
+    assert plain == outputs
+    a_bits = np.arange(1024, dtype=np.float16).view(np.uint16).astype(np.uint32)
+    b16 = np.arange(128, dtype=np.float16).view(np.uint16).astype(np.uint32)
+    b_bits = np.array([b16[i % 128] ^ (i >> 7) for i in range(72 * 16)], np.uint32)
+    want = _bf16(a_bits).reshape(64, 16) @ -_bf16(b_bits).reshape(72, 16).T
+    got = np.frombuffer(plain[2], np.float32).reshape(128, 36)
+    for t in range(128):  # thread t's 36 elements of D
+        w, lane = t // 32, t % 32
+        for e in range(36):
+            r = 16 * w + lane // 4 + 8 * ((e % 4) >> 1)
+            c = 8 * (e >> 2) + 2 * (lane % 4) + (e & 1)
+            assert got[t, e] == np.float32(want[r, c] + e), (t, e)
+    wg = {s.id for s in inst.sites if s.detail == WGMMA}
+    mine = records[np.isin(records[:, abi.W_SITE], list(wg))]
+    sb = next(v.id for v in inst.variables if v.name == "sb")
+    past = mine[((mine[:, abi.W_FLAGS] >> 16) & 0xFF == sb) & (mine[:, abi.W_OFFSET] >= 8 * 256)]
+    assert sorted(set(past[:, abi.W_LID].tolist())) == [*range(8), *range(64, 72)]
+    assert len(past) == 16 * 2
+
+
+def test_more_reads_in_flight_than_the_queue_holds_is_incomplete(tmp_path: Path) -> None:
+    """33 wgmmas committed with no wait between: a thread's queue holds 64 records, so
+    threads 0..7 and 64..71 (4 records a wgmma: rows of A and B) overflow from the
+    17th, the others (2: A's) at the 33rd; the check says how many were not followed."""
+    loop = (
+        "  #pragma unroll 1\n  for (int i = 0; i < 33; i++) {\n"
+        '    asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, '
+        '%4, %5, 1, 1, 1, 0, 0;"\n'
+        '               : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "l"(desc(sa, 128, 256)), '
+        '"l"(desc(sb, 128, 256)));\n'
+        '    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");\n  }\n'
+    )
+    lines = CLEAN.splitlines(keepends=True)
+    start = next(i for i, x in enumerate(lines) if 'asm volatile("wgmma.mma_async' in x)
+    text = "".join(lines[:start]).replace(
+        "float d0, d1, d2, d3;", "float d0 = 0, d1 = 0, d2 = 0, d3 = 0;"
+    )
+    text += loop + "".join(lines[start + 3 :])
+    kernel = tmp_path / "q.cu"
+    kernel.write_text(text)
+    report = api.check_file(str(kernel), str(LAUNCH))
+    assert report.races == []
+    [note] = report.scope.not_instrumented
+    assert note == (f"{kernel}: {16 * 17 * 4 + 112 * 2} wgmma.mma_async shared-memory reads "
+                    "issued while 64 of the thread's were in flight: their window past the "
+                    "next barrier is not followed (docs/async.md)")  # fmt: skip
