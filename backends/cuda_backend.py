@@ -90,7 +90,7 @@ SYNC_NAMES = {
     11: "cp.async beyond the in-flight queue",
     12: "TMEM access beyond the in-flight queue",
     13: "wgmma read beyond the in-flight queue",
-    14: "wgmma swizzled descriptor",
+    14: "wgmma swizzled descriptor not aligned",
 }
 
 

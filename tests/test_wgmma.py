@@ -76,10 +76,13 @@ def test_each_operand_chunk_is_read_by_two_threads_of_different_warps() -> None:
     names = {v.id: v.name for v in inst.variables}
     assert len(mine) == 2 * (128 + 16)
     assert set(((mine[:, abi.W_FLAGS] >> 8) & 0xFF).tolist()) == {16}
-    for var, chunks in (("sa", 128), ("sb", 16)):
+    # A: no swizzle, 128 chunks back to back; B: 128B swizzle, row n's two chunks at
+    # 128 n + (0, 16) ^ 16 (n % 8)
+    b_chunks = [128 * n + (c ^ 16 * n) for n in range(8) for c in (0, 16)]
+    for var, chunks in (("sa", list(range(0, 16 * 128, 16))), ("sb", b_chunks)):
         rows = mine[[names[int(f >> 16 & 0xFF)] == var for f in mine[:, abi.W_FLAGS]]]
         offsets = sorted(rows[:, abi.W_OFFSET].tolist())
-        assert offsets == sorted(2 * list(range(0, 16 * chunks, 16)))
+        assert offsets == sorted(2 * chunks)
         for off in set(offsets):
             lids = sorted(rows[rows[:, abi.W_OFFSET] == off, abi.W_LID].tolist())
             assert len(lids) == 2 and lids[1] == lids[0] + 64
@@ -134,7 +137,8 @@ A_REGS = """\
   asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, "
                "{%4, %5, %6, %7}, %8, 0, 1, 1, 0;"
                : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
-               : "r"(ar[0]), "r"(ar[1]), "r"(ar[2]), "r"(ar[3]), "l"(desc(sb, 128, 256)));
+               : "r"(ar[0]), "r"(ar[1]), "r"(ar[2]), "r"(ar[3]),
+                 "l"(desc(sb, 16, 1024) | 1ull << 62));
 """
 
 
@@ -154,15 +158,18 @@ def test_a_from_registers() -> None:
     assert set(((mine[:, abi.W_FLAGS] >> 16) & 0xFF).tolist()) == {sb}
 
 
-def test_a_swizzled_descriptor_is_incomplete(tmp_path: Path) -> None:
-    """Mode 1 (128B swizzle) in B's descriptor: its reads are not logged (a sync event
-    at run time) and sim stops at the instruction; never clean."""
-    report = _check(tmp_path, ('"l"(desc(sb, 128, 256))', '"l"(desc(sb, 128, 256) | 1ull << 62)'))
+@pytest.mark.parametrize("how", [" | 1ull << 49", " | 8"], ids=["base-offset", "start"])
+def test_a_swizzled_descriptor_off_its_pattern_is_incomplete(tmp_path: Path, how) -> None:
+    """B's 128B-swizzled descriptor with a base offset, or starting 128 bytes into its
+    pattern: its reads are not logged (a sync event at run time) and sim stops at the
+    instruction; never clean."""
+    report = _check(tmp_path, ("1ull << 62)", f"1ull << 62{how})"))
     notes = report.scope.not_instrumented
     assert not report.scope.complete and report.races == []
-    assert any("wgmma.mma_async operands read through a swizzled matrix descriptor" in n
-               for n in notes), notes  # fmt: skip
-    assert any("a swizzled descriptor (mode 1) is not executed" in n for n in notes), notes
+    assert any("wgmma.mma_async operands read through a swizzled matrix descriptor whose "
+               "start is not aligned" in n for n in notes), notes  # fmt: skip
+    assert any("a swizzled descriptor (mode 1) whose start is not aligned to its pattern is "
+               "not executed" in n for n in notes), notes  # fmt: skip
 
 
 def test_a_transposed_operand_is_listed(tmp_path: Path) -> None:
@@ -175,18 +182,25 @@ def test_a_transposed_operand_is_listed(tmp_path: Path) -> None:
 
 
 WIDE = """\
+// element (r, k) of a K-major tile swizzled by w = 32 or 64 bytes (rows w bytes apart)
+__device__ unsigned swz(unsigned r, unsigned k, unsigned w, unsigned sbo) {
+  unsigned lin = r / 8 * sbo + r % 8 * w + 2 * k;
+  return (lin ^ ((lin >> 7) & (w / 16 - 1)) << 4) / 2;
+}
 extern "C" __global__ void wg(const unsigned short *a, const unsigned short *b, float *out) {
-  __shared__ __align__(128) unsigned short sa[64 * 16], sb[72 * 16];
+  __shared__ __align__(1024) unsigned short sa[64 * 16], sb[9 * 256];
   unsigned t = threadIdx.x;
-  for (unsigned i = t; i < 64 * 16; i += 128) sa[at(i / 16, i % 16)] = a[i];
-  for (unsigned i = t; i < 72 * 16; i += 128) sb[at(i / 16, i % 16)] = b[i % 128] ^ (i >> 7);
+  for (unsigned i = t; i < 64 * 16; i += 128) sa[swz(i / 16, i % 16, 32, 256)] = a[i];
+  for (unsigned i = t; i < 72 * 16; i += 128)
+    sb[swz(i / 16, i % 16, 64, 512)] = b[i % 128] ^ (i >> 7);
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
   float d[36];
   for (int i = 0; i < 36; i++) d[i] = i;
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
   asm volatile("wgmma.mma_async.sync.aligned.m64n72k16.f32.bf16.bf16 {REGS}, %36, %37, "
-               "1, 1, -1, 0, 0;" : OUTS : "l"(desc(sa, 128, 256)), "l"(desc(sb, 128, 256)));
+               "1, 1, -1, 0, 0;" : OUTS : "l"(desc(sa, 16, 256) | 3ull << 62),
+               "l"(desc(sb, 16, 512) | 2ull << 62));
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
   for (int i = 0; i < 36; i++) out[t * 36 + i] = d[i];
@@ -198,10 +212,11 @@ def _bf16(bits: np.ndarray) -> np.ndarray:
     return (bits << 16).view(np.float32).astype(np.float64)
 
 
-def test_n72_bf16_accumulates_negated_b_and_logs_rows_past_64() -> None:
-    """m64n72k16 .bf16 with scale-d 1 (D = A (-B) + C, C = 0 .. 35 per thread): the
-    product bit for bit against NumPy's from the accumulator fragment's layout; B's
-    rows 64..71 are logged by threads 0..7 and 64..71 (the second row of each)."""
+def test_n72_bf16_swizzled_accumulates_negated_b_and_logs_rows_past_64() -> None:
+    """m64n72k16 .bf16, A 32B- and B 64B-swizzled, scale-d 1 (D = A (-B) + C, C = 0 ..
+    35 per thread): the product bit for bit against NumPy's from the accumulator
+    fragment's layout; B's rows 64..71 (the ninth 8-row group, 4096 bytes on) are
+    logged by threads 0..7 and 64..71 (the second row of each)."""
     regs = ", ".join(f"%{i}" for i in range(36))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(36))
     head = CLEAN.split('extern "C"')[0]
@@ -226,7 +241,7 @@ def test_n72_bf16_accumulates_negated_b_and_logs_rows_past_64() -> None:
     wg = {s.id for s in inst.sites if s.detail == WGMMA}
     mine = records[np.isin(records[:, abi.W_SITE], list(wg))]
     sb = next(v.id for v in inst.variables if v.name == "sb")
-    past = mine[((mine[:, abi.W_FLAGS] >> 16) & 0xFF == sb) & (mine[:, abi.W_OFFSET] >= 8 * 256)]
+    past = mine[((mine[:, abi.W_FLAGS] >> 16) & 0xFF == sb) & (mine[:, abi.W_OFFSET] >= 8 * 512)]
     assert sorted(set(past[:, abi.W_LID].tolist())) == [*range(8), *range(64, 72)]
     assert len(past) == 16 * 2
 
@@ -240,7 +255,7 @@ def test_more_reads_in_flight_than_the_queue_holds_is_incomplete(tmp_path: Path)
         '    asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, '
         '%4, %5, 1, 1, 1, 0, 0;"\n'
         '               : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "l"(desc(sa, 128, 256)), '
-        '"l"(desc(sb, 128, 256)));\n'
+        '"l"(desc(sb, 16, 1024) | 1ull << 62));\n'
         '    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");\n  }\n'
     )
     lines = CLEAN.splitlines(keepends=True)

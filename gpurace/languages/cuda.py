@@ -47,8 +47,9 @@ UNMODELLED_SYNC = {
     "window past the next barrier is not followed (docs/tmem.md)",
     13: "wgmma.mma_async shared-memory reads issued while 64 of the thread's were in "
     "flight: their window past the next barrier is not followed (docs/async.md)",
-    14: "wgmma.mma_async operands read through a swizzled matrix descriptor (128B, 64B or "
-    "32B mode): their shared-memory reads are not tracked (docs/async.md)",
+    14: "wgmma.mma_async operands read through a swizzled matrix descriptor whose start is "
+    "not aligned to its pattern, or with a base offset: their shared-memory reads are not "
+    "tracked (docs/async.md)",
 }
 
 

@@ -349,8 +349,8 @@ def wgmma_scope_lines(report: Report) -> list[str]:
     if not any(s.detail == WGMMA for s in report.sites):
         return []
     return [
-        "  wgmma.mma_async: shared-memory operands (m64nNk16, f16/bf16, K-major, no-swizzle "
-        "descriptors) read by the warpgroup from the issue to the wgmma.wait_group that "
+        "  wgmma.mma_async: shared-memory operands (m64nNk16, f16/bf16, K-major, no swizzle "
+        "or 128/64/32B) read by the warpgroup from the issue to the wgmma.wait_group that "
         "completes their group (docs/async.md)"
     ]
 

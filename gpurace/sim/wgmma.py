@@ -3,13 +3,12 @@ matrix multiply-accumulate D = A B + D, A (64 x 16) from shared memory through a
 matrix descriptor or from registers, B (16 x N) from shared memory (docs/async.md,
 "wgmma").
 
-A descriptor (`gpurace.instrument.ptx.wgmma.Desc`) gives each operand element's shared
-address: element (row, k) of a K-major operand (A's row m, B's column n) lies in core
-matrix (row / 8, k / 8), 8 rows of 16 bytes, ``start + (row / 8) * SBO + (k / 8) * LBO
-+ (row % 8) * 16 + (k % 8) * 2``. The accumulator's fragment (PTX ISA, "Register
-Fragments and Shared Memory Matrix Layouts", wgmma ``.m64nNk16``): warp w of the
-warpgroup holds rows ``16 w ..``, lane l element e at row ``16 w + l / 4 + 8 ((e % 4) /
-2)``, column ``8 (e / 4) + 2 (l % 4) + e % 2``; A from registers has ``mma.m16n8k16``'s
+A descriptor gives each operand element's shared address
+(`gpurace.instrument.ptx.wgmma.element_address`: no swizzle, or 128, 64, 32 bytes).
+The accumulator's fragment (PTX ISA, "Register Fragments and Shared Memory Matrix
+Layouts", wgmma ``.m64nNk16``): warp w of the warpgroup holds rows ``16 w ..``, lane
+l element e at row ``16 w + l / 4 + 8 ((e % 4) / 2)``, column ``8 (e / 4) + 2 (l % 4)
++ e % 2``; A from registers has ``mma.m16n8k16``'s
 A fragment per warp. Numerics as ``mma.sync`` (gpurace/sim/mma.py): exact products
 summed in f64 from C in k order, rounded once.
 
@@ -19,8 +18,8 @@ that warp issues the instruction (in a seeded warp order the four may issue at
 different steps), one of the points where a GPU may read the operands (until
 ``wgmma.wait_group``; the race report, not the output, shows a store to an operand in
 flight); ``wgmma.fence``, ``commit_group`` and ``wait_group`` have nothing to do
-here. A swizzled descriptor stops the launch (not executed), as do the forms
-`gpurace.instrument.ptx.wgmma.form` does not model.
+here. A swizzled descriptor not aligned to its pattern stops the launch (not
+executed), as do the forms `gpurace.instrument.ptx.wgmma.form` does not model.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from gpurace.instrument.ptx.parse import Instr
-from gpurace.instrument.ptx.wgmma import K, element_address, form
+from gpurace.instrument.ptx.wgmma import K, element_address, form, modelled
 from gpurace.sim.mma import Fragment, _pack, _unpack
 from gpurace.sim.operands import Decoder
 from gpurace.sim.values import U64, SimError, SimUnsupported
@@ -80,9 +79,10 @@ def compile_wgmma(ins: Instr, dec: Decoder) -> Any:
 
     def operand(fr: Any, lane: int, desc: int, rows: np.ndarray) -> np.ndarray:
         """[rows, K] elements of a K-major operand in shared memory, as f64."""
-        if desc >> 62:
-            raise SimUnsupported(f"{ins.opcode} at {where}: a swizzled descriptor (mode "
-                                 f"{desc >> 62}) is not executed (docs/async.md)")  # fmt: skip
+        why = modelled(desc)
+        if why:
+            raise SimUnsupported(f"{ins.opcode} at {where}: {why} is not executed "
+                                 "(docs/async.md)")  # fmt: skip
         r, k = np.meshgrid(rows, np.arange(K), indexing="ij")
         addr = element_address(desc, r.reshape(-1), k.reshape(-1)).astype(U64)
         bits = fr.batch.mem.load("shared", addr, np.full(len(addr), lane), 2)

@@ -17,9 +17,11 @@ kept in a ``.local`` queue (`QUEUE`, `SLOTS` records of site, flags, offset, loc
 and group) that `relog` logs again after every block barrier, named barrier and full
 ``__syncwarp`` while they are pending. ``wgmma.commit_group`` counts the thread's groups
 (``%_gr_wgc``), ``wait_group N`` retires the records of the groups below
-``committed - N``. A swizzled descriptor (mode != 0) is found at run time: its records
-are left out and sync event `SYNC_SWIZZLED` makes the result incomplete; so does a
-record that finds the queue full (`SYNC_WGMMA_FULL`). Forms `form` does not model
+``committed - N``. Swizzled descriptors (128, 64, 32 bytes) are followed as
+`element_address` says; one whose start is not aligned to its pattern, or with a base
+offset (`modelled`), is found at run time: its records are left out and sync event
+`SYNC_SWIZZLED` makes the result incomplete; so does a record that finds the queue full
+(`SYNC_WGMMA_FULL`). Forms `form` does not model
 (other shapes and types, transposed operands) are listed as not instrumented.
 """
 
@@ -43,7 +45,7 @@ SLOTS = 64  # records a thread may have in flight
 SLOT_BYTES = 32  # site, flags, offset, local word; group
 _GROUP = 16
 SYNC_WGMMA_FULL = 13  # a record found the queue full: its window is not followed
-SYNC_SWIZZLED = 14  # a swizzled descriptor: the operand's reads are not logged
+SYNC_SWIZZLED = 14  # a swizzled descriptor not aligned to its pattern: reads not logged
 
 
 @dataclass(frozen=True)
@@ -87,12 +89,29 @@ def form(ins: Instr) -> Form | str:
     return Form(n, dtype, atype, a_desc, int(imm[0]), int(imm[1]))
 
 
+def modelled(desc: int) -> str:
+    """Why the descriptor `desc` is not modelled ("" where it is): a swizzled one whose
+    start is not aligned to its pattern (8, 4 or 2 rows of 128, 64 or 32 bytes), or
+    with a base offset, where the ISA's rule for the pattern's phase is not followed."""
+    mode = desc >> 62 & 3
+    if mode and (desc >> 49 & 7 or (desc & 0x3FFF) >> 3 & (16 >> mode) - 1):
+        return f"a swizzled descriptor (mode {mode}) whose start is not aligned to its pattern"
+    return ""
+
+
 def element_address(desc: int, row: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """The shared address of element (row, k) of a K-major operand whose no-swizzle
-    descriptor is `desc`: core matrix (row / 8, k / 8) at ``(row / 8) * SBO + (k / 8) *
-    LBO`` from the start, its rows 16 bytes apart."""
+    """The shared address of element (row, k) of a K-major operand (k < 16 elements
+    of 2 bytes) whose descriptor is `desc`. No swizzle: core matrix (row / 8, k / 8)
+    at ``(row / 8) * SBO + (k / 8) * LBO`` from the start, its rows 16 bytes apart.
+    Swizzle mode 1, 2, 3 (128, 64, 32 bytes): rows W = 128, 64, 32 bytes apart in
+    groups of 8 (SBO apart), k at ``2 k`` in its row, then the 16-byte chunk bits 4..
+    of the address XOR its bits 7.. (masked to the pattern's 8, 4, 2 rows)."""
     start, lbo, sbo = ((desc >> s & 0x3FFF) << 4 for s in (0, 16, 32))
-    return start + (row // 8) * sbo + (k // 8) * lbo + (row % 8) * 16 + (k % 8) * 2
+    mode = desc >> 62 & 3
+    if not mode:
+        return start + (row // 8) * sbo + (k // 8) * lbo + (row % 8) * 16 + (k % 8) * 2
+    lin = start + (row // 8) * sbo + (row % 8) * (256 >> mode) + k * 2
+    return lin ^ (((lin >> 7) & ((16 >> mode) - 1)) << 4)
 
 
 def has_wgmma(fn: Function) -> bool:
@@ -172,12 +191,7 @@ def instr(entry: Any, s: Any, ins: Instr) -> None:
     skip, swizzled = entry.st.label(), entry.st.label()
     check = entry._guard(ins, skip)
     for d, _ in descs:
-        check += [
-            f"shr.u64 %_gr_d1, {d}, 62;",
-            "cvt.u32.u64 %_gr_t18, %_gr_d1;",
-            "setp.ne.u32 %_gr_q1, %_gr_t18, 0;",
-            f"@%_gr_q1 bra {swizzled};",
-        ]
+        check += _aligned(entry, d, swizzled)
     entry.before(s, check)
     for d, rows in descs:
         for j in range(-(-rows // 64)):
@@ -191,10 +205,37 @@ def instr(entry: Any, s: Any, ins: Instr) -> None:
                      f"{skip}:"])  # fmt: skip
 
 
+def _aligned(entry: Any, desc: str, bad: str) -> list[str]:
+    """Code that branches to `bad` where the b64 descriptor `desc` is swizzled but its
+    start is not aligned to the swizzle pattern or it has a base offset (`modelled`)."""
+    ok = entry.st.label()
+    return [
+        f"cvt.u32.u64 %_gr_t18, {desc};",
+        f"shr.u64 %_gr_d1, {desc}, 32;",
+        "cvt.u32.u64 %_gr_t21, %_gr_d1;",
+        "shr.u32 %_gr_t20, %_gr_t21, 30;",  # the mode
+        "setp.eq.u32 %_gr_q1, %_gr_t20, 0;",
+        f"@%_gr_q1 bra {ok};",
+        "shr.u32 %_gr_t17, %_gr_t21, 17;",  # the base offset (bits 49-51)
+        "and.b32 %_gr_t17, %_gr_t17, 7;",
+        "setp.ne.u32 %_gr_q1, %_gr_t17, 0;",
+        f"@%_gr_q1 bra {bad};",
+        "mov.u32 %_gr_t17, 16;",  # the pattern's rows - 1: 7, 3, 1 for modes 1, 2, 3
+        "shr.b32 %_gr_t17, %_gr_t17, %_gr_t20;",
+        "sub.u32 %_gr_t17, %_gr_t17, 1;",
+        "shr.u32 %_gr_t19, %_gr_t18, 3;",  # start >> 7 (the field holds start >> 4)
+        "and.b32 %_gr_t19, %_gr_t19, %_gr_t17;",
+        "setp.ne.u32 %_gr_q1, %_gr_t19, 0;",
+        f"@%_gr_q1 bra {bad};",
+        f"{ok}:",
+    ]
+
+
 def _chunk(desc: str, j: int, kc: int, rows: int, past: str) -> list[str]:
-    """Code that leaves in %_gr_d2 the shared address of chunk `kc` (0, 1: the core
-    matrix along K) of this thread's row ``lid % 64 + 64 j`` of the operand whose
-    descriptor is the b64 register `desc`; a row past `rows` branches to `past`."""
+    """Code that leaves in %_gr_d2 the shared address of chunk `kc` (0, 1: 16 bytes
+    along K) of this thread's row ``lid % 64 + 64 j`` of the operand whose descriptor
+    is the b64 register `desc` (`element_address`'s rule); a row past `rows` branches
+    to `past`."""
     code = [
         "and.b32 %_gr_t23, %_gr_lid, 63;",
         *([f"add.u32 %_gr_t23, %_gr_t23, {64 * j};"] if j else []),
@@ -207,22 +248,37 @@ def _chunk(desc: str, j: int, kc: int, rows: int, past: str) -> list[str]:
         "shl.b32 %_gr_t19, %_gr_t19, 4;",
         f"shr.u64 %_gr_d1, {desc}, 32;",
         "cvt.u32.u64 %_gr_t21, %_gr_d1;",
+        "shr.u32 %_gr_t20, %_gr_t21, 30;",  # the swizzle mode
+        "setp.eq.u32 %_gr_q1, %_gr_t20, 0;",
         "and.b32 %_gr_t21, %_gr_t21, 16383;",  # SBO >> 4
         "shl.b32 %_gr_t21, %_gr_t21, 4;",
         "shr.u32 %_gr_t17, %_gr_t23, 3;",
         "mad.lo.u32 %_gr_t19, %_gr_t17, %_gr_t21, %_gr_t19;",
+        "mov.u32 %_gr_t21, 256;",  # a row: 16 bytes, or the pattern's 128, 64, 32
+        "shr.b32 %_gr_t21, %_gr_t21, %_gr_t20;",
+        "selp.u32 %_gr_t21, 16, %_gr_t21, %_gr_q1;",
         "and.b32 %_gr_t17, %_gr_t23, 7;",
-        "shl.b32 %_gr_t17, %_gr_t17, 4;",
-        "add.u32 %_gr_t19, %_gr_t19, %_gr_t17;",
+        "mad.lo.u32 %_gr_t19, %_gr_t17, %_gr_t21, %_gr_t19;",
     ]
-    if kc:
+    if kc:  # the second 16 bytes along K: LBO on, or the next 16 bytes of the row
         code += [
-            "shr.u32 %_gr_t20, %_gr_t18, 16;",
-            "and.b32 %_gr_t20, %_gr_t20, 16383;",  # LBO >> 4
-            "shl.b32 %_gr_t20, %_gr_t20, 4;",
-            "add.u32 %_gr_t19, %_gr_t19, %_gr_t20;",
+            "shr.u32 %_gr_t17, %_gr_t18, 16;",
+            "and.b32 %_gr_t17, %_gr_t17, 16383;",  # LBO >> 4
+            "shl.b32 %_gr_t17, %_gr_t17, 4;",
+            "selp.u32 %_gr_t17, %_gr_t17, 16, %_gr_q1;",
+            "add.u32 %_gr_t19, %_gr_t19, %_gr_t17;",
         ]
-    return code + ["cvt.u64.u32 %_gr_d2, %_gr_t19;"]
+    return code + [
+        "mov.u32 %_gr_t21, 16;",  # the swizzle: 16-byte chunk ^= (address >> 7) & rows - 1
+        "shr.b32 %_gr_t21, %_gr_t21, %_gr_t20;",
+        "sub.u32 %_gr_t21, %_gr_t21, 1;",
+        "selp.u32 %_gr_t21, 0, %_gr_t21, %_gr_q1;",
+        "shr.u32 %_gr_t17, %_gr_t19, 7;",
+        "and.b32 %_gr_t17, %_gr_t17, %_gr_t21;",
+        "shl.b32 %_gr_t17, %_gr_t17, 4;",
+        "xor.b32 %_gr_t19, %_gr_t19, %_gr_t17;",
+        "cvt.u64.u32 %_gr_d2, %_gr_t19;",
+    ]
 
 
 def _enqueue(entry: Any, sid: int, event: int) -> list[str]:
