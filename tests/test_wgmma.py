@@ -272,3 +272,27 @@ def test_more_reads_in_flight_than_the_queue_holds_is_incomplete(tmp_path: Path)
     assert note == (f"{kernel}: {16 * 17 * 4 + 112 * 2} wgmma.mma_async shared-memory reads "
                     "issued while 64 of the thread's were in flight: their window past the "
                     "next barrier is not followed (docs/async.md)")  # fmt: skip
+
+
+def test_an_f16_accumulator() -> None:
+    """.f16 D (two halves a register, low first): D = A B rounded once to f16 (the
+    larger sums overflow to infinity on both sides), as each thread's first register
+    holds row l / 4 of its warp's 16, columns 2 (l % 4) and + 1."""
+    text = CLEAN.replace("float d0, d1, d2, d3;", "unsigned d0, d1;")
+    text = text.replace(
+        '.f32.f16.f16 {%0, %1, %2, %3}, %4, %5, 0, 1, 1, 0, 0;"\n'
+        '               : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3) :',
+        '.f16.f16.f16 {%0, %1}, %2, %3, 0, 1, 1, 0, 0;"\n               : "=r"(d0), "=r"(d1) :',
+    )
+    text = text.replace("= d0;", "= __uint_as_float(d0);").replace("= d1;", "= 0;")
+    text = text.replace("= d2;", "= 0;").replace("= d3;", "= 0;")
+    assert "f16.f16.f16 {%0, %1}" in text
+    plain, _, _ = _run(text, False)
+    got = np.frombuffer(plain[2], np.uint32).reshape(64, 8)
+    with np.errstate(over="ignore"):
+        want = (A @ B.T).astype(np.float16).view(np.uint16).astype(np.uint32)
+    t = np.arange(128)
+    rows, cols = 16 * (t // 32) + t % 32 // 4, 2 * (t % 4)
+    assert (got[rows, cols] == want[rows, cols] | want[rows, cols + 1] << 16).all()
+    finite = np.isfinite(want.astype(np.uint16).view(np.float16)[rows, cols])
+    assert 0 < finite.sum() < len(rows)  # both kinds of value compared
