@@ -142,12 +142,17 @@ A_REGS = """\
 """
 
 
+def a_regs_text() -> str:
+    """The clean kernel with A in registers (hwtests/nvidia/test_wgmma_gpu.py too)."""
+    lines = CLEAN.splitlines(keepends=True)
+    start = next(i for i, x in enumerate(lines) if "wgmma.fence" in x)
+    return "".join(lines[:start]) + A_REGS + "".join(lines[start + 3 :])
+
+
 def test_a_from_registers() -> None:
     """A in registers (mma.m16n8k16's A fragment per warp), B from shared memory: the
     same product, and only B's reads are logged."""
-    lines = CLEAN.splitlines(keepends=True)
-    start = next(i for i, x in enumerate(lines) if "wgmma.fence" in x)
-    text = "".join(lines[:start]) + A_REGS + "".join(lines[start + 3 :])
+    text = a_regs_text()
     plain, _, _ = _run(text, False)
     assert (np.frombuffer(plain[2], np.float32).reshape(64, 8) == (A @ B.T)).all()
     _, records, inst = _run(text, True)
@@ -208,6 +213,17 @@ extern "C" __global__ void wg(const unsigned short *a, const unsigned short *b, 
 """
 
 
+def wide():
+    """The m64n72k16 kernel and its launch (hwtests/nvidia/test_wgmma_gpu.py too)."""
+    regs = ", ".join(f"%{i}" for i in range(36))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(36))
+    head = CLEAN.split('extern "C"')[0]
+    text = head + WIDE.replace("{REGS}", "{" + regs + "}").replace("OUTS", outs)
+    launch = load_cuda_launch(str(LAUNCH))
+    launch.args[2].buffer.data = np.zeros(128 * 36, np.float32)  # type: ignore[union-attr]
+    return text, launch
+
+
 def _bf16(bits: np.ndarray) -> np.ndarray:
     return (bits << 16).view(np.float32).astype(np.float64)
 
@@ -217,12 +233,7 @@ def test_n72_bf16_swizzled_accumulates_negated_b_and_logs_rows_past_64() -> None
     35 per thread): the product bit for bit against NumPy's from the accumulator
     fragment's layout; B's rows 64..71 (the ninth 8-row group, 4096 bytes on) are
     logged by threads 0..7 and 64..71 (the second row of each)."""
-    regs = ", ".join(f"%{i}" for i in range(36))
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(36))
-    head = CLEAN.split('extern "C"')[0]
-    text = head + WIDE.replace("{REGS}", "{" + regs + "}").replace("OUTS", outs)
-    launch = load_cuda_launch(str(LAUNCH))
-    launch.args[2].buffer.data = np.zeros(128 * 36, np.float32)  # type: ignore[union-attr]
+    text, launch = wide()
     inst = instrument(text, "wg.cu", launch.options, arch="compute_90a")
     plain, _, _, _ = _emulate_launch(launch, inst, False)
     outputs, records, _, _ = _emulate_launch(launch, inst, True)
@@ -274,10 +285,8 @@ def test_more_reads_in_flight_than_the_queue_holds_is_incomplete(tmp_path: Path)
                     "next barrier is not followed (docs/async.md)")  # fmt: skip
 
 
-def test_an_f16_accumulator() -> None:
-    """.f16 D (two halves a register, low first): D = A B rounded once to f16 (the
-    larger sums overflow to infinity on both sides), as each thread's first register
-    holds row l / 4 of its warp's 16, columns 2 (l % 4) and + 1."""
+def f16_acc_text() -> str:
+    """The clean kernel with an f16 D (hwtests/nvidia/test_wgmma_gpu.py too)."""
     text = CLEAN.replace("float d0, d1, d2, d3;", "unsigned d0, d1;")
     text = text.replace(
         '.f32.f16.f16 {%0, %1, %2, %3}, %4, %5, 0, 1, 1, 0, 0;"\n'
@@ -287,7 +296,14 @@ def test_an_f16_accumulator() -> None:
     text = text.replace("= d0;", "= __uint_as_float(d0);").replace("= d1;", "= 0;")
     text = text.replace("= d2;", "= 0;").replace("= d3;", "= 0;")
     assert "f16.f16.f16 {%0, %1}" in text
-    plain, _, _ = _run(text, False)
+    return text
+
+
+def test_an_f16_accumulator() -> None:
+    """.f16 D (two halves a register, low first): D = A B rounded once to f16 (the
+    larger sums overflow to infinity on both sides), as each thread's first register
+    holds row l / 4 of its warp's 16, columns 2 (l % 4) and + 1."""
+    plain, _, _ = _run(f16_acc_text(), False)
     got = np.frombuffer(plain[2], np.uint32).reshape(64, 8)
     with np.errstate(over="ignore"):
         want = (A @ B.T).astype(np.float16).view(np.uint16).astype(np.uint32)
