@@ -38,6 +38,13 @@ SLOT_BYTES = 32  # ld site, flags, offset, group; st site, flags, offset, local 
 _LD, _GROUP, _ST = 0, 12, 16  # byte offsets in a slot (the vector accesses' alignment)
 SYNC_ASYNC_FULL = 11  # a copy found the queue full: its window is not followed
 # (the other sync-event codes: barriers.py)
+# st.async / red.async (sm_90): why they are listed (docs/async.md, "Not yet")
+ASYNC_STORE = (
+    "(asynchronous store to a cluster block's shared memory) is not tracked: it completes "
+    "through the destination's mbarrier transaction count (complete_tx), and its window "
+    "would end at the phase those bytes complete, which the ordering of mbarrier phases "
+    "does not model (docs/async.md)"
+)
 
 
 def has_copies(fn: Function) -> bool:

@@ -14,7 +14,7 @@ from gpurace import abi
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site, Space, TrackedVar
 
 from . import asynccopy, bounds, emit, gridsync, mbarriers, ordering, tmem, wgmma
-from .asynccopy import async_copy
+from .asynccopy import ASYNC_STORE, async_copy
 from .barriers import SYNC_ASYNC, SYNC_FENCE, SYNC_MBARRIER, barrier, is_wait_barrier
 from .emit import CLOSE, OPEN
 from .inline import INLINE_CLOSE, INLINE_OPEN, call_target, inline_calls, not_inlined
@@ -51,13 +51,6 @@ UNMODELLED = {
     "multimem", "discard", "tensormap", "ld.async", "st.async", "red.async", "cp.reduce",
     "clusterlaunchcontrol", "stbulk", "st.bulk", "wmma.load", "wmma.store",
 }  # fmt: skip
-# st.async / red.async (sm_90): why they are listed (docs/async.md, "Not yet")
-ASYNC_STORE = (
-    "(asynchronous store to a cluster block's shared memory) is not tracked: it completes "
-    "through the destination's mbarrier transaction count (complete_tx), and its window "
-    "would end at the phase those bytes complete, which the ordering of mbarrier phases "
-    "does not model (docs/async.md)"
-)
 # CUDA's own declared functions that touch none of the kernel's memory (an assert
 # message and trap, printf of a thread-local argument buffer, the device heap)
 EXTERN_NO_MEMORY = {"__assertfail", "vprintf", "malloc", "free"}
