@@ -92,6 +92,9 @@ def unpack_flags(flags: int) -> tuple[int, int, bool, int, int, int]:
 # Site.detail of a CUDA cp.async's load and store sites: an access from its issue to
 # the wait that completes it (docs/async.md), so its races name that wait
 ASYNC_COPY = "cp.async"
+# Site.detail of a wgmma.mma_async's shared-memory operand reads: in flight until the
+# wgmma.wait_group that completes their group (docs/async.md, "wgmma")
+WGMMA = "wgmma.mma_async"
 TMEM_ELEM = "tmem"  # TrackedVar.elem_type of a tensor-memory variable (docs/tmem.md)
 
 

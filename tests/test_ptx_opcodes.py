@@ -110,3 +110,13 @@ def test_compatibility_table_is_this_list():
         row = next((r for r in rows if f"`{head}`" in r and op["family"].partition(" (")[2]
                     .rstrip(")") in r), None)  # fmt: skip
         assert row is not None and verdict[op["how"]] in row, op["family"]
+
+
+@pytest.mark.parametrize("family", ["st.async", "red.async"])
+def test_async_stores_are_listed_with_their_reason(family):
+    """st.async / red.async: listed with why (completion through the destination's
+    mbarrier transaction count, docs/async.md), not the generic words."""
+    example = next(op["example"] for op in TABLE["op"] if op["family"] == family)
+    [note] = instrument_ptx(_module(example), "ops.ptx").not_instrumented
+    assert note.startswith(f"ops.ptx:{LINE}:1: '{example.split()[0]}' (asynchronous store to a")
+    assert "mbarrier transaction count (complete_tx)" in note

@@ -37,12 +37,17 @@ OLDER = {"cp_async_clean": "80", "cp_async_race": "80", "cp_async_pipeline_clean
          "mbarrier_read_after_release_race": "90"}  # fmt: skip
 # tensor memory (tcgen05, docs/tmem.md) needs sm_100a: its cases' options pick compute_100a
 OLDER |= {c.id: "100a" for c in CUDA_CASES if c.id.startswith("tmem_")}
+# wgmma.mma_async needs sm_90a (docs/async.md): its cases' options pick compute_90a
+OLDER |= {c.id: "90a" for c in CUDA_CASES if c.id.startswith("wgmma_")}
 
 
 def _newest(launch) -> str:
-    """What ptxas assembles a case for: sm_100a where its NVRTC options pick compute_100a
-    (the last architecture option wins), else sm_90."""
-    return "sm_100a" if "--gpu-architecture=compute_100a" in launch.options else "sm_90"
+    """What ptxas assembles a case for: sm_100a (sm_90a) where its NVRTC options pick
+    compute_100a (compute_90a; the last architecture option wins), else sm_90."""
+    for arch in ("100a", "90a"):
+        if f"--gpu-architecture=compute_{arch}" in launch.options:
+            return f"sm_{arch}"
+    return "sm_90"
 
 
 @functools.cache

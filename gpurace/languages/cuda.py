@@ -45,6 +45,11 @@ UNMODELLED_SYNC = {
     "window past the next barrier is not followed (docs/async.md)",
     12: "tcgen05.ld/st records issued while 64 of the thread's were in flight: their "
     "window past the next barrier is not followed (docs/tmem.md)",
+    13: "wgmma.mma_async shared-memory reads issued while 64 of the thread's were in "
+    "flight: their window past the next barrier is not followed (docs/async.md)",
+    14: "wgmma.mma_async operands read through a swizzled matrix descriptor whose start is "
+    "not aligned to its pattern, or with a base offset: their shared-memory reads are not "
+    "tracked (docs/async.md)",
 }
 
 

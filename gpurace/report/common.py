@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from gpurace.abi import OOB_BYTES, WARP_SIZE
 from gpurace.model import (
     ASYNC_COPY,
+    WGMMA,
     Event,
     Kind,
     OutOfBounds,
@@ -335,6 +336,25 @@ def _same_warp(race: Race, language: str) -> bool:
     return language.lower() == "cuda" and race.lid_a // WARP_SIZE == race.lid_b // WARP_SIZE
 
 
+# asynchronous accesses (Site.detail) -> (the wait that completes them, the operation)
+IN_FLIGHT = {
+    ASYNC_COPY: ("cp.async.wait_group", "cp.async"),
+    WGMMA: ("wgmma.wait_group", "wgmma.mma_async"),
+}
+
+
+def wgmma_scope_lines(report: Report) -> list[str]:
+    """What a check of a kernel with a modelled wgmma.mma_async covered (the scope
+    statement): which of its operand reads, and their window."""
+    if not any(s.detail == WGMMA for s in report.sites):
+        return []
+    return [
+        "  wgmma.mma_async: shared-memory operands (m64nNk16, f16/bf16, K-major, no swizzle "
+        "or 128/64/32B) read by the warpgroup from the issue to the wgmma.wait_group that "
+        "completes their group (docs/async.md)"
+    ]
+
+
 def explanation(v: RaceView, language: str) -> str:
     """Why the two sides race: the class, in the language's words, then (release/acquire,
     docs/ordering.md) the nearest synchronisation that fails to order them."""
@@ -347,16 +367,17 @@ def explanation(v: RaceView, language: str) -> str:
 def _class_words(v: RaceView, language: str) -> str:
     words = dialect(language)
     cls = RaceClass(v.race.cls)
-    copy = next((s.site for s in (v.first, v.second) if s.site.detail == ASYNC_COPY), None)
+    copy = next((s.site for s in (v.first, v.second) if s.site.detail in IN_FLIGHT), None)
     if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and copy is not None:
         # a barrier does not complete a copy in flight; its wait does (docs/async.md)
         warp = _same_warp(v.race, language)
         then = "__syncwarp() or __syncthreads()" if warp else words.local_barrier
         if cls == RaceClass.GLOBAL_INTRA and not warp:
             then = words.global_barrier
+        wait, op = IN_FLIGHT[copy.detail]
         return (
-            f"same {'warp' if warp else 'work-group'}, no cp.async.wait_group completing the "
-            f"cp.async at {copy.line}:{copy.col} followed by {then} between"
+            f"same {'warp' if warp else 'work-group'}, no {wait} completing the "
+            f"{op} at {copy.line}:{copy.col} followed by {then} between"
         )
     if cls == RaceClass.LOCAL and tmem.is_tmem(v.var):
         return tmem.EXPLANATION

@@ -36,6 +36,7 @@ from .common import (
     relpath,
     view,
     views,
+    wgmma_scope_lines,
     who,
 )
 from .json_report import BatchEntry, batch_counts
@@ -251,6 +252,7 @@ def scope_lines(report: Report, cwd: str | None = None) -> list[str]:
     if s.protocol_search:
         lines.append(f"  {s.protocol_search}")
     lines += tmem.scope_lines(report)
+    lines += wgmma_scope_lines(report)
     if s.cooperative:
         lines.append(
             "  cooperative launch: every block resident at once, grid.sync() orders the "

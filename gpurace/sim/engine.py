@@ -44,6 +44,7 @@ from gpurace.sim.operands import Decoder, guard_reader
 from gpurace.sim.tmem import compile_tcgen05
 from gpurace.sim.values import U64, SimError, SimUnsupported, immediate
 from gpurace.sim.warp import compile_warp
+from gpurace.sim.wgmma import compile_wgmma
 
 BATCH_LANES = 8192  # lanes of the blocks that run together (at least one block)
 # a cooperative launch runs all its blocks in one batch, as many as one sm_90 SM (the
@@ -334,6 +335,8 @@ class Program:
                 c.kind, c.bar = "bar", self._bar(ins, dec)
             elif op == "tcgen05":  # tensor memory (gpurace/sim/tmem.py)
                 c.run = compile_tcgen05(ins, dec)
+            elif op == "wgmma":  # warpgroup matrix multiply (gpurace/sim/wgmma.py)
+                c.run = compile_wgmma(ins, dec)
             else:
                 c.run = (
                     compile_mem(ins, dec)

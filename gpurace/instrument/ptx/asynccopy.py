@@ -38,6 +38,13 @@ SLOT_BYTES = 32  # ld site, flags, offset, group; st site, flags, offset, local 
 _LD, _GROUP, _ST = 0, 12, 16  # byte offsets in a slot (the vector accesses' alignment)
 SYNC_ASYNC_FULL = 11  # a copy found the queue full: its window is not followed
 # (the other sync-event codes: barriers.py)
+# st.async / red.async (sm_90): why they are listed (docs/async.md, "Not yet")
+ASYNC_STORE = (
+    "(asynchronous store to a cluster block's shared memory) is not tracked: it completes "
+    "through the destination's mbarrier transaction count (complete_tx), and its window "
+    "would end at the phase those bytes complete, which the ordering of mbarrier phases "
+    "does not model (docs/async.md)"
+)
 
 
 def has_copies(fn: Function) -> bool:
@@ -107,21 +114,24 @@ def named_now(flags: str) -> list[str]:
     return [f"and.b32 {flags}, {flags}, {keep};", f"or.b32 {flags}, {flags}, %_gr_nmd;"]
 
 
-def _retire(entry: Any, below: str) -> list[str]:
+def retire(
+    entry: Any, below: str, queue: str = QUEUE, count: str = "%_gr_cpn", group: int = _GROUP
+) -> list[str]:
     """Code that drops the pending copies whose group is below `below` (a b32
-    register or immediate), keeping the others in order."""
+    register or immediate), keeping the others in order; `queue` of SLOT_BYTES slots
+    with `count` in flight and their group at byte `group` (wgmma.py's too)."""
     top, done, drop, same = (entry.st.label() for _ in range(4))
     return [
         f"mov.u32 %_gr_t2, {below};",
         "mov.u32 %_gr_t0, 0;",  # the slot read ...
         "mov.u32 %_gr_t1, 0;",  # ... and the slot written
         f"{top}:",
-        "setp.ge.u32 %_gr_q0, %_gr_t0, %_gr_cpn;",
+        f"setp.ge.u32 %_gr_q0, %_gr_t0, {count};",
         f"@%_gr_q0 bra {done};",
-        f"mov.u64 %_gr_d1, {QUEUE};",
+        f"mov.u64 %_gr_d1, {queue};",
         f"mad.wide.u32 %_gr_d2, %_gr_t1, {SLOT_BYTES}, %_gr_d1;",
         f"mad.wide.u32 %_gr_d1, %_gr_t0, {SLOT_BYTES}, %_gr_d1;",
-        f"ld.local.u32 %_gr_t3, [%_gr_d1+{_GROUP}];",
+        f"ld.local.u32 %_gr_t3, [%_gr_d1+{group}];",
         "setp.lt.u32 %_gr_q0, %_gr_t3, %_gr_t2;",
         f"@%_gr_q0 bra {drop};",
         "setp.eq.u32 %_gr_q0, %_gr_t0, %_gr_t1;",
@@ -136,7 +146,7 @@ def _retire(entry: Any, below: str) -> list[str]:
         "add.u32 %_gr_t0, %_gr_t0, 1;",
         f"bra {top};",
         f"{done}:",
-        "mov.u32 %_gr_cpn, %_gr_t1;",
+        f"mov.u32 {count}, %_gr_t1;",
     ]
 
 
@@ -151,14 +161,14 @@ def _group_op(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
     if ins.has("commit_group"):
         code.append("add.u32 %_gr_cpc, %_gr_cpc, 1;")
     elif ins.has("wait_all"):
-        code += ["add.u32 %_gr_cpc, %_gr_cpc, 1;", *_retire(entry, "%_gr_cpc")]
+        code += ["add.u32 %_gr_cpc, %_gr_cpc, 1;", *retire(entry, "%_gr_cpc")]
     elif ins.has("wait_group"):
         n = int(ins.operands[0], 0)
         code += [
             f"sub.u32 %_gr_t5, %_gr_cpc, {n};",
             f"setp.lt.u32 %_gr_q1, %_gr_cpc, {n};",
             "@%_gr_q1 mov.u32 %_gr_t5, 0;",
-            *_retire(entry, "%_gr_t5"),
+            *retire(entry, "%_gr_t5"),
         ]
     else:  # mbarrier.arrive: completion through an mbarrier, not modelled
         entry.incomplete(

@@ -11,7 +11,7 @@ from typing import Any
 from gpurace import abi
 from gpurace.model import Event, Kind
 
-from . import emit, gridsync, named, tmem
+from . import emit, gridsync, named, tmem, wgmma
 from .asynccopy import relog
 from .parse import Instr
 
@@ -22,7 +22,8 @@ SYNC_WARP, SYNC_FENCE, SYNC_MBARRIER, SYNC_PARTIAL, SYNC_ARRIVE, SYNC_ASYNC, SYN
 SYNC_WARP_PARTIAL = 8  # bar.warp.sync whose mask leaves lanes out: its ordering not modelled
 SYNC_WARP_APART = 9  # a full bar.warp.sync that the warp's lanes did not reach together
 SYNC_NAMED_OFF = 10  # a named-barrier operation outside the modelled use: not modelled
-# 11: asynccopy.SYNC_ASYNC_FULL (a cp.async beyond the in-flight queue)
+# 11: asynccopy.SYNC_ASYNC_FULL (a cp.async beyond the in-flight queue); 12: tmem.py's;
+# 13, 14: wgmma.py's (a wgmma read beyond its queue, a swizzled descriptor)
 FULL_MASK = 0xFFFFFFFF
 
 
@@ -74,7 +75,8 @@ def barrier(entry: Any, s: Any, ins: Instr) -> None:
     if count is not None:
         after += [f"setp.eq.u32 %_gr_q2, {count}, %_gr_nthr;", f"@%_gr_q2 bra {block};"]
         after += [*named.after(entry, sid, ident, count)]
-        after += [*(relog(entry) if entry.copies else []), f"bra {skip2};", f"{block}:"]
+        after += [*(relog(entry) if entry.copies else []), *wgmma.relog(entry)]
+        after += [f"bra {skip2};", f"{block}:"]
     after += [
         "add.u32 %_gr_epl, %_gr_epl, 1;",
         *gridsync.epoch_step(entry.grid),
@@ -82,6 +84,7 @@ def barrier(entry: Any, s: Any, ins: Instr) -> None:
         "mov.u32 %_gr_wep, 0;",  # warp epochs count from the last block barrier
         *(relog(entry) if entry.copies else []),  # copies in flight: in the new epoch too
         *tmem.after_barrier(entry),  # TMEM accesses in flight too (tmem.py)
+        *wgmma.relog(entry),  # wgmma operand reads in flight too (wgmma.py)
         f"{skip2}:",
     ]
     entry.after(s, after)
@@ -111,10 +114,11 @@ def warp_sync(entry: Any, s: Any, ins: Instr) -> None:
     if known != FULL_MASK:
         code += [f"{partial}:", emit.call_srec(sid, SYNC_WARP_PARTIAL)]
     code.append(f"{skip}:")
-    if entry.copies:  # copies in flight, in the new warp epoch too (once the warp's
-        same = entry.st.label()  # lanes are past the activemask test)
+    if entry.copies or entry.wgmma:  # copies and wgmma reads in flight, in the new warp
+        same = entry.st.label()  # epoch too (once the warp's lanes are past the activemask test)
+        again = [*(relog(entry) if entry.copies else []), *wgmma.relog(entry)]
         code = ["mov.u32 %_gr_t23, %_gr_wep;", *code, "setp.eq.u32 %_gr_q2, %_gr_wep, %_gr_t23;",
-                f"@%_gr_q2 bra {same};", *relog(entry), f"{same}:"]  # fmt: skip
+                f"@%_gr_q2 bra {same};", *again, f"{same}:"]  # fmt: skip
     # after it: a record of the next statement must see the advanced epoch
     entry.after(s, code)
 

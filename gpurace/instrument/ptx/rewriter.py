@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from gpurace import abi
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site, Space, TrackedVar
 
-from . import asynccopy, bounds, emit, gridsync, mbarriers, ordering, tmem
-from .asynccopy import async_copy
+from . import asynccopy, bounds, emit, gridsync, mbarriers, ordering, tmem, wgmma
+from .asynccopy import ASYNC_STORE, async_copy
 from .barriers import SYNC_ASYNC, SYNC_FENCE, SYNC_MBARRIER, barrier, is_wait_barrier
 from .emit import CLOSE, OPEN
 from .inline import INLINE_CLOSE, INLINE_OPEN, call_target, inline_calls, not_inlined
@@ -47,7 +47,7 @@ ORDERS = {"relaxed": 1, "acquire": 2, "release": 3, "acq_rel": 4, "volatile": 5,
 # instructions that touch memory in ways the rewriter does not model (opcode or its
 # first two parts; tests/ptx_memory_opcodes.toml lists every memory instruction)
 UNMODELLED = {
-    "tex", "tld4", "txq", "suld", "sust", "sured", "suq", "wgmma",
+    "tex", "tld4", "txq", "suld", "sust", "sured", "suq",
     "multimem", "discard", "tensormap", "ld.async", "st.async", "red.async", "cp.reduce",
     "clusterlaunchcontrol", "stbulk", "st.bulk", "wmma.load", "wmma.store",
 }  # fmt: skip
@@ -219,6 +219,7 @@ class _Entry:
         self.copies = asynccopy.has_copies(fn)  # its cp.async queue (asynccopy.py)
         self.grid = gridsync.plan(mod, fn)  # cooperative groups' grid.sync() (gridsync.py)
         self.tmem = tmem.entry_var(vars_)  # its tensor memory (tmem.py)
+        self.wgmma = wgmma.has_wgmma(fn)  # its wgmma operand queue (wgmma.py)
 
     # -- helpers -------------------------------------------------------------
     def before(self, stmt: Stmt, code: list[str]) -> None:
@@ -293,6 +294,7 @@ class _Entry:
             regs.append(".reg .b32 " + ", ".join(f"%_gr_lw{v}" for v in lids) + ";")
         regs += asynccopy.decls() if self.copies else []
         regs += tmem.decls() if self.tmem else []
+        regs += wgmma.decls() if self.wgmma else []
         regs += ordering.DECLS if self.order else []
         return "\n".join(regs + bounds.table_decls(self.vars))
 
@@ -334,6 +336,7 @@ class _Entry:
             "mov.u32 %_gr_nst, 0;",
             *(asynccopy.prologue() if self.copies else []),
             *(tmem.prologue() if self.tmem else []),
+            *(wgmma.prologue() if self.wgmma else []),
         ]
         for slot, v in enumerate(self.vars):
             code += [
@@ -364,6 +367,8 @@ class _Entry:
             self._ld_st(s, ins)
         elif op in ("atom", "red") and not ins.has("async"):
             self._atomic(s, ins)
+        elif op == "red" and ins.has("async"):
+            self.incomplete(s, f"'{ins.opcode}' {ASYNC_STORE}")
         elif op == "cp" and ins.has("async"):
             async_copy(self, s, ins, SYNC_ASYNC)
         elif op in ("bar", "barrier"):
@@ -372,6 +377,8 @@ class _Entry:
                 self.after(s, gridsync.advance())
         elif op == "tcgen05":
             tmem.instr(self, s, ins)
+        elif op == "wgmma":
+            wgmma.instr(self, s, ins)
         elif op in ("membar", "fence"):
             self._sync(s, ins, SYNC_FENCE)
             fenced = ordering.fence_order(ins) if self.order else None
@@ -423,13 +430,14 @@ class _Entry:
         space = self._space(ins)
         if space in ("local", "param", "const"):
             return
+        if ins.has("async"):
+            why = ASYNC_STORE if ins.op == "st" else "(asynchronous access) is not tracked"
+            self.incomplete(s, f"'{ins.opcode}' {why}")
+            return
         if "::cluster" in ins.parts:
             self.incomplete(
                 s, f"'{ins.opcode}' accesses another block's shared memory (not tracked)"
             )
-            return
-        if ins.has("async"):
-            self.incomplete(s, f"'{ins.opcode}' (asynchronous store) is not tracked")
             return
         if ins.has("bulk"):
             self.incomplete(s, f"'{ins.opcode}' (bulk store of a byte count) is not tracked")
