@@ -315,7 +315,8 @@ def _check_once(
             capacity = min(result.requested, t.max_records)
             result = t.run(lo, hi, capacity, 0, split.word)
         if result.requested > capacity:
-            ranges = balanced_ranges(t.run, lo, hi, t.total, budget(t.max_records * 3 // 4))
+            room = budget(t.max_records * 3 // 4)
+            ranges = balanced_ranges(split.counted(t.run), lo, hi, t.total, room)
             if len(ranges) > 1:
                 say(f"{result.requested} records do not fit one pass: {len(ranges)} passes")
                 pending[:0] = ranges
@@ -334,9 +335,8 @@ def _check_once(
         )
         # tables too big: cut where the records are (a counting run), in two where
         # possible (at most 60% each: a third, nearly empty range costs a whole run)
-        ranges = (
-            balanced_ranges(t.run, lo, hi, t.total, budget(n * 3 // 5)) if analysis.too_big else []
-        )
+        room = budget(n * 3 // 5) if analysis.too_big else 0
+        ranges = balanced_ranges(split.counted(t.run), lo, hi, t.total, room) if room else []
         if len(ranges) > 1:
             say(f"the analysis tables do not fit: {len(ranges)} passes")
             pending[:0] = ranges
