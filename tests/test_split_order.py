@@ -75,7 +75,10 @@ def _target(tmp_path: Path, language: str):  # type: ignore[no-untyped-def]
     _, spec = api.read_launch(str(tmp_path / "k.toml"), str(kernel))
     lang = registry.language(language)
     opts = Options.from_env().with_(prefilter=False, uniform_writes="tolerate")
-    return lang.target(source, spec, str(kernel), registry.backend_for(lang, opts), None, opts)
+    # one path in every run: the program text (its #line names the path) stays in the
+    # compiler's cache between sessions
+    path = f"split_order/{kernel.name}"
+    return lang.target(source, spec, path, registry.backend_for(lang, opts), None, opts)
 
 
 def _flag_stores(records: np.ndarray, flag: int) -> list[tuple[int, ...]]:
