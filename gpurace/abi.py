@@ -39,7 +39,7 @@ Where the backends still differ, the difference is named here:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 # ---------------------------------------------------------------------------
 # Log records (docs/internals.md §1): RECORD_WORDS little-endian u32 words.
@@ -135,6 +135,22 @@ CTL_HI = 3
 CTL_NBINS = 4  # histogram bins (> 0: a counting run) ...
 CTL_BINW = 5  # ... and their width in addresses
 CTL_BASES = 6  # then each variable's base in the linear address order
+# A logging run (no bins) reads CTL_BINW as its *order word* (docs/ordering.md, "Where
+# it is decided"): in an ordered launch split into address-range passes every pass
+# logs each ORDER event (bit 0) and the plain stores to the variables whose bits
+# 1 + min(var, ORDER_VAR_LAST) are set, whatever its range; 0 elsewhere.
+CTL_ORDER = CTL_BINW
+ORDER_EVENTS = 1
+ORDER_VAR_LAST = 30  # variables from this id on share its bit
+
+
+def order_word(variables: Iterable[int]) -> int:
+    """The order word of a run that logs every ORDER event and the plain stores to
+    `variables` (ids) in every pass."""
+    word = ORDER_EVENTS
+    for v in variables:
+        word |= 1 << (1 + min(v, ORDER_VAR_LAST))
+    return word
 
 
 def ctl_base(v: int) -> int:
@@ -446,7 +462,8 @@ GROUPS: dict[str, list[str]] = {
         "EV_ORDER O_READ O_WRITE O_WUNKNOWN O_BARRIERS_SHIFT O_BARRIERS_MAX"
     ).split(),
     "control": (
-        "CTL_REQUESTED CTL_CAPACITY CTL_LO CTL_HI CTL_NBINS CTL_BINW CTL_BASES "
+        "CTL_REQUESTED CTL_CAPACITY CTL_LO CTL_HI CTL_NBINS CTL_BINW CTL_ORDER CTL_BASES "
+        "ORDER_EVENTS ORDER_VAR_LAST "
         "EVENT_SLOTS EV_ORDINALS EV_ORDINAL_SHIFT EV_SITE_SHIFT EV_ORDINAL_LIMIT EV_ID_LIMIT "
         "EV_LID_MASK WGSL_EVENT_SLOTS WGSL_EXIT_SLOT SYNC_W_REQUESTED SYNC_W_CAPACITY SYNC_HEAD "
         "NAMED_GROUPS NAMED_IDS NAMED_WORDS NAMED_AREA_WORDS "

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TypedDict, Unpack
 from gpurace import abi, isolate, limits, registry, schedules
 from gpurace.analysis import memcheck
 from gpurace.analysis.merge import merge_ranges
+from gpurace.analysis.split_order import SplitOrder
 from gpurace.interfaces import Backend, RunFn, Target
 from gpurace.launch import LaunchSpec, load_launch
 from gpurace.launch.sim import load_sim
@@ -290,11 +291,19 @@ def _check_once(
     if "race" not in tools:  # no race analysis: one run that logs nothing (lo = hi)
         pending = [(0, 0, 0)]
     tmem_vars = any(v.elem_type == TMEM_ELEM for v in t.inst.variables)
+    # release/acquire across address-range passes (docs/ordering.md): OpenCL and CUDA
+    split = SplitOrder(tried=not (t.inst.ordering and t.inst.language in ("opencl", "cuda")))
+
+    def budget(records: int) -> int:
+        """A pass's records less the ORDER events every pass logs besides its range."""
+        split.prepare(t.run, lambda r: t.backend.read_log(t.handle, r), t.max_records)
+        return max(1, records - split.always)
+
     say(f"launching instrumented '{t.kernel}' on {t.device}")
     while pending:
         lo, hi, guess = pending.pop(0)
         capacity = min(t.max_records, max(MIN_LOG_RECORDS, guess))
-        result = t.run(lo, hi, capacity)
+        result = t.run(lo, hi, capacity, 0, split.word)
         protocol += [e for e in getattr(result, "protocol", []) if e not in protocol]
         search = getattr(result, "protocol_search", "") or search
         cooperative = getattr(result, "cooperative", False)
@@ -304,9 +313,10 @@ def _check_once(
             break
         if result.requested > capacity and capacity < t.max_records:
             capacity = min(result.requested, t.max_records)
-            result = t.run(lo, hi, capacity)
+            result = t.run(lo, hi, capacity, 0, split.word)
         if result.requested > capacity:
-            ranges = balanced_ranges(t.run, lo, hi, t.total, t.max_records * 3 // 4)
+            room = budget(t.max_records * 3 // 4)
+            ranges = balanced_ranges(split.counted(t.run), lo, hi, t.total, room)
             if len(ranges) > 1:
                 say(f"{result.requested} records do not fit one pass: {len(ranges)} passes")
                 pending[:0] = ranges
@@ -321,10 +331,12 @@ def _check_once(
             # TMEM races are reported by pairs of warps, from every instance (docs/tmem.md)
             list_instances=ALL_INSTANCES_CAP if all_instances or tmem_vars else 0,
             splittable=min(hi, t.total) - lo > 16,
+            split_order=bool(split.word),
         )
         # tables too big: cut where the records are (a counting run), in two where
         # possible (at most 60% each: a third, nearly empty range costs a whole run)
-        ranges = balanced_ranges(t.run, lo, hi, t.total, n * 3 // 5) if analysis.too_big else []
+        room = budget(n * 3 // 5) if analysis.too_big else 0
+        ranges = balanced_ranges(split.counted(t.run), lo, hi, t.total, room) if room else []
         if len(ranges) > 1:
             say(f"the analysis tables do not fit: {len(ranges)} passes")
             pending[:0] = ranges
@@ -339,16 +351,17 @@ def _check_once(
             uninit_area = result.uninit
         loops_cut |= result.loops_cut
         parts.append((analysis.races, analysis.orders))
-        if analysis.ordering:
+        if analysis.ordering and ordering != "host":  # the host where any pass needed it
             ordering, note = analysis.ordering, ordering_note(analysis)
+        if split.word and analysis.ordering:  # the pass's execution against the order run's
+            table = analysis.clocks
+            split.compare(table.log if table else t.backend.read_log(t.handle, result)[:n])
         listed += analysis.listed
         saturated += analysis.saturated
         peak = max(peak, capacity * RECORD_WORDS * 4 + analysis.table_bytes + t.held_bytes)
     if t.inst.ordering and len(parts) > 1 and "race" in tools:
-        saturated = saturated + [
-            f"release/acquire ordering not applied: the launch needed {len(parts)} address-range "
-            "passes, each decided by barriers only (docs/ordering.md)"
-        ]
+        saturated = saturated + split.notes(len(parts))
+        note += split.remark(len(parts)) if ordering else ""
     out_of_bounds, counted = memcheck.analyse(oob_area)
     if counted > abi.OOB_SLOTS and "memcheck" in tools:
         saturated = saturated + [memcheck.saturation(counted)]

@@ -166,15 +166,19 @@ class Target:
         *,
         list_instances: int = 0,
         splittable: bool = False,
+        split_order: bool = False,
     ) -> DeviceAnalysis:
         """The analysis of the first `n` records of `result`'s log for the address
         range [lo, hi) through the backend's `analyse_on_device` (this launch's layout
         and grid), then the language's result policy; `list_instances` caps the
         instances listed, `splittable` says whether too-big tables may be answered
-        with `too_big`. A whole launch's log with release/acquire ORDER events is ordered
-        on the device by its clock table, else on the host (docs/ordering.md, "Where
-        it is decided")."""
-        ordered = self.inst.ordering and lo == 0 and hi >= self.total
+        with `too_big`. A log with release/acquire ORDER events is ordered on the device
+        by its clock table, else on the host (docs/ordering.md, "Where it is decided"),
+        where it holds what the clocks need: the whole launch's, or a pass's whose run
+        logged every ORDER event and write candidate (`split_order`,
+        gpurace/analysis/split_order.py)."""
+        whole = lo == 0 and hi >= self.total
+        ordered = self.inst.ordering and (whole or split_order)
         more: dict[str, Any] = {}
         if ordered:
             from gpurace.backends.analysis_driver import Ordering
@@ -198,7 +202,7 @@ class Target:
         if found.clocks is not None:
             found = self._explain(found)
         elif ordered and not found.too_big:
-            found = self._ordered(found, result, n)
+            found = self._ordered(found, result, n, None if whole else (lo, hi))
         return self.results(found) if self.results else found
 
     @property
@@ -237,21 +241,26 @@ class Target:
         notes = mbarriers.notes(log.ops, self.phases)
         return replace(found, saturated=found.saturated + notes) if notes else found
 
-    def _ordered(self, found: DeviceAnalysis, result: LaunchResult, n: int) -> DeviceAnalysis:
-        """A whole launch's log with release/acquire ORDER events decided on the host by
-        the reference, where the device could not take its clock table
-        (`found.host_reason`; docs/ordering.md, "Where it is decided"): its races
-        replace the device's, which ordered by barriers only."""
+    def _ordered(
+        self, found: DeviceAnalysis, result: LaunchResult, n: int, part: tuple[int, int] | None
+    ) -> DeviceAnalysis:
+        """A log with release/acquire ORDER events decided on the host by the reference,
+        where the device could not take its clock table (`found.host_reason`;
+        docs/ordering.md, "Where it is decided"): its races replace the device's, which
+        ordered by barriers only. `part`: a pass's address range, whose pairs alone are
+        decided (the clocks take the whole log)."""
         from dataclasses import replace
 
-        from gpurace.analysis import happens
+        from gpurace.analysis import happens, split_order
 
         records = self.backend.read_log(self.handle, result)[:n]
         spaces = {v.id: v.space for v in self.inst.variables}
         uwr = self.options.uniform_writes == "race"
+        pairs = None if part is None else split_order.outside_blanked(records, self.bases, *part)
         decided = happens.decide(
-            records, spaces, uwr, self.initial, self.where, self.local_clocks, self.phases
-        )
+            records, spaces, uwr, self.initial, self.where, self.local_clocks, self.phases,
+            pairs,
+        )  # fmt: skip
         if decided is None:
             return found
         races, saturated = decided

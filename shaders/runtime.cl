@@ -29,6 +29,7 @@ typedef struct {
   volatile __global uint *shd;
   volatile __global uint *evs;
   uint lid, grp, ep_l, ep_g, nbar, cap, lo, hi, nbins, binw, n, mode, swords, wgs, evg;
+  uint ordw;  /* a logging run's order word (abi.CTL_ORDER): 0 outside an ordered split launch */
   uint lwords, lgroups, larea;
   ulong addr[_GR_SLOTS];
   uint size[_GR_SLOTS], id[_GR_SLOTS], space[_GR_SLOTS], lbase[_GR_SLOTS], lw0[_GR_SLOTS];
@@ -65,6 +66,7 @@ void _gr_init(__private _gr_state_t *s, __global uint *log, volatile __global ui
   s->hi = ctl[_GR_CTL_HI];
   s->nbins = ctl[_GR_CTL_NBINS];
   s->binw = max(1u, ctl[_GR_CTL_BINW]);
+  s->ordw = s->nbins ? 0u : ctl[_GR_CTL_ORDER];  /* the same word: a counting run's bin width */
   /* after the bins: the groups with event slots, then their slots */
   s->evg = ctl[_GR_CTL_EVG0 + s->nbins];
   s->evs = ctl + _GR_CTL_EVS0 + s->nbins;
@@ -256,6 +258,15 @@ void _gr_put(__private _gr_state_t *s, uint site, uint flags, uint off, uint epo
   }
 }
 
+/* Whether a plain store is logged whatever the run's address range: in an ordered
+   launch split into address-range passes, every pass logs the plain stores to the
+   variables ORDER events read (their write candidates), bit 1 + min(var, 30) of the
+   order word (docs/ordering.md, "Where it is decided"). */
+__attribute__((always_inline)) int _gr_order_store(__private _gr_state_t *s, uint flags) {
+  uint var = _GR_MIN((flags >> _GR_F_VAR_SHIFT) & _GR_F_BYTE_MASK, 30u);
+  return (flags & _GR_F_KIND_MASK) == 1u && ((s->ordw >> (1u + var)) & 1u);
+}
+
 /* Whether the access of `flags` at byte `off` of a variable whose linear base is
    `lbase` is logged: in the run's address range and, in modes 1 and 2, as the
    launch-wide shadow says (which mode 1 marks for every access, in range or not). */
@@ -263,7 +274,7 @@ __attribute__((always_inline)) int _gr_keep(__private _gr_state_t *s, uint flags
   uint size = (flags >> _GR_F_SIZE_SHIFT) & _GR_F_BYTE_MASK;
   uint first = lbase + (off & ~3u);
   uint last = lbase + ((off + size - 1u) & ~3u);
-  int keep = first < s->hi && last >= s->lo;
+  int keep = (first < s->hi && last >= s->lo) || _gr_order_store(s, flags);
   if (s->mode != _GR_SHADOW_OFF && (keep || s->mode == _GR_SHADOW_BUILD))
     keep = _gr_shadow(s, flags, first, last) && s->mode == _GR_SHADOW_FILTER;
   return keep;
@@ -278,13 +289,18 @@ __attribute__((always_inline)) int _gr_keep_local(__private _gr_state_t *s, uint
   if (last >= s->lwords) return _gr_keep(s, flags, off, lbase);
   uint lfirst = lbase + (off & ~3u);
   uint llast = lbase + ((off + size - 1u) & ~3u);
-  return _gr_local(s, flags, first, last) && lfirst < s->hi && llast >= s->lo;
+  return _gr_local(s, flags, first, last)
+         && ((lfirst < s->hi && llast >= s->lo) || _gr_order_store(s, flags));
 }
 
 /* One event record, logged in every mode, once per distinct (kind, ordinal, site)
-   and group where the slots allow. */
+   and group where the slots allow: in the pass whose address range holds the group's
+   id, and an ORDER event in every pass where bit 0 of the order word says so (an
+   ordered launch split into address-range passes: docs/ordering.md). */
 void _gr_rec(__private _gr_state_t *s, uint site, uint flags, uint off, uint epoch, uint value, uint extra) {
-  if (s->grp >= s->lo && s->grp < s->hi && _gr_ev_new(s, (flags >> _GR_F_EVENT_SHIFT) & _GR_F_EVENT_MASK, epoch, site))
+  uint code = (flags >> _GR_F_EVENT_SHIFT) & _GR_F_EVENT_MASK;
+  int mine = (s->grp >= s->lo && s->grp < s->hi) || (code == _GR_EV_ORDER && (s->ordw & 1u));
+  if (mine && _gr_ev_new(s, code, epoch, site))
     _gr_put(s, site, flags, off, epoch, value, extra, s->grp);
 }
 

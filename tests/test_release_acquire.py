@@ -387,27 +387,6 @@ def test_opencl_order_events_carry_values_orders_and_scopes(tmp_path: Path):
     ]
 
 
-def test_ordering_needs_one_pass_and_says_so_when_split():
-    """A launch split into address-range passes is decided by barriers only: the
-    result says release/acquire was not applied (incomplete), never a silent
-    difference; in one pass the same launch is clean."""
-    from gpurace import api
-    from gpurace.backends import opencl_backend
-    from tests.corpus import cases
-    from tests.patched import Patched
-
-    case = next(c for c in cases("opencl", ".cl") if c.id == "relacq_lastblock_fence_clean")
-    source, spec = case.load()
-    whole = api.check(source, spec, path=str(case.kernel), backend=opencl_backend)
-    assert whole.scope.passes == 1 and whole.scope.complete and whole.races == []
-    assert whole.scope.ordering == "device"  # fences: the table's __local bank too
-    small = Patched(opencl_backend, max_records_per_pass=lambda _q: 160)
-    split = api.check(source, spec, path=str(case.kernel), backend=small)
-    assert split.scope.passes > 1 and split.scope.ordering == ""
-    assert [s for s in split.scope.saturated if s.startswith("release/acquire ordering not")]
-    assert not split.scope.complete
-
-
 def test_an_explanation_follows_the_barrier_to_the_groups_atomic():
     """The example's threads take no ticket themselves (their group's thread 0 does,
     across a barrier): the explanation names the relaxed ticket."""

@@ -554,23 +554,27 @@ def decide(
     where: Callable[[int], str] = str,
     local: bool = True,
     phases: bool = False,
+    pairs: np.ndarray | None = None,
 ) -> tuple[list[Race], list[str]] | None:
     """The races of a log with ORDER events decided on the host (the reference with
     release/acquire ordering) and what saturated; None when the log has none. Each
     race's `ordering` names the nearest synchronisation that fails to order its
-    example (`where`: a site id's "line:col")."""
+    example (`where`: a site id's "line:col"). `pairs`: the log whose accesses are
+    paired, where not all of `records` (a pass's, with the accesses of other address
+    ranges blanked: gpurace/analysis/split_order.py); the clocks take `records`."""
     from gpurace.analysis import reference
 
     hb = clocks(records, initial, local, phases)
     if hb is None:
         return None
+    paired = records if pairs is None else pairs
     if hb.saturated:
         note = (
             f"block barrier count of an ORDER event (over {O_BARRIERS_MAX}): release/acquire "
             "ordering not applied"
         )
-        return reference.analyse(records, spaces, uniform_writes_race), [note]
-    found = reference.analyse(records, spaces, uniform_writes_race, order=hb)
+        return reference.analyse(paired, spaces, uniform_writes_race), [note]
+    found = reference.analyse(paired, spaces, uniform_writes_race, order=hb)
     log = explain(found, records, hb, initial, where, local, spaces)
     return found, mbarriers.notes(log.ops, phases)
 

@@ -69,6 +69,11 @@ class Rec:
         r15 = (r14 + (off & 0xFFFFFFFC)) & M32
         r17 = (r14 + (last & 0xFFFFFFFC)) & M32
         p2 = ne & (r15 < hi) & (r17 >= lo)
+        nb = int(C[cb + V["CTL_NBINS"]])
+        ordw = 0 if nb else int(C[cb + V["CTL_ORDER"]])  # the order word (logging runs)
+        if ordw:  # plain stores to its variables: logged whatever the range
+            bit = np.minimum(var, V["ORDER_VAR_LAST"]) + 1
+            p2 |= ne & ((flags & 3) == 1) & (((ordw >> bit) & 1) != 0)
         r12 = np.where(ne, np.maximum(r15, lo), grp)
         mode = int(S[sb + V["SHD_MODE"]])
         build = mode == V["SHADOW_BUILD"]
@@ -77,10 +82,9 @@ class Rec:
             plan = self._plan_shadow(S, sb, a, ne, p2, r15, r17, last, build)
             if plan is None:
                 return False
-        evplan = self._plan_events(C, cb, a, ev, lo, hi) if ev.any() else {}
+        evplan = self._plan_events(C, cb, a, ev, lo, hi, ordw) if ev.any() else {}
         if evplan is None:
             return False
-        nb = int(C[cb + V["CTL_NBINS"]])
         if nb == 0 and not log_fits(C, cb, L, lb, V, len(g)):
             return False
         if nb and not within(C, cb + V["CTL_BINS0_B"] // 4 + nb - 1):
@@ -234,13 +238,16 @@ class Rec:
 
     # -- the event slots ---------------------------------------------------------------
     def _plan_events(self, C: np.ndarray, cb: int, a: dict[str, np.ndarray], ev: np.ndarray,
-                     lo: int, hi: int) -> dict | None:  # fmt: skip
+                     lo: int, hi: int, ordw: int) -> dict | None:  # fmt: skip
         """Which event lanes are logged whatever the slots hold, and each other one's
-        slot and claim (`$_gr_event`); None where the interpreter must run the call."""
+        slot and claim (`$_gr_event`: ORDER events in every pass where the order word
+        `ordw` says so); None where the interpreter must run the call."""
         V = self.V
         flags, grp, lid, epoch, site = a["flags"], a["grp"], a["lid"], a["epoch"], a["site"]
         inr = ev & (grp >= lo) & (grp < hi)
         code = (flags >> 24) & 15
+        if ordw & V["ORDER_EVENTS"]:
+            inr |= ev & (code == V["EV_ORDER"])
         lid_limit = V["EV_ID_LIMIT"]
         always = (code >= V["EV_CODES"]) | (epoch >= V["EV_ORDINAL_LIMIT"])
         always |= (site >= lid_limit) | (lid >= lid_limit)
