@@ -20,6 +20,7 @@ from gpurace.model import Event, Kind
 from . import ast as A
 from . import loops
 from .expressions import ExpressionRewriter, Unsupported, pointer_to, ref_text
+from .filled import FillTracker
 from .module import ModuleRewriter
 from .printer import attrs_text, expr_text
 from .runtime import Path
@@ -35,6 +36,8 @@ class FunctionRewriter(ExpressionRewriter):
     ):
         super().__init__(mod, fn, aliases)
         self.is_entry = is_entry
+        # an entry point's invocations per group (filled.py); 0 for other functions
+        self.group_size = 0
         self.ntemp = 0
         self.targets: list[int | None] = []  # what a `break` leaves: a loop's id, a switch
 
@@ -51,8 +54,20 @@ class FunctionRewriter(ExpressionRewriter):
     ) -> list[str]:
         self.scopes.append({})
         lines = list(prologue)
+        fills = None
+        if b is self.fn.body and self.group_size and self.rt.uninit is not None:
+            fills = FillTracker(self.fn, self.group_size)  # the entry point's own body
         for s in b.stmts:
+            if fills is None:
+                lines += self.stmt(s)
+                continue
+            store = fills.tile_store(s, self.lookup)
+            kept = len(self.mod.not_instrumented)
             lines += self.stmt(s)
+            bar = self.lookup("workgroupBarrier")
+            user_barrier = bar is not None and bar.kind == "fn"
+            fills.after(s, store, len(self.mod.not_instrumented) == kept, user_barrier)
+            self.rt.filled = frozenset(fills.filled)
         if epilogue is not None:
             lines += epilogue()
         self.scopes.pop()
@@ -245,7 +260,11 @@ class FunctionRewriter(ExpressionRewriter):
                 )
                 return [f"{self.rt.exit(sid)}();"]
 
-        body = self.block(fn.body, prologue, epilogue)
+        self.rt.filled = frozenset()
+        try:
+            body = self.block(fn.body, prologue, epilogue)
+        finally:
+            self.rt.filled = frozenset()  # only this body's accesses after the barrier
         return head + " " + "\n".join(body)
 
 
