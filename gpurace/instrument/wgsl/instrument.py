@@ -6,8 +6,6 @@ module (log bindings in group ``log_group``, private state, ``_gr_rec``).
 
 from __future__ import annotations
 
-from math import prod
-
 from gpurace import abi, shaders
 from gpurace.limits import deep_recursion
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Space, TrackedVar
@@ -339,7 +337,7 @@ def instrument(
         is_entry = fn in entries
         fr = FunctionRewriter(mr, fn, {}, is_entry)
         if is_entry:
-            fr.group_size = prod(m.workgroup_size(fn))
+            fr.workgroup = m.workgroup_size(fn)
             found, extra = _entry_builtins(m, fn)
             head = mr.signature(fn, fn.name, {}, extra)
             prologue = [
