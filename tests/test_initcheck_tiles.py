@@ -1,8 +1,9 @@
 """WGSL initcheck's filled tiles (gpurace/instrument/wgsl/filled.py; docs/memcheck.md
-"Cost"): after a top-level barrier that follows ``tile[local_invocation_index] = e;``
-for a tile of one element per invocation, the entry point's accesses of the tile carry
-no shadow statements, and the later barriers no fill test; anything short of that
-proof keeps them, and the findings are those of the shadow kept everywhere."""
+"Cost"): after a barrier that follows ``tile[<local index>] = e;`` in the entry
+point's body or a top-level loop's, for a tile of one element per invocation, the
+block's accesses of the tile carry no shadow statements and its later barriers no fill
+test; anything short of that proof keeps them, and the findings are those of the
+shadow kept everywhere (the labelled memcheck corpus's, test_initcheck.py)."""
 
 from __future__ import annotations
 
@@ -132,27 +133,19 @@ def test_a_read_before_the_barrier_after_the_store_is_tested():
     assert ["_gr_wread(" in b for b in reads] == [True, False]
 
 
-def test_findings_are_those_of_the_shadow_kept_everywhere(monkeypatch):
+def test_findings_are_those_of_the_shadow_kept_everywhere():
     """REDUCE reads u[lid] unwritten in the odd invocations (4 per group, the example
-    invocation 1, byte 4) and nothing of t: with the proof (fewer statements) and
-    without it (FillTracker finding no store), the same findings and no race."""
+    invocation 1, byte 4) and nothing of t, as the shadow kept at every access would
+    find (t's reads after the barrier find every element written), with no race."""
     spec = LaunchSpec.from_dict(
         {"workgroups": [2, 1, 1],
          "binding": [{"group": 0, "binding": 0, "type": "u32", "count": 16}]}
     )  # fmt: skip
-
-    def found():
-        r = api.check(REDUCE, spec, path="k.wgsl")
-        uninit = sorted((o.site, o.var, o.group, o.lid, o.index, o.count) for o in r.uninitialised)
-        return uninit, r.races, r.out_of_bounds, r.scope.complete
-
-    with_proof = found()
-    with monkeypatch.context() as m:
-        m.setattr(filled.FillTracker, "tile_store", lambda self, s, lookup, const: None)
-        assert found() == with_proof
-    [(_site, var, group, lid, index, count)] = with_proof[0]
-    assert (var, group, lid, index, count) == (2, 0, 1, 4, 8)
-    assert with_proof[1:] == ([], [], True)
+    r = api.check(REDUCE, spec, path="k.wgsl")
+    found = [(o.var, o.group, o.lid, o.index, o.count) for o in r.uninitialised]
+    assert found == [(2, 0, 1, 4, 8)]
+    assert r.sites[r.uninitialised[0].site].line == 16
+    assert (r.races, r.out_of_bounds, r.scope.complete) == ([], [], True)
 
 
 def test_labelled_cases_the_proof_changes(monkeypatch):
@@ -229,24 +222,15 @@ def test_what_does_not_prove_a_loop_step_fill_keeps_the_read_tested(change):
 
 
 @pytest.mark.parametrize("steps", [0, 2])
-def test_loop_step_findings_are_those_of_the_shadow_kept_everywhere(monkeypatch, steps):
-    """No step: the read after the loop finds t unwritten in each of the 8 invocations
-    (the example invocation 0 reading t[7], byte 28); two steps: nothing unwritten.
-    The same with the proof and without it."""
+def test_loop_step_findings_are_those_of_the_shadow_kept_everywhere(steps):
+    """No step: the read after the loop (which keeps its test) finds t unwritten in each
+    of the 8 invocations (the example invocation 0 reading t[7], byte 28); two steps:
+    nothing unwritten (the inner loop's reads, untested, find every element written)."""
     spec = LaunchSpec.from_dict(
         {"workgroups": [1, 1, 1],
          "binding": [{"group": 0, "binding": 0, "type": "u32", "count": 9, "fill": steps}]}
     )  # fmt: skip
-
-    def found():
-        r = api.check(TILED, spec, path="k.wgsl")
-        uninit = sorted((o.site, o.var, o.group, o.lid, o.index, o.count) for o in r.uninitialised)
-        return uninit, r.races, r.out_of_bounds, r.scope.complete
-
-    with_proof = found()
-    with monkeypatch.context() as m:
-        m.setattr(filled.FillTracker, "tile_store", lambda self, s, lookup, const: None)
-        assert found() == with_proof
-    expect = [(0, 0, 28, 8)] if steps == 0 else []
-    assert [u[2:] for u in with_proof[0]] == expect
-    assert with_proof[1:] == ([], [], True)
+    r = api.check(TILED, spec, path="k.wgsl")
+    found = [(o.var, o.group, o.lid, o.index, o.count) for o in r.uninitialised]
+    assert found == ([(1, 0, 0, 28, 8)] if steps == 0 else [])
+    assert (r.races, r.out_of_bounds, r.scope.complete) == ([], [], True)
