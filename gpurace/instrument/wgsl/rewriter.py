@@ -82,21 +82,23 @@ class FunctionRewriter(ExpressionRewriter):
             return [line for s in stmts for line in self.stmt(s)]
         outer = self.rt.filled
         lines = []
-        for s in stmts:
-            store = fills.tile_store(s, self.lookup, self._const)
-            kept = len(self.mod.not_instrumented)
-            if (
-                fills is self._fills
-                and not fills.broken
-                and isinstance(s, A.Loop | A.For | A.While)
-            ):
-                self._loop_body = s.body
-            lines += self.stmt(s)
-            bar = self.lookup("workgroupBarrier")
-            user_barrier = bar is not None and bar.kind == "fn"
-            fills.after(s, store, len(self.mod.not_instrumented) == kept, user_barrier)
-            self.rt.filled = frozenset(fills.filled)
-        self.rt.filled = outer
+        try:
+            for s in stmts:
+                store = fills.tile_store(s, self.lookup, self._const)
+                kept = len(self.mod.not_instrumented)
+                if (
+                    isinstance(s, A.Loop | A.For | A.While)
+                    and fills is self._fills
+                    and not fills.broken
+                ):
+                    self._loop_body = s.body
+                lines += self.stmt(s)
+                bar = self.lookup("workgroupBarrier")
+                user_barrier = bar is not None and bar.kind == "fn"
+                fills.after(s, store, len(self.mod.not_instrumented) == kept, user_barrier)
+                self.rt.filled = frozenset(fills.filled)
+        finally:
+            self.rt.filled = outer  # the block's fills end with it
         return lines
 
     def _const(self, e: A.Expr) -> object:
