@@ -18,7 +18,9 @@ one shadow load, a write one atomic OR (and the fill count's add when it set new
 bits). A workgroup variable's fill count is tested after each workgroup barrier
 (`barrier`), not at each read: once it reaches the size, every bit is set, so the
 tests and sets it lets the invocation skip would have found nothing and changed
-nothing wherever the flag is set.
+nothing wherever the flag is set. Where the rewriter can prove a tile filled (every
+invocation stored its own element before a barrier: filled.py), the accesses after
+that barrier get no statement at all.
 """
 
 from __future__ import annotations
@@ -90,14 +92,16 @@ class UninitReads:
             out += f"if !{full} {{ {full} = _gr_wset({base}, {off}, {size}u, {vsize}u); }} "
         return out
 
-    def barrier(self) -> list[str]:
+    def barrier(self, filled: frozenset[int] = frozenset()) -> list[str]:
         """After a workgroup barrier: each checked workgroup variable's flag is set
         when its group's fill count has reached its size (a tile filled before the
-        barrier), one load per variable and barrier instead of one per read."""
+        barrier), one load per variable and barrier instead of one per read; none for
+        the variables `filled` before it (filled.py: no access after tests the flag)."""
         return [
             f"if !{full_flag(v.id)} {{ {full_flag(v.id)} = "
             f"_gr_wfilled({_base(v)}, {size_of(v.type)}u); }}"
             for v in self.local
+            if v.id not in filled
         ]
 
     def decls(self, checked: list[int]) -> list[str]:

@@ -337,6 +337,7 @@ def instrument(
         is_entry = fn in entries
         fr = FunctionRewriter(mr, fn, {}, is_entry)
         if is_entry:
+            fr.workgroup = m.workgroup_size(fn)
             found, extra = _entry_builtins(m, fn)
             head = mr.signature(fn, fn.name, {}, extra)
             prologue = [

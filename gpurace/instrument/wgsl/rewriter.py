@@ -20,6 +20,7 @@ from gpurace.model import Event, Kind
 from . import ast as A
 from . import loops
 from .expressions import ExpressionRewriter, Unsupported, pointer_to, ref_text
+from .filled import FillTracker
 from .module import ModuleRewriter
 from .printer import attrs_text, expr_text
 from .runtime import Path
@@ -35,6 +36,10 @@ class FunctionRewriter(ExpressionRewriter):
     ):
         super().__init__(mod, fn, aliases)
         self.is_entry = is_entry
+        # an entry point's workgroup size (filled.py); None for other functions
+        self.workgroup: tuple[int, int, int] | None = None
+        self._fills: FillTracker | None = None  # the entry body's (filled.py)
+        self._loop_body: A.Block | None = None  # a top-level loop's body (filled.py)
         self.ntemp = 0
         self.targets: list[int | None] = []  # what a `break` leaves: a loop's id, a switch
 
@@ -50,13 +55,54 @@ class FunctionRewriter(ExpressionRewriter):
         epilogue: Callable[[], list[str]] | None = None,
     ) -> list[str]:
         self.scopes.append({})
-        lines = list(prologue)
-        for s in b.stmts:
-            lines += self.stmt(s)
+        lines = list(prologue) + self.stmts(b.stmts, self._tracker(b))
         if epilogue is not None:
             lines += epilogue()
         self.scopes.pop()
         return [attrs_text(b.attrs) + "{"] + ["  " + x for x in lines] + ["}"]
+
+    def _tracker(self, b: A.Block) -> FillTracker | None:
+        """The fill tracker of block `b` (filled.py): the entry point's body, or the
+        body of a loop that is a statement of it; None for any other block."""
+        if self.workgroup is None or self.rt.uninit is None:
+            return None
+        if b is self.fn.body:
+            self._fills = FillTracker(self.fn, self.workgroup)
+            return self._fills
+        if b is self._loop_body and self._fills is not None:
+            self._loop_body = None
+            return FillTracker(self.fn, self.workgroup, self.rt.filled, in_loop=True)
+        return None
+
+    def stmts(self, stmts: Sequence[A.Stmt], fills: FillTracker | None) -> list[str]:
+        """The statements of one block, in order; with `fills`, the tiles they fill
+        (filled.py) set the runtime's `filled` for the statements after, until the
+        block ends."""
+        if fills is None:
+            return [line for s in stmts for line in self.stmt(s)]
+        outer = self.rt.filled
+        lines = []
+        try:
+            for s in stmts:
+                store = fills.tile_store(s, self.lookup, self._const)
+                kept = len(self.mod.not_instrumented)
+                if (
+                    isinstance(s, A.Loop | A.For | A.While)
+                    and fills is self._fills
+                    and not fills.broken
+                ):
+                    self._loop_body = s.body
+                lines += self.stmt(s)
+                bar = self.lookup("workgroupBarrier")
+                user_barrier = bar is not None and bar.kind == "fn"
+                fills.after(s, store, len(self.mod.not_instrumented) == kept, user_barrier)
+                self.rt.filled = frozenset(fills.filled)
+        finally:
+            self.rt.filled = outer  # the block's fills end with it
+        return lines
+
+    def _const(self, e: A.Expr) -> object:
+        return self.scope.const_value(e, self.lookup)
 
     def stmt(self, s: A.Stmt) -> list[str]:
         depth = len(self.scopes)
@@ -116,8 +162,7 @@ class FunctionRewriter(ExpressionRewriter):
         if isinstance(s, A.Loop):
             self.scopes.append({})
             lines = [f"{at}loop {attrs_text(s.body_attrs)}{{"]
-            for x in s.body.stmts:
-                lines += ["  " + y for y in self.stmt(x)]
+            lines += ["  " + y for y in self.stmts(s.body.stmts, self._tracker(s.body))]
             if s.continuing is not None:
                 lines.append(f"  continuing {attrs_text(s.continuing.attrs)}{{")
                 self.scopes.append({})
@@ -245,7 +290,12 @@ class FunctionRewriter(ExpressionRewriter):
                 )
                 return [f"{self.rt.exit(sid)}();"]
 
-        body = self.block(fn.body, prologue, epilogue)
+        self.rt.filled = frozenset()
+        try:
+            body = self.block(fn.body, prologue, epilogue)
+        finally:
+            self.rt.filled = frozenset()  # only this body's accesses after the barrier
+            self._fills = self._loop_body = None
         return head + " " + "\n".join(body)
 
 

@@ -202,6 +202,9 @@ class Runtime:
         self._n = 0
         # initcheck's read keys; None in a module with no checked variable
         self.uninit: UninitReads | None = None
+        # checked workgroup variables known filled where the rewriter now is
+        # (filled.py): their accesses and barriers get no shadow statements
+        self.filled: frozenset[int] = frozenset()
 
     def _add(self, prefix: str, params: list[str], ret: str | None, body: list[str]) -> str:
         sig_tail = f" -> {ret}" if ret else ""
@@ -302,7 +305,7 @@ class Runtime:
         epoch = "_gr_ep_l" if root.space == Space.LOCAL else "_gr_ep_g"
         local = f"{root.lw0}u, {root.lwn}u"
         checks = ""  # a variable not checked: its helpers are as before initcheck
-        if root.written and self.uninit is not None:
+        if root.written and self.uninit is not None and root.id not in self.filled:
             checks = self.uninit.statements(site, kind, root, size, off.text(), extra)
         return checks + (
             f"_gr_rec({site}u, {flags}u, {off.text()}, {epoch}, {value or '0u'}, {extra}u, "
@@ -459,7 +462,7 @@ class Runtime:
         body = [self.barrier_rec(site, extra), f"{fn}();"]
         if extra & 1:
             body.append("_gr_ep_l += 1u;")
-            body += self.uninit.barrier() if self.uninit is not None else []
+            body += self.uninit.barrier(self.filled) if self.uninit is not None else []
         if extra & 2:
             body.append("_gr_ep_g += 1u;")
         body.append("_gr_nbar += 1u;")
@@ -471,7 +474,7 @@ class Runtime:
             f"let _gr_v = workgroupUniformLoad(&{self.ref(path)});",
             "_gr_ep_l += 1u;",
             "_gr_nbar += 1u;",
-            *(self.uninit.barrier() if self.uninit is not None else []),
+            *(self.uninit.barrier(self.filled) if self.uninit is not None else []),
         ]
         # after the barrier (which every work-item must reach): reported, and the
         # value (which robustness read inside the buffer) replaced by zero
