@@ -89,6 +89,7 @@ SYNC_NAMES = {
     10: "named barrier not modelled",
     11: "cp.async beyond the in-flight queue",
     12: "TMEM access beyond the in-flight queue",
+    13: "bulk copy beyond the in-flight queue",
 }
 
 

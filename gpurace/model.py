@@ -92,6 +92,8 @@ def unpack_flags(flags: int) -> tuple[int, int, bool, int, int, int]:
 # Site.detail of a CUDA cp.async's load and store sites: an access from its issue to
 # the wait that completes it (docs/async.md), so its races name that wait
 ASYNC_COPY = "cp.async"
+# the same for a bulk copy completed through an mbarrier phase (its races name the wait)
+BULK_COPY = "cp.async.bulk"
 TMEM_ELEM = "tmem"  # TrackedVar.elem_type of a tensor-memory variable (docs/tmem.md)
 
 

@@ -283,20 +283,59 @@ extern "C" __global__ void k(const int *in, int *out) {
 """
 
 
-def test_a_bulk_copy_is_incomplete_with_its_reason(tmp_path: Path) -> None:
-    """cp.async.bulk (its completion goes through the mbarrier's transaction count,
-    not modelled): listed at its line, so the check is incomplete, never clean."""
+def test_a_bulk_copy_is_an_access_until_its_phase_completes(tmp_path: Path) -> None:
+    """cp.async.bulk into shared memory (docs/async.md, rule 6): a load of the source
+    and a store of the destination until the phase its bytes complete; the threads
+    that waited for that phase read it race-free, a read after the barrier without
+    the wait races with the copy (both sites, the missing wait named)."""
     code, doc, text = _check(tmp_path, BULK, 64)
-    assert code == 2, text
-    notes = doc["scope"]["not_instrumented"]
-    assert notes[0] == (
-        f"{tmp_path / 'w.cu'}:10:5: 'cp.async.bulk.shared::cluster.global.mbarrier::"
-        "complete_tx::bytes' (bulk asynchronous copy) is not tracked: its accesses, and its "
-        "completion through an mbarrier's transaction count, are not modelled"
+    assert code == 0, text
+    assert doc["races"] == [] and doc["scope"]["complete"], doc["scope"]
+    assert "asynchronous copies completed through mbarriers have clocks of their own" in text
+    lines = BULK.splitlines(True)
+    at = next(k for k, line in enumerate(lines) if "try_wait" in line)
+    no_wait = "".join(lines[:at] + ["\n", "\n"] + lines[at + 2 :])  # same line numbers
+    code, doc, text = _check(tmp_path, no_wait, 64)
+    assert code == 1, text
+    assert _sites(doc) == [("10:5", "16:3")]
+    [race] = doc["races"]
+    assert (race["a"]["site"]["kind"], race["b"]["site"]["kind"]) == ("store", "load")
+    assert race["explanation"] == (
+        "same work-group, no wait on the mbarrier phase that completes the cp.async.bulk "
+        "at 10:5 between"
     )
-    # sim does not perform it either: the launch stops there (never a silent skip)
-    assert len(notes) == 2 and "sim cannot execute cp.async.bulk" in notes[1], notes
-    assert doc["races"] == [] and not doc["scope"]["complete"]
+    assert doc["scope"]["complete"]
+
+
+def test_sim_lands_a_bulk_copy_when_its_barrier_is_tested() -> None:
+    """sim performs a bulk copy at the latest point (bulkcopy.py): a read of its
+    destination before any wait on its barrier sees the old bytes (zeros), the read
+    after the wait the copied ones; the barrier object holds its phase count."""
+    early = BULK.replace("  __syncthreads();\n", "  __syncthreads();\n  int old = s[63 - t];\n")
+    early = early.replace("out[t] = s[63 - t];", "out[t] = s[63 - t] * 1000 + old;")
+    sim = Simulator(compile_cuda(early, "w.cu").ptx)
+    inp, out = np.arange(64, dtype=np.int32) + 1, np.zeros(64, np.int32)
+    launch = sim.launch("k", (1, 1, 1), (64, 1, 1), [sim.mem.register(inp), sim.mem.register(out)])
+    assert launch.stopped == ""
+    assert out.tolist() == [(64 - t) * 1000 for t in range(64)]
+
+
+def test_a_bulk_copy_of_a_run_time_size_is_listed(tmp_path: Path) -> None:
+    """A bulk copy whose size is a register is not modelled: listed with the reason
+    (incomplete, never clean); sim still performs it, and the reads of what it wrote
+    are then reported as reads of unwritten memory (its store is not logged)."""
+    source = BULK.replace(
+        '" [%0], [%1], 256, [%2];" ::"r"(d), "l"(in), "r"(b)',
+        '" [%0], [%1], %3, [%2];" ::"r"(d), "l"(in), "r"(b), "r"(t + 256)',
+    )
+    assert source != BULK
+    code, doc, text = _check(tmp_path, source, 64)
+    assert code == 1 and not doc["scope"]["complete"], text
+    assert doc["races"] == [] and len(doc["uninitialised"]) == 1
+    assert doc["scope"]["not_instrumented"] == [
+        f"{tmp_path / 'w.cu'}:10:5: 'cp.async.bulk.shared::cluster.global.mbarrier::"
+        "complete_tx::bytes': bulk copy not tracked: a size known only at run time"
+    ]
 
 
 # two warps of a 128-thread block order themselves by named barrier 1 (64 threads);

@@ -44,6 +44,7 @@ from gpurace.abi import (
     H_WORDS,
     NONE,
     O_BARRIERS_SHIFT,
+    O_MB_COPY,
     O_READ,
     RECORD_WORDS,
     VH0,
@@ -117,6 +118,8 @@ def build(
     barrier count + 1 (0: no record) and ~its first record's index. None when the log
     has no ORDER event; a reason where the device cannot take the table (too large,
     or a barrier count saturated: the host reference says what that means)."""
+    if any(row[8] & 0xFF == O_MB_COPY for row in ords.tolist()):
+        return "asynchronous copies completed through mbarriers have clocks of their own"
     present = np.nonzero(slots[:, 0])[0].tolist()
     events: dict[int, list[tuple[int, list[int]]]] = {s: [] for s in present}
     for row in sorted(ords.tolist()):

@@ -45,6 +45,8 @@ UNMODELLED_SYNC = {
     "window past the next barrier is not followed (docs/async.md)",
     12: "tcgen05.ld/st records issued while 64 of the thread's were in flight: their "
     "window past the next barrier is not followed (docs/tmem.md)",
+    13: "cp.async.bulk copies issued while 8 of the thread's were in flight: their window "
+    "past the next barrier is not followed (docs/async.md)",
 }
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from gpurace.abi import OOB_BYTES, WARP_SIZE
 from gpurace.model import (
     ASYNC_COPY,
+    BULK_COPY,
     Event,
     Kind,
     OutOfBounds,
@@ -348,6 +349,13 @@ def _class_words(v: RaceView, language: str) -> str:
     words = dialect(language)
     cls = RaceClass(v.race.cls)
     copy = next((s.site for s in (v.first, v.second) if s.site.detail == ASYNC_COPY), None)
+    bulk = next((s.site for s in (v.first, v.second) if s.site.detail == BULK_COPY), None)
+    if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and bulk is not None:
+        # only a wait that observed the phase its bytes complete orders it (docs/async.md)
+        return (
+            "same work-group, no wait on the mbarrier phase that completes the "
+            f"cp.async.bulk at {bulk.line}:{bulk.col} between"
+        )
     if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and copy is not None:
         # a barrier does not complete a copy in flight; its wait does (docs/async.md)
         warp = _same_warp(v.race, language)

@@ -172,10 +172,17 @@ def _group_op(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
 
 def async_copy(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
     """Records for one ``cp.async`` statement `s` of `entry` (a rewriter._Entry)."""
+    from .bulkcopy import bulk_copy, is_bulk_to_shared  # (it builds on this module)
+
     if ins.has("commit_group", "wait_group", "wait_all") or (
         ins.has("mbarrier") and not ins.has("bulk")
     ):
         _group_op(entry, s, ins, sync_event)
+        return
+    if is_bulk_to_shared(ins):
+        why = bulk_copy(entry, s, ins)
+        if why:
+            entry.incomplete(s, f"'{ins.opcode}': bulk copy not tracked: {why}")
         return
     if ins.has("bulk") or ins.has("tensor"):
         entry.incomplete(

@@ -11,7 +11,7 @@ from typing import Any
 from gpurace import abi
 from gpurace.model import Event, Kind
 
-from . import emit, gridsync, named, tmem
+from . import bulkcopy, emit, gridsync, named, tmem
 from .asynccopy import relog
 from .parse import Instr
 
@@ -74,13 +74,15 @@ def barrier(entry: Any, s: Any, ins: Instr) -> None:
     if count is not None:
         after += [f"setp.eq.u32 %_gr_q2, {count}, %_gr_nthr;", f"@%_gr_q2 bra {block};"]
         after += [*named.after(entry, sid, ident, count)]
-        after += [*(relog(entry) if entry.copies else []), f"bra {skip2};", f"{block}:"]
+        after += [*(relog(entry) if entry.copies else []), *bulkcopy.relog(entry),
+                  f"bra {skip2};", f"{block}:"]  # fmt: skip
     after += [
         "add.u32 %_gr_epl, %_gr_epl, 1;",
         *gridsync.epoch_step(entry.grid),
         "add.u32 %_gr_nbar, %_gr_nbar, 1;",
         "mov.u32 %_gr_wep, 0;",  # warp epochs count from the last block barrier
         *(relog(entry) if entry.copies else []),  # copies in flight: in the new epoch too
+        *bulkcopy.relog(entry),
         *tmem.after_barrier(entry),  # TMEM accesses in flight too (tmem.py)
         f"{skip2}:",
     ]
@@ -111,10 +113,11 @@ def warp_sync(entry: Any, s: Any, ins: Instr) -> None:
     if known != FULL_MASK:
         code += [f"{partial}:", emit.call_srec(sid, SYNC_WARP_PARTIAL)]
     code.append(f"{skip}:")
-    if entry.copies:  # copies in flight, in the new warp epoch too (once the warp's
-        same = entry.st.label()  # lanes are past the activemask test)
+    if entry.copies or entry.bulk:  # copies in flight, in the new warp epoch too (once
+        same = entry.st.label()  # the warp's lanes are past the activemask test)
+        again = [*(relog(entry) if entry.copies else []), *bulkcopy.relog(entry)]
         code = ["mov.u32 %_gr_t23, %_gr_wep;", *code, "setp.eq.u32 %_gr_q2, %_gr_wep, %_gr_t23;",
-                f"@%_gr_q2 bra {same};", *relog(entry), f"{same}:"]  # fmt: skip
+                f"@%_gr_q2 bra {same};", *again, f"{same}:"]  # fmt: skip
     # after it: a record of the next statement must see the advanced epoch
     entry.after(s, code)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from gpurace import abi
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site, Space, TrackedVar
 
-from . import asynccopy, bounds, emit, gridsync, mbarriers, ordering, tmem
+from . import asynccopy, bounds, bulkcopy, emit, gridsync, mbarriers, ordering, tmem
 from .asynccopy import async_copy
 from .barriers import SYNC_ASYNC, SYNC_FENCE, SYNC_MBARRIER, barrier, is_wait_barrier
 from .emit import CLOSE, OPEN
@@ -217,6 +217,7 @@ class _Entry:
             if not s.text.startswith(".")
         )
         self.copies = asynccopy.has_copies(fn)  # its cp.async queue (asynccopy.py)
+        self.bulk = order and bulkcopy.has_bulk(fn)  # its bulk copies' queue (bulkcopy.py)
         self.grid = gridsync.plan(mod, fn)  # cooperative groups' grid.sync() (gridsync.py)
         self.tmem = tmem.entry_var(vars_)  # its tensor memory (tmem.py)
 
@@ -292,6 +293,7 @@ class _Entry:
         if lids:
             regs.append(".reg .b32 " + ", ".join(f"%_gr_lw{v}" for v in lids) + ";")
         regs += asynccopy.decls() if self.copies else []
+        regs += bulkcopy.decls() if self.bulk else []
         regs += tmem.decls() if self.tmem else []
         regs += ordering.DECLS if self.order else []
         return "\n".join(regs + bounds.table_decls(self.vars))
@@ -333,6 +335,7 @@ class _Entry:
             "mov.u32 %_gr_nmd, 0;",  # named barriers (named.py)
             "mov.u32 %_gr_nst, 0;",
             *(asynccopy.prologue() if self.copies else []),
+            *(bulkcopy.prologue() if self.bulk else []),
             *(tmem.prologue() if self.tmem else []),
         ]
         for slot, v in enumerate(self.vars):
