@@ -90,6 +90,7 @@ SYNC_NAMES = {
     11: "cp.async beyond the in-flight queue",
     12: "TMEM access beyond the in-flight queue",
     13: "bulk copy beyond the in-flight queue",
+    14: "shared-to-global bulk copy beyond the in-flight queue",
 }
 
 

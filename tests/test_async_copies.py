@@ -184,12 +184,15 @@ ret;
 """
 
 
-def test_completion_through_an_mbarrier_is_named_not_modelled() -> None:
+def test_completion_through_an_mbarrier_hands_the_copies_to_its_phase() -> None:
+    """cp.async.mbarrier.arrive (docs/async.md, rule 4) is modelled, not listed: the
+    module logs ORDER events, the copies move to the queue of copies completed
+    through barriers (bulkcopy.handoff), and the rewrite assembles. The labelled
+    kernels are tests/corpus/cuda/cp_async_mbarrier_clean and _race."""
     inst = instrument_ptx(MBARRIER_ARRIVE, "k.ptx")
-    assert inst.not_instrumented == [
-        "k.ptx:14:1: 'cp.async.mbarrier.arrive.b64': completion of cp.async copies through "
-        "an mbarrier is not modelled (their window is taken to end at the arrive)"
-    ]
+    assert inst.not_instrumented == [] and inst.ordering
+    assert "_gr_bkq" in inst.source and "_gr_cpq" in inst.source
+    assemble(inst.source, "sm_90")
 
 
 def test_a_guarded_copy_is_queued() -> None:
@@ -336,6 +339,59 @@ def test_a_bulk_copy_of_a_run_time_size_is_listed(tmp_path: Path) -> None:
         f"{tmp_path / 'w.cu'}:10:5: 'cp.async.bulk.shared::cluster.global.mbarrier::"
         "complete_tx::bytes': bulk copy not tracked: a size known only at run time"
     ]
+
+
+# a bulk copy from shared to global memory, its source waited for with
+# cp.async.bulk.wait_group.read before the block overwrites it (docs/async.md, rule 7)
+BULK_STORE = """\
+extern "C" __global__ void k(const int *in, int *out) {
+  __shared__ __align__(16) int s[64];
+  int t = threadIdx.x;
+  s[t] = in[t] + 1;
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  if (t == 0) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(s);
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], 256;"
+                 ::"l"(out), "r"(a) : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+  }
+  __syncthreads();
+  s[63 - t] = 0;
+}
+"""
+
+
+def test_a_bulk_store_reads_its_source_until_its_read_wait(tmp_path: Path) -> None:
+    """cp.async.bulk shared to global (rule 7): its source is read until the bulk
+    group's wait_group.read; overwriting it after a barrier without that wait is
+    reusing the buffer too early (both sites, the wait named), with it clean."""
+    code, doc, text = _check(tmp_path, BULK_STORE, 64)
+    assert code == 0 and doc["races"] == [] and doc["scope"]["complete"], text
+    early = BULK_STORE.replace("wait_group.read 0;", "commit_group;")
+    code, doc, text = _check(tmp_path, early, 64)
+    assert code == 1 and doc["scope"]["complete"], text
+    assert _sites(doc) == [("15:3", "9:5")]
+    [race] = doc["races"]
+    assert race["explanation"] == (
+        "same work-group, no cp.async.bulk.wait_group[.read] completing the cp.async.bulk "
+        "at 9:5 followed by __syncthreads() between"
+    )
+
+
+def test_sim_performs_a_bulk_store_at_its_wait() -> None:
+    """sim reads a bulk store's source when its bulk group is waited for: without
+    the wait, at the batch's end, after the block cleared the tile (zeros land)."""
+    outs = []
+    for source in (BULK_STORE, BULK_STORE.replace("wait_group.read 0;", "commit_group;")):
+        sim = Simulator(compile_cuda(source, "w.cu").ptx)
+        inp, out = np.arange(64, dtype=np.int32), np.full(64, -1, np.int32)
+        launch = sim.launch("k", (1, 1, 1), (64, 1, 1), [sim.mem.register(inp),
+                                                         sim.mem.register(out)])  # fmt: skip
+        assert launch.stopped == ""
+        outs.append(out.tolist())
+    assert outs == [list(range(1, 65)), [0] * 64]
 
 
 # two warps of a 128-thread block order themselves by named barrier 1 (64 threads);

@@ -37,8 +37,8 @@ OLDER = {"cp_async_clean": "80", "cp_async_race": "80", "cp_async_pipeline_clean
          "mbarrier_read_after_release_race": "90"}  # fmt: skip
 # tensor memory (tcgen05, docs/tmem.md) needs sm_100a: its cases' options pick compute_100a
 OLDER |= {c.id: "100a" for c in CUDA_CASES if c.id.startswith("tmem_")}
-# bulk copies completed through mbarriers (cp.async.bulk, expect_tx) need sm_90
-OLDER |= {c.id: "90" for c in CUDA_CASES if c.id.startswith("bulk_copy_")}
+# copies completed through mbarriers (cp.async.bulk, expect_tx, try_wait) need sm_90
+OLDER |= {c.id: "90" for c in CUDA_CASES if c.id.startswith(("bulk_copy_", "cp_async_mbarrier_"))}
 
 
 def _newest(launch) -> str:

@@ -40,6 +40,7 @@ from gpurace.abi import (
     O_MB_WAIT_TOKEN,
 )
 
+NO_PHASE = 0xFFFFFFFF  # an O_MB_COPY's phase before its copy is handed to a barrier
 OPS = (O_MB_INIT, O_MB_ARRIVE, O_MB_WAIT_PARITY, O_MB_WAIT_TOKEN, O_MB_COPY, O_MB_COPY_END)
 Key = tuple[int, int]  # (block, the barrier's shared address)
 
@@ -66,8 +67,11 @@ def acquires(
     skip = _reinitialised(ops)
     arrivals: dict[Key, list[tuple[int, int]]] = {}  # key -> (phase, index)
     for i, o in ops.items():
-        if o.op in (O_MB_ARRIVE, O_MB_COPY) and _key(o) not in skip:  # a copy's: its
-            # completion releases the copy (docs/async.md)
+        # a copy's completion releases the copy (docs/async.md); a copy's O_MB_COPY
+        # without a phase yet (0xFFFFFFFF: not handed to a barrier) releases nothing
+        if o.op == O_MB_ARRIVE or o.op == O_MB_COPY and o.written != NO_PHASE:
+            if _key(o) in skip:
+                continue
             arrivals.setdefault(_key(o), []).append((o.written or 0, i))
     out: dict[int, list[int]] = {}
     for line in timeline.values():

@@ -47,6 +47,8 @@ UNMODELLED_SYNC = {
     "window past the next barrier is not followed (docs/tmem.md)",
     13: "cp.async.bulk copies issued while 8 of the thread's were in flight: their window "
     "past the next barrier is not followed (docs/async.md)",
+    14: "shared-to-global cp.async.bulk copies issued while 8 of the thread's were in "
+    "flight: their window past the next barrier is not followed (docs/async.md)",
 }
 
 

@@ -27,15 +27,17 @@ from __future__ import annotations
 from typing import Any
 
 from gpurace import abi
-from gpurace.model import ASYNC_COPY, Kind
+from gpurace.abi import O_MB_COPY, O_MB_COPY_END
+from gpurace.model import ASYNC_COPY, ASYNC_COPY_MB, Kind
 
 from . import emit
 from .parse import Function, parse_instr, reg_type
 
 QUEUE = "_gr_cpq"  # the entry's .local queue of pending copies
 SLOTS = 32  # copies a thread may have in flight (a spare slot follows)
-SLOT_BYTES = 32  # ld site, flags, offset, group; st site, flags, offset, local word
-_LD, _GROUP, _ST = 0, 12, 16  # byte offsets in a slot (the vector accesses' alignment)
+SLOT_BYTES = 48  # ld site, flags, offset, group; st site, flags, offset, local word; number
+_LD, _GROUP, _ST, _NUM = 0, 12, 16, 32  # byte offsets in a slot (the vector accesses')
+NO_PHASE = 0xFFFFFFFF  # an O_MB_COPY event's phase before its copy is handed to one
 SYNC_ASYNC_FULL = 11  # a copy found the queue full: its window is not followed
 # (the other sync-event codes: barriers.py)
 
@@ -80,6 +82,7 @@ def relog(entry: Any) -> list[str]:
         f"@%_gr_q0 bra {done};",
         f"mov.u64 %_gr_d1, {QUEUE};",
         f"mad.wide.u32 %_gr_d1, %_gr_t0, {SLOT_BYTES}, %_gr_d1;",
+        *(_opened(f"[%_gr_d1+{_NUM}]") if entry.cp_mbar else []),
         f"ld.local.v2.u32 {{%_gr_t1, %_gr_t2}}, [%_gr_d1+{_LD}];",
         f"ld.local.u32 %_gr_t3, [%_gr_d1+{_LD + 8}];",
         *named_now("%_gr_t2"),
@@ -93,10 +96,28 @@ def relog(entry: Any) -> list[str]:
         f"@%_gr_q0 bra {no_st};",
         emit.call_rec("%_gr_t1", "%_gr_t2", "%_gr_t3", "%_gr_epl", "0", "%_gr_wep", lw),
         f"{no_st}:",
+        *(_closed() if entry.cp_mbar else []),
         "add.u32 %_gr_t0, %_gr_t0, 1;",
         f"bra {top};",
         f"{done}:",
     ]
+
+
+def _opened(number: str) -> list[str]:
+    """Where copies may complete through an mbarrier (``cp.async.mbarrier.arrive``):
+    the O_MB_COPY event that makes the records after it the copy's own (a thread of
+    its own, docs/async.md), its phase not known yet (NO_PHASE); `number` holds the
+    copy's number in its thread (%_gr_bki at its issue)."""
+    from .bulkcopy import event
+
+    return [f"ld.local.u32 %_gr_or, {number};", "mov.u32 %_gr_oo, 0;",
+            *event(O_MB_COPY, "0", "%_gr_or", str(NO_PHASE))]  # fmt: skip
+
+
+def _closed() -> list[str]:
+    from .bulkcopy import event
+
+    return event(O_MB_COPY_END, "0", "%_gr_or", str(NO_PHASE))
 
 
 def named_now(flags: str) -> list[str]:
@@ -142,9 +163,15 @@ def _retire(entry: Any, below: str) -> list[str]:
 
 def _group_op(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
     """``commit_group``, ``wait_group N``, ``wait_all``, ``cp.async.mbarrier.arrive``:
-    a sync event, then the queue's bookkeeping after the instruction."""
+    a sync event, then the queue's bookkeeping after the instruction (before it, for
+    the arrive: the phase its copies complete is the one before it)."""
+    from .bulkcopy import bulk_group_op, handoff
+
     entry._sync(s, ins, sync_event)
-    if not entry.copies or ins.has("bulk"):  # bulk groups are not cp.async's groups
+    if ins.has("bulk") and entry.bulk_g:  # bulk groups are not cp.async's groups
+        skip = entry.st.label()
+        entry.after(s, [*entry._guard(ins, skip), *bulk_group_op(entry, ins), f"{skip}:"])
+    if not entry.copies or ins.has("bulk"):
         return
     skip = entry.st.label()
     code = entry._guard(ins, skip)
@@ -160,7 +187,10 @@ def _group_op(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
             "@%_gr_q1 mov.u32 %_gr_t5, 0;",
             *_retire(entry, "%_gr_t5"),
         ]
-    else:  # mbarrier.arrive: completion through an mbarrier, not modelled
+    elif entry.cp_mbar:  # the copies complete with the barrier's phase (bulkcopy.py)
+        entry.before(s, [*entry._guard(ins, skip), *handoff(entry, s, ins), f"{skip}:"])
+        return
+    else:  # mbarrier.arrive without ORDER events: completion not modelled
         entry.incomplete(
             s,
             f"'{ins.opcode}': completion of cp.async copies through an mbarrier is not "
@@ -172,15 +202,16 @@ def _group_op(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
 
 def async_copy(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
     """Records for one ``cp.async`` statement `s` of `entry` (a rewriter._Entry)."""
-    from .bulkcopy import bulk_copy, is_bulk_to_shared  # (it builds on this module)
+    from .bulkcopy import bulk_copy, bulk_to_global, is_bulk_to_global, is_bulk_to_shared
 
     if ins.has("commit_group", "wait_group", "wait_all") or (
         ins.has("mbarrier") and not ins.has("bulk")
     ):
         _group_op(entry, s, ins, sync_event)
         return
-    if is_bulk_to_shared(ins):
-        why = bulk_copy(entry, s, ins)
+    if is_bulk_to_shared(ins) or is_bulk_to_global(ins):
+        modelled = bulk_copy if is_bulk_to_shared(ins) else bulk_to_global
+        why = modelled(entry, s, ins)
         if why:
             entry.incomplete(s, f"'{ins.opcode}': bulk copy not tracked: {why}")
         return
@@ -216,9 +247,13 @@ def async_copy(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
             entry.incomplete(s, f"'{ins.opcode}': source size '{src}' not understood")
             return
         pre = [] if read else [f"bra {no_read};"]
-    ld = entry.site(s, Kind.LOAD, ins, detail=ASYNC_COPY)
-    st_ = entry.site(s, Kind.STORE, ins, detail=ASYNC_COPY)
+    detail = ASYNC_COPY_MB if entry.cp_mbar else ASYNC_COPY
+    ld = entry.site(s, Kind.LOAD, ins, detail=detail)
+    st_ = entry.site(s, Kind.STORE, ins, detail=detail)
     _claim_slot(entry, s, ins)
+    if entry.cp_mbar:
+        opened = entry.st.label()
+        entry.before(s, [*entry._guard(ins, opened), *_opened(f"[%_gr_cpa+{_NUM}]"), f"{opened}:"])
     out = entry._redirect(s, None)  # either side out of bounds: the copy is left out
     src_addr, dst_addr = ins.operands[1], ins.operands[0]
     entry._access(s, ins, ld, Kind.LOAD, "global", src_addr, read, False, 0, pre, out,
@@ -227,7 +262,8 @@ def async_copy(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
     entry._access(s, ins, st_, Kind.STORE, "shared", dst_addr, size, False, 0, [], out,
                   post=_keep(st_, _ST, True))  # fmt: skip
     skip = entry.st.label()
-    entry.before(s, [*entry._guard(ins, skip), f"setp.lt.u32 %_gr_q0, %_gr_cpn, {SLOTS};",
+    closed = [*_closed(), "add.u32 %_gr_bki, %_gr_bki, 1;"] if entry.cp_mbar else []
+    entry.before(s, [*entry._guard(ins, skip), *closed, f"setp.lt.u32 %_gr_q0, %_gr_cpn, {SLOTS};",
                      "@%_gr_q0 add.u32 %_gr_cpn, %_gr_cpn, 1;", f"{skip}:"])  # fmt: skip
 
 
@@ -240,6 +276,7 @@ def _claim_slot(entry: Any, s: Any, ins: Any) -> None:
         f"min.u32 %_gr_t0, %_gr_cpn, {SLOTS};",
         f"mad.wide.u32 %_gr_cpa, %_gr_t0, {SLOT_BYTES}, %_gr_cpa;",
         f"st.local.u32 [%_gr_cpa+{_GROUP}], %_gr_cpc;",
+        *([f"st.local.u32 [%_gr_cpa+{_NUM}], %_gr_bki;"] if entry.cp_mbar else []),
         "mov.u32 %_gr_t0, 0;",
         f"st.local.u32 [%_gr_cpa+{_LD + 4}], %_gr_t0;",
         f"st.local.u32 [%_gr_cpa+{_ST + 4}], %_gr_t0;",

@@ -113,8 +113,8 @@ def warp_sync(entry: Any, s: Any, ins: Instr) -> None:
     if known != FULL_MASK:
         code += [f"{partial}:", emit.call_srec(sid, SYNC_WARP_PARTIAL)]
     code.append(f"{skip}:")
-    if entry.copies or entry.bulk:  # copies in flight, in the new warp epoch too (once
-        same = entry.st.label()  # the warp's lanes are past the activemask test)
+    if entry.copies or entry.bulk or entry.bulk_g:  # copies in flight, in the new warp
+        same = entry.st.label()  # epoch too (once the lanes are past the activemask test)
         again = [*(relog(entry) if entry.copies else []), *bulkcopy.relog(entry)]
         code = ["mov.u32 %_gr_t23, %_gr_wep;", *code, "setp.eq.u32 %_gr_q2, %_gr_wep, %_gr_t23;",
                 f"@%_gr_q2 bra {same};", *again, f"{same}:"]  # fmt: skip

@@ -54,7 +54,7 @@ def named_op(entry: Any, s: Any, ins: Instr, ident: str, count: str, wait: bool)
                          "how it orders tcgen05 accesses is not modelled")  # fmt: skip
     skip = entry.st.label()
     entry.before(s, [*entry._guard(ins, skip), *before(entry, sid, ident, count, wait), f"{skip}:"])
-    if wait or entry.copies or entry.bulk:
+    if wait or entry.copies or entry.bulk or entry.bulk_g:
         skip2 = entry.st.label()
         check = after(entry, sid, ident, count) if wait else []
         # copies in flight: logged again with the new state (asynccopy.relog)

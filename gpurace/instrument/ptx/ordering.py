@@ -83,6 +83,8 @@ def needed(mod: Module) -> bool:
                 return True
             if ins.op == "cp" and bulkcopy.is_bulk_to_shared(ins):  # its completion
                 return True
+            if ins.parts[:3] == ["cp", "async", "mbarrier"]:  # completes cp.async copies
+                return True
     return False
 
 

@@ -217,7 +217,10 @@ class _Entry:
             if not s.text.startswith(".")
         )
         self.copies = asynccopy.has_copies(fn)  # its cp.async queue (asynccopy.py)
-        self.bulk = order and bulkcopy.has_bulk(fn)  # its bulk copies' queue (bulkcopy.py)
+        # cp.async copies completed through an mbarrier, and bulk copies (bulkcopy.py)
+        self.cp_mbar = order and self.copies and bulkcopy.has_cp_mbarrier(fn)
+        self.bulk = order and (bulkcopy.has_bulk(fn) or self.cp_mbar)
+        self.bulk_g = bulkcopy.has_bulk_to_global(fn)  # shared to global, bulk groups
         self.grid = gridsync.plan(mod, fn)  # cooperative groups' grid.sync() (gridsync.py)
         self.tmem = tmem.entry_var(vars_)  # its tensor memory (tmem.py)
 
@@ -294,6 +297,7 @@ class _Entry:
             regs.append(".reg .b32 " + ", ".join(f"%_gr_lw{v}" for v in lids) + ";")
         regs += asynccopy.decls() if self.copies else []
         regs += bulkcopy.decls() if self.bulk else []
+        regs += bulkcopy.decls_g() if self.bulk_g else []
         regs += tmem.decls() if self.tmem else []
         regs += ordering.DECLS if self.order else []
         return "\n".join(regs + bounds.table_decls(self.vars))
@@ -336,6 +340,7 @@ class _Entry:
             "mov.u32 %_gr_nst, 0;",
             *(asynccopy.prologue() if self.copies else []),
             *(bulkcopy.prologue() if self.bulk else []),
+            *(bulkcopy.prologue_g() if self.bulk_g else []),
             *(tmem.prologue() if self.tmem else []),
         ]
         for slot, v in enumerate(self.vars):
