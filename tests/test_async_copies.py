@@ -341,6 +341,56 @@ def test_a_bulk_copy_of_a_run_time_size_is_listed(tmp_path: Path) -> None:
     ]
 
 
+# warp 0 completes its copies with cp.async.wait_all and signals an mbarrier, warp 1
+# hands its own copies to another barrier (so each copy is a thread of its own) and
+# waits on both before reading warp 0's words
+JOINED = """\
+#define MB_WAIT(bar, parity)                                                           \\
+  do {                                                                                  \\
+    unsigned a_ = (unsigned)__cvta_generic_to_shared(bar), ok_;                         \\
+    do {                                                                                \\
+      asm volatile("{\\n .reg .pred p;\\n mbarrier.try_wait.parity.shared.b64 p, [%1], %2;\\n" \\
+                   " selp.u32 %0, 1, 0, p;\\n}" : "=r"(ok_) : "r"(a_), "r"(parity) : "memory"); \\
+    } while (!ok_);                                                                     \\
+  } while (0)
+extern "C" __global__ void k(const int *in, int *out) {
+  __shared__ int tile[64];
+  __shared__ __align__(8) unsigned long long full, mine;
+  int t = threadIdx.x;
+  unsigned f = (unsigned)__cvta_generic_to_shared(&full);
+  unsigned m = (unsigned)__cvta_generic_to_shared(&mine);
+  if (t == 0) {
+    asm volatile("mbarrier.init.shared.b64 [%0], 32;" ::"r"(f));
+    asm volatile("mbarrier.init.shared.b64 [%0], 32;" ::"r"(m));
+  }
+  __syncthreads();
+  unsigned d = (unsigned)__cvta_generic_to_shared(&tile[t]);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(in + t) : "memory");
+  if (t < 32) {
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    asm volatile("mbarrier.arrive.shared.b64 _, [%0];" ::"r"(f) : "memory");
+  } else {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" ::"r"(m) : "memory");
+    MB_WAIT(&mine, 0);
+    MB_WAIT(&full, 0);
+    out[t] = tile[t - 32] + tile[t];
+  }
+}
+"""
+
+
+def test_a_copy_its_thread_waited_for_is_ordered_through_that_thread(tmp_path: Path) -> None:
+    """In a function with cp.async.mbarrier.arrive, a copy completed by its thread's
+    cp.async.wait_all joins that thread's clock: the arrival after the wait releases
+    it to warp 1's wait (clean); without the wait_all it races (rule 4)."""
+    code, doc, text = _check(tmp_path, JOINED, 64)
+    assert code == 0 and doc["races"] == [] and doc["scope"]["complete"], text
+    unwaited = JOINED.replace('    asm volatile("cp.async.wait_all;" ::: "memory");\n', "")
+    assert unwaited != JOINED
+    code, doc, text = _check(tmp_path, unwaited, 64)
+    assert code == 1 and _sites(doc) == [("21:3", "28:5")], text
+
+
 # a bulk copy from shared to global memory, its source waited for with
 # cp.async.bulk.wait_group.read before the block overwrites it (docs/async.md, rule 7)
 BULK_STORE = """\

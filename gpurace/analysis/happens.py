@@ -499,17 +499,16 @@ def _simulate(
             out.stamps[i] = th.copy if th.copy is not None else (t, th.counter, snap(t))
             return
         if o.op in (O_MB_COPY, O_MB_COPY_END):  # an asynchronous copy's records follow
-            out.stamps[i] = (t, th.counter, snap(t))
-            th.copy = None
+            out.stamps[i], th.copy = (t, th.counter, snap(t)), None
             if o.op == O_MB_COPY:  # the copy: after what its thread did before its issue;
                 v = log.copy_of[i]  # released by the completion of its phase
                 if v not in copies:
-                    vc = dict(out.vcs[snap(t)])
-                    vc[v] = 1
-                    out.vcs.append(vc)
+                    out.vcs.append({**out.vcs[snap(t)], v: 1})
                     copies[v] = (v, 1, len(out.vcs) - 1)
                 th.copy = copies[v]
                 new[i] = {(th.group, False): out.vcs[copies[v][2]]}
+            elif log.copy_of.get(i, -1) in copies:  # its thread waited for it: joins it
+                take(t, out.vcs[copies[log.copy_of[i]][2]])
             else:  # what the thread does after the copy's issue is not before the copy
                 th.counter, th.snap = th.counter + 1, -1
             return

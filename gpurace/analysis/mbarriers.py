@@ -38,6 +38,7 @@ from gpurace.abi import (
     O_MB_INIT,
     O_MB_WAIT_PARITY,
     O_MB_WAIT_TOKEN,
+    ORDER_ACQUIRE,
 )
 
 NO_PHASE = 0xFFFFFFFF  # an O_MB_COPY's phase before its copy is handed to a barrier
@@ -102,6 +103,9 @@ def copy_threads(ops: Mapping[int, Any], threads: int) -> dict[int, int]:
     for i, o in ops.items():
         if o.op == O_MB_COPY:
             out[i] = copies.setdefault((o.thread, o.read_value), threads + len(copies))
+        elif o.op == O_MB_COPY_END and o.order == ORDER_ACQUIRE:  # its thread waited
+            if (o.thread, o.read_value) in copies:  # for it: it joins the copy
+                out[i] = copies[(o.thread, o.read_value)]
     return out
 
 

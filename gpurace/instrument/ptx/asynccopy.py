@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpurace import abi
-from gpurace.abi import O_MB_COPY, O_MB_COPY_END
+from gpurace.abi import O_MB_COPY, O_MB_COPY_END, ORDER_ACQUIRE
 from gpurace.model import ASYNC_COPY, ASYNC_COPY_MB, Kind
 
 from . import emit
@@ -130,8 +130,13 @@ def named_now(flags: str) -> list[str]:
 
 def _retire(entry: Any, below: str) -> list[str]:
     """Code that drops the pending copies whose group is below `below` (a b32
-    register or immediate), keeping the others in order."""
-    top, done, drop, same = (entry.st.label() for _ in range(4))
+    register or immediate), keeping the others in order; where copies are threads
+    of their own (`_opened`), the thread joins each one it drops."""
+    from .bulkcopy import event
+
+    top, done, drop, same, nxt = (entry.st.label() for _ in range(5))
+    joined = [f"ld.local.u32 %_gr_or, [%_gr_d1+{_NUM}];", "mov.u32 %_gr_oo, 0;",
+              *event(O_MB_COPY_END, "0", "%_gr_or", str(NO_PHASE), ORDER_ACQUIRE)]  # fmt: skip
     return [
         f"mov.u32 %_gr_t2, {below};",
         "mov.u32 %_gr_t0, 0;",  # the slot read ...
@@ -153,7 +158,7 @@ def _retire(entry: Any, below: str) -> list[str]:
         ],
         f"{same}:",
         "add.u32 %_gr_t1, %_gr_t1, 1;",
-        f"{drop}:",
+        *([f"bra {nxt};", f"{drop}:", *joined, f"{nxt}:"] if entry.cp_mbar else [f"{drop}:"]),
         "add.u32 %_gr_t0, %_gr_t0, 1;",
         f"bra {top};",
         f"{done}:",

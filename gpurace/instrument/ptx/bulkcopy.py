@@ -95,9 +95,10 @@ def _flags() -> int:
     return FLAGS
 
 
-def event(op: int, sid: str, copy: str, phase: str) -> list[str]:  # (asynccopy.py too)
-    """A copy's O_MB_COPY (or END) event; the barrier's address in %_gr_oo."""
-    static = op | SCOPE_CTA << 8 | ORDER_RELEASE << 12
+def event(op: int, sid: str, copy: str, phase: str, order: int = ORDER_RELEASE) -> list[str]:
+    """A copy's O_MB_COPY (or END) event; the barrier's address in %_gr_oo. An END
+    of acquire order: its thread waited for the copy (it joins the copy's clock)."""
+    static = op | SCOPE_CTA << 8 | order << 12
     return event_extra(static) + [emit.call_rec(sid, str(_flags()), "%_gr_oo", copy, phase,
                                                 "%_gr_ox")]  # fmt: skip
 
