@@ -91,6 +91,8 @@ SYNC_NAMES = {
     12: "TMEM access beyond the in-flight queue",
     13: "wgmma read beyond the in-flight queue",
     14: "wgmma swizzled descriptor not aligned",
+    15: "bulk copy beyond the in-flight queue",
+    16: "shared-to-global bulk copy beyond the in-flight queue",
 }
 
 

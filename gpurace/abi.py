@@ -103,6 +103,11 @@ O_BARRIERS_MAX = 0xFFF
 # arrival's state token (sim: the phase it arrived on) or init's count, W_EPOCH a
 # successful wait's parity or token. Neither O_READ nor O_WRITE: no value matching.
 O_MB_INIT, O_MB_ARRIVE, O_MB_WAIT_PARITY, O_MB_WAIT_TOKEN = 0x20, 0x21, 0x22, 0x23
+# an asynchronous copy completed through an mbarrier (docs/async.md): O_MB_COPY opens
+# the copy's records (the thread's access records up to its next ORDER event, an
+# O_MB_COPY_END), W_EPOCH the copy's number in its thread, W_VALUE the phase of the
+# barrier at W_OFFSET whose completion completes the copy
+O_MB_COPY, O_MB_COPY_END = 0x24, 0x25
 O_MB_VAR = 0xFF
 # scopes and orders of an atomic's or an ORDER event's extra word (bits 8-11, 12-15)
 SCOPE_CTA, SCOPE_CLUSTER, SCOPE_GPU, SCOPE_SYS = 1, 2, 3, 4

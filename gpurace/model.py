@@ -95,6 +95,12 @@ ASYNC_COPY = "cp.async"
 # Site.detail of a wgmma.mma_async's shared-memory operand reads: in flight until the
 # wgmma.wait_group that completes their group (docs/async.md, "wgmma")
 WGMMA = "wgmma.mma_async"
+# the same for a bulk copy completed through an mbarrier phase (its races name the wait)
+BULK_COPY = "cp.async.bulk"
+# a shared-to-global bulk copy's: in flight until its bulk group's wait (docs/async.md)
+BULK_GROUP = "cp.async.bulk.bulk_group"
+# a cp.async's in a function that may hand its completion to an mbarrier
+ASYNC_COPY_MB = "cp.async, mbarrier"
 TMEM_ELEM = "tmem"  # TrackedVar.elem_type of a tensor-memory variable (docs/tmem.md)
 
 

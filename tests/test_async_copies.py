@@ -184,12 +184,15 @@ ret;
 """
 
 
-def test_completion_through_an_mbarrier_is_named_not_modelled() -> None:
+def test_completion_through_an_mbarrier_hands_the_copies_to_its_phase() -> None:
+    """cp.async.mbarrier.arrive (docs/async.md, rule 4) is modelled, not listed: the
+    module logs ORDER events, the copies move to the queue of copies completed
+    through barriers (bulkcopy.handoff), and the rewrite assembles. The labelled
+    kernels are tests/corpus/cuda/cp_async_mbarrier_clean and _race."""
     inst = instrument_ptx(MBARRIER_ARRIVE, "k.ptx")
-    assert inst.not_instrumented == [
-        "k.ptx:14:1: 'cp.async.mbarrier.arrive.b64': completion of cp.async copies through "
-        "an mbarrier is not modelled (their window is taken to end at the arrive)"
-    ]
+    assert inst.not_instrumented == [] and inst.ordering
+    assert "_gr_bkq" in inst.source and "_gr_cpq" in inst.source
+    assemble(inst.source, "sm_90")
 
 
 def test_a_guarded_copy_is_queued() -> None:
@@ -283,20 +286,162 @@ extern "C" __global__ void k(const int *in, int *out) {
 """
 
 
-def test_a_bulk_copy_is_incomplete_with_its_reason(tmp_path: Path) -> None:
-    """cp.async.bulk (its completion goes through the mbarrier's transaction count,
-    not modelled): listed at its line, so the check is incomplete, never clean."""
+def test_a_bulk_copy_is_an_access_until_its_phase_completes(tmp_path: Path) -> None:
+    """cp.async.bulk into shared memory (docs/async.md, rule 6): a load of the source
+    and a store of the destination until the phase its bytes complete; the threads
+    that waited for that phase read it race-free, a read after the barrier without
+    the wait races with the copy (both sites, the missing wait named)."""
     code, doc, text = _check(tmp_path, BULK, 64)
-    assert code == 2, text
-    notes = doc["scope"]["not_instrumented"]
-    assert notes[0] == (
-        f"{tmp_path / 'w.cu'}:10:5: 'cp.async.bulk.shared::cluster.global.mbarrier::"
-        "complete_tx::bytes' (bulk asynchronous copy) is not tracked: its accesses, and its "
-        "completion through an mbarrier's transaction count, are not modelled"
+    assert code == 0, text
+    assert doc["races"] == [] and doc["scope"]["complete"], doc["scope"]
+    assert "asynchronous copies completed through mbarriers have clocks of their own" in text
+    lines = BULK.splitlines(True)
+    at = next(k for k, line in enumerate(lines) if "try_wait" in line)
+    no_wait = "".join(lines[:at] + ["\n", "\n"] + lines[at + 2 :])  # same line numbers
+    code, doc, text = _check(tmp_path, no_wait, 64)
+    assert code == 1, text
+    assert _sites(doc) == [("10:5", "16:3")]
+    [race] = doc["races"]
+    assert (race["a"]["site"]["kind"], race["b"]["site"]["kind"]) == ("store", "load")
+    assert race["explanation"] == (
+        "same work-group, no wait on the mbarrier phase that completes the cp.async.bulk "
+        "at 10:5 between"
     )
-    # sim does not perform it either: the launch stops there (never a silent skip)
-    assert len(notes) == 2 and "sim cannot execute cp.async.bulk" in notes[1], notes
-    assert doc["races"] == [] and not doc["scope"]["complete"]
+    assert doc["scope"]["complete"]
+
+
+def test_sim_lands_a_bulk_copy_when_its_barrier_is_tested() -> None:
+    """sim performs a bulk copy at the latest point (bulkcopy.py): a read of its
+    destination before any wait on its barrier sees the old bytes (zeros), the read
+    after the wait the copied ones; the barrier object holds its phase count."""
+    early = BULK.replace("  __syncthreads();\n", "  __syncthreads();\n  int old = s[63 - t];\n")
+    early = early.replace("out[t] = s[63 - t];", "out[t] = s[63 - t] * 1000 + old;")
+    sim = Simulator(compile_cuda(early, "w.cu").ptx)
+    inp, out = np.arange(64, dtype=np.int32) + 1, np.zeros(64, np.int32)
+    launch = sim.launch("k", (1, 1, 1), (64, 1, 1), [sim.mem.register(inp), sim.mem.register(out)])
+    assert launch.stopped == ""
+    assert out.tolist() == [(64 - t) * 1000 for t in range(64)]
+
+
+def test_a_bulk_copy_of_a_run_time_size_is_listed(tmp_path: Path) -> None:
+    """A bulk copy whose size is a register is not modelled: listed with the reason
+    (incomplete, never clean); sim still performs it, and the reads of what it wrote
+    are then reported as reads of unwritten memory (its store is not logged)."""
+    source = BULK.replace(
+        '" [%0], [%1], 256, [%2];" ::"r"(d), "l"(in), "r"(b)',
+        '" [%0], [%1], %3, [%2];" ::"r"(d), "l"(in), "r"(b), "r"(t + 256)',
+    )
+    assert source != BULK
+    code, doc, text = _check(tmp_path, source, 64)
+    assert code == 1 and not doc["scope"]["complete"], text
+    assert doc["races"] == [] and len(doc["uninitialised"]) == 1
+    assert doc["scope"]["not_instrumented"] == [
+        f"{tmp_path / 'w.cu'}:10:5: 'cp.async.bulk.shared::cluster.global.mbarrier::"
+        "complete_tx::bytes': bulk copy not tracked: a size known only at run time"
+    ]
+
+
+# warp 0 completes its copies with cp.async.wait_all and signals an mbarrier, warp 1
+# hands its own copies to another barrier (so each copy is a thread of its own) and
+# waits on both before reading warp 0's words
+JOINED = """\
+#define MB_WAIT(bar, parity)                                                           \\
+  do {                                                                                  \\
+    unsigned a_ = (unsigned)__cvta_generic_to_shared(bar), ok_;                         \\
+    do {                                                                                \\
+      asm volatile("{\\n .reg .pred p;\\n mbarrier.try_wait.parity.shared.b64 p, [%1], %2;\\n" \\
+                   " selp.u32 %0, 1, 0, p;\\n}" : "=r"(ok_) : "r"(a_), "r"(parity) : "memory"); \\
+    } while (!ok_);                                                                     \\
+  } while (0)
+extern "C" __global__ void k(const int *in, int *out) {
+  __shared__ int tile[64];
+  __shared__ __align__(8) unsigned long long full, mine;
+  int t = threadIdx.x;
+  unsigned f = (unsigned)__cvta_generic_to_shared(&full);
+  unsigned m = (unsigned)__cvta_generic_to_shared(&mine);
+  if (t == 0) {
+    asm volatile("mbarrier.init.shared.b64 [%0], 32;" ::"r"(f));
+    asm volatile("mbarrier.init.shared.b64 [%0], 32;" ::"r"(m));
+  }
+  __syncthreads();
+  unsigned d = (unsigned)__cvta_generic_to_shared(&tile[t]);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(in + t) : "memory");
+  if (t < 32) {
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    asm volatile("mbarrier.arrive.shared.b64 _, [%0];" ::"r"(f) : "memory");
+  } else {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" ::"r"(m) : "memory");
+    MB_WAIT(&mine, 0);
+    MB_WAIT(&full, 0);
+    out[t] = tile[t - 32] + tile[t];
+  }
+}
+"""
+
+
+def test_a_copy_its_thread_waited_for_is_ordered_through_that_thread(tmp_path: Path) -> None:
+    """In a function with cp.async.mbarrier.arrive, a copy completed by its thread's
+    cp.async.wait_all joins that thread's clock: the arrival after the wait releases
+    it to warp 1's wait (clean); without the wait_all it races (rule 4)."""
+    code, doc, text = _check(tmp_path, JOINED, 64)
+    assert code == 0 and doc["races"] == [] and doc["scope"]["complete"], text
+    unwaited = JOINED.replace('    asm volatile("cp.async.wait_all;" ::: "memory");\n', "")
+    assert unwaited != JOINED
+    code, doc, text = _check(tmp_path, unwaited, 64)
+    assert code == 1 and _sites(doc) == [("21:3", "28:5")], text
+
+
+# a bulk copy from shared to global memory, its source waited for with
+# cp.async.bulk.wait_group.read before the block overwrites it (docs/async.md, rule 7)
+BULK_STORE = """\
+extern "C" __global__ void k(const int *in, int *out) {
+  __shared__ __align__(16) int s[64];
+  int t = threadIdx.x;
+  s[t] = in[t] + 1;
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  if (t == 0) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(s);
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], 256;"
+                 ::"l"(out), "r"(a) : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+  }
+  __syncthreads();
+  s[63 - t] = 0;
+}
+"""
+
+
+def test_a_bulk_store_reads_its_source_until_its_read_wait(tmp_path: Path) -> None:
+    """cp.async.bulk shared to global (rule 7): its source is read until the bulk
+    group's wait_group.read; overwriting it after a barrier without that wait is
+    reusing the buffer too early (both sites, the wait named), with it clean."""
+    code, doc, text = _check(tmp_path, BULK_STORE, 64)
+    assert code == 0 and doc["races"] == [] and doc["scope"]["complete"], text
+    early = BULK_STORE.replace("wait_group.read 0;", "commit_group;")
+    code, doc, text = _check(tmp_path, early, 64)
+    assert code == 1 and doc["scope"]["complete"], text
+    assert _sites(doc) == [("15:3", "9:5")]
+    [race] = doc["races"]
+    assert race["explanation"] == (
+        "same work-group, no cp.async.bulk.wait_group[.read] completing the cp.async.bulk "
+        "at 9:5 followed by __syncthreads() between"
+    )
+
+
+def test_sim_performs_a_bulk_store_at_its_wait() -> None:
+    """sim reads a bulk store's source when its bulk group is waited for: without
+    the wait, at the batch's end, after the block cleared the tile (zeros land)."""
+    outs = []
+    for source in (BULK_STORE, BULK_STORE.replace("wait_group.read 0;", "commit_group;")):
+        sim = Simulator(compile_cuda(source, "w.cu").ptx)
+        inp, out = np.arange(64, dtype=np.int32), np.full(64, -1, np.int32)
+        launch = sim.launch("k", (1, 1, 1), (64, 1, 1), [sim.mem.register(inp),
+                                                         sim.mem.register(out)])  # fmt: skip
+        assert launch.stopped == ""
+        outs.append(out.tolist())
+    assert outs == [list(range(1, 65)), [0] * 64]
 
 
 # two warps of a 128-thread block order themselves by named barrier 1 (64 threads);

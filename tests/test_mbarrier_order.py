@@ -15,6 +15,8 @@ from click.testing import CliRunner
 from gpurace.abi import (
     O_BARRIERS_SHIFT,
     O_MB_ARRIVE,
+    O_MB_COPY,
+    O_MB_COPY_END,
     O_MB_INIT,
     O_MB_WAIT_PARITY,
     O_MB_WAIT_TOKEN,
@@ -23,6 +25,7 @@ from gpurace.abi import (
     SCOPE_CTA,
 )
 from gpurace.analysis import happens, mbarriers
+from gpurace.analysis.mbarriers import NO_PHASE
 from gpurace.cli import main
 from gpurace.instrument.ptx.mbarriers import FLAGS
 from gpurace.model import Kind, RaceClass
@@ -123,6 +126,39 @@ def test_the_phase_a_wait_observed_is_a_lower_bound_from_its_thread() -> None:
     assert _acquired(*arrivals, own, mb(O_MB_WAIT_PARITY, 1, read=0)) == [[0, 1, 2]]
     # a token wait observed the token's phase at least
     assert _acquired(*arrivals, mb(O_MB_WAIT_TOKEN, 1, read=2)) == [[0, 1, 2]]
+
+
+def _end(order: int) -> list[int]:
+    """Thread 0's O_MB_COPY_END of its copy 0: release closes the copy's records (as
+    the rewriter logs it), acquire joins the copy (its cp.async.wait_group)."""
+    end = mb(O_MB_COPY_END, 0, read=0)
+    end[7] = end[7] & ~(0xF << 12) | order << 12
+    return end
+
+
+def _copied(*after: list[int], phase: int = 0) -> np.ndarray:
+    """Thread 0 issues an asynchronous copy (its store, site 1) that completes phase
+    `phase`, then stores at site 3; thread 1 does `after` (the events, its loads)."""
+    copy = [mb(O_MB_COPY, 0, read=0, written=phase), access(Kind.STORE, 0, 0, value=7, site=1),
+            _end(ORDER_RELEASE), access(Kind.STORE, 0, 0, off=8, value=7, site=3)]  # fmt: skip
+    return log(mb(O_MB_INIT, 0, written=1), *copy, *after)
+
+
+def test_a_copy_is_a_thread_its_phase_releases() -> None:
+    """docs/async.md rule 6: a wait that observed the copy's phase is ordered after
+    the copy, and not after what the issuing thread did after the issue; without the
+    wait, or with a wait of an earlier phase, the copy races."""
+    load, load_after = access(Kind.LOAD, 0, 1, site=2), access(Kind.LOAD, 0, 1, off=8, site=4)
+    waited = mb(O_MB_WAIT_PARITY, 1, read=0)
+    assert races(_copied(waited, load, load_after)) == ([(INTRA, 3, 4)], [])
+    assert races(_copied(load)) == (RACE, [])
+    assert races(_copied(waited, load, phase=1)) == (RACE, [])
+    # its thread waited for it (cp.async.wait_all) and then arrived on another barrier
+    # that thread 1 waits on: thread 1 is ordered after the copy through its thread
+    joined = _end(ORDER_ACQUIRE)
+    arrive, other = mb(O_MB_ARRIVE, 0, bar=72), mb(O_MB_WAIT_PARITY, 1, read=0, bar=72)
+    assert races(_copied(joined, arrive, other, load, phase=NO_PHASE)) == ([], [])
+    assert races(_copied(arrive, other, load, phase=NO_PHASE)) == (RACE, [])
 
 
 PIPELINE = next(c for c in cases("cuda", ".cu") if c.id == "mbarrier_pipeline_clean")

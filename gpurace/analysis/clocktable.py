@@ -54,6 +54,7 @@ from gpurace.abi import (
     NONE,
     O_BARRIERS_MAX,
     O_BARRIERS_SHIFT,
+    O_MB_COPY,
     O_READ,
     RECORD_WORDS,
     VH0,
@@ -172,6 +173,8 @@ def build(
     then in OpenCL's `__local` one. None when the log has no ORDER event; a reason
     where the device cannot take the table (too large, or a barrier count saturated:
     the host reference says what that means)."""
+    if any(row[8] & 0xFF == O_MB_COPY for row in ords.tolist()):
+        return "asynchronous copies completed through mbarriers have clocks of their own"
     events: list[dict[int, list[tuple[int, list[int]]]]] = [{}, {}]  # per view
     for row in sorted(ords.tolist()):
         s, r = row[5] * wgsize + row[4], row[1:]

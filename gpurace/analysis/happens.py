@@ -27,6 +27,8 @@ from gpurace.abi import (
     O_BARRIERS_MAX,
     O_BARRIERS_SHIFT,
     O_MB_ARRIVE,
+    O_MB_COPY,
+    O_MB_COPY_END,
     O_READ,
     O_WRITE,
     O_WUNKNOWN,
@@ -112,6 +114,7 @@ class _Thread:
     snap: int = -1  # clock id of vc, -1 when it changed since
     fence: Carried | None = None  # what the latest release fence published
     reads: list[Op] = field(default_factory=list)  # atomic reads so far
+    copy: Stamp | None = None  # within an asynchronous copy's records: the copy's stamp
 
 
 def wide(scope: int) -> bool:
@@ -208,6 +211,8 @@ class _Log:
         for (grp, _lid), t in self.thread_of.items():
             self.groups.setdefault(grp, []).append(t)
         self.mb: dict[int, list[int]] = {}  # a successful mbarrier wait -> its arrivals
+        # asynchronous copies' threads (docs/async.md): O_MB_COPY event -> thread
+        self.copy_of = mbarriers.copy_threads(self.ops, len(self.thread_of))
         self.valued: dict[tuple[int, int, int], dict[int, list[Op]]] = {}  # by value
         for (var, off, size), ws in self.at.items():
             for w in ws:
@@ -486,11 +491,27 @@ def _simulate(
         if _join(state[t].vc, vc):
             state[t].snap = -1
 
+    copies: dict[int, Stamp] = {}  # a copy's thread -> its stamp
+
     def step(t: int, i: int) -> None:
         th = state[t]
         o = log.ops.get(i)
         if o is None:
-            out.stamps[i] = (t, th.counter, snap(t))
+            out.stamps[i] = th.copy if th.copy is not None else (t, th.counter, snap(t))
+            return
+        if o.op in (O_MB_COPY, O_MB_COPY_END):  # an asynchronous copy's records follow
+            out.stamps[i], th.copy = (t, th.counter, snap(t)), None
+            if o.op == O_MB_COPY:  # the copy: after what its thread did before its issue;
+                v = log.copy_of[i]  # released by the completion of its phase
+                if v not in copies:
+                    out.vcs.append({**out.vcs[snap(t)], v: 1})
+                    copies[v] = (v, 1, len(out.vcs) - 1)
+                th.copy = copies[v]
+                new[i] = {(th.group, False): out.vcs[copies[v][2]]}
+            elif log.copy_of.get(i, -1) in copies:  # its thread waited for it: joins it
+                take(t, out.vcs[copies[log.copy_of[i]][2]])
+            else:  # what the thread does after the copy's issue is not before the copy
+                th.counter, th.snap = th.counter + 1, -1
             return
         if o.op in mbarriers.OPS:  # a wait acquires its phases' arrivals, which release
             for a in log.mb.get(i, []):  # (this round's, where known: fewer rounds)

@@ -19,6 +19,11 @@ a lower bound acquires fewer arrivals, never more, so a race is never hidden.
 An arrival's phase is its state token, which names the phase on sim only; on another
 device (`phases` False) mbarriers order nothing and the result says so. A barrier
 initialised more than once in a block orders nothing (its phases restart).
+
+An asynchronous copy completed through a barrier's phase (a bulk copy's
+``complete_tx``, ``cp.async.mbarrier.arrive``: docs/async.md) is an arrival of that
+phase as well: a wait that acquires the phase acquires the copy (happens.py gives the
+copy's records a clock of their own, which its completion releases).
 """
 
 from __future__ import annotations
@@ -26,9 +31,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpurace.abi import O_MB_ARRIVE, O_MB_INIT, O_MB_WAIT_PARITY, O_MB_WAIT_TOKEN
+from gpurace.abi import (
+    O_MB_ARRIVE,
+    O_MB_COPY,
+    O_MB_COPY_END,
+    O_MB_INIT,
+    O_MB_WAIT_PARITY,
+    O_MB_WAIT_TOKEN,
+    ORDER_ACQUIRE,
+)
 
-OPS = (O_MB_INIT, O_MB_ARRIVE, O_MB_WAIT_PARITY, O_MB_WAIT_TOKEN)
+NO_PHASE = 0xFFFFFFFF  # an O_MB_COPY's phase before its copy is handed to a barrier
+OPS = (O_MB_INIT, O_MB_ARRIVE, O_MB_WAIT_PARITY, O_MB_WAIT_TOKEN, O_MB_COPY, O_MB_COPY_END)
 Key = tuple[int, int]  # (block, the barrier's shared address)
 
 
@@ -54,15 +68,19 @@ def acquires(
     skip = _reinitialised(ops)
     arrivals: dict[Key, list[tuple[int, int]]] = {}  # key -> (phase, index)
     for i, o in ops.items():
-        if o.op == O_MB_ARRIVE and _key(o) not in skip:
+        # a copy's completion releases the copy (docs/async.md); a copy's O_MB_COPY
+        # without a phase yet (0xFFFFFFFF: not handed to a barrier) releases nothing
+        if o.op == O_MB_ARRIVE or o.op == O_MB_COPY and o.written != NO_PHASE:
+            if _key(o) in skip:
+                continue
             arrivals.setdefault(_key(o), []).append((o.written or 0, i))
     out: dict[int, list[int]] = {}
     for line in timeline.values():
         seen: dict[Key, int] = {}  # the phase the thread's next wait observes at least
         for _, i in line:
             o = ops.get(i)
-            if o is None or o.op not in OPS or _key(o) in skip:
-                continue
+            if o is None or o.op not in OPS or o.op >= O_MB_COPY or _key(o) in skip:
+                continue  # (a copy's completion says nothing of what its thread saw)
             low = seen.get(_key(o), -1)
             if o.op == O_MB_ARRIVE:
                 seen[_key(o)] = max(low, (o.written or 0) - 1)
@@ -73,6 +91,21 @@ def acquires(
                 low = seen[_key(o)] = max(low, o.read_value)
             if o.op in (O_MB_WAIT_PARITY, O_MB_WAIT_TOKEN):
                 out[i] = [a for q, a in arrivals.get(_key(o), []) if q <= low]
+    return out
+
+
+def copy_threads(ops: Mapping[int, Any], threads: int) -> dict[int, int]:
+    """Each O_MB_COPY event (record index) -> the thread number of its copy: an
+    asynchronous copy completed through an mbarrier is a thread of its own (its thread
+    and its number there name it), numbered after the log's `threads` real ones."""
+    out: dict[int, int] = {}
+    copies: dict[tuple[int, int], int] = {}
+    for i, o in ops.items():
+        if o.op == O_MB_COPY:
+            out[i] = copies.setdefault((o.thread, o.read_value), threads + len(copies))
+        elif o.op == O_MB_COPY_END and o.order == ORDER_ACQUIRE:  # its thread waited
+            if (o.thread, o.read_value) in copies:  # for it: it joins the copy
+                out[i] = copies[(o.thread, o.read_value)]
     return out
 
 

@@ -50,6 +50,10 @@ UNMODELLED_SYNC = {
     14: "wgmma.mma_async operands read through a swizzled matrix descriptor whose start is "
     "not aligned to its pattern, or with a base offset: their shared-memory reads are not "
     "tracked (docs/async.md)",
+    15: "cp.async.bulk copies issued while 8 of the thread's were in flight: their window "
+    "past the next barrier is not followed (docs/async.md)",
+    16: "shared-to-global cp.async.bulk copies issued while 8 of the thread's were in "
+    "flight: their window past the next barrier is not followed (docs/async.md)",
 }
 
 

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from gpurace.abi import OOB_BYTES, WARP_SIZE
 from gpurace.model import (
     ASYNC_COPY,
+    ASYNC_COPY_MB,
+    BULK_COPY,
+    BULK_GROUP,
     WGMMA,
     Event,
     Kind,
@@ -368,6 +371,27 @@ def _class_words(v: RaceView, language: str) -> str:
     words = dialect(language)
     cls = RaceClass(v.race.cls)
     copy = next((s.site for s in (v.first, v.second) if s.site.detail in IN_FLIGHT), None)
+    bulk_g = next((s.site for s in (v.first, v.second) if s.site.detail == BULK_GROUP), None)
+    if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and bulk_g is not None:
+        then = words.local_barrier if cls == RaceClass.LOCAL else words.global_barrier
+        return (
+            "same work-group, no cp.async.bulk.wait_group[.read] completing the "
+            f"cp.async.bulk at {bulk_g.line}:{bulk_g.col} followed by {then} between"
+        )
+    handed = next((s.site for s in (v.first, v.second) if s.site.detail == ASYNC_COPY_MB), None)
+    if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and handed is not None:
+        return (
+            f"same work-group, no wait completing the cp.async at {handed.line}:{handed.col} "
+            "between (a wait on the mbarrier phase its cp.async.mbarrier.arrive completes, "
+            "or cp.async.wait_group and a barrier)"
+        )
+    bulk = next((s.site for s in (v.first, v.second) if s.site.detail == BULK_COPY), None)
+    if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and bulk is not None:
+        # only a wait that observed the phase its bytes complete orders it (docs/async.md)
+        return (
+            "same work-group, no wait on the mbarrier phase that completes the "
+            f"cp.async.bulk at {bulk.line}:{bulk.col} between"
+        )
     if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and copy is not None:
         # a barrier does not complete a copy in flight; its wait does (docs/async.md)
         warp = _same_warp(v.race, language)

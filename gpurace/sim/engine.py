@@ -35,6 +35,7 @@ from gpurace.instrument.ptx.gridsync import uses_grid_sync
 from gpurace.instrument.ptx.parse import TYPE_BYTES, Function, Module, parse_instr, parse_module
 from gpurace.sim.arith import compile_alu
 from gpurace.sim.asynccopy import AsyncCopies
+from gpurace.sim.bulkcopy import BulkCopies, compile_bulk_to_shared, is_bulk_to_shared
 from gpurace.sim.intrinsics import recognise
 from gpurace.sim.mbarrier import Op, compile_mapa, compile_protocol
 from gpurace.sim.memops import compile_mem
@@ -152,6 +153,8 @@ class Batch:
         self.live = np.ones(self.lanes, bool)
         self.steps = 0
         self.copies = AsyncCopies(self.lanes)  # cp.async copies in flight
+        self.bulk = BulkCopies(self.lanes)  # cp.async.bulk copies in flight
+        self.proto: Any = None  # the batch's mbarriers (mbarrier.Protocol), set by its run
         self.block_start = np.repeat(np.arange(len(blocks)) * per, per)
         mem.begin_batch(len(blocks), shared_size, [per] * len(blocks), local_size, prod(cluster))
         # block slot -> linear CTA id (what protocol errors name)
@@ -321,6 +324,8 @@ class Program:
                     c.error += f" ({GRID_SYNC})"
             elif op == "call":
                 c.kind, c.call = "call", self._call(ins.operands)
+            elif is_bulk_to_shared(ins):  # completes its mbarrier's bytes (bulkcopy.py)
+                c.run = compile_bulk_to_shared(ins, dec, loc or ("PTX", s.line, 0))
             elif op != "mbarrier" and any(p.startswith("::complete_tx") for p in ins.parts):
                 # an asynchronous copy or store that completes an mbarrier's bytes: run
                 # at once, it would leave the barrier's phase open for ever

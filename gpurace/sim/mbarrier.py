@@ -67,6 +67,7 @@ class Barrier:
     phase: int = 0  # completed phases; the current phase's parity is phase & 1
     completed_by: list[Who] = field(default_factory=list)  # per completed phase
     expect: dict[int, int] = field(default_factory=dict)  # lane -> first phase unobserved
+    at: int = -1  # the object's first byte in the batch's shared memory (its phase there)
 
     def describe(self) -> str:
         per = "one arrival" if self.count == 1 else f"{self.count} arrivals"
@@ -91,6 +92,8 @@ class Protocol:
         self.cluster_phase = np.zeros(len(slot_cta) // max(cluster, 1) + 1, np.int64)
         self.cluster_arrived = np.full(lanes, -1, np.int64)  # lane -> phase it arrived on
         self.changes = 0  # operations that changed a barrier (inits, arrivals, tx bytes)
+        self.shared: np.ndarray | None = None  # the batch's shared bytes (`_show`)
+        self.shared_size = 0
         self.gave_up_at = -1  # `changes` when the blocked tests last returned false
 
     # -- the API -------------------------------------------------------------------
@@ -98,7 +101,9 @@ class Protocol:
         if count <= 0:
             self.misuse(who, f"mbarrier.init of {self.names(key[1])} with count {count}")
         cta = int(self.slot_cta[key[0]])
-        self.barriers[key] = Barrier(self.names(key[1]), cta, count, count)
+        at = key[0] * self.shared_size + key[1]
+        self.barriers[key] = b = Barrier(self.names(key[1]), cta, count, count, at=at)
+        self._show(b)
         self.event(who, f"init {self.names(key[1])} (count {count})")
 
     def get(self, key: Key, who: Who) -> Barrier:
@@ -148,12 +153,21 @@ class Protocol:
         del self.barriers[key]
         self.event(who, f"inval {b.name}")
 
+    def _show(self, b: Barrier) -> None:
+        """The barrier's completed phases into its 64-bit object: the PTX rewriter reads
+        them there to know the phase a bulk copy or a ``cp.async.mbarrier.arrive``
+        completes (they return no state token; docs/async.md). A GPU keeps its own,
+        opaque, state in those bytes, which the program must not read either."""
+        if self.shared is not None and 0 <= b.at <= len(self.shared) - 8:
+            self.shared[b.at : b.at + 8] = np.frombuffer(np.uint64(b.phase).tobytes(), np.uint8)
+
     def _settle(self, b: Barrier, who: Who) -> str:
         if b.pending or b.tx:
             return ""
         b.completed_by.append(who)
         b.phase += 1
         b.pending = b.count
+        self._show(b)
         return f" (completes phase {b.phase - 1})"
 
     # -- waits -----------------------------------------------------------------------
@@ -383,7 +397,16 @@ def compile_protocol(ins: Instr, dec: Decoder, site: Site) -> Op | None:
                 return int(p.wait_parity(k, v[0] & 1, ln, w))
             return int(p.wait_token(k, v[0], ln, w))
 
-        return Op("wait", _each(key, site, wait, rest[:1], dst, blocks=True))
+        test = _each(key, site, wait, rest[:1], dst, blocks=True)
+
+        def land_then_test(fr: Any, g: np.ndarray, proto: Protocol) -> np.ndarray | None:
+            bulk = fr.batch.bulk  # bulk copies complete the barrier's bytes first
+            if bulk.to_shared:
+                for k, _ in key(fr, g):
+                    bulk.land(fr.batch.mem, proto, k)
+            return test(fr, g, proto)
+
+        return Op("wait", land_then_test)
     raise SimUnsupported(ins.opcode)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from gpurace.instrument.ptx.parse import TYPE_BYTES, Instr
+from gpurace.sim.bulkcopy import compile_bulk
 from gpurace.sim.memory import gather, scatter
 from gpurace.sim.operands import Decoder
 from gpurace.sim.values import (
@@ -321,14 +322,14 @@ def _cp_async(ins: Instr, dec: Decoder) -> Run:
     """``cp.async`` and its group operations on the batch's copies in flight
     (gpurace/sim/asynccopy.py): a copy is performed when its group is waited for."""
     ops = ins.operands
-    if ins.has("bulk") and not (ops and ops[0].startswith("[")):  # bulk groups: no copies
-        return lambda fr, g: None
+    if ins.has("bulk"):  # bulk copies and their groups (bulkcopy.py)
+        return compile_bulk(ins, dec)
     if ins.has("commit_group"):
         return lambda fr, g: fr.batch.copies.commit(g)
     if ins.has("wait_group", "wait_all"):
         n = None if ins.has("wait_all") else int(ops[0], 0)
         return lambda fr, g: fr.batch.copies.wait(fr.batch.mem, g, n)
-    if ins.has("bulk") or ins.has("tensor"):  # (its mbarrier::complete_tx too)
+    if ins.has("tensor"):
         raise SimUnsupported(ins.opcode)
     dst, _, doff = dec.address(ops[0])
     src, _, soff = dec.address(ops[1])

@@ -175,10 +175,13 @@ class Simulator:
             frame = Frame(batch, entry, params, 0)
             self._gens = {}
             self._proto = Protocol(prog.shared_name, batch.slot_cta, batch.lanes, size)
+            self._proto.shared, self._proto.shared_size = batch.mem.shared, batch.mem.shared_size
+            batch.proto = self._proto
             with np.errstate(all="ignore"):  # PTX's x/0, sqrt(-1): values, not warnings
                 lanes = batch.every if Shortcuts.on else np.arange(batch.lanes)
                 self._execute(frame, lanes, run, entry=True)
                 batch.copies.finish(batch.mem)
+                batch.bulk.finish(batch.mem, self._proto)
             if first_only:
                 return
 

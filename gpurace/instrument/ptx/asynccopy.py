@@ -27,15 +27,17 @@ from __future__ import annotations
 from typing import Any
 
 from gpurace import abi
-from gpurace.model import ASYNC_COPY, Kind
+from gpurace.abi import O_MB_COPY, O_MB_COPY_END, ORDER_ACQUIRE
+from gpurace.model import ASYNC_COPY, ASYNC_COPY_MB, Kind
 
 from . import emit
 from .parse import Function, parse_instr, reg_type
 
 QUEUE = "_gr_cpq"  # the entry's .local queue of pending copies
 SLOTS = 32  # copies a thread may have in flight (a spare slot follows)
-SLOT_BYTES = 32  # ld site, flags, offset, group; st site, flags, offset, local word
-_LD, _GROUP, _ST = 0, 12, 16  # byte offsets in a slot (the vector accesses' alignment)
+SLOT_BYTES = 48  # ld site, flags, offset, group; st site, flags, offset, local word; number
+_LD, _GROUP, _ST, _NUM = 0, 12, 16, 32  # byte offsets in a slot (the vector accesses')
+NO_PHASE = 0xFFFFFFFF  # an O_MB_COPY event's phase before its copy is handed to one
 SYNC_ASYNC_FULL = 11  # a copy found the queue full: its window is not followed
 # (the other sync-event codes: barriers.py)
 # st.async / red.async (sm_90): why they are listed (docs/async.md, "Not yet")
@@ -87,6 +89,7 @@ def relog(entry: Any) -> list[str]:
         f"@%_gr_q0 bra {done};",
         f"mov.u64 %_gr_d1, {QUEUE};",
         f"mad.wide.u32 %_gr_d1, %_gr_t0, {SLOT_BYTES}, %_gr_d1;",
+        *(_opened(f"[%_gr_d1+{_NUM}]") if entry.cp_mbar else []),
         f"ld.local.v2.u32 {{%_gr_t1, %_gr_t2}}, [%_gr_d1+{_LD}];",
         f"ld.local.u32 %_gr_t3, [%_gr_d1+{_LD + 8}];",
         *named_now("%_gr_t2"),
@@ -100,10 +103,28 @@ def relog(entry: Any) -> list[str]:
         f"@%_gr_q0 bra {no_st};",
         emit.call_rec("%_gr_t1", "%_gr_t2", "%_gr_t3", "%_gr_epl", "0", "%_gr_wep", lw),
         f"{no_st}:",
+        *(_closed() if entry.cp_mbar else []),
         "add.u32 %_gr_t0, %_gr_t0, 1;",
         f"bra {top};",
         f"{done}:",
     ]
+
+
+def _opened(number: str) -> list[str]:
+    """Where copies may complete through an mbarrier (``cp.async.mbarrier.arrive``):
+    the O_MB_COPY event that makes the records after it the copy's own (a thread of
+    its own, docs/async.md), its phase not known yet (NO_PHASE); `number` holds the
+    copy's number in its thread (%_gr_bki at its issue)."""
+    from .bulkcopy import event
+
+    return [f"ld.local.u32 %_gr_or, {number};", "mov.u32 %_gr_oo, 0;",
+            *event(O_MB_COPY, "0", "%_gr_or", str(NO_PHASE))]  # fmt: skip
+
+
+def _closed() -> list[str]:
+    from .bulkcopy import event
+
+    return event(O_MB_COPY_END, "0", "%_gr_or", str(NO_PHASE))
 
 
 def named_now(flags: str) -> list[str]:
@@ -115,12 +136,24 @@ def named_now(flags: str) -> list[str]:
 
 
 def retire(
-    entry: Any, below: str, queue: str = QUEUE, count: str = "%_gr_cpn", group: int = _GROUP
+    entry: Any,
+    below: str,
+    queue: str = QUEUE,
+    count: str = "%_gr_cpn",
+    group: int = _GROUP,
+    slot_bytes: int = SLOT_BYTES,
 ) -> list[str]:
     """Code that drops the pending copies whose group is below `below` (a b32
-    register or immediate), keeping the others in order; `queue` of SLOT_BYTES slots
-    with `count` in flight and their group at byte `group` (wgmma.py's too)."""
-    top, done, drop, same = (entry.st.label() for _ in range(4))
+    register or immediate), keeping the others in order; `queue` of `slot_bytes` slots
+    with `count` in flight and their group at byte `group` (wgmma.py's too). Where
+    cp.async copies are threads of their own (`entry.cp_mbar`, bulkcopy.py), the thread
+    joins each one it drops from this module's queue."""
+    from .bulkcopy import event
+
+    top, done, drop, same, nxt = (entry.st.label() for _ in range(5))
+    joined = [f"ld.local.u32 %_gr_or, [%_gr_d1+{_NUM}];", "mov.u32 %_gr_oo, 0;",
+              *event(O_MB_COPY_END, "0", "%_gr_or", str(NO_PHASE), ORDER_ACQUIRE)]  # fmt: skip
+    join = entry.cp_mbar and queue == QUEUE
     return [
         f"mov.u32 %_gr_t2, {below};",
         "mov.u32 %_gr_t0, 0;",  # the slot read ...
@@ -129,8 +162,8 @@ def retire(
         f"setp.ge.u32 %_gr_q0, %_gr_t0, {count};",
         f"@%_gr_q0 bra {done};",
         f"mov.u64 %_gr_d1, {queue};",
-        f"mad.wide.u32 %_gr_d2, %_gr_t1, {SLOT_BYTES}, %_gr_d1;",
-        f"mad.wide.u32 %_gr_d1, %_gr_t0, {SLOT_BYTES}, %_gr_d1;",
+        f"mad.wide.u32 %_gr_d2, %_gr_t1, {slot_bytes}, %_gr_d1;",
+        f"mad.wide.u32 %_gr_d1, %_gr_t0, {slot_bytes}, %_gr_d1;",
         f"ld.local.u32 %_gr_t3, [%_gr_d1+{group}];",
         "setp.lt.u32 %_gr_q0, %_gr_t3, %_gr_t2;",
         f"@%_gr_q0 bra {drop};",
@@ -138,11 +171,11 @@ def retire(
         f"@%_gr_q0 bra {same};",
         *[
             f"ld.local.u64 %_gr_d3, [%_gr_d1+{k}];\nst.local.u64 [%_gr_d2+{k}], %_gr_d3;"
-            for k in range(0, SLOT_BYTES, 8)
+            for k in range(0, slot_bytes, 8)
         ],
         f"{same}:",
         "add.u32 %_gr_t1, %_gr_t1, 1;",
-        f"{drop}:",
+        *([f"bra {nxt};", f"{drop}:", *joined, f"{nxt}:"] if join else [f"{drop}:"]),
         "add.u32 %_gr_t0, %_gr_t0, 1;",
         f"bra {top};",
         f"{done}:",
@@ -152,9 +185,15 @@ def retire(
 
 def _group_op(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
     """``commit_group``, ``wait_group N``, ``wait_all``, ``cp.async.mbarrier.arrive``:
-    a sync event, then the queue's bookkeeping after the instruction."""
+    a sync event, then the queue's bookkeeping after the instruction (before it, for
+    the arrive: the phase its copies complete is the one before it)."""
+    from .bulkcopy import bulk_group_op, handoff
+
     entry._sync(s, ins, sync_event)
-    if not entry.copies or ins.has("bulk"):  # bulk groups are not cp.async's groups
+    if ins.has("bulk") and entry.bulk_g:  # bulk groups are not cp.async's groups
+        skip = entry.st.label()
+        entry.after(s, [*entry._guard(ins, skip), *bulk_group_op(entry, ins), f"{skip}:"])
+    if not entry.copies or ins.has("bulk"):
         return
     skip = entry.st.label()
     code = entry._guard(ins, skip)
@@ -170,7 +209,10 @@ def _group_op(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
             "@%_gr_q1 mov.u32 %_gr_t5, 0;",
             *retire(entry, "%_gr_t5"),
         ]
-    else:  # mbarrier.arrive: completion through an mbarrier, not modelled
+    elif entry.cp_mbar:  # the copies complete with the barrier's phase (bulkcopy.py)
+        entry.before(s, [*entry._guard(ins, skip), *handoff(entry, s, ins), f"{skip}:"])
+        return
+    else:  # mbarrier.arrive without ORDER events: completion not modelled
         entry.incomplete(
             s,
             f"'{ins.opcode}': completion of cp.async copies through an mbarrier is not "
@@ -182,10 +224,18 @@ def _group_op(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
 
 def async_copy(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
     """Records for one ``cp.async`` statement `s` of `entry` (a rewriter._Entry)."""
+    from .bulkcopy import bulk_copy, bulk_to_global, is_bulk_to_global, is_bulk_to_shared
+
     if ins.has("commit_group", "wait_group", "wait_all") or (
         ins.has("mbarrier") and not ins.has("bulk")
     ):
         _group_op(entry, s, ins, sync_event)
+        return
+    if is_bulk_to_shared(ins) or is_bulk_to_global(ins):
+        modelled = bulk_copy if is_bulk_to_shared(ins) else bulk_to_global
+        why = modelled(entry, s, ins)
+        if why:
+            entry.incomplete(s, f"'{ins.opcode}': bulk copy not tracked: {why}")
         return
     if ins.has("bulk") or ins.has("tensor"):
         entry.incomplete(
@@ -219,9 +269,13 @@ def async_copy(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
             entry.incomplete(s, f"'{ins.opcode}': source size '{src}' not understood")
             return
         pre = [] if read else [f"bra {no_read};"]
-    ld = entry.site(s, Kind.LOAD, ins, detail=ASYNC_COPY)
-    st_ = entry.site(s, Kind.STORE, ins, detail=ASYNC_COPY)
+    detail = ASYNC_COPY_MB if entry.cp_mbar else ASYNC_COPY
+    ld = entry.site(s, Kind.LOAD, ins, detail=detail)
+    st_ = entry.site(s, Kind.STORE, ins, detail=detail)
     _claim_slot(entry, s, ins)
+    if entry.cp_mbar:
+        opened = entry.st.label()
+        entry.before(s, [*entry._guard(ins, opened), *_opened(f"[%_gr_cpa+{_NUM}]"), f"{opened}:"])
     out = entry._redirect(s, None)  # either side out of bounds: the copy is left out
     src_addr, dst_addr = ins.operands[1], ins.operands[0]
     entry._access(s, ins, ld, Kind.LOAD, "global", src_addr, read, False, 0, pre, out,
@@ -230,7 +284,8 @@ def async_copy(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
     entry._access(s, ins, st_, Kind.STORE, "shared", dst_addr, size, False, 0, [], out,
                   post=_keep(st_, _ST, True))  # fmt: skip
     skip = entry.st.label()
-    entry.before(s, [*entry._guard(ins, skip), f"setp.lt.u32 %_gr_q0, %_gr_cpn, {SLOTS};",
+    closed = [*_closed(), "add.u32 %_gr_bki, %_gr_bki, 1;"] if entry.cp_mbar else []
+    entry.before(s, [*entry._guard(ins, skip), *closed, f"setp.lt.u32 %_gr_q0, %_gr_cpn, {SLOTS};",
                      "@%_gr_q0 add.u32 %_gr_cpn, %_gr_cpn, 1;", f"{skip}:"])  # fmt: skip
 
 
@@ -243,6 +298,7 @@ def _claim_slot(entry: Any, s: Any, ins: Any) -> None:
         f"min.u32 %_gr_t0, %_gr_cpn, {SLOTS};",
         f"mad.wide.u32 %_gr_cpa, %_gr_t0, {SLOT_BYTES}, %_gr_cpa;",
         f"st.local.u32 [%_gr_cpa+{_GROUP}], %_gr_cpc;",
+        *([f"st.local.u32 [%_gr_cpa+{_NUM}], %_gr_bki;"] if entry.cp_mbar else []),
         "mov.u32 %_gr_t0, 0;",
         f"st.local.u32 [%_gr_cpa+{_LD + 4}], %_gr_t0;",
         f"st.local.u32 [%_gr_cpa+{_ST + 4}], %_gr_t0;",

@@ -11,7 +11,7 @@ from typing import Any
 from gpurace import abi
 from gpurace.model import Event, Kind
 
-from . import emit, gridsync, named, tmem, wgmma
+from . import bulkcopy, emit, gridsync, named, tmem, wgmma
 from .asynccopy import relog
 from .parse import Instr
 
@@ -75,14 +75,15 @@ def barrier(entry: Any, s: Any, ins: Instr) -> None:
     if count is not None:
         after += [f"setp.eq.u32 %_gr_q2, {count}, %_gr_nthr;", f"@%_gr_q2 bra {block};"]
         after += [*named.after(entry, sid, ident, count)]
-        after += [*(relog(entry) if entry.copies else []), *wgmma.relog(entry)]
-        after += [f"bra {skip2};", f"{block}:"]
+        after += [*(relog(entry) if entry.copies else []), *bulkcopy.relog(entry)]
+        after += [*wgmma.relog(entry), f"bra {skip2};", f"{block}:"]
     after += [
         "add.u32 %_gr_epl, %_gr_epl, 1;",
         *gridsync.epoch_step(entry.grid),
         "add.u32 %_gr_nbar, %_gr_nbar, 1;",
         "mov.u32 %_gr_wep, 0;",  # warp epochs count from the last block barrier
         *(relog(entry) if entry.copies else []),  # copies in flight: in the new epoch too
+        *bulkcopy.relog(entry),
         *tmem.after_barrier(entry),  # TMEM accesses in flight too (tmem.py)
         *wgmma.relog(entry),  # wgmma operand reads in flight too (wgmma.py)
         f"{skip2}:",
@@ -114,9 +115,10 @@ def warp_sync(entry: Any, s: Any, ins: Instr) -> None:
     if known != FULL_MASK:
         code += [f"{partial}:", emit.call_srec(sid, SYNC_WARP_PARTIAL)]
     code.append(f"{skip}:")
-    if entry.copies or entry.wgmma:  # copies and wgmma reads in flight, in the new warp
-        same = entry.st.label()  # epoch too (once the warp's lanes are past the activemask test)
-        again = [*(relog(entry) if entry.copies else []), *wgmma.relog(entry)]
+    if entry.copies or entry.wgmma or entry.bulk or entry.bulk_g:  # in flight, in the new
+        same = entry.st.label()  # warp epoch too (once the lanes are past the activemask test)
+        again = [*(relog(entry) if entry.copies else []), *bulkcopy.relog(entry)]
+        again += wgmma.relog(entry)
         code = ["mov.u32 %_gr_t23, %_gr_wep;", *code, "setp.eq.u32 %_gr_q2, %_gr_wep, %_gr_t23;",
                 f"@%_gr_q2 bra {same};", *again, f"{same}:"]  # fmt: skip
     # after it: a record of the next statement must see the advanced epoch

@@ -113,7 +113,7 @@ def init_function(nvars: int) -> str:
     return text[text.index(INIT_MARK) :]
 
 
-def call_init(site: int, flags: str, off: str, extra: int) -> str:
+def call_init(site: int | str, flags: str, off: str, extra: int) -> str:
     """A call of ``_gr_init`` for an attributed access (`flags` with its variable)."""
     args = [
         ("b64", "%_gr_ctl"),

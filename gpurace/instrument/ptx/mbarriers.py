@@ -38,7 +38,7 @@ from gpurace.abi import (
 )
 from gpurace.model import Kind
 
-from . import emit
+from . import bulkcopy, emit
 from .asynccopy import relog
 from .ordering import event_extra
 from .parse import TYPE_BYTES, Instr, reg_type
@@ -129,4 +129,5 @@ def mbarrier(entry: Any, s: Any, ins: Instr) -> None:
         entry.before(s, [*guard, *addr, _low32("%_gr_or", ops[at + 1], entry.fn), f"{skip}:"])
         after = entry.st.label()
         code = [*entry._guard(ins, after), f"@!{ops[0]} bra {after};"]
-        entry.after(s, [*code, *_event(sid, static, "%_gr_or", "0"), f"{after}:"])
+        retire = bulkcopy.retire(entry)  # bulk copies whose phase completed (bulkcopy.py)
+        entry.after(s, [*code, *_event(sid, static, "%_gr_or", "0"), *retire, f"{after}:"])

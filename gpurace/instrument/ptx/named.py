@@ -23,7 +23,7 @@ from typing import Any
 from gpurace import abi
 from gpurace.model import Kind
 
-from . import emit
+from . import bulkcopy, emit
 from .asynccopy import relog
 from .parse import Instr, parse_instr
 
@@ -54,11 +54,11 @@ def named_op(entry: Any, s: Any, ins: Instr, ident: str, count: str, wait: bool)
                          "how it orders tcgen05 accesses is not modelled")  # fmt: skip
     skip = entry.st.label()
     entry.before(s, [*entry._guard(ins, skip), *before(entry, sid, ident, count, wait), f"{skip}:"])
-    if wait or entry.copies:
+    if wait or entry.copies or entry.bulk or entry.bulk_g:
         skip2 = entry.st.label()
         check = after(entry, sid, ident, count) if wait else []
         # copies in flight: logged again with the new state (asynccopy.relog)
-        again = relog(entry) if entry.copies else []
+        again = [*(relog(entry) if entry.copies else []), *bulkcopy.relog(entry)]
         entry.after(s, [*entry._guard(ins, skip2), *check, *again, f"{skip2}:"])
 
 

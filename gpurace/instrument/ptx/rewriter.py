@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from gpurace import abi
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site, Space, TrackedVar
 
-from . import asynccopy, bounds, emit, gridsync, mbarriers, ordering, tmem, wgmma
+from . import asynccopy, bounds, bulkcopy, emit, gridsync, mbarriers, ordering, tmem, wgmma
 from .asynccopy import ASYNC_STORE, async_copy
 from .barriers import SYNC_ASYNC, SYNC_FENCE, SYNC_MBARRIER, barrier, is_wait_barrier
 from .emit import CLOSE, OPEN
@@ -217,6 +217,10 @@ class _Entry:
             if not s.text.startswith(".")
         )
         self.copies = asynccopy.has_copies(fn)  # its cp.async queue (asynccopy.py)
+        # cp.async copies completed through an mbarrier, and bulk copies (bulkcopy.py)
+        self.cp_mbar = order and self.copies and bulkcopy.has_cp_mbarrier(fn)
+        self.bulk = order and (bulkcopy.has_bulk(fn) or self.cp_mbar)
+        self.bulk_g = bulkcopy.has_bulk_to_global(fn)  # shared to global, bulk groups
         self.grid = gridsync.plan(mod, fn)  # cooperative groups' grid.sync() (gridsync.py)
         self.tmem = tmem.entry_var(vars_)  # its tensor memory (tmem.py)
         self.wgmma = wgmma.has_wgmma(fn)  # its wgmma operand queue (wgmma.py)
@@ -293,6 +297,8 @@ class _Entry:
         if lids:
             regs.append(".reg .b32 " + ", ".join(f"%_gr_lw{v}" for v in lids) + ";")
         regs += asynccopy.decls() if self.copies else []
+        regs += bulkcopy.decls() if self.bulk else []
+        regs += bulkcopy.decls_g() if self.bulk_g else []
         regs += tmem.decls() if self.tmem else []
         regs += wgmma.decls() if self.wgmma else []
         regs += ordering.DECLS if self.order else []
@@ -335,6 +341,8 @@ class _Entry:
             "mov.u32 %_gr_nmd, 0;",  # named barriers (named.py)
             "mov.u32 %_gr_nst, 0;",
             *(asynccopy.prologue() if self.copies else []),
+            *(bulkcopy.prologue() if self.bulk else []),
+            *(bulkcopy.prologue_g() if self.bulk_g else []),
             *(tmem.prologue() if self.tmem else []),
             *(wgmma.prologue() if self.wgmma else []),
         ]

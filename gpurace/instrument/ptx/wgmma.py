@@ -173,7 +173,7 @@ def instr(entry: Any, s: Any, ins: Instr) -> None:
                 f"sub.u32 %_gr_t5, %_gr_wgc, {n};",
                 f"setp.lt.u32 %_gr_q1, %_gr_wgc, {n};",
                 "@%_gr_q1 mov.u32 %_gr_t5, 0;",
-                *retire(entry, "%_gr_t5", QUEUE, "%_gr_wgn", _GROUP),
+                *retire(entry, "%_gr_t5", QUEUE, "%_gr_wgn", _GROUP, SLOT_BYTES),
             ]
         entry.after(s, [*code, f"{skip}:"])
         return
