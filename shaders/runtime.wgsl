@@ -150,14 +150,15 @@ fn _gr_shadow(flags: u32, first: u32, last: u32) -> bool {
 // store or atomics beside plain accesses: the analysis' own `mark` test). A state
 // of a newer epoch (out of order: barrier divergence) is left alone: "may conflict".
 //
-// One atomicMax does the common cases in one atomic (lavapipe runs every atomic
-// lane by lane): an empty state or one of an older epoch becomes `mine`; one of a
-// newer epoch stays. In the same epoch it may have replaced the state by `mine`, so
-// a compare-exchange loop writes the merge of both (actor: equal, else several;
-// kinds: or) and of whatever other work-items merged meanwhile; whoever writes a
-// state has computed it, so the state that stays is one its writer tested. Epochs
-// compare as 16-bit numbers: past 65535 barriers every state looks newer
-// (conservative, like out of order).
+// A load first, then a compare-exchange loop only where the state changes (lavapipe
+// runs every read-modify-write atomic lane by lane; a load costs less): a state
+// that already holds this access (the same epoch, its actor and kind merged in: the
+// loads of a tile row that many work-items read) costs the load alone; an empty state
+// or one of an older epoch is replaced by `mine`, one of the same epoch by the merge
+// (actor: equal, else several; kinds: or) with whatever other work-items merged
+// meanwhile; whoever writes a state has computed it, so the state that stays is one
+// its writer tested. Epochs compare as 16-bit numbers: past 65535 barriers
+// every state looks newer (conservative, like out of order).
 fn _gr_lmerge(cur: u32, mine: u32) -> u32 {
   var actor = cur & _GR_LS_MULTI;
   if actor != (mine & _GR_LS_MULTI) {
@@ -167,23 +168,19 @@ fn _gr_lmerge(cur: u32, mine: u32) -> u32 {
 }
 
 fn _gr_lstate(i: u32, mine: u32) -> bool {
-  let old = atomicMax(&_gr_shd[i], mine);
+  var cur = atomicLoad(&_gr_shd[i]);
   var next = mine;
-  if old != 0u && (old >> _GR_LS_EPOCH_SHIFT) == (mine >> _GR_LS_EPOCH_SHIFT) {
-    next = _gr_lmerge(old, mine);
-    var cur = max(old, mine);
-    loop {
-      if next == cur { break; }
-      let res = atomicCompareExchangeWeak(&_gr_shd[i], cur, next);
-      if res.exchanged { break; }
-      cur = res.old_value;
-      if (cur >> _GR_LS_EPOCH_SHIFT) != (mine >> _GR_LS_EPOCH_SHIFT) {
-        return true;  // a newer epoch meanwhile (out of order)
-      }
-      next = _gr_lmerge(cur, next);
+  loop {
+    next = mine;
+    if cur != 0u && (cur >> _GR_LS_EPOCH_SHIFT) == (mine >> _GR_LS_EPOCH_SHIFT) {
+      next = _gr_lmerge(cur, mine);
+    } else if (cur >> _GR_LS_EPOCH_SHIFT) > (mine >> _GR_LS_EPOCH_SHIFT) {
+      return true;  // a newer epoch (out of order)
     }
-  } else if old > mine {
-    return true;
+    if next == cur { break; }
+    let res = atomicCompareExchangeWeak(&_gr_shd[i], cur, next);
+    if res.exchanged { break; }
+    cur = res.old_value;
   }
   let k = next & 0xe000u;  // a store, or an atomic beside a load or a store
   let mixed = (k & 0x4000u) != 0u || ((k & 0x8000u) != 0u && k != 0x8000u);
@@ -288,14 +285,17 @@ fn _gr_fnv(h: u32, w: u32, n: u32) -> u32 {
   return x;
 }
 
-// An access outside its variable (docs/memcheck.md), found before it is made: counted
-// in the control words' out-of-bounds area and, while the area has room, recorded
-// there (never in the log: the race analysis does not see it). The caller then
-// leaves out the access, as a redirect to a scratch word would: a read gives zero.
-fn _gr_oob(site: u32, flags: u32, index: u32, bound: u32, depth: u32) {
-  let i = atomicAdd(&_gr_ctl[_GR_CTL_OOB], 1u);
-  if i < _GR_OOB_SLOTS {
-    _gr_area_slot(_GR_CTL_OOB + 1u + i * _GR_RECORD_WORDS, site, flags, index, depth, bound,
+// `count` accesses of this invocation at `site` (the record's `flags`: kind, space,
+// variable) were outside their variable at `depth` of the access path, the least
+// index `index` (of the bound `bound`): all are counted in the out-of-bounds area
+// (docs/memcheck.md) and, while it has room, recorded there, never in the log (the
+// race analysis does not see them). Called where the invocation exits
+// (gpurace/instrument/wgsl/bounds.py); each access was left out where it failed,
+// as a redirect to a scratch word would: a read gave zero.
+fn _gr_orec(site: u32, flags: u32, count: u32, index: u32, bound: u32, depth: u32) {
+  let i = atomicAdd(&_gr_ctl[_GR_CTL_OOB], count);
+  for (var j = i; j < min(i + count, _GR_OOB_SLOTS); j++) {
+    _gr_area_slot(_GR_CTL_OOB + 1u + j * _GR_RECORD_WORDS, site, flags, index, depth, bound,
                   _GR_OOB_ELEMENTS);
   }
 }

@@ -182,7 +182,11 @@ def test_checks_cost_one_compare_and_none_where_static():
         "  t[3] = 1u;\n  t[i] = 2u;\n  b[i] = t[7];\n  b[5] = 0u;\n}\n"
     )
     text = wgsl_instrument(src, "k.wgsl").source
-    assert text.count("_gr_oob(") == 1 + 3  # the definition, then t[i], b[i], b[5]
+    # t[i], b[i], b[5]: one guard key each, counted in private variables and recorded
+    # by the exit's flush (no atomic at the guard: bounds.py)
+    assert text.count(" += 1u; if _gr_on") == 3
+    assert text.count("_gr_orec(") == 1 + 3  # the definition, then the flush's keys
+    assert "_gr_oflush();" in text
     assert text.count("if _gr_i0 >= 8u {") == 1
     assert text.count("if _gr_i0 >= arrayLength(&b) {") == 1
     assert text.count("if 5u >= arrayLength(&b) {") == 1
@@ -237,3 +241,28 @@ def test_more_faults_than_slots_saturate_with_counts_as_lower_bounds():
     [found] = report.out_of_bounds
     assert (found.count, found.bound, found.kind) == (abi.OOB_SLOTS, 64, Kind.STORE)
     assert 64 <= found.index < 192
+
+
+def test_several_faults_of_one_invocation_count_each_and_show_the_least():
+    """WGSL records an invocation's faults where it exits (bounds.py): one record per
+    faulting access, each with the least (signed) index of its site's faults in that
+    invocation, so the counts and examples are those of records written at each access."""
+    src = (
+        "@group(0) @binding(0) var<storage, read_write> b: array<u32>;\n"
+        "@compute @workgroup_size(4)\n"
+        "fn main(@builtin(local_invocation_index) i: u32) {\n"
+        "  for (var k = 0u; k < 4u; k++) { b[i + k] = k; }\n"
+        "  for (var k = 0; k < 2; k++) { b[k * 6 - 1] = 9u; }\n"
+        "}\n"
+    )
+    spec = LaunchSpec.from_dict(
+        {"entry": "main", "workgroups": [1, 1, 1],
+         "binding": [{"group": 0, "binding": 0, "type": "u32", "count": 4}]}
+    )  # fmt: skip
+    report = api.check(src, spec, path="k.wgsl", options=Options(tools=("memcheck",)))
+    found = [(o.count, o.index, o.bound, o.lid, report.sites[o.site].line) for o in
+             report.out_of_bounds]  # fmt: skip
+    # line 4: work-item i faults at i + k >= 4: 1 + 2 + 3 times, the least index 4 (i = 1)
+    # line 5: every work-item at -1 and 5, the least (signed) -1 at work-item 0
+    assert sorted(found) == [(6, 4, 4, 1, 4), (8, -1, 4, 0, 5)]
+    assert report.scope.complete

@@ -365,6 +365,7 @@ def instrument(
     if mr.runtime.uninit is not None:
         parts.append(shaders.text("initcheck.wgsl"))
         parts += mr.runtime.uninit.decls(checked)
+    parts += mr.runtime.oob.decls()
     parts += mr.runtime.decls
     parts += mr.loops.decls()
     parts += out_fns

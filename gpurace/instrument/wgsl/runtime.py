@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from gpurace import abi, shaders
 from gpurace.model import Event, Kind, Space, pack_flags
 
+from .bounds import OutOfBoundsKeys
 from .initcheck import UninitReads
 from .types import (
     Array,
@@ -205,6 +206,7 @@ class Runtime:
         # checked workgroup variables known filled where the rewriter now is
         # (filled.py): their accesses and barriers get no shadow statements
         self.filled: frozenset[int] = frozenset()
+        self.oob = OutOfBoundsKeys()  # the bounds checks' keys (bounds.py)
 
     def _add(self, prefix: str, params: list[str], ret: str | None, body: list[str]) -> str:
         sig_tail = f" -> {ret}" if ret else ""
@@ -260,14 +262,14 @@ class Runtime:
         return off
 
     # ------------------------------------------------------------------ bounds
-    @staticmethod
     def guards(
-        site: int, kind: Kind, path: Path, leave: str, names: list[str] | None = None
+        self, site: int, kind: Kind, path: Path, leave: str, names: list[str] | None = None
     ) -> list[str]:
         """The bounds checks of an access (docs/memcheck.md), before it is logged or
         made: one compare per index whose bound is not known to hold; a failing one
-        records the access in the out-of-bounds area (`_gr_oob`) and `leave`s the
-        helper without the access (a read returns zero, a write is dropped)."""
+        is counted for the out-of-bounds area (bounds.py: recorded where the invocation
+        exits) and `leave`s the helper without the access (a read returns zero, a
+        write is dropped)."""
         out = []
         k = 0
         root = path.root
@@ -283,10 +285,7 @@ class Runtime:
             elif s.stride:
                 idx = f"{s.offset // s.stride}u"
             if idx and s.bound:
-                out.append(
-                    f"if {idx} >= {s.bound} {{ _gr_oob({site}u, {flags}u, {idx}, {s.bound}, "
-                    f"{pos}u); {leave} }}"
-                )
+                out.append(self.oob.guard(site, flags, pos, idx, s.bound, leave))
         return out
 
     # ------------------------------------------------------------------ records
@@ -491,4 +490,5 @@ class Runtime:
         ]
         if self.uninit is not None:  # the invocation's uninitialised reads (initcheck.py)
             body.insert(0, "_gr_uflush();")
+        body.insert(0, "_gr_oflush();")  # and its accesses out of bounds (bounds.py)
         return self._add("_gr_exit", [], None, body)
