@@ -24,7 +24,7 @@ DEFAULT_ARCH = "compute_90"
 _LOG_LINE = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): (?:catastrophic )?error: (?P<what>.*)$")
 
 
-@dataclass
+@dataclass(frozen=True)
 class CompiledPtx:
     """NVRTC's output: the PTX and the lowered (mangled) name of each name expression."""
 
@@ -99,6 +99,12 @@ def _check(result: tuple, what: str) -> tuple:
     return result[1:]
 
 
+# compiles of this process, newest last: (key) -> output (`compile_cuda`)
+_COMPILED: dict[tuple, CompiledPtx] = {}
+_COMPILED_KEEP = 64
+_INCLUDED = re.compile(r"""^\s*#\s*include\s*[<"]([^>"\n]+)[>"]""", re.M)
+
+
 def compile_cuda(
     source: str,
     path: str,
@@ -112,7 +118,53 @@ def compile_cuda(
     `name_expressions` (``"saxpy<float>"``) instantiate templates and come back
     lowered. A compile error is a GpuraceError at the first error's file:line, with
     NVRTC's log (the user's own lines) in the message.
+
+    A process keeps its last compiles (NVRTC takes 0.1-2 s a kernel, over 2 s with
+    cooperative_groups' headers; `gpurace run` and a test suite compile one source
+    many times): keyed by everything the compile reads that can change while the
+    process runs, the source, path, options, arch and the text of each file its
+    #include lines name in the kernel's directory or an -I directory (the toolkit's
+    headers are the installed toolkit's for the process's life).
     """
+    key = _compile_key(source, path, options, name_expressions, arch)
+    if key is not None and key in _COMPILED:
+        _COMPILED[key] = _COMPILED.pop(key)  # newest last
+        return _COMPILED[key]
+    out = _compile(source, path, options, name_expressions, arch)
+    if key is not None:
+        _COMPILED[key] = out
+        while len(_COMPILED) > _COMPILED_KEEP:
+            del _COMPILED[next(iter(_COMPILED))]
+    return out
+
+
+def _compile_key(
+    source: str, path: str, options: Sequence[str], names: Sequence[str], arch: str
+) -> tuple | None:
+    """The memo key of a compile: None (not kept) when an included file is not
+    readable or there are more than 64 of them."""
+    here = os.path.dirname(os.path.abspath(path))
+    dirs = [here, *(o[2:] for o in options if o.startswith("-I") and len(o) > 2)]
+    texts: dict[str, str] = {}
+    todo = [source]
+    while todo:
+        for name in _INCLUDED.findall(todo.pop()):
+            for f in (os.path.join(d, name) for d in dirs):
+                if f in texts or not os.path.isfile(f):
+                    continue
+                try:
+                    texts[f] = Path(f).read_text(errors="replace")
+                except OSError:
+                    return None
+                if len(texts) > 64:
+                    return None
+                todo.append(texts[f])
+    return (source, path, tuple(options), tuple(names), arch, tuple(sorted(texts.items())))
+
+
+def _compile(
+    source: str, path: str, options: Sequence[str], name_expressions: Sequence[str], arch: str
+) -> CompiledPtx:
     nvrtc = _nvrtc()
     (prog,) = _check(nvrtc.nvrtcCreateProgram(source.encode(), path.encode(), 0, [], []), "create")
     try:
