@@ -8,7 +8,7 @@ tree's interpreter (``--python-a``/``--python-b``: a virtual environment with th
 installed, ``pip install --no-deps -e TREE``; an editable install maps
 ``gpurace.backends`` to its own checkout, so PYTHONPATH alone would mix the trees).
 It reads the last markdown table each run prints and reports, per row (kernel and
-size), the median of the ``gpurace ms`` column over the rounds for A
+size), the median of the ``gpurace ms`` column (or of each ``--column``) over the rounds for A
 and B, and B/A. The spread column is (max - min) / median of A's rounds: a B/A
 within it is noise. It also prints the load average around the runs and whether every
 run of both trees gave the same result cells (records, races, scope)::
@@ -90,14 +90,21 @@ def main() -> None:
     parser.add_argument("--python-a", default=sys.executable, help="tree A's interpreter")
     parser.add_argument("--python-b", default=sys.executable, help="tree B's interpreter")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--column", default="gpurace ms")
+    parser.add_argument(
+        "--column",
+        action="append",
+        help="a timing column to compare (repeat for several: one table each); default "
+        "'gpurace ms'",
+    )
     argv = sys.argv[1:]
     if "--" not in argv:
         parser.error("give the benchmark after --, e.g. -- bench/bench_wgsl.py --scale 0.0625")
     split = argv.index("--")
     args = parser.parse_args(argv[:split])
+    columns = args.column or ["gpurace ms"]
     bench = argv[split + 1 :]
-    samples: dict[str, dict[str, list[float]]] = {"A": {}, "B": {}}
+    # per column, per side, per kernel: its values over the rounds
+    samples: dict[str, dict[str, dict[str, list[float]]]] = {c: {"A": {}, "B": {}} for c in columns}
     verdicts: dict[str, set[tuple[str, ...]]] = {}
     loads: list[float] = []
     for round_index in range(args.rounds):
@@ -107,25 +114,28 @@ def main() -> None:
             table = run_once(tree.resolve(), python, bench)
             loads.append(os.getloadavg()[0])
             for kernel, row in table.items():
-                value = float(row[args.column].replace(",", ""))
-                samples[label].setdefault(kernel, []).append(value)
+                for column in columns:
+                    value = float(row[column].replace(",", ""))
+                    samples[column][label].setdefault(kernel, []).append(value)
                 verdicts.setdefault(kernel, set()).add(verdict(row))
             print(f"round {round_index + 1} {label} done", file=sys.stderr)
     print(f"A = {args.tree_a}, B = {args.tree_b}; {' '.join(bench)}; {args.rounds} rounds")
     print(f"load average (1 min) before and after each run: {min(loads):.1f}-{max(loads):.1f}")
     differ = {k: sorted(v) for k, v in verdicts.items() if len(v) > 1}
     print(f"verdicts differ: {differ}" if differ else "verdicts: the same in every run")
-    print(f"| kernel | A {args.column} | B {args.column} | B/A | A spread |")
-    print("|---|---|---|---|---|")
-    for kernel, a_values in samples["A"].items():
-        b_values = samples["B"].get(kernel, [])
-        a_median = statistics.median(a_values)
-        b_median = statistics.median(b_values) if b_values else float("nan")
-        spread = (max(a_values) - min(a_values)) / a_median if a_median else 0.0
-        print(
-            f"| {kernel} | {a_median:.1f} | {b_median:.1f} | "
-            f"{b_median / a_median:.2f} | {spread:.2f} |"
-        )
+    for column in columns:
+        print(f"| kernel | A {column} | B {column} | B/A | A spread |")
+        print("|---|---|---|---|---|")
+        for kernel, a_values in samples[column]["A"].items():
+            b_values = samples[column]["B"].get(kernel, [])
+            a_median = statistics.median(a_values)
+            b_median = statistics.median(b_values) if b_values else float("nan")
+            spread = (max(a_values) - min(a_values)) / a_median if a_median else 0.0
+            print(
+                f"| {kernel} | {a_median:.1f} | {b_median:.1f} | "
+                f"{b_median / a_median:.2f} | {spread:.2f} |"
+            )
+        print()
 
 
 if __name__ == "__main__":

@@ -13,6 +13,29 @@
 #if _GR_PAIR64
 #pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
 #endif
+/* The shadows' compare-exchanges: PoCL links its atomic builtins after optimising, so
+   each atomic_cmpxchg there stayed a call (a sixth of a saxpy check's time under
+   perf); clang's __sync builtin is the same sequentially consistent compare-exchange,
+   inlined. Other compilers keep OpenCL C's builtins (and so does a program that
+   defines _GR_SYNC_CAS 0: tests/test_runtime_shaders.py builds both). */
+#ifndef _GR_SYNC_CAS
+#define _GR_SYNC_CAS 0
+#ifdef __clang__
+#ifdef __has_builtin
+#if __has_builtin(__sync_val_compare_and_swap)
+#undef _GR_SYNC_CAS
+#define _GR_SYNC_CAS 1
+#endif
+#endif
+#endif
+#endif
+#if _GR_SYNC_CAS
+#define _GR_CAS32(p, c, v) __sync_val_compare_and_swap((p), (c), (v))
+#define _GR_CAS64(p, c, v) __sync_val_compare_and_swap((p), (c), (v))
+#else
+#define _GR_CAS32(p, c, v) atomic_cmpxchg((p), (c), (v))
+#define _GR_CAS64(p, c, v) atom_cmpxchg((p), (c), (v))
+#endif
 /* min and max of the per-access path: PoCL links its builtins after optimising, so
    each min() there stayed a call */
 #define _GR_MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -162,7 +185,7 @@ __attribute__((always_inline)) int _gr_shadow(__private _gr_state_t *s, uint fla
         ulong nw = ((cur | ((ulong)bit << 32)) & 0xffffffff00000000ul)
                    | (who == 0u || who == actor ? actor : _GR_MULTI);
         if (nw == cur) break;
-        ulong old = atom_cmpxchg(pair, cur, nw);
+        ulong old = _GR_CAS64(pair, cur, nw);
         if (old == cur) break;
         cur = old;
       }
@@ -219,7 +242,7 @@ __attribute__((always_inline)) int _gr_local(__private _gr_state_t *s, uint flag
         break;
       }
       if (nw == cur) break;
-      uint old = atomic_cmpxchg(st, cur, nw);
+      uint old = _GR_CAS32(st, cur, nw);
       if (old == cur) break;
       cur = old;
     }
@@ -427,21 +450,30 @@ void _gr_written(__private _gr_state_t *s, uint k, uint off, uint size, uint sit
    then leaves out the access (a read gives zero). */
 uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site, uint kind,
              const __private uchar *bytes, uint known, uint extra) {
-  /* the first tracked variable of the space whose bytes hold the address: a loop of
-     constant trip count with the match's fields copied out, so that the compiler
-     unrolls it and keeps the state's table in registers (indexed by a run-time slot
-     it stayed in memory, the most of an access's cost on PoCL) */
+  /* the first tracked variable of the space whose bytes hold the address: unrolled
+     (PoCL's optimiser left the plain loop rolled) and without branches, the slots
+     taken last to first so that the first match's fields are the ones kept, so the
+     compiler keeps the state's table in registers (indexed by a run-time slot it
+     stayed in memory, the most of an access's cost on PoCL). An address below a
+     variable's start wraps to a difference beyond its size (sizes are 32-bit). */
   uint k = _GR_SLOTS, past = 0u, off = 0u, id = 0u, lbase = 0u, lw0 = 0u;
-  for (uint j = 0u; j < _GR_SLOTS; j++) {
+#if _GR_INITCHECK
+  uint wb = 0u;
+#endif
+#pragma unroll
+  for (uint r = 0u; r < _GR_SLOTS; r++) {
+    uint j = _GR_SLOTS - 1u - r;
     ulong d = a - s->addr[j];
-    if (k == _GR_SLOTS && j < s->n && s->space[j] == space && a >= s->addr[j]
-        && d < (ulong)s->size[j]) {
+    if (j < s->n && s->space[j] == space && d < (ulong)s->size[j]) {
       k = j;
       past = d + size > (ulong)s->size[j];  /* it starts inside and ends past it */
       off = (uint)d;
       id = s->id[j];
       lbase = s->lbase[j];
       lw0 = s->lw0[j];
+#if _GR_INITCHECK
+      wb = s->wb[j];
+#endif
     }
   }
   if (k == _GR_SLOTS || past) {
@@ -452,8 +484,19 @@ uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site
     return 0u;
   }
 #if _GR_INITCHECK
-  if (s->wb[k]) _gr_written(s, k, off, size, site, kind, extra);
+  if (wb) _gr_written(s, k, off, size, site, kind, extra);
 #endif
+  if (s->mode == _GR_SHADOW_BUILD && size <= 16u) {
+    /* a build run's access of one chunk: what the loop below does for it (a build
+       run keeps nothing: _gr_keep_local and _gr_keep only mark the local area or the
+       launch-wide shadow), without the record's fields */
+    uint f = kind | (space << _GR_F_SPACE_SHIFT), llast = lw0 + (off + size - 1u) / 4u;
+    if (space && s->lwords && llast < s->lwords)
+      _gr_local(s, f, lw0 + off / 4u, llast);
+    else
+      _gr_shadow(s, f, lbase + (off & ~3u), lbase + ((off + size - 1u) & ~3u));
+    return 0u;
+  }
   uint ep = space ? s->ep_l : s->ep_g;
   for (uint c = 0u; c < size; c += 16u) {
     uint n = _GR_MIN(16u, size - c);

@@ -158,10 +158,11 @@ __kernel void m(__global float *x, __global uint *_gr_log, volatile __global uin
 """
 
 
-@pytest.mark.parametrize("pair64", [1, 0])
-def test_the_opencl_build_run_marks_each_shadow_pair(pair64):
+@pytest.mark.parametrize(("pair64", "sync"), [(1, 1), (0, 1), (1, 0)])
+def test_the_opencl_build_run_marks_each_shadow_pair(pair64, sync):
     """A build run's shadow pairs (actor, kinds), with the pair marked by one 64-bit
-    compare-exchange (_GR_PAIR64 1, PoCL has the extension) and by the two 32-bit
+    compare-exchange (_GR_PAIR64 1, PoCL has the extension; clang's inlined __sync
+    builtin, or OpenCL C's atom_cmpxchg with _GR_SYNC_CAS 0) and by the two 32-bit
     atomics of a device without it: a word every work-item loads is MULTI with the
     load bit; work-item 0's word, stored and loaded by it, its actor with both bits;
     every other stored word its own work-item's actor (group * 4 + local + 1)."""
@@ -170,8 +171,9 @@ def test_the_opencl_build_run_marks_each_shadow_pair(pair64):
     from gpurace.backends import opencl_backend
 
     queue, _ = opencl_backend.get_device()
-    source = f"#define _GR_PAIR64 {pair64}\n" + cl_runtime.prelude(1, 1) + CL_MARK
-    program = opencl_backend.build(queue, source, f"mark{pair64}.cl")
+    head = f"#define _GR_PAIR64 {pair64}\n#define _GR_SYNC_CAS {sync}\n"
+    source = head + cl_runtime.prelude(1, 1) + CL_MARK
+    program = opencl_backend.build(queue, source, f"mark{pair64}{sync}.cl")
     ctx, mf = queue.context, cl.mem_flags
     ctl = np.array(abi.control_words(0, (0, 0xFFFFFFFF), 0, 0, [0], [36], 0), np.uint32)
     shd = np.zeros(abi.SHADOW_HEAD + abi.PAIR_WORDS * 9, np.uint32)
@@ -186,6 +188,60 @@ def test_the_opencl_build_run_marks_each_shadow_pair(pair64):
     load, store = abi.KB_LOAD, abi.KB_STORE
     assert pairs == [[abi.MULTI, load], [1, load | store]] + [[g + 1, store] for g in range(1, 8)]
     assert shd[abi.SHD_UNSEEN] == 0
+
+
+CL_OVERLAP = """
+__kernel void o(__global float *x, __global uint *_gr_log, volatile __global uint *_gr_ctl,
+                volatile __global uint *_gr_shd) {
+  _gr_state_t st;
+  __private _gr_state_t *s = &st;
+  _gr_init(s, _gr_log, _gr_ctl, _gr_shd);
+  _gr_track(s, (ulong)(x + 2), 0u, 0u, 8u, 0u);
+  _gr_track(s, (ulong)x, 0u, 1u, 16u, 0u);
+  float v = 1.5f;
+  _gr_acc(s, (ulong)(x + s->lid), 0u, 4u, 5u, 1u, (const __private uchar *)&v, 1u, 0u);
+}
+"""
+
+
+@pytest.mark.parametrize("mode", [abi.SHADOW_OFF, abi.SHADOW_BUILD])
+def test_the_opencl_search_takes_the_first_slot_that_holds_the_address(mode):
+    """_gr_acc's search (unrolled, last slot to first) attributes an address to the first
+    tracked variable whose bytes hold it, as a forward search would: slot 0 is x[2..3]
+    (variable 0, linear base 0), slot 1 all of x (variable 1, base 64). x[0] and x[1]
+    lie below slot 0 (the difference wraps past its size) and go to variable 1, x[2]
+    and x[3] to variable 0: the logged records (mode 0) and the shadow words a build run
+    marks (mode 1: words 16, 17 of variable 1's base and 0, 1 of variable 0's) agree."""
+    import pyopencl as cl
+
+    from gpurace.backends import opencl_backend
+
+    queue, _ = opencl_backend.get_device()
+    program = opencl_backend.build(queue, cl_runtime.prelude(2, 2) + CL_OVERLAP, "overlap.cl")
+    ctx, mf = queue.context, cl.mem_flags
+    ctl = np.array(abi.control_words(8, (0, 0xFFFFFFFF), 0, 0, [0, 64], [8, 16], 0), np.uint32)
+    shd = np.zeros(abi.SHADOW_HEAD + abi.PAIR_WORDS * 18, np.uint32)
+    shd[abi.SHD_MODE], shd[abi.SHD_WORDS], shd[abi.SHD_WGSIZE] = mode, 18, 4
+    x, log = np.zeros(4, np.float32), np.zeros(8 * abi.RECORD_WORDS, np.uint32)
+    bufs = [cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=a) for a in (x, log, ctl, shd)]
+    k = cl.Kernel(program, "o")
+    k.set_args(*bufs)
+    cl.enqueue_nd_range_kernel(queue, k, (4,), (4,))
+    for host, buf in ((log, bufs[1]), (ctl, bufs[2]), (shd, bufs[3])):
+        cl.enqueue_copy(queue, host, buf, is_blocking=True)
+    n = int(ctl[abi.CTL_REQUESTED])
+    records = log[: n * abi.RECORD_WORDS].reshape(n, abi.RECORD_WORDS).tolist()
+    by_lid = {r[abi.W_LID]: (r[abi.W_FLAGS] >> abi.F_VAR_SHIFT, r[abi.W_OFFSET]) for r in records}
+    pairs = shd[abi.SHADOW_HEAD :].reshape(18, 2).tolist()
+    marked = {w: p for w, p in enumerate(pairs) if p != [0, 0]}
+    assert ctl[abi.ctl_unattributed(2)] == 0
+    if mode == abi.SHADOW_OFF:
+        assert by_lid == {0: (1, 0), 1: (1, 4), 2: (0, 0), 3: (0, 4)}
+        assert marked == {}
+    else:
+        assert n == 0
+        store = abi.KB_STORE
+        assert marked == {16: [1, store], 17: [2, store], 0: [3, store], 1: [4, store]}
 
 
 def test_the_opencl_c_2_runtime_builds_with_pocl():
