@@ -79,3 +79,17 @@ def test_device_analysis_equals_reference_on_corpus_logs(case):
         got = opencl_backend.analyse_records(queue, log, target.bases, uniform_race)
         assert got.saturated == []
         assert got.races == ref
+
+
+def test_lookback_scan_computes_the_prefix_sums():
+    """relacq_lookback_clean is a real scan: instrumented (its plain run gives the same
+    bits, above) it writes numpy's cumsum, each tile's aggregate and inclusive prefix,
+    every flag 2 and a ticket per group."""
+    case = next(c for c in CASES if c.id == "relacq_lookback_clean")
+    _, result = _run(case, instrumented=True)
+    x = np.arange(128)
+    tiles = x.reshape(4, 32).sum(axis=1)
+    ticket, val, flag, out = (result.outputs[(0, k)] for k in (1, 2, 3, 4))
+    assert np.array_equal(out, np.cumsum(x))
+    assert np.array_equal(val.reshape(4, 2), np.stack([tiles, np.cumsum(tiles)], axis=1))
+    assert flag.tolist() == [2, 2, 2, 2] and ticket.tolist() == [4]

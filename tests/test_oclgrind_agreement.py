@@ -87,6 +87,8 @@ DIFFERENCES: dict[str, tuple[object, str]] = {
     "relacq_local_mp_relaxed_race": (BUILD_FAILS, _CL3),
     "relacq_local_fence_clean": (BUILD_FAILS, _CL3),
     "relacq_local_fence_global_race": (BUILD_FAILS, _CL3),
+    "relacq_lookback_clean": (BUILD_FAILS, _CL3),
+    "relacq_lookback_relaxed_race": (BUILD_FAILS, _CL3),
 }
 
 #: case -> Oclgrind's other diagnostics (headers), where it has some
