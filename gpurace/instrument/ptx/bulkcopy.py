@@ -219,15 +219,10 @@ def bulk_copy(entry: Any, s: Any, ins: Instr) -> str:
         return "a multicast copy (into several blocks' shared memory)"
     if not entry.order:
         return "no mbarrier wait in the module (ORDER events are not logged)"
-    try:
-        size = int(ops[2], 0)
-    except ValueError:
-        return "a size known only at run time"
-    if size <= 0 or size > MAX_BYTES:
-        return f"a size of {size} bytes (over {MAX_BYTES})"
-    dst, src = _split(ops[0]), _split(ops[1])
-    if dst is None or src is None:
-        return "an address operand not understood"
+    parsed = _copy_operands(ops)
+    if isinstance(parsed, str):
+        return parsed
+    dst, src, size = parsed
     code = _address(entry, s, ins, ops[3])  # the barrier's address into %_gr_oo
     if code is None:
         return ""  # listed by _address
@@ -286,6 +281,21 @@ def _issued(entry: Any, s: Any, ins: Instr, a: tuple[int, str, tuple[str, int]],
         entry.before(s, [*entry._guard(ins, skip), f"mov.b64 %_gr_d1, {slot};",
                          *_chunks(entry, CHUNK, a[1] == "shared", bool(entry.checked)),
                          f"{skip}:"])  # fmt: skip
+
+
+def _copy_operands(ops: list[str]) -> tuple[tuple[str, int], tuple[str, int], int] | str:
+    """A bulk copy's destination, source and constant size from its first three
+    operands, or why they are not modelled."""
+    try:
+        size = int(ops[2], 0)
+    except ValueError:
+        return "a size known only at run time"
+    if size <= 0 or size > MAX_BYTES:
+        return f"a size of {size} bytes (over {MAX_BYTES})"
+    dst, src = _split(ops[0]), _split(ops[1])
+    if dst is None or src is None:
+        return "an address operand not understood"
+    return dst, src, size
 
 
 def _split(operand: str) -> tuple[str, int] | None:
@@ -480,15 +490,10 @@ def bulk_to_global(entry: Any, s: Any, ins: Instr) -> str:
     ops = ins.operands[:-1] if ins.has("::cache_hint") else ins.operands
     if len(ops) != 3:
         return "operands not understood"
-    try:
-        size = int(ops[2], 0)
-    except ValueError:
-        return "a size known only at run time"
-    if size <= 0 or size > MAX_BYTES:
-        return f"a size of {size} bytes (over {MAX_BYTES})"
-    dst, src = _split(ops[0]), _split(ops[1])
-    if dst is None or src is None:
-        return "an address operand not understood"
+    parsed = _copy_operands(ops)
+    if isinstance(parsed, str):
+        return parsed
+    dst, src, size = parsed
     ev = entry.site(s, Kind.EVENT, ins)
     ld = entry.site(s, Kind.LOAD, ins, detail=BULK_GROUP)
     st_ = entry.site(s, Kind.STORE, ins, detail=BULK_GROUP)
