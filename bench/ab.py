@@ -8,10 +8,12 @@ tree's interpreter (``--python-a``/``--python-b``: a virtual environment with th
 installed, ``pip install --no-deps -e TREE``; an editable install maps
 ``gpurace.backends`` to its own checkout, so PYTHONPATH alone would mix the trees).
 It reads the last markdown table each run prints and reports, per row (kernel and
-size), the median of the ``gpurace ms`` column over the rounds for A
-and B, and B/A. The spread column is (max - min) / median of A's rounds: a B/A
-within it is noise. It also prints the load average around the runs and whether every
-run of both trees gave the same result cells (records, races, scope)::
+size), the median of the ``gpurace ms`` column over the rounds for A and B, and B/A
+(``--column``, repeatable, names other columns, a table each: ``--column "gpurace ms"
+--column "cpu ms"`` for bench_opencl.py). The spread column is (max - min) / median of
+A's rounds: a B/A within it is noise. It also prints the load average around the runs
+and whether every run of both trees gave the same result cells (records, races,
+scope)::
 
     python bench/ab.py OLD_TREE NEW_TREE --python-a OLD_VENV/bin/python \
         --python-b NEW_VENV/bin/python --rounds 3 -- bench/bench_wgsl.py --scale 0.0625
@@ -83,39 +85,9 @@ def run_once(tree: Path, python: str, script_and_args: list[str]) -> dict[str, d
     return last_table(done.stdout)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("tree_a", type=Path)
-    parser.add_argument("tree_b", type=Path)
-    parser.add_argument("--python-a", default=sys.executable, help="tree A's interpreter")
-    parser.add_argument("--python-b", default=sys.executable, help="tree B's interpreter")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--column", default="gpurace ms")
-    argv = sys.argv[1:]
-    if "--" not in argv:
-        parser.error("give the benchmark after --, e.g. -- bench/bench_wgsl.py --scale 0.0625")
-    split = argv.index("--")
-    args = parser.parse_args(argv[:split])
-    bench = argv[split + 1 :]
-    samples: dict[str, dict[str, list[float]]] = {"A": {}, "B": {}}
-    verdicts: dict[str, set[tuple[str, ...]]] = {}
-    loads: list[float] = []
-    for round_index in range(args.rounds):
-        sides = (("A", args.tree_a, args.python_a), ("B", args.tree_b, args.python_b))
-        for label, tree, python in sides:
-            loads.append(os.getloadavg()[0])
-            table = run_once(tree.resolve(), python, bench)
-            loads.append(os.getloadavg()[0])
-            for kernel, row in table.items():
-                value = float(row[args.column].replace(",", ""))
-                samples[label].setdefault(kernel, []).append(value)
-                verdicts.setdefault(kernel, set()).add(verdict(row))
-            print(f"round {round_index + 1} {label} done", file=sys.stderr)
-    print(f"A = {args.tree_a}, B = {args.tree_b}; {' '.join(bench)}; {args.rounds} rounds")
-    print(f"load average (1 min) before and after each run: {min(loads):.1f}-{max(loads):.1f}")
-    differ = {k: sorted(v) for k, v in verdicts.items() if len(v) > 1}
-    print(f"verdicts differ: {differ}" if differ else "verdicts: the same in every run")
-    print(f"| kernel | A {args.column} | B {args.column} | B/A | A spread |")
+def print_table(column: str, samples: dict[str, dict[str, list[float]]]) -> None:
+    """The per-row medians of ``column`` for A and B, B/A and A's spread."""
+    print(f"| kernel | A {column} | B {column} | B/A | A spread |")
     print("|---|---|---|---|---|")
     for kernel, a_values in samples["A"].items():
         b_values = samples["B"].get(kernel, [])
@@ -126,6 +98,49 @@ def main() -> None:
             f"| {kernel} | {a_median:.1f} | {b_median:.1f} | "
             f"{b_median / a_median:.2f} | {spread:.2f} |"
         )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tree_a", type=Path)
+    parser.add_argument("tree_b", type=Path)
+    parser.add_argument("--python-a", default=sys.executable, help="tree A's interpreter")
+    parser.add_argument("--python-b", default=sys.executable, help="tree B's interpreter")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--column",
+        action="append",
+        help='a timing column to compare (repeatable: one table each); "gpurace ms" if none',
+    )
+    argv = sys.argv[1:]
+    if "--" not in argv:
+        parser.error("give the benchmark after --, e.g. -- bench/bench_wgsl.py --scale 0.0625")
+    split = argv.index("--")
+    args = parser.parse_args(argv[:split])
+    bench = argv[split + 1 :]
+    columns = args.column or ["gpurace ms"]
+    # samples[column][side][kernel]: one value per round
+    samples: dict[str, dict[str, dict[str, list[float]]]] = {c: {"A": {}, "B": {}} for c in columns}
+    verdicts: dict[str, set[tuple[str, ...]]] = {}
+    loads: list[float] = []
+    for round_index in range(args.rounds):
+        sides = (("A", args.tree_a, args.python_a), ("B", args.tree_b, args.python_b))
+        for label, tree, python in sides:
+            loads.append(os.getloadavg()[0])
+            table = run_once(tree.resolve(), python, bench)
+            loads.append(os.getloadavg()[0])
+            for kernel, row in table.items():
+                for column in columns:
+                    value = float(row[column].replace(",", ""))
+                    samples[column][label].setdefault(kernel, []).append(value)
+                verdicts.setdefault(kernel, set()).add(verdict(row))
+            print(f"round {round_index + 1} {label} done", file=sys.stderr)
+    print(f"A = {args.tree_a}, B = {args.tree_b}; {' '.join(bench)}; {args.rounds} rounds")
+    print(f"load average (1 min) before and after each run: {min(loads):.1f}-{max(loads):.1f}")
+    differ = {k: sorted(v) for k, v in verdicts.items() if len(v) > 1}
+    print(f"verdicts differ: {differ}" if differ else "verdicts: the same in every run")
+    for column in columns:
+        print_table(column, samples[column])
 
 
 if __name__ == "__main__":
