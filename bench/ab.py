@@ -8,10 +8,12 @@ tree's interpreter (``--python-a``/``--python-b``: a virtual environment with th
 installed, ``pip install --no-deps -e TREE``; an editable install maps
 ``gpurace.backends`` to its own checkout, so PYTHONPATH alone would mix the trees).
 It reads the last markdown table each run prints and reports, per row (kernel and
-size), the median of the ``gpurace ms`` column (or of each ``--column``) over the rounds for A
-and B, and B/A. The spread column is (max - min) / median of A's rounds: a B/A
-within it is noise. It also prints the load average around the runs and whether every
-run of both trees gave the same result cells (records, races, scope)::
+size), the median of the ``gpurace ms`` column over the rounds for A and B, and B/A
+(``--column``, repeatable, names other columns, a table each: ``--column "gpurace ms"
+--column "cpu ms"`` for bench_opencl.py). The spread column is (max - min) / median of
+A's rounds: a B/A within it is noise. It also prints the load average around the runs
+and whether every run of both trees gave the same result cells (records, races,
+scope)::
 
     python bench/ab.py OLD_TREE NEW_TREE --python-a OLD_VENV/bin/python \
         --python-b NEW_VENV/bin/python --rounds 3 -- bench/bench_wgsl.py --scale 0.0625
@@ -83,6 +85,21 @@ def run_once(tree: Path, python: str, script_and_args: list[str]) -> dict[str, d
     return last_table(done.stdout)
 
 
+def print_table(column: str, samples: dict[str, dict[str, list[float]]]) -> None:
+    """The per-row medians of ``column`` for A and B, B/A and A's spread."""
+    print(f"| kernel | A {column} | B {column} | B/A | A spread |")
+    print("|---|---|---|---|---|")
+    for kernel, a_values in samples["A"].items():
+        b_values = samples["B"].get(kernel, [])
+        a_median = statistics.median(a_values)
+        b_median = statistics.median(b_values) if b_values else float("nan")
+        spread = (max(a_values) - min(a_values)) / a_median if a_median else 0.0
+        print(
+            f"| {kernel} | {a_median:.1f} | {b_median:.1f} | "
+            f"{b_median / a_median:.2f} | {spread:.2f} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tree_a", type=Path)
@@ -93,17 +110,16 @@ def main() -> None:
     parser.add_argument(
         "--column",
         action="append",
-        help="a timing column to compare (repeat for several: one table each); default "
-        "'gpurace ms'",
+        help='a timing column to compare (repeatable: one table each); "gpurace ms" if none',
     )
     argv = sys.argv[1:]
     if "--" not in argv:
         parser.error("give the benchmark after --, e.g. -- bench/bench_wgsl.py --scale 0.0625")
     split = argv.index("--")
     args = parser.parse_args(argv[:split])
-    columns = args.column or ["gpurace ms"]
     bench = argv[split + 1 :]
-    # per column, per side, per kernel: its values over the rounds
+    columns = args.column or ["gpurace ms"]
+    # samples[column][side][kernel]: one value per round
     samples: dict[str, dict[str, dict[str, list[float]]]] = {c: {"A": {}, "B": {}} for c in columns}
     verdicts: dict[str, set[tuple[str, ...]]] = {}
     loads: list[float] = []
@@ -124,18 +140,7 @@ def main() -> None:
     differ = {k: sorted(v) for k, v in verdicts.items() if len(v) > 1}
     print(f"verdicts differ: {differ}" if differ else "verdicts: the same in every run")
     for column in columns:
-        print(f"| kernel | A {column} | B {column} | B/A | A spread |")
-        print("|---|---|---|---|---|")
-        for kernel, a_values in samples[column]["A"].items():
-            b_values = samples[column]["B"].get(kernel, [])
-            a_median = statistics.median(a_values)
-            b_median = statistics.median(b_values) if b_values else float("nan")
-            spread = (max(a_values) - min(a_values)) / a_median if a_median else 0.0
-            print(
-                f"| {kernel} | {a_median:.1f} | {b_median:.1f} | "
-                f"{b_median / a_median:.2f} | {spread:.2f} |"
-            )
-        print()
+        print_table(column, samples[column])
 
 
 if __name__ == "__main__":
