@@ -121,7 +121,7 @@ fn _gr_shadow(flags: u32, first: u32, last: u32) -> bool {
     let s = _GR_SHADOW_HEAD + _GR_PAIR_WORDS * i;
     if _gr_mode == _GR_SHADOW_BUILD {
       // no load first: lavapipe runs the or's lane loop whether a load said it was
-      // needed or not (saxpy's build run: 6% less CPU without the load)
+      // needed or not (saxpy's check: 4-6% less CPU without the load)
       atomicOr(&_gr_shd[s + 1u], bit);
       var cur = atomicLoad(&_gr_shd[s]);
       loop {
