@@ -6,9 +6,10 @@ thread's, lavapipe's included; run with ``LP_NUM_THREADS=1`` so that lavapipe do
 spin threads the host has no core for) moves far less with the load. Each kernel is
 checked once to warm up (its pipelines and, before a check is timed, the analysis
 pipelines that a check compiles on a thread: that thread's CPU time would be counted),
-then ``--repeat`` times; the table gives the least CPU time. Run from a tree's root by
-that tree's interpreter: the kernels and launches are this file's bench_wgsl.py's, the
-gpurace the interpreter imports is the tree's::
+then ``--repeat`` times, each beside a plain launch of the kernel (the same inputs,
+no instrumentation); the table gives the least CPU time of each and their ratio.
+Run from a tree's root by that tree's interpreter: the kernels and launches are this
+file's bench_wgsl.py's, the gpurace the interpreter imports is the tree's::
 
     LP_NUM_THREADS=1 python bench/ab.py OLD NEW --python-a ... --python-b ... \\
         --column "cpu ms" -- /abs/path/bench/bench_wgsl_cpu.py --scale 0.0625
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
 import bench_wgsl as B
 
@@ -47,21 +49,34 @@ def main() -> None:
         source = B.kernel_source(name, args.scale)
         spec = LaunchSpec.from_dict({"entry": "main", **launch}, path=f"{name}.toml")
         path = str(B.KERNELS / f"{name}.wgsl")
+        inst = api.instrument(source, path)
+        data = {(b.group, b.binding): b.data for b in spec.buffers}
+
+        def plain(source: str = source, inst: Any = inst, data: dict = data, spec: Any = spec,
+                  path: str = path) -> None:  # fmt: skip
+            grid = tuple(spec.workgroups)
+            wgpu_backend.launch(dev, source, path, "main", inst.bindings, data, grid)
+
+        plain()
         report = api.check(source, spec, path=path)
         settle(dev)
-        times = []
+        times, plain_times = [], []
         for _ in range(args.repeat):
+            start = time.process_time()
+            plain()
+            plain_times.append(time.process_time() - start)
             start = time.process_time()
             report = api.check(source, spec, path=path)
             times.append(time.process_time() - start)
         s = report.scope
         verdict = "complete" if s.complete else "INCOMPLETE"
+        check, base = min(times) * 1e3, min(plain_times) * 1e3
         rows.append(
-            f"| {name} | {s.work_items:,} | {s.accesses_logged:,} | {min(times) * 1e3:.1f} | "
-            f"{verdict} |"
+            f"| {name} | {s.work_items:,} | {s.accesses_logged:,} | {base:.1f} | {check:.1f} | "
+            f"{check / base:.1f} | {verdict} |"
         )
-    print("| kernel | work-items | records | cpu ms | scope |")
-    print("|---|---|---|---|---|")
+    print("| kernel | work-items | records | plain cpu ms | cpu ms | cpu ratio | scope |")
+    print("|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 
 

@@ -209,7 +209,9 @@ def test_a_filter_run_whose_local_accesses_stray_from_the_build_run_is_counted(m
     again = _scatter_launch(dev, inst, own, own_data, pre)
     assert again.unseen == 0 and again.requested == 2
     strayed = _scatter_launch(dev, inst, hot, hot_data, pre)
-    assert strayed.unseen > 0
+    # one bucket: the first work-item to find it may conflict sets its mask bit, the
+    # others find it set; counted privately and added where each work-item exits
+    assert strayed.unseen == 1
 
     real, calls = wgpu_backend.launch, []
 

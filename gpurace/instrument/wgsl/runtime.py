@@ -491,4 +491,5 @@ class Runtime:
         if self.uninit is not None:  # the invocation's uninitialised reads (initcheck.py)
             body.insert(0, "_gr_uflush();")
         body.insert(0, "_gr_oflush();")  # and its accesses out of bounds (bounds.py)
+        body.insert(0, "_gr_sflush();")  # and a filter run's unseen accesses (runtime.wgsl)
         return self._add("_gr_exit", [], None, body)
