@@ -147,6 +147,7 @@ class Rec:
             ids = np.where((flags[gi] & 4) != 0, lid[gi],
                            (grp[gi] * int(S[sb + V["SHD_WGSIZE"]]) + lid[gi]) & M32)  # fmt: skip
             ids = (ids + 1) & M32
+            ids = np.where(flags[gi] & V["F_ASYNC_BIT"], M32, ids)  # a cp.async record's
             inside = word < int(S[sb + V["SHD_WORDS"]])
             pairs = sb + V["SHD_PAIRS_B"] // 4 + word * V["PAIR_WORDS"]
             if not within(S, pairs[inside] + 1, sb + V["SHD_UNSEEN"]):
@@ -209,7 +210,8 @@ class Rec:
         a = plan["a"]
         lane, state, mask = plan["lane"], plan["state"], plan["mask"]
         multi, ks = V["LS_MULTI"], V["LS_KIND_SHIFT"]
-        r54 = np.minimum((a["lid"][li] + 1) & M32, multi)[lane]
+        r54 = np.minimum((a["lid"][li] + 1) & M32, multi)
+        r54 = np.where(a["flags"][li] & V["F_ASYNC_BIT"], multi, r54)[lane]  # a copy's
         r55 = (1 << ((a["flags"][li] & 3) + ks))[lane]
         r56 = (a["epoch"][li] & 0xFFFF)[lane]
         r57 = (1 << (a["epoch"][li] & 31))[lane]
