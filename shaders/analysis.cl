@@ -72,8 +72,12 @@ DEVICE_FN uint own_of(Ctx* c, uint r) {
   uint bits = ((f >> F_ASYNC_SHIFT) & 1u) | (((f >> F_OWNC_SHIFT) & 1u) << 1u);
   return SEL((bits << 16u) | (rec(c, r, W_EXTRA) & 0xffffu), 0u, bits == 0u || (f & 3u) == 2u);
 }
-// a cp.async record: a word it touches may conflict whoever else touches it (mark)
-DEVICE_FN bool is_async(Ctx* c, uint r) { return (own_of(c, r) >> 16u) == 1u; }
+// a plain access while its thread has cp.async copies in flight: a word it touches may
+// conflict with the thread's own copy though no other thread touches it (mark)
+DEVICE_FN bool own_in_flight(Ctx* c, uint r) {
+  uint o = own_of(c, r);
+  return (o >> 16u) == 2u && (o & OWN_FLIGHT_MASK) != 0u;
+}
 
 DEVICE_FN uint word_count(Ctx* c, uint r) {
   uint off = rec(c, r, W_OFFSET);
@@ -303,8 +307,8 @@ KERNEL void mark(KERNEL_ARGS) {
   if (kind == 3u || size_of(c, r) == 0u) { return; }
   uint lid = rec(c, r, W_LID);
   uint actor = SEL(rec(c, r, W_GROUP) * P[P_WGSIZE] + lid, lid, is_local(c, r)) + 1u;
-  // a copy's record may conflict with its own thread's accesses (docs/async.md rule 5)
-  actor = SEL(actor, MULTI, is_async(c, r));
+  // it may conflict with its own thread's copies (docs/async.md rule 5)
+  actor = SEL(actor, MULTI, own_in_flight(c, r));
   uint nw = word_count(c, r);
   for (uint p = 0u; p < nw; p++) {
     uint i = shadow_index(c, r, p);

@@ -20,6 +20,12 @@ its window. ``wait_group N`` retires the copies of the groups below
 ``committed - N``, ``wait_all`` commits and retires all; a
 ``cp.async.mbarrier.arrive`` hands completion to an mbarrier, which is not
 modelled: it retires the thread's copies there and makes the result incomplete.
+
+A thread against its own copy (docs/async.md rule 5): where no
+``cp.async.mbarrier.arrive`` completes them (`entry.own`), the copy's records carry
+its number and the thread's plain loads and stores the copies it issued and how many
+are in flight (`own_flags`), so the analysis can tell its own access inside the
+copy's window from one before the issue or after the wait.
 """
 
 from __future__ import annotations
