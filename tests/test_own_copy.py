@@ -10,6 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
+from gpurace.abi import F_ASYNC_SHIFT, F_OWNC_SHIFT, OWN_SEQ_MOD, OWN_SEQ_SHIFT
+from gpurace.analysis import analyse
+from gpurace.model import Kind, RaceClass, Space, pack_flags
 from tests.test_warps import _check, _sites
 
 HEAD = """\
@@ -112,3 +117,38 @@ def test_its_own_copy_stays_in_flight_across_a_barrier(tmp_path: Path) -> None:
     [race] = doc["races"]
     assert _sites(doc) == [("5:3", "8:3")]
     assert _one_thread(race) and race["a"]["epoch"] == race["b"]["epoch"] == 1
+
+
+def _own_log(n: int, h: int, d: int, epoch: int = 0, kind: Kind = Kind.LOAD) -> np.ndarray:
+    """Work-item 0's cp.async store of copy `n` into word 0 of a shared variable (epoch
+    0) and its own plain access of that word after `h` copies, the last `d` in flight."""
+    copy = pack_flags(Kind.STORE, Space.LOCAL, 4, 0) | 1 << F_ASYNC_SHIFT
+    plain = pack_flags(kind, Space.LOCAL, 4, 0) | 1 << F_OWNC_SHIFT
+    return np.array(
+        [
+            [1, copy, 0, 0, 0, 0, 0, n << OWN_SEQ_SHIFT],
+            [2, plain, 0, 0, 0, epoch, 0, h << OWN_SEQ_SHIFT | d],
+        ],
+        np.uint32,
+    )
+
+
+def test_the_reference_compares_a_work_item_with_its_copies_in_flight_only() -> None:
+    """The rule itself (docs/internals.md §3): issued before the access (n < h) and
+    among the last d issued; mod OWN_SEQ_MOD; the same epoch; a store as well."""
+    spaces = {0: Space.LOCAL}
+
+    def races(n: int, h: int, d: int, epoch: int = 0, kind: Kind = Kind.LOAD) -> list[tuple]:
+        got = analyse(_own_log(n, h, d, epoch, kind), spaces)
+        return [(int(r.cls), r.lid_a, r.lid_b) for r in got]
+
+    own = [(int(RaceClass.LOCAL), 0, 0)]
+    assert races(0, 1, 1) == own  # in flight
+    assert races(0, 2, 2) == own
+    assert races(0, 2, 1) == []  # completed: only copy 1 is in flight
+    assert races(0, 1, 0) == []  # after the wait
+    assert races(0, 0, 1) == []  # before its issue (another copy in flight)
+    assert races(3, 3, 1) == []  # the access precedes copy 3
+    assert races(OWN_SEQ_MOD - 1, 0, 1) == own  # h wrapped past the modulus
+    assert races(0, 1, 1, 1) == []  # another epoch: logged again there if in flight
+    assert races(0, 1, 1, 0, Kind.STORE) == own
