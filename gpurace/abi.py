@@ -87,6 +87,22 @@ F_GRID_SHIFT = 5
 GPHASE_SHIFT = 20
 GPHASE_MAX = 0xFFF
 EPOCH_LOW_MAX = (1 << GPHASE_SHIFT) - 1
+# a thread against its own asynchronous copy (docs/async.md rule 5; CUDA cp.async
+# completed by cp.async.wait_group/wait_all, PTX path only; 0 elsewhere): flags bit
+# F_ASYNC_SHIFT marks a copy's record (its source load, its destination store), whose
+# W_EXTRA bits 0-15 hold its number n among its thread's copies (mod OWN_SEQ_MOD) <<
+# OWN_SEQ_SHIFT; bit F_OWNC_SHIFT marks a plain load or store of a function with such
+# copies, whose W_EXTRA bits 0-15 hold the copies its thread issued so far, h (mod
+# OWN_SEQ_MOD) << OWN_SEQ_SHIFT | the number d of them still in flight (at most the
+# queue's 32: they are the last d issued, groups complete in order). Atomics carry
+# neither bit (their op code is in those bits). The same work-item's flagged pair
+# conflicts iff 0 < (h - n) mod OWN_SEQ_MOD <= d: the copy was issued before the access
+# and not completed.
+F_ASYNC_SHIFT = 6
+F_OWNC_SHIFT = 7
+OWN_SEQ_SHIFT = 6
+OWN_SEQ_MOD = 1024
+OWN_FLIGHT_MASK = (1 << OWN_SEQ_SHIFT) - 1
 # ORDER events (model.Event.ORDER, docs/ordering.md "Release and acquire"): one after
 # each atomic and at each fence of a module with a non-relaxed atomic or a fence.
 # W_OFFSET/var/size/space as the atomic's access; W_EPOCH the value read, W_VALUE the
@@ -463,7 +479,7 @@ GROUPS: dict[str, list[str]] = {
         "F_EVENT_SHIFT F_BYTE_MASK F_EVENT_MASK KIND_EVENT FNV_OFFSET FNV_PRIME "
         "X_WEPOCH_SHIFT WEPOCH_MAX WARP_SIZE F_NAMED_SHIFT NAMED_OPS_MASK NAMED_MAX "
         "NAMED_SPAN_SHIFT NAMED_UNIT NAMED_SPANS F_GRID_SHIFT GPHASE_SHIFT GPHASE_MAX "
-        "EPOCH_LOW_MAX "
+        "EPOCH_LOW_MAX F_ASYNC_SHIFT F_OWNC_SHIFT OWN_SEQ_SHIFT OWN_SEQ_MOD OWN_FLIGHT_MASK "
         "EV_ORDER O_READ O_WRITE O_WUNKNOWN O_BARRIERS_SHIFT O_BARRIERS_MAX"
     ).split(),
     "control": (

@@ -32,6 +32,7 @@ typedef struct {
   uint a[4];
   uint b[4];
   uint h;  // an access's stamp + 1 in the clock table (0: none; docs/ordering.md)
+  uint o;  // the own-copy field (own_of; 0 in inter-group entries and most logs)
 } Key;
 
 #define SEL(f, t, cond) ((cond) ? (t) : (f))  // WGSL select(f, t, cond)
@@ -41,6 +42,7 @@ DEVICE_FN Key key4(uint a0, uint a1, uint a2, uint a3, uint b0, uint b1, uint b2
   k.a[0] = a0; k.a[1] = a1; k.a[2] = a2; k.a[3] = a3;
   k.b[0] = b0; k.b[1] = b1; k.b[2] = b2; k.b[3] = b3;
   k.h = 0u;
+  k.o = 0u;
   return k;
 }
 
@@ -60,6 +62,22 @@ DEVICE_FN uint size_of(Ctx* c, uint r) { return (rec(c, r, W_FLAGS) >> 8u) & 0xf
 DEVICE_FN uint var_of(Ctx* c, uint r) { return (rec(c, r, W_FLAGS) >> 16u) & 0xffu; }
 DEVICE_FN bool is_local(Ctx* c, uint r) { return ((rec(c, r, W_FLAGS) >> 2u) & 1u) == 1u; }
 DEVICE_FN bool is_exit_event(Ctx* c, uint r) { return ((rec(c, r, W_FLAGS) >> 24u) & 0xfu) == 1u; }
+
+// The own-copy field (reference.own_field, docs/async.md rule 5): the flag bits (1 a
+// cp.async record, 2 a plain access beside copies) << 16 | the extra word's low bits
+// (the copy's number; the thread's copies issued and in flight); 0 for atomics and
+// unflagged records.
+DEVICE_FN uint own_of(Ctx* c, uint r) {
+  uint f = rec(c, r, W_FLAGS);
+  uint bits = ((f >> F_ASYNC_SHIFT) & 1u) | (((f >> F_OWNC_SHIFT) & 1u) << 1u);
+  return SEL((bits << 16u) | (rec(c, r, W_EXTRA) & 0xffffu), 0u, bits == 0u || (f & 3u) == 2u);
+}
+// a plain access while its thread has cp.async copies in flight: a word it touches may
+// conflict with the thread's own copy though no other thread touches it (mark)
+DEVICE_FN bool own_in_flight(Ctx* c, uint r) {
+  uint o = own_of(c, r);
+  return (o >> 16u) == 2u && (o & OWN_FLIGHT_MASK) != 0u;
+}
 
 DEVICE_FN uint word_count(Ctx* c, uint r) {
   uint off = rec(c, r, W_OFFSET);
@@ -181,6 +199,7 @@ DEVICE_FN Key make_key(Ctx* c, uint which, uint r, uint p, uint t) {
                    | (named << 24u),
                rec(c, r, W_OFFSET));
   k.h = segment_of(c, r);
+  k.o = SEL(own_of(c, r), 0u, t == T_INTER);
   return k;
 }
 
@@ -193,7 +212,7 @@ DEVICE_FN bool key_eq(Key x, Key y) {
   for (uint i = 0u; i < 4u; i++) {
     if (x.a[i] != y.a[i] || x.b[i] != y.b[i]) { return false; }
   }
-  return x.h == y.h;
+  return x.h == y.h && x.o == y.o;
 }
 
 DEVICE_FN uint mix(uint h, uint v) {
@@ -207,7 +226,8 @@ DEVICE_FN uint hash_key(Key k) {
   uint h = 0x811c9dc5u;
   for (uint i = 0u; i < 4u; i++) { h = mix(h, k.a[i]); }
   for (uint i = 0u; i < 4u; i++) { h = mix(h, k.b[i]); }
-  return SEL(h, mix(h, k.h), k.h != 0u);
+  h = SEL(h, mix(h, k.h), k.h != 0u);
+  return SEL(h, mix(h, k.o), k.o != 0u);
 }
 
 DEVICE_FN uint dense_slots(Ctx* c) { return c->P[P_DGROUPS] * (DENSE_EVENTS + 1u); }
@@ -287,6 +307,8 @@ KERNEL void mark(KERNEL_ARGS) {
   if (kind == 3u || size_of(c, r) == 0u) { return; }
   uint lid = rec(c, r, W_LID);
   uint actor = SEL(rec(c, r, W_GROUP) * P[P_WGSIZE] + lid, lid, is_local(c, r)) + 1u;
+  // it may conflict with its own thread's copies (docs/async.md rule 5)
+  actor = SEL(actor, MULTI, own_in_flight(c, r));
   uint nw = word_count(c, r);
   for (uint p = 0u; p < nw; p++) {
     uint i = shadow_index(c, r, p);
@@ -486,6 +508,7 @@ typedef struct {
   uint reads;
   uint wep;
   uint named;
+  uint own;  // own_of (0: none)
   uint hb;  // stamp + 1 (0: none)
   uint count;
   uint amin;
@@ -510,6 +533,7 @@ DEVICE_FN Ent load_ent(Ctx* c, uint e) {
   x.off = k.b[3];
   x.epoch = k.b[0];
   x.hb = k.h;
+  x.own = k.o;
   x.count = ATOMIC_LOAD(&c->E[s + E_COUNT]);
   x.amin = ~ATOMIC_LOAD(&c->E[s + E_AMIN]);
   x.amax = ATOMIC_LOAD(&c->E[s + E_AMAX]);
@@ -535,13 +559,30 @@ DEVICE_FN bool named_ordered(Ent a, Ent b) {
   return a.amax / span == ra && b.amin / span == ra && b.amax / span == ra;
 }
 
+// one work-item's plain access meets its own copy in flight: a cp.async record of
+// copy n and a plain access of the same epoch after h copies, the last d in flight,
+// 0 < h - n <= d mod OWN_SEQ_MOD (reference.own_unordered, docs/async.md rule 5)
+DEVICE_FN bool own_unordered(Ent a, Ent b) {
+  bool swap = (a.own >> 16u) == 2u;
+  uint x = SEL(a.own, b.own, swap);
+  uint y = SEL(b.own, a.own, swap);
+  if ((x >> 16u) != 1u || (y >> 16u) != 2u || a.epoch != b.epoch) { return false; }
+  uint n = (x & 0xffffu) >> OWN_SEQ_SHIFT;
+  uint h = (y & 0xffffu) >> OWN_SEQ_SHIFT;
+  uint k = (h + OWN_SEQ_MOD - n) % OWN_SEQ_MOD;
+  return k > 0u && k <= (y & OWN_FLIGHT_MASK);
+}
+
 DEVICE_FN uint conflict(Ctx* c, Ent a, Ent b, uint w, uint t) {
   uint lo = umax(umax(a.off, b.off), 4u * w);
   uint hi = umin(umin(a.off + a.size, b.off + b.size), 4u * w + 4u);
   if (lo >= hi) { return NONE; }
   if ((a.kind == 0u || a.reads != 0u) && (b.kind == 0u || b.reads != 0u)) { return NONE; }
   if (a.kind == 2u && b.kind == 2u) { return NONE; }
-  if (a.amin == a.amax && a.amax == b.amin && b.amin == b.amax) { return NONE; }
+  if (a.amin == a.amax && a.amax == b.amin && b.amin == b.amax
+      && (t == T_INTER || !own_unordered(a, b))) {
+    return NONE;
+  }
   // different grid phases: a grid.sync() lies between them (docs/ordering.md)
   if (t == T_INTER && a.epoch != b.epoch) { return NONE; }
   // lanes of one warp with a __syncwarp() between them (docs/ordering.md)
@@ -570,6 +611,7 @@ DEVICE_FN bool ent_gt(Ent a, Ent b) {
   if (a.reads != b.reads) { return a.reads > b.reads; }
   if (a.wep != b.wep) { return a.wep > b.wep; }
   if (a.named != b.named) { return a.named > b.named; }
+  if (a.own != b.own) { return a.own > b.own; }
   return a.hb > b.hb;  // stamps are numbered in the reference's thread order
 }
 
@@ -675,7 +717,7 @@ DEVICE_FN bool fold(Ctx* c, Inst inst) {
 // The distinct race keys of one bucket, each with its best (lowest) entry pair.
 typedef struct {
   uint keys[32];
-  uint best[32][9];
+  uint best[32][11];
   uint pa[32];
   uint pb[32];
   uint nk;
@@ -702,27 +744,27 @@ DEVICE_FN void visit_pair(Ctx* c, PairAcc* acc, Ent a0, Ent b0, uint ia0, uint i
     if (slot != NONE) { add_pair_count(c, slot, a.count, bb.count, same); }
   }
   // (named state, warp epoch, size, reads) ordered as one word
-  uint cand[9] = {lo, a.off, (a.named << 22u) | (a.wep << 6u) | (a.size << 1u) | a.reads,
+  uint cand[11] = {lo, a.off, (a.named << 22u) | (a.wep << 6u) | (a.size << 1u) | a.reads,
                   bb.off, (bb.named << 22u) | (bb.wep << 6u) | (bb.size << 1u) | bb.reads,
-                  a.epoch, bb.epoch, a.hb, bb.hb};
+                  a.epoch, bb.epoch, a.hb, bb.hb, a.own, bb.own};
   uint nk = acc->nk;
   uint found = nk;
   for (uint q = 0u; q < nk; q++) { if (acc->keys[q] == key) { found = q; } }
   if (found == nk) {
     if (nk == MAXK) { ATOMIC_ADD(&c->C[C_BUCKET_FULL], 1u); return; }
     acc->keys[nk] = key;
-    for (uint q = 0u; q < 9u; q++) { acc->best[nk][q] = cand[q]; }
+    for (uint q = 0u; q < 11u; q++) { acc->best[nk][q] = cand[q]; }
     acc->pa[nk] = ia;
     acc->pb[nk] = ib;
     acc->nk = nk + 1u;
     return;
   }
   bool smaller = false;
-  for (uint q = 0u; q < 9u; q++) {
+  for (uint q = 0u; q < 11u; q++) {
     if (cand[q] != acc->best[found][q]) { smaller = cand[q] < acc->best[found][q]; break; }
   }
   if (smaller) {
-    for (uint q = 0u; q < 9u; q++) { acc->best[found][q] = cand[q]; }
+    for (uint q = 0u; q < 11u; q++) { acc->best[found][q] = cand[q]; }
     acc->pa[found] = ia;
     acc->pb[found] = ib;
   }

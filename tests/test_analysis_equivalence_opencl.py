@@ -12,10 +12,13 @@ import numpy as np
 import pytest
 
 from gpurace.abi import (
+    F_ASYNC_SHIFT,
     F_GRID_SHIFT,
     F_NAMED_SHIFT,
+    F_OWNC_SHIFT,
     GPHASE_SHIFT,
     KIND_EVENT,
+    OWN_SEQ_SHIFT,
     W_EPOCH,
     W_EXTRA,
     W_FLAGS,
@@ -152,3 +155,33 @@ def test_the_kernels_are_free_of_data_races_under_oclgrind():
     assert run.returncode == 0, run.stderr
     assert run.stdout.count("equal to the reference: True") == 3, run.stdout
     assert "Kernel: " not in run.stderr, run.stderr  # each of its reports names the kernel
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_own_copy_fields_device_equals_reference(backend, seed):
+    """Logs whose plain accesses carry the own-copy fields of docs/async.md rule 5
+    (cp.async records: a copy's number; plain accesses: copies issued and in flight):
+    the C kernels equal the reference, and some races are a work-item against its own
+    copy (words only one work-item touches included: the shadow counts a copy's
+    record as several actors)."""
+    log = random_log(2300 + seed, n=200, groups=2, lids=2, spread=32)
+    rng = np.random.default_rng(seed)
+    plain = log[:, W_FLAGS] & 3 < 2  # loads and stores: atomics carry no field
+    which = rng.integers(0, 3, len(log)).astype(np.uint32)  # 0 none, 1 copy, 2 plain
+    seq = rng.integers(0, 4, len(log)).astype(np.uint32)
+    flight = rng.integers(0, 3, len(log)).astype(np.uint32)
+    field = np.where(which == 1, seq << OWN_SEQ_SHIFT, seq << OWN_SEQ_SHIFT | flight)
+    mark = plain & (which > 0)
+    log[mark, W_FLAGS] |= np.where(which == 1, 1 << F_ASYNC_SHIFT, 1 << F_OWNC_SHIFT)[mark].astype(
+        np.uint32
+    )
+    log[mark, W_EXTRA] |= field[mark].astype(np.uint32)
+    expected = analyse(log, VAR_SPACES)
+    got = backend.analyse_records(log)
+    assert got.saturated == []
+    assert got.races == expected
+    assert any((r.group_a, r.lid_a) == (r.group_b, r.lid_b) for r in expected)
+    flat = log.copy()
+    flat[:, W_FLAGS] &= ~np.uint32(1 << F_ASYNC_SHIFT | 1 << F_OWNC_SHIFT)
+    unordered = analyse(flat, VAR_SPACES)
+    assert {r.key for r in unordered} < {r.key for r in expected}

@@ -13,13 +13,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpurace.abi import (
+    F_ASYNC_SHIFT,
     F_GRID_SHIFT,
     F_NAMED_SHIFT,
+    F_OWNC_SHIFT,
     F_READS_SHIFT,
     GPHASE_SHIFT,
     NAMED_OPS_MASK,
     NAMED_SPAN_SHIFT,
     NAMED_UNIT,
+    OWN_FLIGHT_MASK,
+    OWN_SEQ_MOD,
+    OWN_SEQ_SHIFT,
     WARP_SIZE,
     X_WEPOCH_SHIFT,
 )
@@ -39,9 +44,11 @@ _U32_MAX = 0xFFFFFFFF
 @dataclass
 class Entry:
     """Summary of the pieces of one (site, kind, offset, size[, epoch], reads[, wepoch,
-    named]) in one bucket; `reads` marks an atomic that only read (a failed
+    named, own]) in one bucket; `reads` marks an atomic that only read (a failed
     compare-exchange), `wepoch` is the warp epoch and `named` the named-barrier state
-    (0 outside CUDA and in inter-group buckets; docs/ordering.md), `hb` the
+    (0 outside CUDA and in inter-group buckets; docs/ordering.md), `own` the
+    own-copy field (`own_field`: 0 but for cp.async's records and the plain accesses
+    beside them, docs/async.md rule 5), `hb` the
     happens-before stamp of every piece (one thread, one clock: analysis/happens.py)
     when the log carries release/acquire ordering, else ()."""
 
@@ -53,6 +60,7 @@ class Entry:
     reads: bool = False
     wepoch: int = 0
     named: int = 0
+    own: int = 0
     hb: tuple = ()
     count: int = 0
     amin: int = _U32_MAX  # actor: local index (intra) or group (inter)
@@ -92,8 +100,8 @@ def conflict(
         return None
     if a.kind == Kind.ATOMIC and b.kind == Kind.ATOMIC:
         return None
-    if a.amin == a.amax == b.amin == b.amax:
-        return None
+    if a.amin == a.amax == b.amin == b.amax and (phases or not own_unordered(a, b)):
+        return None  # one work-item: only against its own copy in flight (own_unordered)
     if phases and a.epoch != b.epoch:
         return None  # a grid.sync() lies between them (docs/ordering.md, "Grid barriers")
     if a.wepoch != b.wepoch and one_warp(a, b):
@@ -114,6 +122,30 @@ def conflict(
     ):
         return None
     return lo
+
+
+def own_field(flags: int, extra: int) -> int:
+    """An access's own-copy field (docs/async.md rule 5): 0, or the flag bits
+    (1 a cp.async record, 2 a plain access beside copies) << 16 | the extra word's
+    low 16 bits (the copy's number; the thread's copies issued and in flight)."""
+    bits = (flags >> F_ASYNC_SHIFT) & 1 | ((flags >> F_OWNC_SHIFT) & 1) << 1
+    if bits == 0 or flags & 3 == Kind.ATOMIC:
+        return 0
+    return bits << 16 | (extra & 0xFFFF)
+
+
+def own_unordered(a: Entry, b: Entry) -> bool:
+    """The entries' one work-item's plain access meets its own copy still in flight:
+    one entry a cp.async record of copy n, the other a plain access in the same epoch
+    after h copies of which the last d are in flight, 0 < h - n <= d (mod
+    OWN_SEQ_MOD): issued before the access, and no wait completed it between (the
+    copy is logged again in every epoch of its window)."""
+    if a.own >> 16 == 2:
+        a, b = b, a
+    if a.own >> 16 != 1 or b.own >> 16 != 2 or a.epoch != b.epoch:
+        return False
+    n, h = (a.own & 0xFFFF) >> OWN_SEQ_SHIFT, (b.own & 0xFFFF) >> OWN_SEQ_SHIFT
+    return 0 < (h - n) % OWN_SEQ_MOD <= b.own & OWN_FLIGHT_MASK
 
 
 def one_warp(a: Entry, b: Entry) -> bool:
@@ -180,6 +212,7 @@ def analyse(
         stamp = order.stamps.get(i) if order is not None else None  # events: none
         hb = (stamp,) if stamp is not None else ()
         wep = extra >> X_WEPOCH_SHIFT
+        own = own_field(flags, extra)
         kind = flags & 3
         named = flags >> F_NAMED_SHIFT if kind != Kind.EVENT else 0
         phase = epoch >> GPHASE_SHIFT if (flags >> F_GRID_SHIFT) & 1 else 0  # grid phase
@@ -202,14 +235,14 @@ def analyse(
         for w in range(off // 4, (off + size - 1) // 4 + 1):
             if space == Space.LOCAL:
                 bucket = local.setdefault((var, w, grp, epoch), {})
-                ekey = (site, kind, off, size, epoch, reads, wep, named, *hb)
+                ekey = (site, kind, off, size, epoch, reads, wep, named, own, *hb)
                 _entry(bucket, ekey).add(lid, val, known, lid)
             else:
                 bucket = intra.setdefault((var, w, grp), {})
-                ekey = (site, kind, off, size, epoch, reads, wep, named, *hb)
+                ekey = (site, kind, off, size, epoch, reads, wep, named, own, *hb)
                 _entry(bucket, ekey).add(lid, val, known, lid)
                 bucket = inter.setdefault((var, w), {})
-                ekey = (site, kind, off, size, phase, reads, 0, 0, *hb)
+                ekey = (site, kind, off, size, phase, reads, 0, 0, 0, *hb)
                 _entry(bucket, ekey).add(grp, val, known, lid)
 
     races: dict[tuple, _Acc] = {}
@@ -271,6 +304,8 @@ def _visit(
                 b.epoch,
                 a.hb,
                 b.hb,
+                a.own,
+                b.own,
             )
             acc = races.get(key)
             if acc is None:
@@ -293,7 +328,7 @@ def _visit(
 
 def _order(e: Entry) -> tuple:
     """The entry order that decides which side of a race is `a` (the shaders' ent_gt)."""
-    return (e.site, e.kind, e.offset, e.size, e.epoch, e.reads, e.wepoch, e.named, e.hb)
+    return (e.site, e.kind, e.offset, e.size, e.epoch, e.reads, e.wepoch, e.named, e.own, e.hb)
 
 
 def _set_example(

@@ -392,6 +392,12 @@ def _class_words(v: RaceView, language: str) -> str:
             "same work-group, no wait on the mbarrier phase that completes the "
             f"cp.async.bulk at {bulk.line}:{bulk.col} between"
         )
+    r = v.race
+    own = (r.group_a, r.lid_a) == (r.group_b, r.lid_b)
+    if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and copy is not None and own:
+        # a thread against its own copy: only its wait completes it (docs/async.md rule 5)
+        wait, op = IN_FLIGHT[copy.detail]
+        return f"same thread, no {wait} completing the {op} at {copy.line}:{copy.col} between"
     if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and copy is not None:
         # a barrier does not complete a copy in flight; its wait does (docs/async.md)
         warp = _same_warp(v.race, language)

@@ -147,6 +147,7 @@ class Rec:
             ids = np.where((flags[gi] & 4) != 0, lid[gi],
                            (grp[gi] * int(S[sb + V["SHD_WGSIZE"]]) + lid[gi]) & M32)  # fmt: skip
             ids = (ids + 1) & M32
+            ids = np.where(_in_flight(V, a, gi), M32, ids)
             inside = word < int(S[sb + V["SHD_WORDS"]])
             pairs = sb + V["SHD_PAIRS_B"] // 4 + word * V["PAIR_WORDS"]
             if not within(S, pairs[inside] + 1, sb + V["SHD_UNSEEN"]):
@@ -209,7 +210,8 @@ class Rec:
         a = plan["a"]
         lane, state, mask = plan["lane"], plan["state"], plan["mask"]
         multi, ks = V["LS_MULTI"], V["LS_KIND_SHIFT"]
-        r54 = np.minimum((a["lid"][li] + 1) & M32, multi)[lane]
+        r54 = np.minimum((a["lid"][li] + 1) & M32, multi)
+        r54 = np.where(_in_flight(V, a, li), multi, r54)[lane]
         r55 = (1 << ((a["flags"][li] & 3) + ks))[lane]
         r56 = (a["epoch"][li] & 0xFFFF)[lane]
         r57 = (1 << (a["epoch"][li] & 31))[lane]
@@ -317,3 +319,10 @@ def _first_round(C: np.ndarray, at: np.ndarray, mine: np.ndarray) -> np.ndarray 
     later = ~starts
     old[later] = new[winner[later]]
     return old
+
+
+def _in_flight(V: dict[str, int], a: dict[str, np.ndarray], i: np.ndarray) -> np.ndarray:
+    """Lanes `i` whose access is a plain one while its thread has cp.async copies in
+    flight (runtime.ptx: its words' actor MULTI, docs/async.md rule 5)."""
+    own = (a["flags"][i] & V["F_OWNC_BIT"]) != 0
+    return own & ((a["extra"][i] & V["OWN_FLIGHT_MASK"]) != 0)

@@ -20,6 +20,12 @@ its window. ``wait_group N`` retires the copies of the groups below
 ``committed - N``, ``wait_all`` commits and retires all; a
 ``cp.async.mbarrier.arrive`` hands completion to an mbarrier, which is not
 modelled: it retires the thread's copies there and makes the result incomplete.
+
+A thread against its own copy (docs/async.md rule 5): where no
+``cp.async.mbarrier.arrive`` completes them (`entry.own`), the copy's records carry
+its number and the thread's plain loads and stores the copies it issued and how many
+are in flight (`own_flags`), so the analysis can tell its own access inside the
+copy's window from one before the issue or after the wait.
 """
 
 from __future__ import annotations
@@ -69,12 +75,39 @@ def decls() -> list[str]:
     return [
         f".local .align 16 .b8 {QUEUE}[{SLOT_BYTES * (SLOTS + 1)}];",
         ".reg .b32 %_gr_cpn, %_gr_cpc;",  # copies pending, groups committed
+        # own_flags: copies issued, the plain accesses' field, the issuing copy's
+        ".reg .b32 %_gr_cph, %_gr_cpd, %_gr_cpg;",
         ".reg .b64 %_gr_cpa;",  # the issuing copy's slot
     ]
 
 
 def prologue() -> list[str]:
-    return ["mov.u32 %_gr_cpn, 0;", "mov.u32 %_gr_cpc, 0;"]
+    return ["mov.u32 %_gr_cpn, 0;", "mov.u32 %_gr_cpc, 0;", "mov.u32 %_gr_cph, 0;",
+            "mov.u32 %_gr_cpd, 0;"]  # fmt: skip
+
+
+def own_flags(own: bool, kind: Kind, copy: bool) -> tuple[int, str]:
+    """(flag bits, extra register) of a record where the entry follows a thread
+    against its own copies (docs/async.md rule 5; abi.F_ASYNC_SHIFT): a copy's
+    records carry its number n (``%_gr_cpg``), a plain load or store the copies its
+    thread issued and how many of them are in flight (``%_gr_cpd``, `in_flight`);
+    atomics nothing (their op code is in those bits)."""
+    if own and copy:
+        return 1 << abi.F_ASYNC_SHIFT, "%_gr_cpg"
+    if own and kind in (Kind.LOAD, Kind.STORE):
+        return 1 << abi.F_OWNC_SHIFT, "%_gr_cpd"
+    return 0, ""
+
+
+def in_flight(entry: Any) -> list[str]:
+    """``%_gr_cpd`` after the copies issued or in flight changed: the issued count h
+    (mod OWN_SEQ_MOD) << OWN_SEQ_SHIFT | the queue's count d (the last d issued are
+    in flight: groups complete in issue order)."""
+    if not entry.own:
+        return []
+    return [f"and.b32 %_gr_cpd, %_gr_cph, {abi.OWN_SEQ_MOD - 1};",
+            f"shl.b32 %_gr_cpd, %_gr_cpd, {abi.OWN_SEQ_SHIFT};",
+            "or.b32 %_gr_cpd, %_gr_cpd, %_gr_cpn;"]  # fmt: skip
 
 
 def relog(entry: Any) -> list[str]:
@@ -92,22 +125,31 @@ def relog(entry: Any) -> list[str]:
         *(_opened(f"[%_gr_d1+{_NUM}]") if entry.cp_mbar else []),
         f"ld.local.v2.u32 {{%_gr_t1, %_gr_t2}}, [%_gr_d1+{_LD}];",
         f"ld.local.u32 %_gr_t3, [%_gr_d1+{_LD + 8}];",
+        *_own_extra(entry),
         *named_now("%_gr_t2"),
         "setp.eq.u32 %_gr_q0, %_gr_t2, 0;",  # no load record (src-size 0, out of bounds)
         f"@%_gr_q0 bra {no_ld};",
-        emit.call_rec("%_gr_t1", "%_gr_t2", "%_gr_t3", "%_gr_epg", "0", "%_gr_wep"),
+        emit.call_rec("%_gr_t1", "%_gr_t2", "%_gr_t3", "%_gr_epg", "0", "%_gr_t5"),
         f"{no_ld}:",
         f"ld.local.v4.u32 {{%_gr_t1, %_gr_t2, %_gr_t3, {lw}}}, [%_gr_d1+{_ST}];",
         *named_now("%_gr_t2"),
         "setp.eq.u32 %_gr_q0, %_gr_t2, 0;",
         f"@%_gr_q0 bra {no_st};",
-        emit.call_rec("%_gr_t1", "%_gr_t2", "%_gr_t3", "%_gr_epl", "0", "%_gr_wep", lw),
+        emit.call_rec("%_gr_t1", "%_gr_t2", "%_gr_t3", "%_gr_epl", "0", "%_gr_t5", lw),
         f"{no_st}:",
         *(_closed() if entry.cp_mbar else []),
         "add.u32 %_gr_t0, %_gr_t0, 1;",
         f"bra {top};",
         f"{done}:",
     ]
+
+
+def _own_extra(entry: Any) -> list[str]:
+    """%_gr_t5: a queued copy's extra word, the warp epoch now and (`entry.own`) its
+    number's field, kept in the slot's number word (own_flags)."""
+    if not entry.own:
+        return ["mov.u32 %_gr_t5, %_gr_wep;"]
+    return [f"ld.local.u32 %_gr_t5, [%_gr_d1+{_NUM}];", "or.b32 %_gr_t5, %_gr_t5, %_gr_wep;"]
 
 
 def _opened(number: str) -> list[str]:
@@ -200,7 +242,8 @@ def _group_op(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
     if ins.has("commit_group"):
         code.append("add.u32 %_gr_cpc, %_gr_cpc, 1;")
     elif ins.has("wait_all"):
-        code += ["add.u32 %_gr_cpc, %_gr_cpc, 1;", *retire(entry, "%_gr_cpc")]
+        code += ["add.u32 %_gr_cpc, %_gr_cpc, 1;", *retire(entry, "%_gr_cpc"),
+                 *in_flight(entry)]  # fmt: skip
     elif ins.has("wait_group"):
         n = int(ins.operands[0], 0)
         code += [
@@ -208,6 +251,7 @@ def _group_op(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
             f"setp.lt.u32 %_gr_q1, %_gr_cpc, {n};",
             "@%_gr_q1 mov.u32 %_gr_t5, 0;",
             *retire(entry, "%_gr_t5"),
+            *in_flight(entry),
         ]
     elif entry.cp_mbar:  # the copies complete with the barrier's phase (bulkcopy.py)
         entry.before(s, [*entry._guard(ins, skip), *handoff(entry, s, ins), f"{skip}:"])
@@ -279,14 +323,15 @@ def async_copy(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
     out = entry._redirect(s, None)  # either side out of bounds: the copy is left out
     src_addr, dst_addr = ins.operands[1], ins.operands[0]
     entry._access(s, ins, ld, Kind.LOAD, "global", src_addr, read, False, 0, pre, out,
-                  size_reg, post=_keep(ld, _LD, False))  # fmt: skip
+                  size_reg, post=_keep(ld, _LD, False), copy=True)  # fmt: skip
     entry.before(s, [f"{no_read}:"])
     entry._access(s, ins, st_, Kind.STORE, "shared", dst_addr, size, False, 0, [], out,
-                  post=_keep(st_, _ST, True))  # fmt: skip
+                  post=_keep(st_, _ST, True), copy=True)  # fmt: skip
     skip = entry.st.label()
     closed = [*_closed(), "add.u32 %_gr_bki, %_gr_bki, 1;"] if entry.cp_mbar else []
+    issued = ["add.u32 %_gr_cph, %_gr_cph, 1;", *in_flight(entry)] if entry.own else []
     entry.before(s, [*entry._guard(ins, skip), *closed, f"setp.lt.u32 %_gr_q0, %_gr_cpn, {SLOTS};",
-                     "@%_gr_q0 add.u32 %_gr_cpn, %_gr_cpn, 1;", f"{skip}:"])  # fmt: skip
+                     "@%_gr_q0 add.u32 %_gr_cpn, %_gr_cpn, 1;", *issued, f"{skip}:"])  # fmt: skip
 
 
 def _claim_slot(entry: Any, s: Any, ins: Any) -> None:
@@ -299,6 +344,7 @@ def _claim_slot(entry: Any, s: Any, ins: Any) -> None:
         f"mad.wide.u32 %_gr_cpa, %_gr_t0, {SLOT_BYTES}, %_gr_cpa;",
         f"st.local.u32 [%_gr_cpa+{_GROUP}], %_gr_cpc;",
         *([f"st.local.u32 [%_gr_cpa+{_NUM}], %_gr_bki;"] if entry.cp_mbar else []),
+        *(_number() if entry.own else []),
         "mov.u32 %_gr_t0, 0;",
         f"st.local.u32 [%_gr_cpa+{_LD + 4}], %_gr_t0;",
         f"st.local.u32 [%_gr_cpa+{_ST + 4}], %_gr_t0;",
@@ -308,6 +354,14 @@ def _claim_slot(entry: Any, s: Any, ins: Any) -> None:
         f"{skip}:",
     ]
     entry.before(s, code)
+
+
+def _number() -> list[str]:
+    """The issuing copy's number field (own_flags) in ``%_gr_cpg`` and in its slot's
+    number word (not used there otherwise: no mbarrier completes this entry's copies)."""
+    return [f"and.b32 %_gr_cpg, %_gr_cph, {abi.OWN_SEQ_MOD - 1};",
+            f"shl.b32 %_gr_cpg, %_gr_cpg, {abi.OWN_SEQ_SHIFT};",
+            f"st.local.u32 [%_gr_cpa+{_NUM}], %_gr_cpg;"]  # fmt: skip
 
 
 def _keep(site: int, at: int, shared: bool) -> list[str]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpurace.abi import F_GRID_SHIFT
+from gpurace.abi import F_ASYNC_SHIFT, F_GRID_SHIFT, F_OWNC_SHIFT
 from gpurace.model import Space
 
 from . import emit
@@ -80,6 +80,7 @@ def lookup(
     oob: str,
     checked: frozenset[int] = frozenset(),
     size_reg: str = "",
+    own: str = "",
 ) -> tuple[list[str], list[str]]:
     """(inline code, rare code) that attribute %_gr_d0 (an address of `space`) and log
     its record; an access that does not lie inside one variable of the space branches
@@ -89,7 +90,9 @@ def lookup(
     the space may be `checked` for uninitialised reads, ``_gr_init`` then tests (a
     read) or sets (a write) its written-shadow (docs/memcheck.md, initcheck).
     `size_reg` (a b32 register holding size << 8) gives a size known only at run time
-    (`size` is 0): the end check, the record, ``_gr_init`` and ``_gr_oob`` take it."""
+    (`size` is 0): the end check, the record, ``_gr_init`` and ``_gr_oob`` take it.
+    `own` (a b32 register) goes in the record's extra bits in place of `extra`: a
+    cp.async record's group or a plain access's completed groups (docs/async.md rule 5)."""
     cands = [v for v in vars_ if v.space == space and not v.tmem]
     epoch = "%_gr_epl" if space == Space.LOCAL else "%_gr_epg"
     if not cands:
@@ -118,7 +121,7 @@ def lookup(
         f"or.b32 %_gr_t4, %_gr_t4, {flags};",
         *([f"or.b32 %_gr_t4, %_gr_t4, {size_reg};"] if size_reg else []),
         "or.b32 %_gr_t4, %_gr_t4, %_gr_nmd;",  # the named-barrier state (named.py)
-        f"or.b32 %_gr_xt, %_gr_wep, {extra};",  # the warp epoch above the extra bits
+        f"or.b32 %_gr_xt, %_gr_wep, {own or extra};",  # the warp epoch above the extra bits
         emit.call_rec(sid, "%_gr_t4", "%_gr_t3", epoch, value, "%_gr_xt", "%_gr_t22"),
     ]
     if any(v.id in checked for v in cands):
@@ -127,7 +130,8 @@ def lookup(
             code.append(f"setp.eq.u32 {CAS_TESTED}, %_gr_t2, %_gr_t2;")
     # the record: kind, space and size (runtime.cl's), not the value-known bit
     rare = [f"{oob}:"]
-    kind = flags & ~8 & ~(1 << F_GRID_SHIFT)  # nor the grid bit (gridsync.py)
+    # nor the grid bit (gridsync.py), nor the own-copy bits (asynccopy.py)
+    kind = flags & ~8 & ~(1 << F_GRID_SHIFT) & ~(1 << F_ASYNC_SHIFT) & ~(1 << F_OWNC_SHIFT)
     if size_reg:
         rare.append(f"or.b32 %_gr_t5, {size_reg}, {kind};")
     rare.append(emit.call_oob(sid, "%_gr_t5" if size_reg else str(kind), len(vars_)))

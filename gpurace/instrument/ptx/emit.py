@@ -48,6 +48,8 @@ def _values(nvars: int) -> dict[str, int]:
         CTL_UNINIT_B=4 * abi.ctl_uninit(nvars),  # the uninitialised-read area's counter
         UNINIT_REC0_B=4 * (abi.ctl_uninit(nvars) + 1),  # and its first record
         F_SPACE_BIT=1 << abi.F_SPACE_SHIFT,
+        # a plain access beside cp.async copies in flight: its words' actor MULTI
+        F_OWNC_BIT=1 << abi.F_OWNC_SHIFT,
         # an access's flags less the value-known bit: an uninitialised-read record's
         F_RECORD_MASK=~(1 << abi.F_KNOWN_SHIFT),
     )

@@ -219,6 +219,9 @@ class _Entry:
         self.copies = asynccopy.has_copies(fn)  # its cp.async queue (asynccopy.py)
         # cp.async copies completed through an mbarrier, and bulk copies (bulkcopy.py)
         self.cp_mbar = order and self.copies and bulkcopy.has_cp_mbarrier(fn)
+        # a thread against its own copies (docs/async.md rule 5): where they complete
+        # by cp.async.wait_group/wait_all only
+        self.own = self.copies and not bulkcopy.has_cp_mbarrier(fn)
         self.bulk = order and (bulkcopy.has_bulk(fn) or self.cp_mbar)
         self.bulk_g = bulkcopy.has_bulk_to_global(fn)  # shared to global, bulk groups
         self.grid = gridsync.plan(mod, fn)  # cooperative groups' grid.sync() (gridsync.py)
@@ -517,12 +520,16 @@ class _Entry:
         out: tuple[str, list[str]] | None = None,
         size_reg: str = "",
         post: list[str] | None = None,
+        copy: bool = False,
     ) -> None:
         """The record of one access of `s` (address `addr`), before it; one out of
         bounds is recorded, then goes to `out` (`_redirect`'s) or, without it, is made.
         `size_reg` (a b32 register holding size << 8) stands for a size known only at
         run time (cp.async's src-size; `size` is 0 then). `post` follows a record that
-        an attributed access logged (cp.async keeps its arguments: asynccopy.py)."""
+        an attributed access logged (cp.async keeps its arguments: asynccopy.py).
+        `copy`: a cp.async record; where the entry follows a thread against its own
+        copies (`self.own`), it carries its group and every plain load and store the
+        thread's completed groups (asynccopy.own_flags)."""
         skip, shared = self.st.label(), self.st.label()
         strong = self.order and kind == Kind.ATOMIC  # its ORDER event needs %_gr_ok
         code = ([ordering.RESET] if strong else []) + self._guard(ins, skip) + pre
@@ -530,6 +537,8 @@ class _Entry:
             self.incomplete(s, f"'{ins.text}': address operand not understood")
             return
         flags = int(kind) | (8 if value_known else 0) | (size << 8)
+        own_bits, own = asynccopy.own_flags(self.own, kind, copy)
+        flags |= own_bits
         value = "%_gr_val" if value_known else "0"
         spaces = [Space.LOCAL] if space == "shared" else [Space.GLOBAL]
         if space is None:  # generic: classify at run time
@@ -552,7 +561,7 @@ class _Entry:
             )
             oob = self.st.label()
             inline, rare_sp = bounds.lookup(
-                self.vars, sp, sid, f, size, value, extra, oob, self.checked, size_reg
+                self.vars, sp, sid, f, size, value, extra, oob, self.checked, size_reg, own
             )
             code += inline + (post if post and rare_sp else [])
             if strong and not inline[0].startswith("red.global.add.u32 [%_gr_unat]"):
