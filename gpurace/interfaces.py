@@ -225,16 +225,16 @@ class Target:
 
     def _explain(self, found: DeviceAnalysis) -> DeviceAnalysis:
         """Each race the device's clock table left names the synchronisation that fails
-        to order it (`happens.why`, on the records the table was computed from), and
+        to order it (`explanations.why`, on the records the table was computed from), and
         what the mbarrier ordering left out joins what saturated."""
         from dataclasses import replace
 
-        from gpurace.analysis import happens, mbarriers
+        from gpurace.analysis import explanations, mbarriers
 
         table = found.clocks
         assert table is not None
         spaces = {v.id: v.space for v in self.inst.variables}
-        log = happens.explain(
+        log = explanations.explain(
             found.races, table.log, table.order, self.initial, self.where, self.local_clocks,
             spaces, table.sides,
         )  # fmt: skip

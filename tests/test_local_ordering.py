@@ -20,7 +20,7 @@ from gpurace.abi import (
     ORDER_RELEASE,
     SCOPE_CTA,
 )
-from gpurace.analysis import happens, reference
+from gpurace.analysis import explanations, happens, reference
 from gpurace.backends.analysis_driver import DeviceAnalysis, Ordering
 from gpurace.model import Event, Kind, RaceClass, Space, pack_flags
 from tests.analysis_backends import opencl
@@ -200,6 +200,6 @@ def test_a_local_spin_lock_cleared_first_orders_its_holdings():
     got = device(recs(True))
     table = got.clocks
     assert table is not None and table.sides
-    happens.explain(got.races, table.log, table.order, None, lambda i: f"site {i}", False,
+    explanations.explain(got.races, table.log, table.order, None, lambda i: f"site {i}", False,
                     SPACES, table.sides)  # fmt: skip
     assert [r.ordering for r in got.races] == [why, why]

@@ -91,7 +91,7 @@ class Segments:
 class ClockTable:
     """A log's clock table (`words`, after VBASE's VH0 variable bases) and what it was
     computed from (`log`: the extracted records and probes, `order`: their clocks), for
-    the explanations of the races it leaves (`happens.why`)."""
+    the explanations of the races it leaves (`explanations.why`)."""
 
     words: np.ndarray
     log: np.ndarray

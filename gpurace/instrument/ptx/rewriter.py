@@ -15,6 +15,7 @@ from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site
 
 from . import asynccopy, bounds, bulkcopy, emit, gridsync, mbarriers, ordering, tmem, wgmma
 from .asynccopy import ASYNC_STORE, async_copy
+from .atomics import ATOM_OPS, atomic_detail, scope_order
 from .barriers import SYNC_ASYNC, SYNC_FENCE, SYNC_MBARRIER, barrier, is_wait_barrier
 from .emit import CLOSE, OPEN
 from .inline import INLINE_CLOSE, INLINE_OPEN, call_target, inline_calls, not_inlined
@@ -35,14 +36,6 @@ from .parse import (
 from .source import CudaSource
 from .variables import Var, plan_vars
 
-# atomic op codes (internals §1) by PTX operation
-ATOM_OPS = {
-    "add": 3, "inc": 3, "sub": 4, "dec": 4, "max": 5, "min": 6, "and": 7, "or": 8,
-    "xor": 9, "exch": 10, "cas": 11,
-}  # fmt: skip
-# extra word of atomic records: op | scope << 8 | order << 12 (docs/internals.md §7)
-SCOPES = {"cta": 1, "cluster": 2, "gpu": 3, "sys": 4}
-ORDERS = {"relaxed": 1, "acquire": 2, "release": 3, "acq_rel": 4, "volatile": 5, "mmio": 6}
 # sync-event codes (extra word of the sync log's records)
 # instructions that touch memory in ways the rewriter does not model (opcode or its
 # first two parts; tests/ptx_memory_opcodes.toml lists every memory instruction)
@@ -248,7 +241,7 @@ class _Entry:
             sid = len(self.st.sites)
             self.st.site_ids[key] = sid
             operand = statement_at(text, col) if self.loc.current else ""
-            detail = _atomic_detail(ins) if kind == Kind.ATOMIC else detail
+            detail = atomic_detail(ins) if kind == Kind.ATOMIC else detail
             self.st.sites.append(
                 Site(sid, file, line, col, kind, operand or ins.text, text, "", event, detail)
             )
@@ -464,7 +457,7 @@ class _Entry:
         )
         code: list[str] = []
         if order:  # strong accesses of the PTX memory model: atomic loads/stores
-            kind, extra = Kind.ATOMIC, (1 if ins.op != "st" else 2) | _scope_order(ins) << 8
+            kind, extra = Kind.ATOMIC, (1 if ins.op != "st" else 2) | scope_order(ins) << 8
             value_known = False
         else:
             kind, extra = (Kind.STORE if ins.op == "st" else Kind.LOAD), 0
@@ -492,7 +485,7 @@ class _Entry:
             self.incomplete(s, f"'{ins.opcode}' accesses another block's shared memory")
             return
         addr = next((o for o in ins.operands if o.startswith("[")), "")
-        extra = ATOM_OPS[opname] | _scope_order(ins) << 8
+        extra = ATOM_OPS[opname] | scope_order(ins) << 8
         sid = self.site(s, Kind.ATOMIC, ins)
         out = self._redirect(s, ins.operands[0] if ins.op == "atom" else None)
         cas = opname == "cas" and bool(self.checked)  # initcheck: bounds.cas_written
@@ -689,23 +682,3 @@ class _Entry:
         code = self._guard(ins, skip)
         code += [emit.call_rec(sid, str(flags), "0", "%_gr_nbar", "0", 0), f"{skip}:"]
         self.before(s, code)
-
-
-def _atomic_detail(ins: Instr) -> str:
-    """``atom.add scope=gpu order=relaxed`` for a site's report (the extra word's bits
-    8-15 in words)."""
-    so = _scope_order(ins)
-    scope = {v: k for k, v in SCOPES.items()}[so & 15]
-    order = {v: k for k, v in ORDERS.items()}[so >> 4]
-    what = next((p for p in ins.parts[1:] if p in ATOM_OPS), "load" if ins.op != "st" else "store")
-    return f"{ins.op}.{what} scope={scope} order={order}"
-
-
-def _scope_order(ins: Instr) -> int:
-    """scope | order << 4 (the extra word's bits 8-15 after the op code)."""
-    scope = next((SCOPES[p] for p in ins.parts if p in SCOPES), 3)  # PTX default: .gpu
-    if ins.has("volatile"):
-        scope, order = 4, ORDERS["volatile"]
-    else:
-        order = next((ORDERS[p] for p in ins.parts if p in ORDERS), ORDERS["relaxed"])
-    return scope | order << 4
