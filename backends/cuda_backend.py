@@ -93,6 +93,7 @@ SYNC_NAMES = {
     14: "wgmma swizzled descriptor not aligned",
     15: "bulk copy beyond the in-flight queue",
     16: "shared-to-global bulk copy beyond the in-flight queue",
+    17: "atomic with its thread's cp.async copies in flight",
 }
 
 

@@ -97,7 +97,10 @@ EPOCH_LOW_MAX = (1 << GPHASE_SHIFT) - 1
 # queue's 32: they are the last d issued, groups complete in order). Atomics carry
 # neither bit (their op code is in those bits). The same work-item's flagged pair
 # conflicts iff 0 < (h - n) mod OWN_SEQ_MOD <= d: the copy was issued before the access
-# and not completed.
+# and not completed. A copy that is a thread of its own in the clocks (completed through
+# an mbarrier: rules 4 and 6) carries bit F_OWNC_SHIFT with h = 0, d = 1, so that the
+# prefilters count its words as several actors (its own thread's accesses meet it
+# there; the clocks decide them: docs/internals.md §1).
 F_ASYNC_SHIFT = 6
 F_OWNC_SHIFT = 7
 OWN_SEQ_SHIFT = 6

@@ -9,11 +9,13 @@ test_analysis_equivalence_opencl.py."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
 from gpurace.abi import F_ASYNC_SHIFT, F_OWNC_SHIFT, OWN_SEQ_MOD, OWN_SEQ_SHIFT
 from gpurace.analysis import analyse
+from gpurace.analysis.happens import Order
 from gpurace.model import Kind, RaceClass, Space, pack_flags
 from tests.test_warps import _check, _sites
 
@@ -152,3 +154,213 @@ def test_the_reference_compares_a_work_item_with_its_copies_in_flight_only() -> 
     assert races(OWN_SEQ_MOD - 1, 0, 1) == own  # h wrapped past the modulus
     assert races(0, 1, 1, 1) == []  # another epoch: logged again there if in flight
     assert races(0, 1, 1, 0, Kind.STORE) == own
+
+
+# rules 4 and 6: a copy completed through an mbarrier is a thread of its own in the
+# clocks, which decide its own thread's accesses as any other thread's (own_pair)
+# one line (the kernels' line numbers count from it): a spin on try_wait.parity, in a
+# macro, as sim does not block a wait inside a function (docs/protocols.md)
+MB_WAIT = (
+    "#define MB_WAIT(bar, parity) do { unsigned a_ = (unsigned)__cvta_generic_to_shared(bar), "
+    'ok_; do { asm volatile("{\\n .reg .pred p;\\n mbarrier.try_wait.parity.shared.b64 p, '
+    '[%1], %2;\\n selp.u32 %0, 1, 0, p;\\n}" : "=r"(ok_) : "r"(a_), "r"(parity) : '
+    '"memory"); } while (!ok_); } while (0)\n'
+)
+MB_HEAD = (
+    MB_WAIT
+    + r"""extern "C" __global__ void k(const int *in, int *out) {
+  __shared__ int tile[32], more[32];
+  __shared__ __align__(8) unsigned long long bar;
+  int t = threadIdx.x;
+  unsigned b = (unsigned)__cvta_generic_to_shared(&bar);
+  if (t == 0) asm volatile("mbarrier.init.shared.b64 [%0], 32;" ::"r"(b));
+  __syncthreads();
+  unsigned d = (unsigned)__cvta_generic_to_shared(&tile[t]), v;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(in + t) : "memory");
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" ::"r"(b) : "memory");
+"""
+)  # the copy at 10:3
+READ_OWN = '  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(d));\n'
+ATOMIC_OWN = "  atomicAdd(&tile[t], 1);\n"
+WAIT = "  MB_WAIT(&bar, 0);\n"
+TAIL = "  out[t] = v;\n}\n"
+HANDED = (
+    "same thread, no wait completing the cp.async at 10:3 between (a wait on the mbarrier "
+    "phase its cp.async.mbarrier.arrive completes, or cp.async.wait_group)"
+)
+
+
+def test_its_own_copy_handed_to_an_mbarrier_races_until_the_phases_wait(
+    tmp_path: Path,
+) -> None:
+    """Its read after cp.async.mbarrier.arrive and before the wait races (both sites,
+    one work-item, the explanation); after the wait it is clean; so is a read after a
+    barrier that follows another thread's wait (the thread is ordered after it)."""
+    code, doc, text = _check(tmp_path, MB_HEAD + READ_OWN + WAIT + TAIL, 32)
+    assert code == 1, text
+    [race] = doc["races"]
+    assert _sites(doc) == [("10:3", "12:3")] and _one_thread(race)
+    assert (race["class"], race["a"]["site"]["kind"], race["b"]["site"]["kind"]) == (
+        "local",
+        "store",
+        "load",
+    )
+    assert race["explanation"] == HANDED and doc["scope"]["complete"]
+    for clean in (
+        WAIT + READ_OWN,
+        "  if (t == 0) MB_WAIT(&bar, 0);\n  __syncthreads();\n" + READ_OWN,
+    ):
+        code, doc, text = _check(tmp_path, MB_HEAD + clean + TAIL, 32)
+        assert code == 0 and doc["races"] == [] and doc["scope"]["complete"], text
+
+
+def test_an_atomic_on_its_own_copy_handed_to_an_mbarrier_races(tmp_path: Path) -> None:
+    """The clocks compare an atomic with its own thread's copy as a plain access."""
+    code, doc, text = _check(tmp_path, MB_HEAD + ATOMIC_OWN + WAIT + "  v = 0;\n" + TAIL, 32)
+    assert code == 1, text
+    [race] = doc["races"]
+    assert _sites(doc) == [("10:3", "12:3")] and _one_thread(race)
+    assert race["b"]["site"]["kind"] == "atomic" and doc["scope"]["complete"]
+
+
+def test_its_own_copy_completed_by_wait_group_beside_an_mbarrier(tmp_path: Path) -> None:
+    """In a function with cp.async.mbarrier.arrive, a copy issued after the arrive and
+    completed by cp.async.wait_all: the thread's read before that wait races with it,
+    after it is clean (the wait joins the copy's clock)."""
+    more = (
+        "  unsigned m = (unsigned)__cvta_generic_to_shared(&more[t]);\n"  # 12
+        '  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(m), "l"(in + t) : '
+        '"memory");\n'  # 13
+    )
+    read = '  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(m));\n'
+    wait_all = '  asm volatile("cp.async.wait_all;" ::: "memory");\n'
+    code, doc, text = _check(tmp_path, MB_HEAD + more + read + wait_all + WAIT + TAIL, 32)
+    assert code == 1, text
+    assert _sites(doc) == [("13:3", "14:3")] and _one_thread(doc["races"][0])
+    code, doc, text = _check(tmp_path, MB_HEAD + more + wait_all + read + WAIT + TAIL, 32)
+    assert code == 0 and doc["races"] == [] and doc["scope"]["complete"], text
+
+
+BULK = (
+    MB_WAIT
+    + r"""extern "C" __global__ void k(const int *in, int *out) {
+  __shared__ __align__(16) int stage[32];
+  __shared__ __align__(8) unsigned long long full;
+  int t = threadIdx.x, v = 0;
+  unsigned b = (unsigned)__cvta_generic_to_shared(&full);
+  unsigned d = (unsigned)__cvta_generic_to_shared(stage);
+  if (t == 0) asm volatile("mbarrier.init.shared.b64 [%0], 1;" ::"r"(b));
+  __syncthreads();
+  if (t == 0) {
+    asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], 128;" ::"r"(b) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1], 128, [%2];" ::"r"(d), "l"(in), "r"(b) : "memory");
+    READ
+  }
+  MB_WAIT(&full, 0);
+  if (t == 0) { AFTER }
+  out[t] = v + stage[t];
+}
+"""
+)  # the bulk copy at 12:5
+BULK_READ = 'asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(d));'
+
+
+def test_reading_its_own_bulk_copy_before_the_phases_wait_races(tmp_path: Path) -> None:
+    """Rule 6: the thread that issued a bulk copy reads its destination before waiting
+    for the phase its bytes complete: a race of one work-item; after the wait, clean."""
+    early = BULK.replace("READ", BULK_READ).replace("AFTER", "")
+    code, doc, text = _check(tmp_path, early, 32)
+    assert code == 1, text
+    [race] = doc["races"]
+    assert _sites(doc) == [("12:5", "14:5")] and _one_thread(race)
+    assert race["explanation"] == (
+        "same thread, no wait on the mbarrier phase that completes the cp.async.bulk at "
+        "12:5 between"
+    )
+    late = BULK.replace("READ", "").replace("AFTER", BULK_READ)
+    code, doc, text = _check(tmp_path, late, 32)
+    assert code == 0 and doc["races"] == [] and doc["scope"]["complete"], text
+
+
+ATOMIC_NOTE = (
+    "atomics made while their thread had cp.async copies in flight (completed by "
+    "cp.async.wait_group): an atomic against its own thread's copy is not compared "
+    "(docs/async.md rule 5)"
+)
+
+
+def test_an_atomic_while_its_copies_are_in_flight_is_listed(tmp_path: Path) -> None:
+    """Rule 5's counts have no room in an atomic's record: an atomic made while its
+    thread has copies in flight makes the result incomplete (how many, why); one after
+    the wait does not."""
+    body = (
+        "  __pipeline_memcpy_async(&s[t], &in[t], sizeof(int));\n"
+        "  __pipeline_commit();\n"
+        "ATOMIC  __pipeline_wait_prior(0);\nAFTER"
+        "  out[t] = s[t];\n"
+        "}\n"
+    )
+    atomic = "  atomicAdd(&s[t], 1);\n"
+    code, doc, text = _check(
+        tmp_path, HEAD + body.replace("ATOMIC", atomic).replace("AFTER", ""), 32
+    )
+    assert doc["races"] == [] and not doc["scope"]["complete"], text
+    [note] = doc["scope"]["not_instrumented"]
+    assert note.endswith(f": 32 {ATOMIC_NOTE}")
+    code, doc, text = _check(
+        tmp_path, HEAD + body.replace("ATOMIC", "").replace("AFTER", atomic), 32
+    )
+    assert code == 0 and doc["races"] == [] and doc["scope"]["complete"], text
+
+
+def test_an_access_in_a_called_function_meets_its_own_copy(tmp_path: Path) -> None:
+    """A __noinline__ function's read of the thread's copy in flight: the rewriter
+    inlines the call into the entry, whose counts its access then carries."""
+    source = (
+        "#include <cuda_pipeline.h>\n"
+        "__device__ __noinline__ int peek(unsigned a) {\n"
+        "  int v;\n"
+        '  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));\n'  # 4
+        "  return v;\n"
+        "}\n"
+        'extern "C" __global__ void k(int *in, int *out) {\n'
+        "  __shared__ int s[64];\n"
+        "  int t = threadIdx.x;\n"
+        "  __pipeline_memcpy_async(&s[t], &in[t], sizeof(int));\n"  # 10
+        "  __pipeline_commit();\n"
+        "  int a = peek((unsigned)__cvta_generic_to_shared(&s[t]));\n"
+        "  __pipeline_wait_prior(0);\n"
+        "  out[t] = a;\n"
+        "}\n"
+    )
+    code, doc, text = _check(tmp_path, source, 32)
+    assert code == 1, text
+    [race] = doc["races"]
+    assert _sites(doc) == [("10:3", "4:3")] and _one_thread(race) and doc["scope"]["complete"]
+
+
+class _Clocks:
+    """An order whose only ordered pair is (the copy's stamp, the later access's)."""
+
+    def ordered(self, a: tuple, b: tuple) -> bool:
+        return {a, b} == {(1, 1, 0), (0, 3, 1)}
+
+
+def test_the_reference_compares_one_work_items_stamps_of_different_threads() -> None:
+    """One work-item's two entries: compared when their stamps are of different
+    threads (a copy that is a thread of its own), the clocks deciding; never when
+    they are of one thread, or carry none (own_pair)."""
+    from gpurace.analysis.reference import Entry, conflict
+
+    def entry(kind: Kind, hb: tuple) -> Entry:
+        e = Entry(0, int(kind), 0, 4, 0, hb=hb)
+        e.add(5, 0, False, 5)
+        return e
+
+    copy, order = entry(Kind.STORE, (1, 1, 0)), cast(Order, _Clocks())
+    assert conflict(copy, entry(Kind.LOAD, (0, 2, 2)), 0, False, order) == 0
+    assert conflict(copy, entry(Kind.LOAD, (0, 3, 1)), 0, False, order) is None
+    one_thread = entry(Kind.STORE, (0, 1, 0)), entry(Kind.LOAD, (0, 2, 2))
+    assert conflict(*one_thread, 0, False, order) is None
+    assert conflict(entry(Kind.STORE, ()), entry(Kind.LOAD, ()), 0, False) is None

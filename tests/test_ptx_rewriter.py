@@ -40,7 +40,11 @@ OLDER |= {c.id: "100a" for c in CUDA_CASES if c.id.startswith("tmem_")}
 # wgmma.mma_async needs sm_90a (docs/async.md): its cases' options pick compute_90a
 OLDER |= {c.id: "90a" for c in CUDA_CASES if c.id.startswith("wgmma_")}
 # copies completed through mbarriers (cp.async.bulk, expect_tx, try_wait) need sm_90
-OLDER |= {c.id: "90" for c in CUDA_CASES if c.id.startswith(("bulk_copy_", "cp_async_mbarrier_"))}
+OLDER |= {
+    c.id: "90"
+    for c in CUDA_CASES
+    if c.id.startswith(("bulk_copy_", "cp_async_mbarrier_", "cp_async_own_mbarrier_"))
+}
 
 
 def _newest(launch) -> str:

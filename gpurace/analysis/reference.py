@@ -100,8 +100,8 @@ def conflict(
         return None
     if a.kind == Kind.ATOMIC and b.kind == Kind.ATOMIC:
         return None
-    if a.amin == a.amax == b.amin == b.amax and (phases or not own_unordered(a, b)):
-        return None  # one work-item: only against its own copy in flight (own_unordered)
+    if a.amin == a.amax == b.amin == b.amax and (phases or not own_pair(a, b)):
+        return None  # one work-item: only against its own copy in flight (own_pair)
     if phases and a.epoch != b.epoch:
         return None  # a grid.sync() lies between them (docs/ordering.md, "Grid barriers")
     if a.wepoch != b.wepoch and one_warp(a, b):
@@ -146,6 +146,17 @@ def own_unordered(a: Entry, b: Entry) -> bool:
         return False
     n, h = (a.own & 0xFFFF) >> OWN_SEQ_SHIFT, (b.own & 0xFFFF) >> OWN_SEQ_SHIFT
     return 0 < (h - n) % OWN_SEQ_MOD <= b.own & OWN_FLIGHT_MASK
+
+
+def own_pair(a: Entry, b: Entry) -> bool:
+    """Entries of one work-item that may still conflict: its plain access and its own
+    cp.async in flight by the counts (`own_unordered`, rule 5), or two entries whose
+    happens-before stamps are of different threads (docs/async.md rules 4 and 6: a
+    copy completed through an mbarrier is a thread of its own in the clocks, which
+    then decide, as for any two threads: its issuing thread is ordered after it only
+    through a wait that observed its phase, or a `cp.async.wait_group` that joined
+    it)."""
+    return own_unordered(a, b) or bool(a.hb and b.hb and a.hb[0] != b.hb[0])
 
 
 def one_warp(a: Entry, b: Entry) -> bool:

@@ -54,6 +54,9 @@ UNMODELLED_SYNC = {
     "past the next barrier is not followed (docs/async.md)",
     16: "shared-to-global cp.async.bulk copies issued while 8 of the thread's were in "
     "flight: their window past the next barrier is not followed (docs/async.md)",
+    17: "atomics made while their thread had cp.async copies in flight (completed by "
+    "cp.async.wait_group): an atomic against its own thread's copy is not compared "
+    "(docs/async.md rule 5)",
 }
 
 

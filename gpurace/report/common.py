@@ -378,22 +378,24 @@ def _class_words(v: RaceView, language: str) -> str:
             "same work-group, no cp.async.bulk.wait_group[.read] completing the "
             f"cp.async.bulk at {bulk_g.line}:{bulk_g.col} followed by {then} between"
         )
+    r = v.race
+    own = (r.group_a, r.lid_a) == (r.group_b, r.lid_b)  # a thread against its own copy
+    who = "same thread" if own else "same work-group"
     handed = next((s.site for s in (v.first, v.second) if s.site.detail == ASYNC_COPY_MB), None)
     if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and handed is not None:
+        then = "" if own else " and a barrier"  # its own wait_group orders its own access
         return (
-            f"same work-group, no wait completing the cp.async at {handed.line}:{handed.col} "
+            f"{who}, no wait completing the cp.async at {handed.line}:{handed.col} "
             "between (a wait on the mbarrier phase its cp.async.mbarrier.arrive completes, "
-            "or cp.async.wait_group and a barrier)"
+            f"or cp.async.wait_group{then})"
         )
     bulk = next((s.site for s in (v.first, v.second) if s.site.detail == BULK_COPY), None)
     if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and bulk is not None:
         # only a wait that observed the phase its bytes complete orders it (docs/async.md)
         return (
-            "same work-group, no wait on the mbarrier phase that completes the "
+            f"{who}, no wait on the mbarrier phase that completes the "
             f"cp.async.bulk at {bulk.line}:{bulk.col} between"
         )
-    r = v.race
-    own = (r.group_a, r.lid_a) == (r.group_b, r.lid_b)
     if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and copy is not None and own:
         # a thread against its own copy: only its wait completes it (docs/async.md rule 5)
         wait, op = IN_FLIGHT[copy.detail]

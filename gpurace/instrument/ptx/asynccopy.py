@@ -18,14 +18,18 @@ advances the thread's epochs or warp epoch (a block barrier, a full
 ``__syncwarp``) while it is pending, so the copy is an access in every epoch of
 its window. ``wait_group N`` retires the copies of the groups below
 ``committed - N``, ``wait_all`` commits and retires all; a
-``cp.async.mbarrier.arrive`` hands completion to an mbarrier, which is not
-modelled: it retires the thread's copies there and makes the result incomplete.
+``cp.async.mbarrier.arrive`` hands the thread's copies to an mbarrier's phase
+(bulkcopy.handoff; in a module that logs no ORDER events that is not modelled: it
+retires them there and makes the result incomplete).
 
 A thread against its own copy (docs/async.md rule 5): where no
 ``cp.async.mbarrier.arrive`` completes them (`entry.own`), the copy's records carry
 its number and the thread's plain loads and stores the copies it issued and how many
 are in flight (`own_flags`), so the analysis can tell its own access inside the
-copy's window from one before the issue or after the wait.
+copy's window from one before the issue or after the wait; an atomic, whose record
+has no room for them, logs a sync event where copies are in flight (incomplete).
+Where one does (`entry.cp_mbar`), each copy is a thread of its own in the clocks,
+which decide its own thread's accesses as any other thread's (rule 4).
 """
 
 from __future__ import annotations
@@ -44,7 +48,9 @@ SLOTS = 32  # copies a thread may have in flight (a spare slot follows)
 SLOT_BYTES = 48  # ld site, flags, offset, group; st site, flags, offset, local word; number
 _LD, _GROUP, _ST, _NUM = 0, 12, 16, 32  # byte offsets in a slot (the vector accesses')
 NO_PHASE = 0xFFFFFFFF  # an O_MB_COPY event's phase before its copy is handed to one
+THREAD_EXTRA = 1  # a thread-of-its-own copy's own field: h = 0, d = 1 (own_flags)
 SYNC_ASYNC_FULL = 11  # a copy found the queue full: its window is not followed
+SYNC_OWN_ATOMIC = 17  # an atomic while its thread's copies were in flight (rule 5)
 # (the other sync-event codes: barriers.py)
 # st.async / red.async (sm_90): why they are listed (docs/async.md, "Not yet")
 ASYNC_STORE = (
@@ -86,17 +92,36 @@ def prologue() -> list[str]:
             "mov.u32 %_gr_cpd, 0;"]  # fmt: skip
 
 
-def own_flags(own: bool, kind: Kind, copy: bool) -> tuple[int, str]:
+def own_flags(own: bool, kind: Kind, copy: bool, thread: bool = False) -> tuple[int, str]:
     """(flag bits, extra register) of a record where the entry follows a thread
     against its own copies (docs/async.md rule 5; abi.F_ASYNC_SHIFT): a copy's
     records carry its number n (``%_gr_cpg``), a plain load or store the copies its
     thread issued and how many of them are in flight (``%_gr_cpd``, `in_flight`);
-    atomics nothing (their op code is in those bits)."""
+    atomics nothing (their op code is in those bits). A copy that is a thread of its
+    own in the clocks (`thread`: completed through an mbarrier, rules 4 and 6) carries
+    bit 7 with a flight count of 1 (`THREAD_EXTRA`), which makes the prefilters count
+    its words as touched by several actors: its own thread's access may conflict with
+    it, and the clocks decide that (reference.own_pair)."""
     if own and copy:
         return 1 << abi.F_ASYNC_SHIFT, "%_gr_cpg"
+    if thread:
+        return 1 << abi.F_OWNC_SHIFT, str(THREAD_EXTRA)
     if own and kind in (Kind.LOAD, Kind.STORE):
         return 1 << abi.F_OWNC_SHIFT, "%_gr_cpd"
     return 0, ""
+
+
+def atomic_in_flight(entry: Any, s: Any, ins: Any) -> list[str]:
+    """Before an atomic of an entry that follows rule 5 (`entry.own`): sync event
+    `SYNC_OWN_ATOMIC` where its thread has copies in flight. An atomic's record has no
+    room for rule 5's counts (its extra bits hold its op code, scope and order), so
+    its conflict with its own thread's copy is not decided: the result is incomplete
+    (docs/async.md, "Not yet"). Where copies complete through an mbarrier the clocks
+    decide it (reference.own_pair), and no event is needed."""
+    skip = entry.st.label()
+    event = emit.call_srec(entry.site(s, Kind.EVENT, ins), SYNC_OWN_ATOMIC)
+    return [*entry._guard(ins, skip), "setp.eq.u32 %_gr_q0, %_gr_cpn, 0;",
+            f"@%_gr_q0 bra {skip};", event, f"{skip}:"]  # fmt: skip
 
 
 def in_flight(entry: Any) -> list[str]:
@@ -146,7 +171,10 @@ def relog(entry: Any) -> list[str]:
 
 def _own_extra(entry: Any) -> list[str]:
     """%_gr_t5: a queued copy's extra word, the warp epoch now and (`entry.own`) its
-    number's field, kept in the slot's number word (own_flags)."""
+    number's field, kept in the slot's number word, or (`entry.cp_mbar`) the field of
+    a copy that is a thread of its own (own_flags)."""
+    if entry.cp_mbar:  # a thread of its own (own_flags)
+        return [f"or.b32 %_gr_t5, %_gr_wep, {THREAD_EXTRA};"]
     if not entry.own:
         return ["mov.u32 %_gr_t5, %_gr_wep;"]
     return [f"ld.local.u32 %_gr_t5, [%_gr_d1+{_NUM}];", "or.b32 %_gr_t5, %_gr_t5, %_gr_wep;"]
@@ -323,10 +351,11 @@ def async_copy(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
     out = entry._redirect(s, None)  # either side out of bounds: the copy is left out
     src_addr, dst_addr = ins.operands[1], ins.operands[0]
     entry._access(s, ins, ld, Kind.LOAD, "global", src_addr, read, False, 0, pre, out,
-                  size_reg, post=_keep(ld, _LD, False), copy=True)  # fmt: skip
+                  size_reg, post=_keep(ld, _LD, False), copy=True,
+                  thread=entry.cp_mbar)  # fmt: skip
     entry.before(s, [f"{no_read}:"])
     entry._access(s, ins, st_, Kind.STORE, "shared", dst_addr, size, False, 0, [], out,
-                  post=_keep(st_, _ST, True), copy=True)  # fmt: skip
+                  post=_keep(st_, _ST, True), copy=True, thread=entry.cp_mbar)  # fmt: skip
     skip = entry.st.label()
     closed = [*_closed(), "add.u32 %_gr_bki, %_gr_bki, 1;"] if entry.cp_mbar else []
     issued = ["add.u32 %_gr_cph, %_gr_cph, 1;", *in_flight(entry)] if entry.own else []

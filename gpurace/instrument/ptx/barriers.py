@@ -23,7 +23,9 @@ SYNC_WARP_PARTIAL = 8  # bar.warp.sync whose mask leaves lanes out: its ordering
 SYNC_WARP_APART = 9  # a full bar.warp.sync that the warp's lanes did not reach together
 SYNC_NAMED_OFF = 10  # a named-barrier operation outside the modelled use: not modelled
 # 11: asynccopy.SYNC_ASYNC_FULL (a cp.async beyond the in-flight queue); 12: tmem.py's;
-# 13, 14: wgmma.py's (a wgmma read beyond its queue, a swizzled descriptor)
+# 13, 14: wgmma.py's (a wgmma read beyond its queue, a swizzled descriptor); 15, 16:
+# bulkcopy.py's; 17: asynccopy.SYNC_OWN_ATOMIC (an atomic with its thread's copies in
+# flight)
 FULL_MASK = 0xFFFFFFFF
 
 

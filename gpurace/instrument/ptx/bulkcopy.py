@@ -8,8 +8,11 @@ The copy is a work-item of its own in the happens-before of the log
 (the barrier, the phase, the copy's number in its thread) and an ``O_MB_COPY_END``
 event of the issuing thread; the copy is ordered after what its thread did before
 the issue, and its phase's completion releases it, so a thread whose wait observed
-that phase is ordered after it, and nothing else is (the issuing thread's own
-accesses are never compared with its copies: rule 5).
+that phase is ordered after it, and nothing else is: the issuing thread's own
+accesses too (their records are one work-item's, compared because their stamps are
+of different threads: reference.own_pair). Its records carry flag bit 7 with a
+flight count of 1 (asynccopy.own_flags), so the prefilters keep the words it
+touches.
 
 The phase: a bulk copy returns no state token. On sim the barrier object's bytes
 hold its completed phases (gpurace/sim/mbarrier.py), read here before the copy: the
@@ -109,10 +112,16 @@ def _chunks(entry: Any, first: int, a_shared: bool = False, init: bool = False) 
     16: site, flags, offset), the shared side's local word at 28; `a_shared`: A is the
     shared side (a shared-to-global copy). `init`: each record through ``_gr_init``
     too (the chunks after the first at the issue: initcheck's written-shadow)."""
+    from .asynccopy import THREAD_EXTRA
+
     top, done, no_a, no_b = (entry.st.label() for _ in range(4))
     epochs = ("%_gr_epl", "%_gr_epg") if a_shared else ("%_gr_epg", "%_gr_epl")
     lws = ("%_gr_t9", "0") if a_shared else ("0", "%_gr_t9")
-    code = [f"mov.u32 %_gr_t6, {first};", f"{top}:",
+    # global to shared: a thread of its own, which the prefilters count as several
+    # actors (asynccopy.own_flags: its flags carry bit 7, its extra word this count)
+    extra = "%_gr_wep" if a_shared else "%_gr_xt"
+    mine = [] if a_shared else [f"or.b32 %_gr_xt, %_gr_wep, {THREAD_EXTRA};"]
+    code = [*mine, f"mov.u32 %_gr_t6, {first};", f"{top}:",
             f"ld.local.u32 %_gr_t7, [%_gr_d1+{_SIZE}];", "ld.local.u32 %_gr_t9, [%_gr_d1+28];",
             "setp.ge.u32 %_gr_q0, %_gr_t6, %_gr_t7;", f"@%_gr_q0 bra {done};",
             "sub.u32 %_gr_t8, %_gr_t7, %_gr_t6;", f"min.u32 %_gr_t8, %_gr_t8, {CHUNK};",
@@ -127,7 +136,7 @@ def _chunks(entry: Any, first: int, a_shared: bool = False, init: bool = False) 
             "add.u32 %_gr_t3, %_gr_t3, %_gr_t6;",
             *named_now("%_gr_t2"),
             *([emit.call_init("%_gr_t1", "%_gr_t2", "%_gr_t3", 0)] if init else []),
-            emit.call_rec("%_gr_t1", "%_gr_t2", "%_gr_t3", epoch, "0", "%_gr_wep", lw),
+            emit.call_rec("%_gr_t1", "%_gr_t2", "%_gr_t3", epoch, "0", extra, lw),
             f"{skip}:",
         ]
     return code + [f"add.u32 %_gr_t6, %_gr_t6, {CHUNK};", f"bra {top};", f"{done}:"]
@@ -275,7 +284,8 @@ def _issued(entry: Any, s: Any, ins: Instr, a: tuple[int, str, tuple[str, int]],
     n = min(CHUNK, size)
     for (site, space, base), at in ((a, _LD), (b, _ST)):
         entry._access(s, ins, site, Kind.LOAD if at == _LD else Kind.STORE, space, _at(base, 0),
-                      n, False, 0, [], None, post=_keep(at, space == "shared", slot))  # fmt: skip
+                      n, False, 0, [], None, post=_keep(at, space == "shared", slot),
+                      thread=a[1] != "shared")  # fmt: skip
     if size > CHUNK:
         skip = entry.st.label()
         entry.before(s, [*entry._guard(ins, skip), f"mov.b64 %_gr_d1, {slot};",

@@ -514,6 +514,7 @@ class _Entry:
         size_reg: str = "",
         post: list[str] | None = None,
         copy: bool = False,
+        thread: bool = False,
     ) -> None:
         """The record of one access of `s` (address `addr`), before it; one out of
         bounds is recorded, then goes to `out` (`_redirect`'s) or, without it, is made.
@@ -522,15 +523,19 @@ class _Entry:
         an attributed access logged (cp.async keeps its arguments: asynccopy.py).
         `copy`: a cp.async record; where the entry follows a thread against its own
         copies (`self.own`), it carries its group and every plain load and store the
-        thread's completed groups (asynccopy.own_flags)."""
+        thread's completed groups (asynccopy.own_flags). `thread`: a record of a copy
+        that is a thread of its own in the clocks (docs/async.md rules 4 and 6), which
+        the prefilters count as several actors."""
         skip, shared = self.st.label(), self.st.label()
+        if self.own and kind == Kind.ATOMIC:  # not compared with its thread's copies
+            self.before(s, asynccopy.atomic_in_flight(self, s, ins))
         strong = self.order and kind == Kind.ATOMIC  # its ORDER event needs %_gr_ok
         code = ([ordering.RESET] if strong else []) + self._guard(ins, skip) + pre
         if not self._address(addr, space, code):
             self.incomplete(s, f"'{ins.text}': address operand not understood")
             return
         flags = int(kind) | (8 if value_known else 0) | (size << 8)
-        own_bits, own = asynccopy.own_flags(self.own, kind, copy)
+        own_bits, own = asynccopy.own_flags(self.own, kind, copy, thread)
         flags |= own_bits
         value = "%_gr_val" if value_known else "0"
         spaces = [Space.LOCAL] if space == "shared" else [Space.GLOBAL]
