@@ -94,6 +94,7 @@ SYNC_NAMES = {
     15: "bulk copy beyond the in-flight queue",
     16: "shared-to-global bulk copy beyond the in-flight queue",
     17: "atomic with its thread's cp.async copies in flight",
+    18: "atomic with its thread's shared-to-global bulk copies in flight",
 }
 
 

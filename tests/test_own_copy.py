@@ -364,3 +364,87 @@ def test_the_reference_compares_one_work_items_stamps_of_different_threads() -> 
     one_thread = entry(Kind.STORE, (0, 1, 0)), entry(Kind.LOAD, (0, 2, 2))
     assert conflict(*one_thread, 0, False, order) is None
     assert conflict(entry(Kind.STORE, ()), entry(Kind.LOAD, ()), 0, False) is None
+
+
+# rule 7: a shared-to-global bulk copy in flight until its thread's bulk waits; the
+# thread's own accesses carry rule 5's fields for its bulk copies (bulkcopy.own_fields_g)
+BULK_STORE = """\
+extern "C" __global__ void k(const int *in, int *out) {
+  __shared__ __align__(16) int s[64];
+  int t = threadIdx.x, v;
+  s[t] = in[t] + 1;
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  if (t == 0) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(s);
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], 256;"
+                 ::"l"(out), "r"(a) : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+BODY  }
+}
+"""  # the copy at 9:5, BODY from 12
+STORE_SRC = '    asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(5) : "memory");\n'
+LOAD_DST = '    asm volatile("ld.global.u32 %0, [%1];" : "=r"(v) : "l"(out) : "memory");\n'
+READ_WAIT = '    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");\n'
+FULL_WAIT = '    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");\n'
+
+
+def test_its_own_bulk_store_in_flight_races_until_its_waits(tmp_path: Path) -> None:
+    """The issuing thread's store to the shared source before the wait_group.read
+    races with the copy (same thread, the wait named); after it, but before the full
+    wait, it does not (the source's part ended). Its load of the global destination
+    races until the full wait_group."""
+    for body, sites, cls in (
+        (STORE_SRC + READ_WAIT, [("12:5", "9:5")], "local"),
+        (READ_WAIT + STORE_SRC + FULL_WAIT, [], ""),
+        (READ_WAIT + LOAD_DST + FULL_WAIT, [("13:5", "9:5")], "global-intra"),
+        (FULL_WAIT + LOAD_DST, [], ""),
+    ):
+        code, doc, text = _check(tmp_path, BULK_STORE.replace("BODY", body), 64)
+        assert _sites(doc) == sites and doc["scope"]["complete"], text
+        assert code == (1 if sites else 0), text
+        if sites:
+            [race] = doc["races"]
+            assert race["class"] == cls and _one_thread(race)
+            assert race["explanation"] == (
+                "same thread, no cp.async.bulk.wait_group[.read] completing the "
+                "cp.async.bulk at 9:5 between"
+            )
+
+
+def test_an_atomic_with_its_bulk_stores_in_flight_is_listed(tmp_path: Path) -> None:
+    atomic = "    atomicAdd(&s[1], 1);\n"
+    code, doc, text = _check(tmp_path, BULK_STORE.replace("BODY", atomic + FULL_WAIT), 64)
+    assert doc["races"] == [] and not doc["scope"]["complete"], text
+    [note] = doc["scope"]["not_instrumented"]
+    assert note.endswith(
+        ": 1 atomics made while their thread had shared-to-global cp.async.bulk copies in "
+        "flight: an atomic against its own thread's bulk copy is not compared "
+        "(docs/async.md rule 7)"
+    )
+
+
+def test_a_bulk_store_beside_cp_async_is_listed(tmp_path: Path) -> None:
+    """Where the thread also issues cp.async, rule 5's fields count those copies: its
+    own accesses are not compared with its bulk store, and the result says so."""
+    copy = "#include <cuda_pipeline.h>\n" + BULK_STORE.replace(
+        "  s[t] = in[t] + 1;\n",
+        "  __pipeline_memcpy_async(&s[t], &in[t], sizeof(int));\n  __pipeline_commit();\n"
+        "  __pipeline_wait_prior(0);\n",
+    )
+    code, doc, text = _check(tmp_path, copy.replace("BODY", READ_WAIT), 64)
+    assert doc["races"] == [] and not doc["scope"]["complete"], text
+    [note] = doc["scope"]["not_instrumented"]
+    assert note.endswith(
+        "a shared-to-global bulk copy in a function that also issues cp.async: its own "
+        "thread's accesses of its source and destination are not compared with it (rule 5's "
+        "fields count the cp.async copies there; docs/async.md rule 7)"
+    )
+    assert ":12:5: " in note
+    # its cp.async, not committed, is in flight at the bulk copy's read: rule 5's race
+    uncommitted = copy.replace("  __pipeline_commit();\n", "").replace("BODY", READ_WAIT)
+    code, doc, text = _check(tmp_path, uncommitted, 64)
+    assert code == 1 and _sites(doc) == [("11:5", "5:3")], text
+    assert doc["races"][0]["explanation"] == (
+        "same thread, no cp.async.wait_group completing the cp.async at 5:3 between"
+    )

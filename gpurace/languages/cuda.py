@@ -57,6 +57,9 @@ UNMODELLED_SYNC = {
     17: "atomics made while their thread had cp.async copies in flight (completed by "
     "cp.async.wait_group): an atomic against its own thread's copy is not compared "
     "(docs/async.md rule 5)",
+    18: "atomics made while their thread had shared-to-global cp.async.bulk copies in "
+    "flight: an atomic against its own thread's bulk copy is not compared (docs/async.md "
+    "rule 7)",
 }
 
 

@@ -372,15 +372,18 @@ def _class_words(v: RaceView, language: str) -> str:
     cls = RaceClass(v.race.cls)
     copy = next((s.site for s in (v.first, v.second) if s.site.detail in IN_FLIGHT), None)
     bulk_g = next((s.site for s in (v.first, v.second) if s.site.detail == BULK_GROUP), None)
-    if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and bulk_g is not None:
-        then = words.local_barrier if cls == RaceClass.LOCAL else words.global_barrier
-        return (
-            "same work-group, no cp.async.bulk.wait_group[.read] completing the "
-            f"cp.async.bulk at {bulk_g.line}:{bulk_g.col} followed by {then} between"
-        )
     r = v.race
     own = (r.group_a, r.lid_a) == (r.group_b, r.lid_b)  # a thread against its own copy
     who = "same thread" if own else "same work-group"
+    # (its own cp.async in flight at its bulk copy's record: rule 5's, named below)
+    rule5 = own and copy is not None
+    if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and bulk_g is not None and not rule5:
+        then = words.local_barrier if cls == RaceClass.LOCAL else words.global_barrier
+        then = "" if own else f" followed by {then}"  # its own wait orders its own access
+        return (
+            f"{who}, no cp.async.bulk.wait_group[.read] completing the "
+            f"cp.async.bulk at {bulk_g.line}:{bulk_g.col}{then} between"
+        )
     handed = next((s.site for s in (v.first, v.second) if s.site.detail == ASYNC_COPY_MB), None)
     if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and handed is not None:
         then = "" if own else " and a barrier"  # its own wait_group orders its own access

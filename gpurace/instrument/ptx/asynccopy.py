@@ -51,6 +51,7 @@ NO_PHASE = 0xFFFFFFFF  # an O_MB_COPY event's phase before its copy is handed to
 THREAD_EXTRA = 1  # a thread-of-its-own copy's own field: h = 0, d = 1 (own_flags)
 SYNC_ASYNC_FULL = 11  # a copy found the queue full: its window is not followed
 SYNC_OWN_ATOMIC = 17  # an atomic while its thread's copies were in flight (rule 5)
+SYNC_OWN_ATOMIC_G = 18  # ... while its shared-to-global bulk copies were (rule 7)
 # (the other sync-event codes: barriers.py)
 # st.async / red.async (sm_90): why they are listed (docs/async.md, "Not yet")
 ASYNC_STORE = (
@@ -92,7 +93,9 @@ def prologue() -> list[str]:
             "mov.u32 %_gr_cpd, 0;"]  # fmt: skip
 
 
-def own_flags(own: bool, kind: Kind, copy: bool, thread: bool = False) -> tuple[int, str]:
+def own_flags(
+    own: bool, kind: Kind, copy: bool, thread: bool = False, own_g: bool = False
+) -> tuple[int, str]:
     """(flag bits, extra register) of a record where the entry follows a thread
     against its own copies (docs/async.md rule 5; abi.F_ASYNC_SHIFT): a copy's
     records carry its number n (``%_gr_cpg``), a plain load or store the copies its
@@ -101,26 +104,36 @@ def own_flags(own: bool, kind: Kind, copy: bool, thread: bool = False) -> tuple[
     own in the clocks (`thread`: completed through an mbarrier, rules 4 and 6) carries
     bit 7 with a flight count of 1 (`THREAD_EXTRA`), which makes the prefilters count
     its words as touched by several actors: its own thread's access may conflict with
-    it, and the clocks decide that (reference.own_pair)."""
+    it, and the clocks decide that (reference.own_pair). `own_g`: the same fields
+    for the thread's shared-to-global bulk copies (rule 7, bulkcopy.OWN_GLOBAL: a
+    plain access's register is its space's)."""
+    from .bulkcopy import OWN_COPY, OWN_GLOBAL
+
     if own and copy:
         return 1 << abi.F_ASYNC_SHIFT, "%_gr_cpg"
     if thread:
         return 1 << abi.F_OWNC_SHIFT, str(THREAD_EXTRA)
     if own and kind in (Kind.LOAD, Kind.STORE):
         return 1 << abi.F_OWNC_SHIFT, "%_gr_cpd"
+    if own_g and copy:
+        return 1 << abi.F_ASYNC_SHIFT, OWN_COPY
+    if own_g and kind in (Kind.LOAD, Kind.STORE):
+        return 1 << abi.F_OWNC_SHIFT, OWN_GLOBAL
     return 0, ""
 
 
 def atomic_in_flight(entry: Any, s: Any, ins: Any) -> list[str]:
-    """Before an atomic of an entry that follows rule 5 (`entry.own`): sync event
-    `SYNC_OWN_ATOMIC` where its thread has copies in flight. An atomic's record has no
-    room for rule 5's counts (its extra bits hold its op code, scope and order), so
-    its conflict with its own thread's copy is not decided: the result is incomplete
-    (docs/async.md, "Not yet"). Where copies complete through an mbarrier the clocks
-    decide it (reference.own_pair), and no event is needed."""
+    """Before an atomic of an entry that follows rule 5 (`entry.own`; rule 7's,
+    `entry.own_g`): sync event `SYNC_OWN_ATOMIC` (`SYNC_OWN_ATOMIC_G`) where its
+    thread has copies in flight. An atomic's record has no room for rule 5's counts
+    (its extra bits hold its op code, scope and order), so its conflict with its own
+    thread's copy is not decided: the result is incomplete (docs/async.md, "Not
+    yet"). Where copies complete through an mbarrier the clocks decide it
+    (reference.own_pair), and no event is needed."""
+    count, code = ("%_gr_cpn", SYNC_OWN_ATOMIC) if entry.own else ("%_gr_bgn", SYNC_OWN_ATOMIC_G)
     skip = entry.st.label()
-    event = emit.call_srec(entry.site(s, Kind.EVENT, ins), SYNC_OWN_ATOMIC)
-    return [*entry._guard(ins, skip), "setp.eq.u32 %_gr_q0, %_gr_cpn, 0;",
+    event = emit.call_srec(entry.site(s, Kind.EVENT, ins), code)
+    return [*entry._guard(ins, skip), f"setp.eq.u32 %_gr_q0, {count}, 0;",
             f"@%_gr_q0 bra {skip};", event, f"{skip}:"]  # fmt: skip
 
 

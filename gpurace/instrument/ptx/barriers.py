@@ -24,8 +24,8 @@ SYNC_WARP_APART = 9  # a full bar.warp.sync that the warp's lanes did not reach 
 SYNC_NAMED_OFF = 10  # a named-barrier operation outside the modelled use: not modelled
 # 11: asynccopy.SYNC_ASYNC_FULL (a cp.async beyond the in-flight queue); 12: tmem.py's;
 # 13, 14: wgmma.py's (a wgmma read beyond its queue, a swizzled descriptor); 15, 16:
-# bulkcopy.py's; 17: asynccopy.SYNC_OWN_ATOMIC (an atomic with its thread's copies in
-# flight)
+# bulkcopy.py's; 17, 18: asynccopy.SYNC_OWN_ATOMIC(_G) (an atomic with its thread's
+# copies in flight)
 FULL_MASK = 0xFFFFFFFF
 
 

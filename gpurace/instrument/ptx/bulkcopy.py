@@ -34,7 +34,9 @@ with the barrier's phase (`handoff`: docs/async.md, rule 4).
 From shared to global memory (``cp.async.bulk.global.shared::cta.bulk_group``, rule
 7) a copy is its thread's own records, in flight until its bulk group's wait: a third
 queue (`GQUEUE`), logged again after every epoch advance; ``wait_group.read`` ends
-the source's part, ``wait_group`` the whole copy's.
+the source's part, ``wait_group`` the whole copy's. Its own thread's accesses carry
+rule 5's fields for these copies (`own_fields_g`) where the entry issues no
+``cp.async``, and the result lists the copy where it does (`ALSO_CP_ASYNC`).
 """
 
 from __future__ import annotations
@@ -42,7 +44,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpurace.abi import O_MB_COPY, O_MB_COPY_END, ORDER_RELEASE, SCOPE_CTA
+from gpurace.abi import (
+    O_MB_COPY,
+    O_MB_COPY_END,
+    ORDER_RELEASE,
+    OWN_SEQ_MOD,
+    OWN_SEQ_SHIFT,
+    SCOPE_CTA,
+)
 from gpurace.model import BULK_COPY, BULK_GROUP, Kind
 
 from . import emit
@@ -118,9 +127,13 @@ def _chunks(entry: Any, first: int, a_shared: bool = False, init: bool = False) 
     epochs = ("%_gr_epl", "%_gr_epg") if a_shared else ("%_gr_epg", "%_gr_epl")
     lws = ("%_gr_t9", "0") if a_shared else ("0", "%_gr_t9")
     # global to shared: a thread of its own, which the prefilters count as several
-    # actors (asynccopy.own_flags: its flags carry bit 7, its extra word this count)
-    extra = "%_gr_wep" if a_shared else "%_gr_xt"
-    mine = [] if a_shared else [f"or.b32 %_gr_xt, %_gr_wep, {THREAD_EXTRA};"]
+    # actors (asynccopy.own_flags: its flags carry bit 7, its extra word this count);
+    # shared to global (`entry.own_g`): the copy's number field, kept in its slot
+    extra = "%_gr_wep" if a_shared and not getattr(entry, "own_g", False) else "%_gr_xt"
+    mine = [f"or.b32 %_gr_xt, %_gr_wep, {THREAD_EXTRA};"]
+    if a_shared:
+        mine = [f"ld.local.u32 %_gr_xt, [%_gr_d1+{_G_NUM}];", "or.b32 %_gr_xt, %_gr_xt, %_gr_wep;"]
+        mine = mine if extra == "%_gr_xt" else []
     code = [*mine, f"mov.u32 %_gr_t6, {first};", f"{top}:",
             f"ld.local.u32 %_gr_t7, [%_gr_d1+{_SIZE}];", "ld.local.u32 %_gr_t9, [%_gr_d1+28];",
             "setp.ge.u32 %_gr_q0, %_gr_t6, %_gr_t7;", f"@%_gr_q0 bra {done};",
@@ -285,7 +298,7 @@ def _issued(entry: Any, s: Any, ins: Instr, a: tuple[int, str, tuple[str, int]],
     for (site, space, base), at in ((a, _LD), (b, _ST)):
         entry._access(s, ins, site, Kind.LOAD if at == _LD else Kind.STORE, space, _at(base, 0),
                       n, False, 0, [], None, post=_keep(at, space == "shared", slot),
-                      thread=a[1] != "shared")  # fmt: skip
+                      copy=a[1] == "shared" and entry.own_g, thread=a[1] != "shared")  # fmt: skip
     if size > CHUNK:
         skip = entry.st.label()
         entry.before(s, [*entry._guard(ins, skip), f"mov.b64 %_gr_d1, {slot};",
@@ -390,8 +403,20 @@ def handoff(entry: Any, s: Any, ins: Instr) -> list[str]:
 
 # -- shared to global: bulk groups (docs/async.md, rule 7) ----------------------------
 GQUEUE = "_gr_bgq"  # the entry's .local queue of shared-to-global bulk copies in flight
-_G_GROUP = 32  # a slot: as a bulk copy's (ld: the shared source), then its bulk group
+_G_GROUP = 32  # a slot: as a bulk copy's (ld: the shared source), then its bulk group,
+_G_NUM = 36  # then its number field (`own_fields_g`)
 SYNC_BULK_G_FULL = 16  # a copy found the queue full: its window is not followed
+# a thread against its own copy (rule 7, as rule 5: asynccopy.own_flags), where the
+# entry issues no cp.async (`entry.own_g`): the issuing copy's number field, and the
+# plain accesses' fields h << 6 | d: global ones with d the copies in flight (their
+# destinations), shared ones with d those whose source is still read (before the
+# wait_group.read that completes their group); both are the last d issued
+OWN_COPY, OWN_GLOBAL, OWN_SHARED = "%_gr_bgg", "%_gr_bgw", "%_gr_bgs"
+ALSO_CP_ASYNC = (
+    "a shared-to-global bulk copy in a function that also issues cp.async: its own "
+    "thread's accesses of its source and destination are not compared with it (rule 5's "
+    "fields count the cp.async copies there; docs/async.md rule 7)"
+)
 
 
 def is_bulk_to_global(ins: Instr) -> bool:
@@ -420,12 +445,45 @@ def decls_g() -> list[str]:
     return [
         f".local .align 16 .b8 {GQUEUE}[{SLOT_BYTES * (SLOTS + 1)}];",
         ".reg .b32 %_gr_bgn, %_gr_bgc;",  # copies queued, bulk groups committed
+        # own_fields_g: copies issued, the group below which sources are read, how
+        # many sources are read; the fields
+        ".reg .b32 %_gr_bgh, %_gr_bgb, %_gr_bgr, %_gr_bgs, %_gr_bgw, %_gr_bgg;",
         ".reg .b64 %_gr_bga;",
     ]
 
 
 def prologue_g() -> list[str]:
-    return ["mov.u32 %_gr_bgn, 0;", "mov.u32 %_gr_bgc, 0;"]
+    regs = ("bgn", "bgc", "bgh", "bgb", "bgr", "bgs", "bgw", "bgg")
+    return [f"mov.u32 %_gr_{r}, 0;" for r in regs]
+
+
+def own_fields_g() -> list[str]:
+    """The plain accesses' fields after the copies issued or in flight changed."""
+    return [f"and.b32 %_gr_bgw, %_gr_bgh, {OWN_SEQ_MOD - 1};",
+            f"shl.b32 %_gr_bgw, %_gr_bgw, {OWN_SEQ_SHIFT};",
+            "or.b32 %_gr_bgs, %_gr_bgw, %_gr_bgr;",
+            "or.b32 %_gr_bgw, %_gr_bgw, %_gr_bgn;"]  # fmt: skip
+
+
+def _reading(entry: Any) -> list[str]:
+    """%_gr_bgr after a bulk wait: the queued copies whose group is not below the
+    bound of the waits so far (%_gr_bgb), whose source is still read."""
+    top, done = entry.st.label(), entry.st.label()
+    return [
+        "mov.u32 %_gr_bgr, 0;",
+        "mov.u32 %_gr_t0, 0;",
+        f"{top}:",
+        "setp.ge.u32 %_gr_q0, %_gr_t0, %_gr_bgn;",
+        f"@%_gr_q0 bra {done};",
+        f"mov.u64 %_gr_d1, {GQUEUE};",
+        f"mad.wide.u32 %_gr_d1, %_gr_t0, {SLOT_BYTES}, %_gr_d1;",
+        f"ld.local.u32 %_gr_t3, [%_gr_d1+{_G_GROUP}];",
+        "setp.ge.u32 %_gr_q0, %_gr_t3, %_gr_bgb;",
+        "@%_gr_q0 add.u32 %_gr_bgr, %_gr_bgr, 1;",
+        "add.u32 %_gr_t0, %_gr_t0, 1;",
+        f"bra {top};",
+        f"{done}:",
+    ]
 
 
 def relog_g(entry: Any) -> list[str]:
@@ -491,6 +549,11 @@ def bulk_group_op(entry: Any, ins: Instr) -> list[str]:
         f"bra {top};",
         f"{done}:",
         "mov.u32 %_gr_bgn, %_gr_t1;",
+        *(
+            ["max.u32 %_gr_bgb, %_gr_bgb, %_gr_t5;", *_reading(entry), *own_fields_g()]
+            if getattr(entry, "own_g", False)
+            else []
+        ),  # fmt: skip
     ]
 
 
@@ -504,6 +567,8 @@ def bulk_to_global(entry: Any, s: Any, ins: Instr) -> str:
     if isinstance(parsed, str):
         return parsed
     dst, src, size = parsed
+    if entry.copies:
+        entry.incomplete(s, f"'{ins.opcode}': {ALSO_CP_ASYNC}")
     ev = entry.site(s, Kind.EVENT, ins)
     ld = entry.site(s, Kind.LOAD, ins, detail=BULK_GROUP)
     st_ = entry.site(s, Kind.STORE, ins, detail=BULK_GROUP)
@@ -513,6 +578,9 @@ def bulk_to_global(entry: Any, s: Any, ins: Instr) -> str:
         f"mov.u64 %_gr_bga, {GQUEUE};",
         f"min.u32 %_gr_t0, %_gr_bgn, {SLOTS};",
         f"mad.wide.u32 %_gr_bga, %_gr_t0, {SLOT_BYTES}, %_gr_bga;",
+        f"and.b32 %_gr_bgg, %_gr_bgh, {OWN_SEQ_MOD - 1};",  # its number field
+        f"shl.b32 %_gr_bgg, %_gr_bgg, {OWN_SEQ_SHIFT};",
+        f"st.local.u32 [%_gr_bga+{_G_NUM}], %_gr_bgg;",
         "mov.u32 %_gr_t0, 0;",
         f"mov.u32 %_gr_t1, {ld};",
         f"mov.u32 %_gr_t2, {st_};",
@@ -528,6 +596,9 @@ def bulk_to_global(entry: Any, s: Any, ins: Instr) -> str:
     ])  # fmt: skip
     _issued(entry, s, ins, (ld, "shared", src), (st_, "global", dst), size, "%_gr_bga")
     skip2 = entry.st.label()
+    counts = ["add.u32 %_gr_bgh, %_gr_bgh, 1;", "add.u32 %_gr_bgr, %_gr_bgr, 1;",
+              "min.u32 %_gr_bgr, %_gr_bgr, %_gr_bgn;", *own_fields_g()]  # fmt: skip
     entry.before(s, [*entry._guard(ins, skip2), f"setp.lt.u32 %_gr_q0, %_gr_bgn, {SLOTS};",
-                     "@%_gr_q0 add.u32 %_gr_bgn, %_gr_bgn, 1;", f"{skip2}:"])  # fmt: skip
+                     "@%_gr_q0 add.u32 %_gr_bgn, %_gr_bgn, 1;",
+                     *(counts if entry.own_g else []), f"{skip2}:"])  # fmt: skip
     return ""

@@ -217,6 +217,9 @@ class _Entry:
         self.own = self.copies and not bulkcopy.has_cp_mbarrier(fn)
         self.bulk = order and (bulkcopy.has_bulk(fn) or self.cp_mbar)
         self.bulk_g = bulkcopy.has_bulk_to_global(fn)  # shared to global, bulk groups
+        # a thread against its own shared-to-global bulk copies (rule 7), by rule 5's
+        # counts of its bulk copies: where no cp.async copy uses those fields
+        self.own_g = self.bulk_g and not self.copies
         self.grid = gridsync.plan(mod, fn)  # cooperative groups' grid.sync() (gridsync.py)
         self.tmem = tmem.entry_var(vars_)  # its tensor memory (tmem.py)
         self.wgmma = wgmma.has_wgmma(fn)  # its wgmma operand queue (wgmma.py)
@@ -527,15 +530,15 @@ class _Entry:
         that is a thread of its own in the clocks (docs/async.md rules 4 and 6), which
         the prefilters count as several actors."""
         skip, shared = self.st.label(), self.st.label()
-        if self.own and kind == Kind.ATOMIC:  # not compared with its thread's copies
-            self.before(s, asynccopy.atomic_in_flight(self, s, ins))
+        if (self.own or self.own_g) and kind == Kind.ATOMIC:  # not compared with its
+            self.before(s, asynccopy.atomic_in_flight(self, s, ins))  # thread's copies
         strong = self.order and kind == Kind.ATOMIC  # its ORDER event needs %_gr_ok
         code = ([ordering.RESET] if strong else []) + self._guard(ins, skip) + pre
         if not self._address(addr, space, code):
             self.incomplete(s, f"'{ins.text}': address operand not understood")
             return
         flags = int(kind) | (8 if value_known else 0) | (size << 8)
-        own_bits, own = asynccopy.own_flags(self.own, kind, copy, thread)
+        own_bits, own = asynccopy.own_flags(self.own, kind, copy, thread, self.own_g)
         flags |= own_bits
         value = "%_gr_val" if value_known else "0"
         spaces = [Space.LOCAL] if space == "shared" else [Space.GLOBAL]
@@ -558,8 +561,10 @@ class _Entry:
                 | gridsync.flag(self.grid, sp == Space.GLOBAL)
             )
             oob = self.st.label()
+            shared_g = own == bulkcopy.OWN_GLOBAL and sp == Space.LOCAL  # its space's field
+            own_sp = bulkcopy.OWN_SHARED if shared_g else own
             inline, rare_sp = bounds.lookup(
-                self.vars, sp, sid, f, size, value, extra, oob, self.checked, size_reg, own
+                self.vars, sp, sid, f, size, value, extra, oob, self.checked, size_reg, own_sp
             )
             code += inline + (post if post and rare_sp else [])
             if strong and not inline[0].startswith("red.global.add.u32 [%_gr_unat]"):
