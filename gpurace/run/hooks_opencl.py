@@ -395,7 +395,7 @@ def _snapshot(queue: Any, kernel: Any, saved: dict[int, Any]) -> list[tuple[str,
         if isinstance(value, cl.Buffer):
             host = np.empty(value.size, np.uint8)
             cl.enqueue_copy(queue, host, value)
-            args.append(("buffer", host.tobytes()))
+            args.append(("buffer", host))  # the check's own copy: typed without another
         elif isinstance(value, cl.LocalMemory):
             args.append(("local", int(value.size)))
         elif _scalar(value) is not None:
