@@ -449,7 +449,7 @@ class Session:
                     raise GpuraceError(
                         f"argument {i}: a buffer of {len(value)} bytes holds no {typ}"
                     )
-                if isinstance(value, np.ndarray):  # the hook's own copy: viewed as typed
+                if isinstance(value, np.ndarray):  # the hook's own copy (Kept): typed, kept
                     fill = value[:n].view(dtype)
                 else:
                     fill = np.frombuffer(value[:n], dtype).copy()
