@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpurace.run.on_import import WhenImported
+from gpurace.run.on_import import WhenImported, patchable
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -73,3 +73,13 @@ def test_an_opencl_program_does_not_load_wgpu(tmp_path):
     )
     assert p.stdout == "[]\n", p.stderr
     assert p.returncode == 2 and "no compute launch was selected" in p.stderr, p.stderr
+
+
+def test_only_a_loader_object_is_wrapped():
+    """A class used as a loader (builtins) or an object without a __dict__ is not
+    patched: hook_apis installs such a package's hooks at once instead."""
+    import json
+
+    assert patchable(json.__spec__.loader)
+    assert not patchable(importlib.machinery.BuiltinImporter)
+    assert not patchable(None)

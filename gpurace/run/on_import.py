@@ -51,9 +51,10 @@ def hook_apis(session: Session) -> Callable[[], None]:
             pass  # that GPU API is not installed: the program cannot use it either
 
     for name, package in HOOK_MODULES.items():
-        if package in sys.modules:
-            install(name)
-        elif importlib.util.find_spec(package) is not None:  # not installed: never used
+        spec = None if package in sys.modules else importlib.util.find_spec(package)
+        if package in sys.modules or (spec is not None and not patchable(spec.loader)):
+            install(name)  # imported already, or loaded in a way not to wrap: as before
+        elif spec is not None:  # None: not installed, so the program cannot use it
             waiting.append(WhenImported(package, functools.partial(install, name)))
             sys.meta_path.insert(0, waiting[-1])
 
@@ -64,6 +65,18 @@ def hook_apis(session: Session) -> Callable[[], None]:
             undo()
 
     return unhook
+
+
+def patchable(loader: object) -> bool:
+    """Whether `WhenImported` can wrap this loader's exec_module on the object itself
+    (a path-based loader; not a class used as a loader, nor an object without a
+    __dict__)."""
+    return (
+        loader is not None
+        and not isinstance(loader, type)
+        and hasattr(loader, "__dict__")
+        and hasattr(loader, "exec_module")
+    )
 
 
 class WhenImported(importlib.abc.MetaPathFinder):
@@ -87,8 +100,9 @@ class WhenImported(importlib.abc.MetaPathFinder):
         finally:
             self._asking.on = False
         loader = spec.loader if spec is not None else None
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec  # not a module a loader runs (a namespace package): not hooked
+        if not patchable(loader):
+            return spec  # `hook_apis` installed such a package's hooks at once
+        assert loader is not None
         run_package = loader.exec_module
         own = "exec_module" in vars(loader)  # an attribute of the loader object itself
 
