@@ -7,7 +7,12 @@ elements, and a five-pass wgpu Blelloch scan of 1M u32. Each program is run once
 plain and once under `gpurace run` untimed first (the caches: gpurace's, PoCL's,
 the drivers'), then the rounds alternate plain and `run`, so both sides see the same
 load. Wall and CPU time (user + system of the child and its threads) are medians;
-the load average is sampled around each round. The program's stdout must be
+the load average is sampled around each round. Python's bytecode cache is one of
+those caches: every child writes and reads its ``.pyc`` files under a private
+``PYTHONPYCACHEPREFIX`` (in this sandbox ``PYTHONDONTWRITEBYTECODE`` is set, and every
+process would compile gpurace's ~80 modules again: ~0.1 s of CPU that an installed
+gpurace does not pay; ``--no-pyc`` measures with the environment as it is). The
+program's stdout must be
 byte-identical on both sides (the programs print digests of their results), and
 `run`'s exit status and summary line are shown.
 
@@ -26,6 +31,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -59,6 +65,20 @@ class Timing:
     stdout: str
     stderr: str
     code: int
+
+
+def child_env(pyc: bool, **extra: str) -> dict[str, str] | None:
+    """The children's environment: with `pyc`, Python's bytecode cache on, in a private
+    directory (``PYTHONPYCACHEPREFIX``) so that no tree gets ``__pycache__`` folders."""
+    if not pyc and not extra:
+        return None
+    env = {**os.environ, **extra}
+    if pyc:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = os.path.join(
+            tempfile.gettempdir(), f"gpurace-bench-pyc-{os.getuid()}"
+        )
+    return env
 
 
 def timed(argv: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> Timing:
@@ -137,6 +157,11 @@ def main() -> None:
         "directory (`python -m` imports its gpurace/ first; backends/ stay this tree's): "
         "an A/B of gpurace/ in one sitting",
     )
+    ap.add_argument(
+        "--no-pyc",
+        action="store_true",
+        help="keep the environment's PYTHONDONTWRITEBYTECODE (no bytecode cache)",
+    )
     args = ap.parse_args()
     if args.per_launch:
         pw, pc, hw, hc = per_launch(args.rounds)
@@ -154,9 +179,13 @@ def main() -> None:
         script = str(PROGRAMS / prog.script)
         plain = [py, script]
         under = [py, "-m", "gpurace", "run", *prog.run_options, "--", "python", script]
-        envs: dict[str, dict[str, str] | None] = {"plain": None, "run": None}
+        pyc = not args.no_pyc
+        envs: dict[str, dict[str, str] | None] = {
+            "plain": child_env(pyc),
+            "run": child_env(pyc),
+        }
         if args.base:
-            envs["base"] = {**os.environ, "PYTHONPATH": os.path.abspath(args.base)}
+            envs["base"] = child_env(pyc, PYTHONPATH=os.path.abspath(args.base))
         sides: dict[str, list[Timing]] = {s: [] for s in envs}
         cwd = {s: Path(args.base).resolve() if s == "base" else ROOT for s in envs}
         for side, env in envs.items():  # warm: gpurace's cache, PoCL's, the drivers'
@@ -192,7 +221,8 @@ def main() -> None:
             rw, rc = med[s]
             line += f" {rw:.2f} ({rw / pw:.2f}) | {rc:.2f} ({rc / pc:.2f}) |"
         print(line + f" {'yes' if same else 'NO'} | {lo:.1f}-{hi:.1f} |")
-    print(f"\n{args.rounds} rounds, medians; {datetime.now(UTC):%H:%M} UTC")
+    cache = "off (--no-pyc)" if args.no_pyc else "on"
+    print(f"\n{args.rounds} rounds, medians; bytecode cache {cache}; {datetime.now(UTC):%H:%M} UTC")
 
 
 if __name__ == "__main__":

@@ -176,7 +176,12 @@ def initial_contents(
     """The initial bits of a location (var, offset, size: at most 4 bytes read) of the
     launch's buffers, for release/acquire (docs/ordering.md): a read of a value that
     only the initial contents could have given acquires nothing. None where they are
-    not known (a buffer declared uninitialised, shared or module variables)."""
+    not known (a buffer declared uninitialised, shared or module variables).
+
+    Only a kernel with release/acquire asks (`Target.analyse`'s ordering): for the
+    others no buffer is copied (`gpurace run`'s 1M-element buffers: ~5 ms each)."""
+    if not inst.ordering:
+        return lambda var, offset, size: None
     data = {
         a.index: a.buffer.data.tobytes()
         for a in args

@@ -37,7 +37,9 @@ def _run(case, instrumented: bool):
     (every access; tests/test_prefilter.py holds the filtered runs to the same report)."""
     source, spec = case.load()
     unfiltered = Options(prefilter=False)
-    target = opencl.target(source, spec, str(case.kernel), opencl_backend, None, unfiltered)
+    target = opencl.target(
+        source, spec, str(case.kernel), opencl_backend, None, unfiltered, read_outputs=True
+    )
     if instrumented:
         return target, target.run(0, api.FULL_RANGE, 1 << 16)
     params = target.inst.params[target.kernel]

@@ -206,7 +206,7 @@ def _wgsl_outputs(case):
 def _opencl_outputs(case):
     source, spec = case.load()
     target = opencl.target(source, spec, str(case.kernel), opencl_backend, None,
-                           Options(prefilter=False))  # fmt: skip
+                           Options(prefilter=False), read_outputs=True)  # fmt: skip
     return target.run(0, api.FULL_RANGE, 1 << 12)
 
 

@@ -209,8 +209,12 @@ def target(
     backend: Backend,
     entry: str | None,
     options: Options,
+    *,
+    read_outputs: bool = False,
 ) -> Target:
-    """An OpenCL C launch on pyopencl (PoCL on the CPU)."""
+    """An OpenCL C launch on pyopencl (PoCL on the CPU). A check's runs do not read the
+    user's buffers back (`gpurace run`'s 1M-element buffers: ~1 ms a MiB each run);
+    `read_outputs` does, for the tests that compare them with a plain run's."""
     from gpurace import limits, registry
     from gpurace.backends.prefilter import local_order_words
 
@@ -234,7 +238,7 @@ def target(
     run = launcher(
         backend.launch, queue, inst.source, path, kernel, params, args, launch.global_size,
         local, options=launch.options, var_bases=bases, var_sizes=extents,
-        timeout=options.kernel_timeout_s,
+        timeout=options.kernel_timeout_s, read_outputs=read_outputs,
         initcheck=(
             kernel_shadows(inst, kernel, launch.args, launch.path, extents, prod(groups))
             if "initcheck" in options.tools else None

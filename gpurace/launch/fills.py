@@ -16,6 +16,12 @@ from .spec import FILL_KINDS
 from .tables import _is_int, _is_number, _suggest
 
 
+class Kept(np.ndarray):
+    """A fill array the spec keeps as it is: no one else writes it after (`gpurace run`'s
+    snapshots, read back for the check alone). Any other array is copied, so that a
+    caller's later writes cannot reach the launch."""
+
+
 def _filled(
     table: Mapping[str, Any],
     what: str,
@@ -161,7 +167,7 @@ def _from_array(
         raise err(f"{name} is empty")
     flat = np.ascontiguousarray(arr).reshape(-1)
     if flat.dtype == dtype:
-        return flat.copy()
+        return flat if isinstance(arr, Kept) else flat.copy()
     if flat.dtype.kind not in "biuf":
         raise err(f'{name} holds {flat.dtype} values, not numbers for type = "{typ}"')
     # Accept other numeric dtypes only when every value survives the conversion

@@ -388,6 +388,8 @@ def _snapshot(queue: Any, kernel: Any, saved: dict[int, Any]) -> list[tuple[str,
     import numpy as np
     import pyopencl as cl
 
+    from gpurace.launch.fills import Kept
+
     queue.finish()
     args: list[tuple[str, Any]] = []
     for i in range(kernel.num_args):
@@ -395,7 +397,7 @@ def _snapshot(queue: Any, kernel: Any, saved: dict[int, Any]) -> list[tuple[str,
         if isinstance(value, cl.Buffer):
             host = np.empty(value.size, np.uint8)
             cl.enqueue_copy(queue, host, value)
-            args.append(("buffer", host.tobytes()))
+            args.append(("buffer", host.view(Kept)))  # the check's own: typed, not copied
         elif isinstance(value, cl.LocalMemory):
             args.append(("local", int(value.size)))
         elif _scalar(value) is not None:

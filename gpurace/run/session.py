@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import os
 import re
 import runpy
@@ -138,7 +137,8 @@ class Kernel:
 class OpenCLLaunch:
     """One OpenCL launch as a hook saw it, for ``Session.launch_opencl``.
 
-    ``args`` in parameter order: ("buffer", its bytes just before the launch),
+    ``args`` in parameter order: ("buffer", its bytes just before the launch: a
+    uint8 array the check may keep and view as typed, or bytes),
     ("scalar", a number or a list for a vector) or ("local", __local bytes).
     ``local_size`` None: the kernel's reqd_work_group_size must give it.
     """
@@ -449,7 +449,10 @@ class Session:
                     raise GpuraceError(
                         f"argument {i}: a buffer of {len(value)} bytes holds no {typ}"
                     )
-                fill = np.frombuffer(value[:n], dtype).copy()
+                if isinstance(value, np.ndarray):  # the hook's own copy (Kept): typed, kept
+                    fill = value[:n].view(dtype)
+                else:
+                    fill = np.frombuffer(value[:n], dtype).copy()
                 tables.append({"type": typ, "fill": fill})
         data: dict[str, Any] = {
             "kernel": kernel.entry,
@@ -667,18 +670,11 @@ def run(command: Sequence[str], options: Options) -> tuple[Session, ProgramResul
     script_dir = os.path.dirname(os.path.abspath(target)) if kind == "script" else os.getcwd()
     session = Session(options, script_dir)
     import gpurace.backends  # noqa: F401  (loads the OpenCL drivers before the program's Vulkan)
-    from gpurace.run import HOOK_MODULES
+    from gpurace.run.on_import import hook_apis
 
-    uninstallers = []
-    for name in HOOK_MODULES:
-        module = importlib.import_module(f"gpurace.run.{name}")
-        try:
-            uninstallers.append(module.install(session))
-        except ImportError:
-            continue  # that GPU API is not installed: the program cannot use it either
+    unhook = hook_apis(session)
     try:
         result = run_program(kind, target, args)
     finally:
-        for undo in reversed(uninstallers):
-            undo()
+        unhook()
     return session, result
