@@ -30,6 +30,7 @@ from gpurace.abi import (
     KB_LOAD,
     KB_STORE,
     MULTI,
+    NAMED_AREA_WORDS,
     OOB_AREA_WORDS,
     PAIR_WORDS,
     SHD_UNSEEN,
@@ -93,6 +94,7 @@ SYNC_NAMES = {
     14: "wgmma swizzled descriptor not aligned",
     15: "bulk copy beyond the in-flight queue",
     16: "shared-to-global bulk copy beyond the in-flight queue",
+    20: "mbarrier without a shadow slot",
 }
 
 
@@ -477,6 +479,11 @@ def _sync_summary(cp, sync, capacity: int) -> dict[str, int]:
     off = int(cp.asnumpy(sync[at : at + 1])[0])
     if off:
         out[SYNC_NAMES[10]] = off
+    # so are mbarrier operations without a shadow slot, in the mbarrier area's first word
+    at += NAMED_AREA_WORDS
+    off = int(cp.asnumpy(sync[at : at + 1])[0])
+    if off:
+        out[SYNC_NAMES[20]] = off
     if n > kept:
         out["(not kept)"] = n - kept
     return out

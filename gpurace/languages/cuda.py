@@ -54,6 +54,9 @@ UNMODELLED_SYNC = {
     "past the next barrier is not followed (docs/async.md)",
     16: "shared-to-global cp.async.bulk copies issued while 8 of the thread's were in "
     "flight: their window past the next barrier is not followed (docs/async.md)",
+    20: "mbarrier operations on a barrier with no shadow slot (a block beyond the first "
+    "1024, or more than 16 barriers in a block): their phases are not known and they "
+    "order nothing (docs/protocols.md)",
 }
 
 

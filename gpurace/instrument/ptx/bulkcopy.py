@@ -42,7 +42,7 @@ from typing import Any
 from gpurace.abi import O_MB_COPY, O_MB_COPY_END, ORDER_RELEASE, SCOPE_CTA
 from gpurace.model import BULK_COPY, BULK_GROUP, Kind
 
-from . import emit
+from . import emit, mbshadow
 from .asynccopy import named_now
 from .ordering import event_extra
 from .parse import Function, Instr, parse_instr
@@ -174,9 +174,10 @@ def relog(entry: Any) -> list[str]:
     ]
 
 
-def retire(entry: Any) -> list[str]:
-    """Code (after a successful mbarrier wait) that drops the queued copies whose
-    barrier has completed their phase, keeping the others in order."""
+def retire(entry: Any, sid: int) -> list[str]:
+    """Code (after successful mbarrier wait `sid`) that drops the queued copies whose
+    phase a wait on their barrier has observed (so their bytes have landed: the
+    shadow's `landed`, mbshadow.py), keeping the others in order."""
     if not getattr(entry, "bulk", False):
         return []
     top, done, drop, same = (entry.st.label() for _ in range(4))
@@ -190,8 +191,8 @@ def retire(entry: Any) -> list[str]:
         f"mad.wide.u32 %_gr_d2, %_gr_t1, {SLOT_BYTES}, %_gr_d1;",
         f"mad.wide.u32 %_gr_d1, %_gr_t0, {SLOT_BYTES}, %_gr_d1;",
         f"ld.local.v2.u32 {{%_gr_t2, %_gr_t3}}, [%_gr_d1+{_BAR}];",
-        "ld.shared.u32 %_gr_t2, [%_gr_t2];",  # the barrier's completed phases (sim)
-        "setp.gt.u32 %_gr_q0, %_gr_t2, %_gr_t3;",
+        *mbshadow.landed(entry, sid, "%_gr_t2"),  # past the phases a wait observed
+        "setp.gt.u32 %_gr_q0, %_gr_mbp, %_gr_t3;",
         f"@%_gr_q0 bra {drop};",
         "setp.eq.u32 %_gr_q0, %_gr_t0, %_gr_t1;",
         f"@%_gr_q0 bra {same};",
@@ -237,7 +238,7 @@ def bulk_copy(entry: Any, s: Any, ins: Instr) -> str:
         f"mov.u64 %_gr_bka, {QUEUE};",
         f"min.u32 %_gr_t0, %_gr_bkn, {SLOTS};",
         f"mad.wide.u32 %_gr_bka, %_gr_t0, {SLOT_BYTES}, %_gr_bka;",
-        "ld.shared.u32 %_gr_ow, [%_gr_oo];",  # the phase (sim: the object's bytes)
+        *mbshadow.copy_phase(entry, ev, str(size)),  # the phase into %_gr_ow
         f"mov.u32 %_gr_t5, {ev};",
         f"st.local.v4.u32 [%_gr_bka+{_BAR}], {{%_gr_oo, %_gr_ow, %_gr_bki, %_gr_t5}};",
         "mov.u32 %_gr_t0, 0;",
@@ -344,7 +345,8 @@ def handoff(entry: Any, s: Any, ins: Instr) -> list[str]:
     top, done, full = entry.st.label(), entry.st.label(), entry.st.label()
     return [
         *code,
-        "ld.shared.u32 %_gr_ow, [%_gr_oo];",  # the phase (sim: the object's bytes)
+        *mbshadow.copy_phase(entry, ev, "0"),  # the phase into %_gr_ow
+        *(mbshadow.change(entry, ev, "1") if ins.has("noinc") else []),  # its arrival
         "mov.u32 %_gr_t0, 0;",
         f"{top}:",
         "setp.ge.u32 %_gr_q0, %_gr_t0, %_gr_cpn;",
