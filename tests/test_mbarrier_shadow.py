@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpurace.abi import O_MB_ARRIVE, O_MB_WAIT_PARITY, O_MB_WAIT_TOKEN
+from gpurace.abi import MB_OVER, O_MB_ARRIVE, O_MB_INIT, O_MB_WAIT_PARITY, O_MB_WAIT_TOKEN
+from gpurace.analysis import protocol_log
+from gpurace.analysis.mbarriers import NO_PHASE
 from gpurace.instrument.ptx.mbarriers import FLAGS
 from gpurace.sim.mbarrier import OPAQUE_ENV
 from gpurace.sim.values import SimError
@@ -24,7 +26,10 @@ from tests.test_ptx_rewriter import CUDA_CASES, _emulate
 from tests.test_sim_corpus import assert_labels_through_the_cli
 
 PREFIXES = ("mbarrier_", "bulk_copy_", "cp_async_mbarrier_")
-SHADOWED = [c for c in CUDA_CASES if c.id.startswith(PREFIXES)] + cases("mbarrier", ".cu")
+PIPELINE = next(c for c in CUDA_CASES if c.id == "mbarrier_pipeline_clean")
+# (the nine-tile pipeline, the slowest to run, has a test of its own below)
+SHADOWED = [c for c in CUDA_CASES if c.id.startswith(PREFIXES) and c is not PIPELINE]
+SHADOWED += cases("mbarrier", ".cu")
 
 
 def _run(case) -> tuple[object, np.ndarray | str]:
@@ -49,15 +54,21 @@ def _tokens_aside(records: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("case", SHADOWED, ids=lambda c: c.id)
 def test_the_log_does_not_depend_on_sim_s_encodings(case, monkeypatch) -> None:
+    _same(case, monkeypatch)
+
+
+def _same(case, monkeypatch) -> np.ndarray:
+    """Assert `case` logs the same on sim with opaque encodings; its opaque log."""
     plain_out, plain = _run(case)
     monkeypatch.setenv(OPAQUE_ENV, "1")
     opaque_out, opaque = _run(case)
     if isinstance(plain, str):  # a protocol error that stops the default order
         assert opaque == plain
-        return
+        return np.zeros((0, 8), np.uint32)
     assert isinstance(opaque, np.ndarray), opaque
     assert opaque_out == plain_out
     assert np.array_equal(_tokens_aside(opaque), _tokens_aside(plain))
+    return opaque
 
 
 def _phases(records: np.ndarray, op: int) -> list[tuple[int, int, int]]:
@@ -67,12 +78,10 @@ def _phases(records: np.ndarray, op: int) -> list[tuple[int, int, int]]:
 
 
 def test_the_pipeline_s_arrivals_and_waits_carry_the_shadow_s_phases(monkeypatch) -> None:
-    """mbarrier_pipeline_clean on opaque sim: three stages, three laps; each arrival
-    names the phase it arrived on (per barrier, each thread's phases 0, 1, 2 in turn)
-    and each wait the phases its barrier had completed right after it."""
-    monkeypatch.setenv(OPAQUE_ENV, "1")
-    case = next(c for c in CUDA_CASES if c.id == "mbarrier_pipeline_clean")
-    _, records, _, _ = _emulate(case, True)
+    """mbarrier_pipeline_clean logs the same on opaque sim; three stages, three laps:
+    each arrival names the phase it arrived on (per barrier, each thread's phases 0,
+    1, 2 in turn) and each wait the phases its barrier had completed right after it."""
+    records = _same(PIPELINE, monkeypatch)
     arrivals = _phases(records, O_MB_ARRIVE)
     per: dict[tuple[int, int], list[int]] = {}
     for bar, thread, phase in arrivals:
@@ -95,3 +104,109 @@ def test_an_opaque_check_through_the_cli_keeps_its_labels(monkeypatch, tmp_path:
     monkeypatch.setenv(OPAQUE_ENV, "1")
     case = next(c for c in CUDA_CASES if c.id == "bulk_copy_early_read_race")
     assert_labels_through_the_cli(case, tmp_path)
+
+
+def _wait(instruction: str) -> str:
+    """An asm string: `instruction` (a wait into predicate p), %0 = p as 0 or 1."""
+    return f'"{{\\n.reg .pred p;\\n{instruction};\\nselp.u32 %0, 1, 0, p;\\n}}"'
+
+
+# thread 0 completes phases 0, 1 and 2 of `bar` (one arrival each) before the block
+# barrier; thread 32 then waits for parity 0, expecting phase 0: the current phase (3)
+# has parity 1, so the wait returns at once, with phases 0 and 1 completed: overtaken
+OVERTAKEN = """\
+extern "C" __global__ void k(const int *in, int *out) {
+  __shared__ unsigned long long bar;
+  unsigned t = threadIdx.x, a = (unsigned)__cvta_generic_to_shared(&bar), ok = 0;
+  if (t == 0) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(a));
+  __syncthreads();
+  if (t == 0)
+    for (int r = 0; r < 3; r++)
+      asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(a) : "memory");
+  __syncthreads();
+  if (t == 32) {
+    while (!ok) asm volatile(@TRY@ : "=r"(ok) : "r"(a) : "memory");
+    out[0] = in[0] + ok;
+  }
+}
+""".replace("@TRY@", _wait("mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0"))
+
+
+def test_the_log_check_reports_the_overtaking_the_run_showed(monkeypatch, tmp_path) -> None:
+    """The GPU path on sim with its own check off (GPURACE_SIM_OPAQUE=2, opaque
+    encodings too): the overtaking this kernel forces in any order is reported from
+    the log (gpurace/analysis/protocol_log.py) as sim reports it, the barrier named by
+    its shared offset (a GPU's log has no variable names for it), and the scope says
+    the check was of the observed order only."""
+    from tests.test_warps import _check
+
+    code, doc, text = _check(tmp_path, OVERTAKEN, 64)  # sim's own check
+    assert code == 1, text
+    (sim,) = doc["protocol"]
+    monkeypatch.setenv(OPAQUE_ENV, "2")
+    code, doc, text = _check(tmp_path, OVERTAKEN, 64)
+    assert code == 1, text
+    (e,) = doc["protocol"]
+    assert (e["kind"], e["message"], e["location"]) == (
+        sim["kind"], sim["message"], sim["location"])  # fmt: skip
+    assert e["location"]["line"] == 11
+    assert e["details"] == [
+        "barrier: the mbarrier at shared offset 0x100, owned by CTA 0, one arrival per phase",
+        "producer: CTA 0, thread 0, line 8, arrival for phase 1",
+        "consumer: CTA 0, thread 32, line 11, phase 0 not yet observed",
+    ]
+    assert e["details"][1:] == sim["details"][1:]
+    assert e["path"] == [
+        "CTA 0, thread 0, line 4: init (count 1)",
+        *(f"CTA 0, thread 0, line 8: arrive on phase {p}" for p in range(3)),
+        "CTA 0, thread 32, line 11: wait (parity 0), returned after 3 phases completed",
+    ]
+    assert doc["scope"]["protocol_search"] == protocol_log.SCOPE
+    # one arrival only: the wait observes phase 0, which it expected: nothing to say
+    # (two would still lose phase 0: phases 0 and 1 completed before a first wait)
+    fixed = OVERTAKEN.replace("r < 3", "r < 1")
+    code, doc, text = _check(tmp_path, fixed, 64)
+    assert code == 0 and doc["protocol"] == [], text
+    two = OVERTAKEN.replace("r < 3", "r < 2").replace("[%1], 0", "[%1], 1")
+    code, doc, text = _check(tmp_path, two, 64)
+    assert code == 1 and [e["kind"] for e in doc["protocol"]] == ["phase-overtaken"], text
+
+
+def test_the_log_check_on_hand_made_logs() -> None:
+    """protocol_log.check's rules on logs as the rewriter writes them: a thread's
+    expectation follows its arrivals and waits; a token wait is never overtaken; an
+    arrival beyond its phase's count is a misuse; phases unknown (no slot) say
+    nothing."""
+    from gpurace.model import Kind, Site
+
+    sites = [Site(i, "k.cu", 10 + i, 3, Kind.EVENT, "mbarrier", "mbarrier") for i in range(4)]
+
+    def ev(op: int, site: int, lid: int, read: int = 0, written: int = 0) -> list[int]:
+        return [site, FLAGS, 64, lid, 0, read, written, op | 1 << 8]
+
+    init = ev(O_MB_INIT, 0, 0, written=2)
+    arrive = [ev(O_MB_ARRIVE, 1, lid, written=q) for q in range(3) for lid in (0, 1)]
+    # thread 2 waits for parity 0 after phase 0 only (expected 0): fine; then for
+    # parity 1 after phases 0-2 (it expected 1; 1 and 2 done): overtaken
+    ok = ev(O_MB_WAIT_PARITY, 2, 2, read=0, written=1)
+    late = ev(O_MB_WAIT_PARITY, 2, 2, read=1, written=3)
+    recs = np.array([init, *arrive[:2], ok, *arrive[2:], late], np.uint32)
+    (e,) = protocol_log.check(recs, sites)
+    assert (e.kind, e.line) == ("phase-overtaken", 12)
+    assert e.details[1:] == (
+        "producer: CTA 0, thread 1, line 11, arrival for phase 2",
+        "consumer: CTA 0, thread 2, line 12, phase 1 not yet observed",
+    )
+    # the same as a token wait, or with its thread's own arrival on phase 2 first: none
+    token = ev(O_MB_WAIT_TOKEN, 3, 2, read=5, written=3)
+    assert protocol_log.check(np.array([init, *arrive, token], np.uint32), sites) == []
+    own = ev(O_MB_ARRIVE, 1, 2, written=2)
+    assert protocol_log.check(np.array([init, *arrive, own, late], np.uint32), sites) == []
+    # no phase known: nothing said
+    blind = ev(O_MB_WAIT_PARITY, 2, 2, read=1, written=NO_PHASE)
+    assert protocol_log.check(np.array([init, *arrive, blind], np.uint32), sites) == []
+    # an arrival beyond its phase's count
+    over = ev(O_MB_ARRIVE, 1, 3, written=0 | MB_OVER)
+    (m,) = protocol_log.check(np.array([init, over], np.uint32), sites)
+    assert (m.kind, m.message) == ("misuse", "more arrivals than the phase expects")
+    assert m.details[1] == "arrival: CTA 0, thread 3, line 11, on phase 0, beyond its count"
