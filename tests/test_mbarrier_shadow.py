@@ -210,3 +210,38 @@ def test_the_log_check_on_hand_made_logs() -> None:
     (m,) = protocol_log.check(np.array([init, over], np.uint32), sites)
     assert (m.kind, m.message) == ("misuse", "more arrivals than the phase expects")
     assert m.details[1] == "arrival: CTA 0, thread 3, line 11, on phase 0, beyond its count"
+
+
+# thread 0's cp.async.mbarrier.arrive.noinc (no cp.async in the kernel) is one of the
+# two arrivals of phase 0: its next two plain arrivals are on phases 0 and 1
+NOINC = """\
+extern "C" __global__ void k(const int *in, int *out) {
+  __shared__ unsigned long long bar;
+  unsigned t = threadIdx.x, a = (unsigned)__cvta_generic_to_shared(&bar);
+  if (t == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 2;" :: "r"(a));
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(a) : "memory");
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(a) : "memory");
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(a) : "memory");
+  }
+  unsigned ok = 0;
+  if (t == 0) while (!ok) asm volatile(@TRY@ : "=r"(ok) : "r"(a) : "memory");
+  out[t] = in[t] + ok;
+}
+""".replace("@TRY@", _wait("mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0"))
+
+
+def test_a_noinc_arrival_without_copies_counts_in_the_shadow(tmp_path: Path) -> None:
+    from gpurace.instrument.ptx import instrument
+    from gpurace.launch.cuda import load_cuda_launch
+    from tests.test_ptx_rewriter import _emulate_launch
+
+    (tmp_path / "w.toml").write_text(
+        'grid = [1]\nblock = [32]\n[[arg]]\ntype = "int"\ncount = 32\nfill = "arange"\n'
+        '[[arg]]\ntype = "int"\ncount = 32\n'
+    )
+    launch = load_cuda_launch(str(tmp_path / "w.toml"))
+    inst = instrument(NOINC, str(tmp_path / "w.cu"), (), (), arch="compute_90")
+    _, records, _, _ = _emulate_launch(launch, inst, True)
+    assert [p for _, _, p in _phases(records, O_MB_ARRIVE)] == [0, 1]
+    assert [p for _, _, p in _phases(records, O_MB_WAIT_PARITY)] == [1]
