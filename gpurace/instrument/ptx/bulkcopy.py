@@ -11,11 +11,10 @@ the issue, and its phase's completion releases it, so a thread whose wait observ
 that phase is ordered after it, and nothing else is (the issuing thread's own
 accesses are never compared with its copies: rule 5).
 
-The phase: a bulk copy returns no state token. On sim the barrier object's bytes
-hold its completed phases (gpurace/sim/mbarrier.py), read here before the copy: the
-copy completes the phase current at its issue (its bytes are outstanding until it
-lands, so that phase cannot complete before). On a GPU the bytes are opaque and
-mbarriers order nothing (the result says so: docs/ordering.md).
+The phase: a bulk copy returns no state token, and the barrier object is opaque on a
+GPU: the kernel's shadow of the barrier gives it (`mbshadow.copy_phase`, which takes
+the copy's bytes there): the copy completes the phase in progress at its issue (its
+bytes are outstanding until it lands, so that phase cannot complete before).
 
 The window: the issue logs the records in chunks of `CHUNK` bytes (a record's size
 is 8 bits) and keeps the copy in a ``.local`` queue (`QUEUE`, `SLOTS` copies and a
@@ -23,8 +22,8 @@ spare slot, which logs sync event `SYNC_BULK_FULL`: incomplete); after every
 instruction that advances the thread's epochs (a block barrier, a full
 ``__syncwarp``, a named barrier) `relog` logs every queued copy again, between its
 two events, so that the copy is an access in every epoch of its window; after each
-of the thread's successful mbarrier waits `retire` drops the copies whose phase has
-completed (its barrier's phase count, read as above, is past theirs).
+of the thread's successful mbarrier waits `retire` drops the copies whose phase a
+wait on their barrier has observed (the shadow keeps the highest: `mbshadow.landed`).
 ``cp.async.mbarrier.arrive`` moves the thread's ``cp.async`` copies to that queue
 with the barrier's phase (`handoff`: docs/async.md, rule 4).
 

@@ -7,11 +7,14 @@ arrival (``mbarrier.arrive``, ``arrive_drop``, ``arrive.expect_tx``: release at
 the barrier's shared address. The host (gpurace/analysis/mbarriers.py) then orders
 every arrival of a phase before everything after a wait that observed that phase.
 
-An arrival's event carries its state token: on sim the phase it arrived on, which
-only the executed instruction knows. An arrival whose token is the sink ``_`` is made
-here with the token in a register instead (the copy before the statement, which is
-then jumped over), so the program's own code is unchanged. A wait's event carries its
-parity (or token). ``.relaxed`` operations order nothing and log nothing;
+An arrival's event carries its state token (folded to 32 bits) and the phase it
+arrived on, from the kernel's own shadow of the barrier (mbshadow.py: a GPU's tokens
+are opaque); every operation that changes a barrier, relaxed ones and
+``expect_tx``/``complete_tx`` too, updates the shadow. An arrival is made here with
+the token in a register (the copy before the statement, which is then jumped over),
+so the program's own code is unchanged where it drops the token (``_``). A wait's
+event carries its parity (or folded token) and the shadow's completed phases right
+after it. ``.relaxed`` operations order nothing and log nothing;
 ``expect_tx``/``complete_tx`` are relaxed in PTX. Arrivals on another block's barrier
 (``.shared::cluster``) are listed as not modelled. The thread's ``cp.async`` copies
 in flight at an arrival are logged again after it (asynccopy.relog): an arrival does
