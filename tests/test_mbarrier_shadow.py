@@ -245,3 +245,36 @@ def test_a_noinc_arrival_without_copies_counts_in_the_shadow(tmp_path: Path) -> 
     _, records, _, _ = _emulate_launch(launch, inst, True)
     assert [p for _, _, p in _phases(records, O_MB_ARRIVE)] == [0, 1]
     assert [p for _, _, p in _phases(records, O_MB_WAIT_PARITY)] == [1]
+
+
+# seventeen barriers in one block: the shadow has sixteen slots per block, so one
+# barrier's operations have no phase (sync event 20): listed, incomplete
+SEVENTEEN = """\
+extern "C" __global__ void k(const int *in, int *out) {
+  __shared__ unsigned long long bars[17];
+  unsigned t = threadIdx.x, a = (unsigned)__cvta_generic_to_shared(&bars[t % 17]), ok = 0;
+  if (t < 17) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(a));
+  __syncthreads();
+  if (t < 17) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(a) : "memory");
+    while (!ok) asm volatile(@TRY@ : "=r"(ok) : "r"(a) : "memory");
+  }
+  out[t] = in[t] + ok;
+}
+""".replace("@TRY@", _wait("mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0"))
+
+
+def test_a_barrier_without_a_shadow_slot_is_listed(tmp_path: Path) -> None:
+    from tests.test_warps import _check
+
+    code, doc, text = _check(tmp_path, SEVENTEEN, 32)
+    assert code == 2 and doc["races"] == [], text
+    (note,) = doc["scope"]["not_instrumented"]
+    assert note.endswith(
+        ": 3 mbarrier operations on a barrier with no shadow slot (a block beyond the "
+        "first 1024, or more than 16 barriers in a block): their phases are not known "
+        "and they order nothing (docs/protocols.md)"
+    ), note
+    # sixteen fit
+    code, doc, text = _check(tmp_path, SEVENTEEN.replace("17", "16"), 32)
+    assert code == 0 and doc["scope"]["complete"], text
