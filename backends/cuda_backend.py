@@ -329,7 +329,8 @@ def launch(
             ctl = cp.zeros(first + shadow, cp.uint32)
             ctl[: len(words)] = cp.asarray(np.array(words, np.uint32))
             log = cp.zeros(max(RECORD_WORDS, log_capacity * RECORD_WORDS), cp.uint32)
-            # the records, then the named-barrier area (docs/ordering.md)
+            # the records, the named-barrier area (docs/ordering.md), the mbarrier
+            # shadow (docs/protocols.md): zero for every launch
             sync = cp.zeros(sync_words(sync_capacity), cp.uint32)
             sync[SYNC_W_CAPACITY] = sync_capacity
             pre = prefilter or Prefilter(None, 0, 0, SHADOW_OFF)
