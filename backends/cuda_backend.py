@@ -30,6 +30,7 @@ from gpurace.abi import (
     KB_LOAD,
     KB_STORE,
     MULTI,
+    NAMED_AREA_WORDS,
     OOB_AREA_WORDS,
     PAIR_WORDS,
     SHD_UNSEEN,
@@ -95,6 +96,7 @@ SYNC_NAMES = {
     16: "shared-to-global bulk copy beyond the in-flight queue",
     17: "atomic with its thread's cp.async copies in flight",
     18: "atomic with its thread's shared-to-global bulk copies in flight",
+    20: "mbarrier without a shadow slot",
 }
 
 
@@ -329,7 +331,8 @@ def launch(
             ctl = cp.zeros(first + shadow, cp.uint32)
             ctl[: len(words)] = cp.asarray(np.array(words, np.uint32))
             log = cp.zeros(max(RECORD_WORDS, log_capacity * RECORD_WORDS), cp.uint32)
-            # the records, then the named-barrier area (docs/ordering.md)
+            # the records, the named-barrier area (docs/ordering.md), the mbarrier
+            # shadow (docs/protocols.md): zero for every launch
             sync = cp.zeros(sync_words(sync_capacity), cp.uint32)
             sync[SYNC_W_CAPACITY] = sync_capacity
             pre = prefilter or Prefilter(None, 0, 0, SHADOW_OFF)
@@ -479,6 +482,11 @@ def _sync_summary(cp, sync, capacity: int) -> dict[str, int]:
     off = int(cp.asnumpy(sync[at : at + 1])[0])
     if off:
         out[SYNC_NAMES[10]] = off
+    # so are mbarrier operations without a shadow slot, in the mbarrier area's first word
+    at += NAMED_AREA_WORDS
+    off = int(cp.asnumpy(sync[at : at + 1])[0])
+    if off:
+        out[SYNC_NAMES[20]] = off
     if n > kept:
         out["(not kept)"] = n - kept
     return out

@@ -372,9 +372,25 @@ NAMED_WORDS = 2
 NAMED_AREA_WORDS = 1 + NAMED_GROUPS * NAMED_IDS * NAMED_WORDS
 
 
+# after the named area: the mbarrier shadow (docs/protocols.md, "The GPU path";
+# gpurace/instrument/ptx/mbshadow.py): one word (the count of operations without a
+# slot, which keeps the slots 8-byte aligned), then per block of the first MB_GROUPS,
+# MB_SLOTS slots of MB_WORDS words: the key (the barrier's shared offset + 1, claimed
+# by a compare-and-swap), the count of arrivals a phase expects, the state (one 64-bit
+# word: transaction bytes outstanding, signed, bits 0-31; arrivals pending, 32-47;
+# completed phases, 48-63), and one more than the highest phase a wait observed
+MB_GROUPS = 1 << 10
+MB_SLOTS = 16
+MB_WORDS = 6
+MB_AREA_WORDS = 1 + MB_GROUPS * MB_SLOTS * MB_WORDS
+MB_PENDING_SHIFT, MB_PHASE_SHIFT = 32, 48
+MB_OVER = 1 << 31  # an arrival's logged phase: it arrived beyond the phase's count
+
+
 def sync_words(capacity: int) -> int:
-    """The sync buffer's size in words: the head, `capacity` records, the named area."""
-    return SYNC_HEAD + capacity * RECORD_WORDS + NAMED_AREA_WORDS
+    """The sync buffer's size in words: the head, `capacity` records, the named area,
+    the mbarrier shadow."""
+    return SYNC_HEAD + capacity * RECORD_WORDS + NAMED_AREA_WORDS + MB_AREA_WORDS
 
 
 # ---------------------------------------------------------------------------

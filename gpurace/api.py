@@ -13,7 +13,7 @@ from math import prod
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from gpurace import abi, isolate, limits, registry, schedules
-from gpurace.analysis import memcheck
+from gpurace.analysis import memcheck, protocol_log
 from gpurace.analysis.merge import merge_ranges
 from gpurace.analysis.split_order import SplitOrder
 from gpurace.interfaces import Backend, RunFn, Target
@@ -288,6 +288,7 @@ def _check_once(
     tools = opts.tools
     protocol: list[ProtocolError] = []  # sim: mbarrier protocol errors (docs/protocols.md)
     search, cooperative = "", False
+    from_log = protocol_log.wanted(t)  # (docs/protocols.md, "The GPU path")
     if "race" not in tools:  # no race analysis: one run that logs nothing (lo = hi)
         pending = [(0, 0, 0)]
     tmem_vars = any(v.elem_type == TMEM_ELEM for v in t.inst.variables)
@@ -306,6 +307,11 @@ def _check_once(
         result = t.run(lo, hi, capacity, 0, split.word)
         protocol += [e for e in getattr(result, "protocol", []) if e not in protocol]
         search = getattr(result, "protocol_search", "") or search
+        if from_log and "race" in tools and result.requested <= capacity:
+            from_log = False  # the GPU path: the protocol checked from the log, once
+            got = protocol_log.from_run(t, result, result.requested)
+            protocol += [e for e in got if e not in protocol]
+            search = search or protocol_log.SCOPE
         cooperative = getattr(result, "cooperative", False)
         if "race" not in tools:
             oob_area, uninit_area = result.oob, result.uninit

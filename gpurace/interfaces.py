@@ -213,11 +213,11 @@ class Target:
 
     @property
     def phases(self) -> bool:
-        """Whether mbarrier arrivals' state tokens are their phases (sim's are; a GPU's
-        are opaque: gpurace/analysis/mbarriers.py), so that mbarriers order accesses."""
-        from gpurace.sim.device import is_sim
-
-        return is_sim(self.handle)
+        """Whether the log's mbarrier events carry their phases, so that mbarriers order
+        accesses: on every device, from the instrumented kernel's own shadow of each
+        barrier (gpurace/instrument/ptx/mbshadow.py; the state tokens are opaque on a
+        GPU)."""
+        return True
 
     def where(self, site: int) -> str:
         """A site id's "line:col" (the explanations of release/acquire races)."""

@@ -13,6 +13,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from gpurace.abi import (
+    MB_OVER,
     O_BARRIERS_SHIFT,
     O_MB_ARRIVE,
     O_MB_COPY,
@@ -91,9 +92,8 @@ def test_without_phases_mbarriers_order_nothing_and_the_result_says_so() -> None
     found, notes = races(handoff(), phases=False)
     assert found == RACE
     assert notes == [
-        "mbarrier arrivals and waits: their phases are known on sim only (from the "
-        "arrivals' state tokens), so they order nothing here (accesses they order are "
-        "reported as races)"
+        "mbarrier arrivals and waits: their phases are not known here, so they order "
+        "nothing (accesses they order are reported as races)"
     ]
 
 
@@ -124,8 +124,21 @@ def test_the_phase_a_wait_observed_is_a_lower_bound_from_its_thread() -> None:
     # parity 0 observed phase 2 at least (3 - 1, parity 0)
     own = mb(O_MB_ARRIVE, 1, written=3)
     assert _acquired(*arrivals, own, mb(O_MB_WAIT_PARITY, 1, read=0)) == [[0, 1, 2]]
-    # a token wait observed the token's phase at least
-    assert _acquired(*arrivals, mb(O_MB_WAIT_TOKEN, 1, read=2)) == [[0, 1, 2]]
+    # a token wait observed at least the phase of its thread's arrival that returned
+    # the token (the event keeps the token folded to 32 bits, the shadow's phase)
+    mine = mb(O_MB_ARRIVE, 1, read=0xBEEF, written=2)
+    assert _acquired(*arrivals, mine, mb(O_MB_WAIT_TOKEN, 1, read=0xBEEF)) == [[0, 1, 2, 2]]
+    # a token no arrival of the thread returned (another thread's, or the phase
+    # itself, as sim's tokens were): nothing more than the parity bound
+    assert _acquired(*arrivals, mb(O_MB_WAIT_TOKEN, 1, read=2)) == [[]]
+    other = mb(O_MB_ARRIVE, 0, read=0xBEEF, written=2)
+    assert _acquired(*arrivals, other, mb(O_MB_WAIT_TOKEN, 1, read=0xBEEF)) == [[]]
+    # an arrival without a phase (no shadow slot: NO_PHASE) is acquired by nothing
+    lost = mb(O_MB_ARRIVE, 0, written=NO_PHASE)
+    assert _acquired(*arrivals, lost, *waits[:3]) == [[0], [0, 1], [0, 1, 2]]
+    # an arrival beyond its phase's count (MB_OVER set) is still of its phase
+    over = mb(O_MB_ARRIVE, 0, written=1 | MB_OVER)
+    assert _acquired(over, *waits[:2]) == [[], [1 | MB_OVER]]
 
 
 def _end(order: int) -> list[int]:

@@ -12,13 +12,17 @@ thread's first wait of parity p observed at least the first phase from -1 of tha
 parity (phase -1: the one "before" a fresh barrier, which orders nothing); each
 later one at least the first from the previous one's; after the thread's own
 arrival on phase Q, at least Q - 1 (that many phases completed before the wait). A
-token wait observed at least the token's phase. These are lower bounds, exact for a
-protocol that never lets a phase be overtaken (which sim checks: docs/protocols.md);
-a lower bound acquires fewer arrivals, never more, so a race is never hidden.
+token wait observed at least the phase of the arrival whose token it holds. These are
+lower bounds, exact for a protocol that never lets a phase be overtaken (which sim
+checks, and the log check reports where a run showed it: docs/protocols.md); a lower
+bound acquires fewer arrivals, never more, so a race is never hidden.
 
-An arrival's phase is its state token, which names the phase on sim only; on another
-device (`phases` False) mbarriers order nothing and the result says so. A barrier
-initialised more than once in a block orders nothing (its phases restart).
+An arrival's phase is the one the instrumented kernel's shadow counted
+(gpurace/instrument/ptx/mbshadow.py: on any device, the state tokens being opaque);
+its event keeps the token too (folded to 32 bits), and a token wait observed at least
+the phase of its own thread's latest arrival that returned that token (a token of
+none of them: nothing more than the parity bound). A barrier initialised more than
+once in a block orders nothing (its phases restart).
 
 An asynchronous copy completed through a barrier's phase (a bulk copy's
 ``complete_tx``, ``cp.async.mbarrier.arrive``: docs/async.md) is an arrival of that
@@ -32,6 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpurace.abi import (
+    MB_OVER,
     O_MB_ARRIVE,
     O_MB_COPY,
     O_MB_COPY_END,
@@ -69,29 +74,38 @@ def acquires(
     arrivals: dict[Key, list[tuple[int, int]]] = {}  # key -> (phase, index)
     for i, o in ops.items():
         # a copy's completion releases the copy (docs/async.md); a copy's O_MB_COPY
-        # without a phase yet (0xFFFFFFFF: not handed to a barrier) releases nothing
-        if o.op == O_MB_ARRIVE or o.op == O_MB_COPY and o.written != NO_PHASE:
+        # without a phase (0xFFFFFFFF: not handed to a barrier, or no shadow slot)
+        # releases nothing, nor does an arrival without one
+        if (o.op == O_MB_ARRIVE or o.op == O_MB_COPY) and o.written != NO_PHASE:
             if _key(o) in skip:
                 continue
-            arrivals.setdefault(_key(o), []).append((o.written or 0, i))
+            arrivals.setdefault(_key(o), []).append((phase(o.written), i))
     out: dict[int, list[int]] = {}
     for line in timeline.values():
         seen: dict[Key, int] = {}  # the phase the thread's next wait observes at least
+        tokens: dict[tuple[Key, int], int] = {}  # (barrier, folded token) -> its phase
         for _, i in line:
             o = ops.get(i)
             if o is None or o.op not in OPS or o.op >= O_MB_COPY or _key(o) in skip:
                 continue  # (a copy's completion says nothing of what its thread saw)
             low = seen.get(_key(o), -1)
-            if o.op == O_MB_ARRIVE:
-                seen[_key(o)] = max(low, (o.written or 0) - 1)
+            if o.op == O_MB_ARRIVE and o.written != NO_PHASE:
+                seen[_key(o)] = max(low, phase(o.written) - 1)
+                tokens[(_key(o), o.read_value)] = phase(o.written)
             elif o.op == O_MB_WAIT_PARITY:
                 low += (low - o.read_value & 1) % 2  # the first from `low` of its parity
                 seen[_key(o)] = low
-            elif o.op == O_MB_WAIT_TOKEN:
-                low = seen[_key(o)] = max(low, o.read_value)
+            elif o.op == O_MB_WAIT_TOKEN:  # a token of none of its arrivals: no more
+                low = seen[_key(o)] = max(low, tokens.get((_key(o), o.read_value), -1))
             if o.op in (O_MB_WAIT_PARITY, O_MB_WAIT_TOKEN):
                 out[i] = [a for q, a in arrivals.get(_key(o), []) if q <= low]
     return out
+
+
+def phase(written: int) -> int:
+    """An arrival's (or copy's) phase from its event's value (mbshadow.py: the
+    over-arrival bit `MB_OVER` cleared)."""
+    return written & ~MB_OVER
 
 
 def copy_threads(ops: Mapping[int, Any], threads: int) -> dict[int, int]:
@@ -115,9 +129,8 @@ def notes(ops: Mapping[int, Any], phases: bool) -> list[str]:
         return []
     if not phases:
         return [
-            "mbarrier arrivals and waits: their phases are known on sim only (from the "
-            "arrivals' state tokens), so they order nothing here (accesses they order "
-            "are reported as races)"
+            "mbarrier arrivals and waits: their phases are not known here, so they order "
+            "nothing (accesses they order are reported as races)"
         ]
     n = len(_reinitialised(ops))
     if not n:

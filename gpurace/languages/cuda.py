@@ -60,6 +60,9 @@ UNMODELLED_SYNC = {
     18: "atomics made while their thread had shared-to-global cp.async.bulk copies in "
     "flight: an atomic against its own thread's bulk copy is not compared (docs/async.md "
     "rule 7)",
+    20: "mbarrier operations on a barrier with no shadow slot (a block beyond the first "
+    "1024, or more than 16 barriers in a block): their phases are not known and they "
+    "order nothing (docs/protocols.md)",
 }
 
 

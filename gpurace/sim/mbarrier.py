@@ -20,6 +20,7 @@ running thread can complete are reported by the scheduler through `deadlock`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -34,6 +35,13 @@ from gpurace.sim.operands import Decoder
 from gpurace.sim.values import U64, SimError, SimUnsupported
 
 Site = tuple[str, int, int]  # source file, line, column (the PTX's .loc)
+# test-only: GPURACE_SIM_OPAQUE=1 makes sim's state tokens and barrier objects as opaque
+# as a GPU's (tokens scrambled, the object's bytes scrambled), so that the tests show
+# the instrumented kernel depends on none of sim's encodings; =2 also leaves the
+# overtaking of a phase unchecked, as a GPU does (the log check then reports what the
+# run showed: gpurace/analysis/protocol_log.py)
+OPAQUE_ENV = "GPURACE_SIM_OPAQUE"
+_MIX = 0x9E3779B97F4A7C15
 PATH_EVENTS = 24  # the protocol operations a counterexample's path shows, the last ones
 
 
@@ -95,6 +103,17 @@ class Protocol:
         self.shared: np.ndarray | None = None  # the batch's shared bytes (`_show`)
         self.shared_size = 0
         self.gave_up_at = -1  # `changes` when the blocked tests last returned false
+        self.opaque = int(os.environ.get(OPAQUE_ENV, "0") or 0)  # (test-only, above)
+        self.tokens: dict[tuple[Key, int], int] = {}  # opaque: (key, token) -> phase
+
+    def _token(self, key: Key, phase: int) -> int:
+        """The state token of an arrival on `phase`: the phase itself, or (opaque) a
+        scrambled 64-bit value that only `tokens` maps back."""
+        if not self.opaque:
+            return phase
+        token = ((phase + 1) * _MIX ^ (key[1] + 1) * 0xC2B2AE3D27D4EB4F) & 0xFFFFFFFFFFFFFFFF
+        self.tokens[(key, token)] = phase
+        return token
 
     # -- the API -------------------------------------------------------------------
     def init(self, key: Key, count: int, who: Who) -> None:
@@ -121,7 +140,7 @@ class Protocol:
                drop: bool = False) -> int:  # fmt: skip
         """One arrival (of `count`); returns the state token (the phase arrived on)."""
         b = self.get(key, who)
-        token = b.phase
+        token = self._token(key, b.phase)
         if lane >= 0 and b.expect.get(lane, 0) >= 0:  # it takes part from this phase on
             b.expect[lane] = max(b.expect.get(lane, 0), b.phase)
         if drop:
@@ -159,7 +178,8 @@ class Protocol:
         completes (they return no state token; docs/async.md). A GPU keeps its own,
         opaque, state in those bytes, which the program must not read either."""
         if self.shared is not None and 0 <= b.at <= len(self.shared) - 8:
-            self.shared[b.at : b.at + 8] = np.frombuffer(np.uint64(b.phase).tobytes(), np.uint8)
+            shown = b.phase if not self.opaque else ((b.phase + 7) * _MIX) & 0xFFFFFFFFFFFFFFFF
+            self.shared[b.at : b.at + 8] = np.frombuffer(np.uint64(shown).tobytes(), np.uint8)
 
     def _settle(self, b: Barrier, who: Who) -> str:
         if b.pending or b.tx:
@@ -173,6 +193,8 @@ class Protocol:
     # -- waits -----------------------------------------------------------------------
     def wait_token(self, key: Key, token: int, lane: int, who: Who) -> bool:
         b = self.get(key, who)
+        if self.opaque:  # a token no arrival returned names no phase that completed
+            token = self.tokens.get((key, token), 1 << 62)
         done = b.phase > token
         if done:
             b.expect[lane] = max(b.expect.get(lane, 0), b.phase)
@@ -185,7 +207,7 @@ class Protocol:
         b = self.get(key, who)
         done = (b.phase & 1) != parity
         first = b.expect.setdefault(lane, 0)
-        if first >= 0 and b.phase >= first + 2:  # phases first and first + 1 completed
+        if first >= 0 and b.phase >= first + 2 and self.opaque < 2:  # first, first + 1 done
             b.expect[lane] = -1  # reported once
             self.event(who, f"wait on {b.name} parity {parity}")
             by = b.completed_by[first + 1]

@@ -277,6 +277,8 @@ def _group_op(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
         skip = entry.st.label()
         entry.after(s, [*entry._guard(ins, skip), *bulk_group_op(entry, ins), f"{skip}:"])
     if not entry.copies or ins.has("bulk"):
+        if entry.order and ins.has("mbarrier") and ins.has("noinc") and not ins.has("bulk"):
+            noinc_arrival(entry, s, ins)  # no copies to hand over: the arrival still counts
         return
     skip = entry.st.label()
     code = entry._guard(ins, skip)
@@ -305,6 +307,20 @@ def _group_op(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
         )
         code.append("mov.u32 %_gr_cpn, 0;")
     entry.after(s, [*code, f"{skip}:"])
+
+
+def noinc_arrival(entry: Any, s: Any, ins: Any) -> None:
+    """``cp.async.mbarrier.arrive.noinc`` in a function without ``cp.async`` copies:
+    its arrival on the barrier's shadow (mbshadow.py), which counts every arrival."""
+    from . import mbshadow
+    from .mbarriers import _address
+
+    code = _address(entry, s, ins, ins.operands[0])
+    if code is None:
+        return
+    skip, sid = entry.st.label(), entry.site(s, Kind.EVENT, ins)
+    change = mbshadow.change(entry, sid, "1")
+    entry.before(s, [*entry._guard(ins, skip), *code, *change, f"{skip}:"])
 
 
 def async_copy(entry: Any, s: Any, ins: Any, sync_event: int) -> None:

@@ -14,11 +14,10 @@ of different threads: reference.own_pair). Its records carry flag bit 7 with a
 flight count of 1 (asynccopy.own_flags), so the prefilters keep the words it
 touches.
 
-The phase: a bulk copy returns no state token. On sim the barrier object's bytes
-hold its completed phases (gpurace/sim/mbarrier.py), read here before the copy: the
-copy completes the phase current at its issue (its bytes are outstanding until it
-lands, so that phase cannot complete before). On a GPU the bytes are opaque and
-mbarriers order nothing (the result says so: docs/ordering.md).
+The phase: a bulk copy returns no state token, and the barrier object is opaque on a
+GPU: the kernel's shadow of the barrier gives it (`mbshadow.copy_phase`, which takes
+the copy's bytes there): the copy completes the phase in progress at its issue (its
+bytes are outstanding until it lands, so that phase cannot complete before).
 
 The window: the issue logs the records in chunks of `CHUNK` bytes (a record's size
 is 8 bits) and keeps the copy in a ``.local`` queue (`QUEUE`, `SLOTS` copies and a
@@ -26,8 +25,8 @@ spare slot, which logs sync event `SYNC_BULK_FULL`: incomplete); after every
 instruction that advances the thread's epochs (a block barrier, a full
 ``__syncwarp``, a named barrier) `relog` logs every queued copy again, between its
 two events, so that the copy is an access in every epoch of its window; after each
-of the thread's successful mbarrier waits `retire` drops the copies whose phase has
-completed (its barrier's phase count, read as above, is past theirs).
+of the thread's successful mbarrier waits `retire` drops the copies whose phase a
+wait on their barrier has observed (the shadow keeps the highest: `mbshadow.landed`).
 ``cp.async.mbarrier.arrive`` moves the thread's ``cp.async`` copies to that queue
 with the barrier's phase (`handoff`: docs/async.md, rule 4).
 
@@ -54,7 +53,7 @@ from gpurace.abi import (
 )
 from gpurace.model import BULK_COPY, BULK_GROUP, Kind
 
-from . import emit
+from . import emit, mbshadow
 from .asynccopy import named_now
 from .ordering import event_extra
 from .parse import Function, Instr, parse_instr
@@ -196,9 +195,10 @@ def relog(entry: Any) -> list[str]:
     ]
 
 
-def retire(entry: Any) -> list[str]:
-    """Code (after a successful mbarrier wait) that drops the queued copies whose
-    barrier has completed their phase, keeping the others in order."""
+def retire(entry: Any, sid: int) -> list[str]:
+    """Code (after successful mbarrier wait `sid`) that drops the queued copies whose
+    phase a wait on their barrier has observed (so their bytes have landed: the
+    shadow's `landed`, mbshadow.py), keeping the others in order."""
     if not getattr(entry, "bulk", False):
         return []
     top, done, drop, same = (entry.st.label() for _ in range(4))
@@ -212,8 +212,8 @@ def retire(entry: Any) -> list[str]:
         f"mad.wide.u32 %_gr_d2, %_gr_t1, {SLOT_BYTES}, %_gr_d1;",
         f"mad.wide.u32 %_gr_d1, %_gr_t0, {SLOT_BYTES}, %_gr_d1;",
         f"ld.local.v2.u32 {{%_gr_t2, %_gr_t3}}, [%_gr_d1+{_BAR}];",
-        "ld.shared.u32 %_gr_t2, [%_gr_t2];",  # the barrier's completed phases (sim)
-        "setp.gt.u32 %_gr_q0, %_gr_t2, %_gr_t3;",
+        *mbshadow.landed(entry, sid, "%_gr_t2"),  # past the phases a wait observed
+        "setp.gt.u32 %_gr_q0, %_gr_mbp, %_gr_t3;",
         f"@%_gr_q0 bra {drop};",
         "setp.eq.u32 %_gr_q0, %_gr_t0, %_gr_t1;",
         f"@%_gr_q0 bra {same};",
@@ -259,7 +259,7 @@ def bulk_copy(entry: Any, s: Any, ins: Instr) -> str:
         f"mov.u64 %_gr_bka, {QUEUE};",
         f"min.u32 %_gr_t0, %_gr_bkn, {SLOTS};",
         f"mad.wide.u32 %_gr_bka, %_gr_t0, {SLOT_BYTES}, %_gr_bka;",
-        "ld.shared.u32 %_gr_ow, [%_gr_oo];",  # the phase (sim: the object's bytes)
+        *mbshadow.copy_phase(entry, ev, str(size)),  # the phase into %_gr_ow
         f"mov.u32 %_gr_t5, {ev};",
         f"st.local.v4.u32 [%_gr_bka+{_BAR}], {{%_gr_oo, %_gr_ow, %_gr_bki, %_gr_t5}};",
         "mov.u32 %_gr_t0, 0;",
@@ -367,7 +367,8 @@ def handoff(entry: Any, s: Any, ins: Instr) -> list[str]:
     top, done, full = entry.st.label(), entry.st.label(), entry.st.label()
     return [
         *code,
-        "ld.shared.u32 %_gr_ow, [%_gr_oo];",  # the phase (sim: the object's bytes)
+        *mbshadow.copy_phase(entry, ev, "0"),  # the phase into %_gr_ow
+        *(mbshadow.change(entry, ev, "1") if ins.has("noinc") else []),  # its arrival
         "mov.u32 %_gr_t0, 0;",
         f"{top}:",
         "setp.ge.u32 %_gr_q0, %_gr_t0, %_gr_cpn;",

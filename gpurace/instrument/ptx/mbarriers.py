@@ -7,11 +7,14 @@ arrival (``mbarrier.arrive``, ``arrive_drop``, ``arrive.expect_tx``: release at
 the barrier's shared address. The host (gpurace/analysis/mbarriers.py) then orders
 every arrival of a phase before everything after a wait that observed that phase.
 
-An arrival's event carries its state token: on sim the phase it arrived on, which
-only the executed instruction knows. An arrival whose token is the sink ``_`` is made
-here with the token in a register instead (the copy before the statement, which is
-then jumped over), so the program's own code is unchanged. A wait's event carries its
-parity (or token). ``.relaxed`` operations order nothing and log nothing;
+An arrival's event carries its state token (folded to 32 bits) and the phase it
+arrived on, from the kernel's own shadow of the barrier (mbshadow.py: a GPU's tokens
+are opaque); every operation that changes a barrier, relaxed ones and
+``expect_tx``/``complete_tx`` too, updates the shadow. An arrival is made here with
+the token in a register (the copy before the statement, which is then jumped over),
+so the program's own code is unchanged where it drops the token (``_``). A wait's
+event carries its parity (or folded token) and the shadow's completed phases right
+after it. ``.relaxed`` operations order nothing and log nothing;
 ``expect_tx``/``complete_tx`` are relaxed in PTX. Arrivals on another block's barrier
 (``.shared::cluster``) are listed as not modelled. The thread's ``cp.async`` copies
 in flight at an arrival are logged again after it (asynccopy.relog): an arrival does
@@ -20,6 +23,7 @@ not complete them, so what it releases must not order them.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gpurace.abi import (
@@ -38,7 +42,7 @@ from gpurace.abi import (
 )
 from gpurace.model import Kind
 
-from . import bulkcopy, emit
+from . import bulkcopy, emit, mbshadow
 from .asynccopy import relog
 from .ordering import event_extra
 from .parse import TYPE_BYTES, Instr, reg_type
@@ -88,12 +92,44 @@ def _low32(dst: str, operand: str, fn: Any) -> str:
     return f"mov.b32 {dst}, {operand};"
 
 
+def _remote(entry: Any) -> bool:
+    """Whether `entry`'s function arrives on another block's barrier: those arrivals
+    are not in the target's shadow (mbshadow.py), so no phase of the function's
+    barriers is known (each arrival logs NO_PHASE: it orders nothing)."""
+    if not hasattr(entry, "_gr_remote_mb"):
+        entry._gr_remote_mb = any(
+            st.kind == "stmt" and re.search(r"^\s*(@\S+\s+)?mbarrier\.\S*shared::cluster", st.text)
+            for st in entry.fn.body
+        )
+    return bool(entry._gr_remote_mb)
+
+
+def _counts(ins: Instr, at: int, fn: Any) -> tuple[list[str], str, str]:
+    """Code, the arrivals and the transaction bytes of an arrival or a tx operation
+    (b32 registers %_gr_ow/%_gr_or or immediates)."""
+    ops = ins.operands
+    what = form(ins)
+    arg = ops[at + 1] if len(ops) > at + 1 else None
+    if what in ("expect_tx", "complete_tx"):
+        code = [_low32("%_gr_or", arg or "0", fn)]
+        if what == "complete_tx":
+            code.append("neg.s32 %_gr_or, %_gr_or;")
+        return code, "0", "%_gr_or"
+    if ins.has("expect_tx"):
+        return [_low32("%_gr_or", arg or "0", fn)], "1", "%_gr_or"
+    if arg is None:
+        return [], "1", "0"
+    return [_low32("%_gr_ow", arg, fn)], "%_gr_ow", "0"
+
+
 def mbarrier(entry: Any, s: Any, ins: Instr) -> None:
-    """The ORDER event of ``mbarrier`` statement `s` of `entry` (a rewriter._Entry)."""
+    """The ORDER event of ``mbarrier`` statement `s` of `entry` (a rewriter._Entry), and
+    the shadow's change (mbshadow.py) of every operation that changes a barrier."""
     what = form(ins)
     ops = ins.operands
     at = next((i for i, o in enumerate(ops) if o.startswith("[")), -1)
-    if at < 0 or not (what == "init" or orders(ins)):
+    shadowed = what in ("init", *ARRIVALS, "expect_tx", "complete_tx")
+    if at < 0 or not (shadowed or orders(ins)):
         return
     if ins.has("::cluster"):  # listed once per place (an unrolled loop repeats it)
         file, line, col, _ = entry.loc.where(s)
@@ -111,14 +147,24 @@ def mbarrier(entry: Any, s: Any, ins: Instr) -> None:
     if what == "init":
         count = _low32("%_gr_ow", ops[at + 1], entry.fn)
         event = _event(sid, O_MB_INIT | SCOPE_CTA << 8, "0", "%_gr_ow")
-        entry.before(s, [*guard, *addr, count, *event, f"{skip}:"])
+        shadow = mbshadow.init(entry, sid, "%_gr_ow")
+        entry.before(s, [*guard, *addr, count, *shadow, *event, f"{skip}:"])
+    elif not orders(ins):  # a relaxed arrival, expect_tx, complete_tx: the shadow only
+        code, arrivals, nbytes = _counts(ins, at, entry.fn)
+        change = mbshadow.change(entry, sid, arrivals, nbytes, what == "arrive_drop")
+        entry.before(s, [*guard, *addr, *code, *change, f"{skip}:"])
     elif what in ARRIVALS:
         done = entry.st.label()
         rest = ", ".join(ops[1:])
         keep = [] if ops[0] == "_" else [f"mov.b64 {ops[0]}, %_gr_od;"]
         static = O_MB_ARRIVE | _scope(ins) << 8 | ORDER_RELEASE << 12
-        code = [*guard, *addr, f"{ins.opcode} %_gr_od, {rest};", *keep,
-                "cvt.u32.u64 %_gr_ow, %_gr_od;", *_event(sid, static, "0", "%_gr_ow"),
+        code, arrivals, nbytes = _counts(ins, at, entry.fn)
+        change = mbshadow.change(entry, sid, arrivals, nbytes, what == "arrive_drop")
+        if _remote(entry):
+            change.append(f"mov.u32 %_gr_mbp, {mbshadow.NO_PHASE};")
+        code = [*guard, *addr, *code, *change, f"{ins.opcode} %_gr_od, {rest};", *keep,
+                *mbshadow.fold("%_gr_or", "%_gr_od"),
+                *_event(sid, static, "%_gr_or", "%_gr_mbp"),
                 *(relog(entry) if entry.copies else []), f"bra {done};", f"{skip}:"]  # fmt: skip
         entry.before(s, code)  # the arrival made here, with its token; s jumped over
         entry.after(s, [f"{done}:"])
@@ -126,8 +172,22 @@ def mbarrier(entry: Any, s: Any, ins: Instr) -> None:
         token = not ins.has("parity")
         op = O_MB_WAIT_TOKEN if token else O_MB_WAIT_PARITY
         static = op | _scope(ins) << 8 | ORDER_ACQUIRE << 12
-        entry.before(s, [*guard, *addr, _low32("%_gr_or", ops[at + 1], entry.fn), f"{skip}:"])
+        if token:  # the token, folded as an arrival's (the host pairs them)
+            operand = ops[at + 1]
+            if (
+                operand.startswith("%")
+                and TYPE_BYTES.get(reg_type(entry.fn, operand) or "", 4) == 8
+            ):
+                read = mbshadow.fold("%_gr_or", operand)
+            else:
+                read = [_low32("%_gr_or", operand, entry.fn)]
+        else:
+            read = [_low32("%_gr_or", ops[at + 1], entry.fn)]
+        entry.before(s, [*guard, *addr, *read, f"{skip}:"])
         after = entry.st.label()
         code = [*entry._guard(ins, after), f"@!{ops[0]} bra {after};"]
-        retire = bulkcopy.retire(entry)  # bulk copies whose phase completed (bulkcopy.py)
-        entry.after(s, [*code, *_event(sid, static, "%_gr_or", "0"), *retire, f"{after}:"])
+        seen = mbshadow.completed(entry, sid)  # the shadow's phases after the wait
+        seen += mbshadow.observed(entry, sid, None if token else "%_gr_or")
+        retire = bulkcopy.retire(entry, sid)  # bulk copies whose phase completed (bulkcopy.py)
+        entry.after(s, [*code, *seen, *_event(sid, static, "%_gr_or", "%_gr_mbp"), *retire,
+                        f"{after}:"])  # fmt: skip

@@ -13,7 +13,18 @@ from dataclasses import dataclass, field
 from gpurace import abi
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site, Space, TrackedVar
 
-from . import asynccopy, bounds, bulkcopy, emit, gridsync, mbarriers, ordering, tmem, wgmma
+from . import (
+    asynccopy,
+    bounds,
+    bulkcopy,
+    emit,
+    gridsync,
+    mbarriers,
+    mbshadow,
+    ordering,
+    tmem,
+    wgmma,
+)
 from .asynccopy import ASYNC_STORE, async_copy
 from .atomics import ATOM_OPS, atomic_detail, scope_order
 from .barriers import SYNC_ASYNC, SYNC_FENCE, SYNC_MBARRIER, barrier, is_wait_barrier
@@ -300,7 +311,7 @@ class _Entry:
         regs += bulkcopy.decls_g() if self.bulk_g else []
         regs += tmem.decls() if self.tmem else []
         regs += wgmma.decls() if self.wgmma else []
-        regs += ordering.DECLS if self.order else []
+        regs += ordering.DECLS + mbshadow.DECLS if self.order else []
         return "\n".join(regs + bounds.table_decls(self.vars))
 
     def _prologue(self) -> str:
@@ -344,6 +355,7 @@ class _Entry:
             *(bulkcopy.prologue_g() if self.bulk_g else []),
             *(tmem.prologue() if self.tmem else []),
             *(wgmma.prologue() if self.wgmma else []),
+            *(mbshadow.prologue() if self.order else []),
         ]
         for slot, v in enumerate(self.vars):
             code += [
