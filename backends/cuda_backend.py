@@ -93,6 +93,8 @@ SYNC_NAMES = {
     14: "wgmma swizzled descriptor not aligned",
     15: "bulk copy beyond the in-flight queue",
     16: "shared-to-global bulk copy beyond the in-flight queue",
+    22: "tcgen05.mma/cp beyond the in-flight queue",
+    23: "tcgen05.mma/cp form not modelled",
 }
 
 

@@ -54,6 +54,12 @@ UNMODELLED_SYNC = {
     "past the next barrier is not followed (docs/async.md)",
     16: "shared-to-global cp.async.bulk copies issued while 8 of the thread's were in "
     "flight: their window past the next barrier is not followed (docs/async.md)",
+    22: "tcgen05.mma/cp issued while 8 of the thread's were in flight: their window past "
+    "the next barrier and their commit are not followed (docs/tmem.md)",
+    23: "tcgen05.mma/cp whose instruction descriptor (other than dense, K-major, M = 128, "
+    "an f32 D, N of 16..256 by 16) or shared descriptor (a base offset, an absolute "
+    "leading dimension, 128B swizzle with 32-byte atoms, a swizzled start off its "
+    "pattern) is not modelled: their accesses are not tracked (docs/tmem.md)",
 }
 
 

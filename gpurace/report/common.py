@@ -17,6 +17,7 @@ from gpurace.model import (
     ASYNC_COPY_MB,
     BULK_COPY,
     BULK_GROUP,
+    TCGEN05,
     WGMMA,
     Event,
     Kind,
@@ -391,6 +392,13 @@ def _class_words(v: RaceView, language: str) -> str:
         return (
             "same work-group, no wait on the mbarrier phase that completes the "
             f"cp.async.bulk at {bulk.line}:{bulk.col} between"
+        )
+    tc = next((s.site for s in (v.first, v.second) if s.site.detail == TCGEN05), None)
+    if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and tc is not None:
+        # completed only through the mbarrier phase its tcgen05.commit arrives on
+        return (
+            "same work-group, no wait on the mbarrier phase that the tcgen05.commit after "
+            f"the tcgen05.mma/cp at {tc.line}:{tc.col} arrives on between"
         )
     r = v.race
     own = (r.group_a, r.lid_a) == (r.group_b, r.lid_b)

@@ -38,7 +38,7 @@ from gpurace.abi import (
 )
 from gpurace.model import Kind
 
-from . import bulkcopy, emit
+from . import bulkcopy, emit, tcgen05_mma
 from .asynccopy import relog
 from .ordering import event_extra
 from .parse import TYPE_BYTES, Instr, reg_type
@@ -130,4 +130,5 @@ def mbarrier(entry: Any, s: Any, ins: Instr) -> None:
         after = entry.st.label()
         code = [*entry._guard(ins, after), f"@!{ops[0]} bra {after};"]
         retire = bulkcopy.retire(entry)  # bulk copies whose phase completed (bulkcopy.py)
+        retire += tcgen05_mma.retire(entry)  # and tcgen05.mma/cp (tcgen05_mma.py)
         entry.after(s, [*code, *_event(sid, static, "%_gr_or", "0"), *retire, f"{after}:"])

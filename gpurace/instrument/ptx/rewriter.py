@@ -13,7 +13,18 @@ from dataclasses import dataclass, field
 from gpurace import abi
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site, Space, TrackedVar
 
-from . import asynccopy, bounds, bulkcopy, emit, gridsync, mbarriers, ordering, tmem, wgmma
+from . import (
+    asynccopy,
+    bounds,
+    bulkcopy,
+    emit,
+    gridsync,
+    mbarriers,
+    ordering,
+    tcgen05_mma,
+    tmem,
+    wgmma,
+)
 from .asynccopy import ASYNC_STORE, async_copy
 from .atomics import ATOM_OPS, atomic_detail, scope_order
 from .barriers import SYNC_ASYNC, SYNC_FENCE, SYNC_MBARRIER, barrier, is_wait_barrier
@@ -220,6 +231,8 @@ class _Entry:
         self.grid = gridsync.plan(mod, fn)  # cooperative groups' grid.sync() (gridsync.py)
         self.tmem = tmem.entry_var(vars_)  # its tensor memory (tmem.py)
         self.wgmma = wgmma.has_wgmma(fn)  # its wgmma operand queue (wgmma.py)
+        # its tcgen05.mma/cp queue (tcgen05_mma.py): completed through mbarrier phases
+        self.tc = order and self.tmem is not None and tcgen05_mma.has_ops(fn)
 
     # -- helpers -------------------------------------------------------------
     def before(self, stmt: Stmt, code: list[str]) -> None:
@@ -297,6 +310,7 @@ class _Entry:
         regs += bulkcopy.decls_g() if self.bulk_g else []
         regs += tmem.decls() if self.tmem else []
         regs += wgmma.decls() if self.wgmma else []
+        regs += tcgen05_mma.decls() if self.tc else []
         regs += ordering.DECLS if self.order else []
         return "\n".join(regs + bounds.table_decls(self.vars))
 
@@ -341,6 +355,7 @@ class _Entry:
             *(bulkcopy.prologue_g() if self.bulk_g else []),
             *(tmem.prologue() if self.tmem else []),
             *(wgmma.prologue() if self.wgmma else []),
+            *(tcgen05_mma.prologue() if self.tc else []),
         ]
         for slot, v in enumerate(self.vars):
             code += [
