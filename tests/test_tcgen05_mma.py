@@ -64,11 +64,16 @@ def _where(report, race) -> tuple[str, str]:
     return f"{a.line}:{a.col}", f"{b.line}:{b.col}"
 
 
-def test_sim_multiplies_the_tiles_bit_for_bit() -> None:
+@pytest.fixture(scope="module")
+def clean_runs():
+    """The clean kernel on sim, plain and instrumented (shared: each run costs seconds)."""
+    return _run(CLEAN, False), _run(CLEAN, True)
+
+
+def test_sim_multiplies_the_tiles_bit_for_bit(clean_runs) -> None:
     """D = A B in f32, NumPy's product (every partial sum of these integers is exact),
     in the plain run and the instrumented one alike."""
-    plain, _, _ = _run(CLEAN, False)
-    outputs, _, _ = _run(CLEAN, True)
+    (plain, _, _), (outputs, _, _) = clean_runs
     assert plain == outputs
     got = np.frombuffer(plain[2], np.float32).reshape(128, 16)
     assert (got == (A @ B.T).astype(np.float32)).all()
@@ -101,12 +106,35 @@ def test_sim_rounds_once_from_exact_products() -> None:
     assert got.tobytes() == want.astype(np.float32).tobytes()
 
 
-def test_the_mma_is_logged_once_then_retired() -> None:
+def test_sim_kind_tf32_reads_the_top_19_bits() -> None:
+    """kind::tf32 (idesc A, B type 2): each 32-byte row is 8 f32 words of which the MMA
+    reads the top 19 bits; the products are exact, summed in k order, rounded once."""
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((128, 8)).astype(np.float32)
+    b = rng.standard_normal((16, 8)).astype(np.float32)
+    text = _text(
+        ("kind::f16 [%0]", "kind::tf32 [%0]"), ("1u << 4 |", "1u << 4 | 2u << 7 | 2u << 10 |")
+    )
+    outputs, _, _ = _run(
+        text, False, a.view(np.float16).reshape(-1), b.view(np.float16).reshape(-1)
+    )
+    got = np.frombuffer(outputs[2], np.float32).reshape(128, 16)
+
+    def tf32(x: np.ndarray) -> np.ndarray:
+        return (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+
+    want = np.zeros((128, 16))
+    for k in range(8):
+        want = want + tf32(a)[:, k, None] * tf32(b)[None, :, k]
+    assert got.tobytes() == want.astype(np.float32).tobytes()
+
+
+def test_the_mma_is_logged_once_then_retired(clean_runs) -> None:
     """Thread 0 logs the MMA's reads (A's 128 rows and B's 16, two 16-byte chunks each)
     and its TMEM writes (128 rows x 4 records of 4 columns) at the issue, between its
     two events; the commit logs only the events again (with the phase: the arrival),
     and thread 0's own wait retires it, so the barrier after logs nothing of it."""
-    _, records, inst = _run(CLEAN, True)
+    _, records, inst = clean_runs[1]
     sites = {s.id: s for s in inst.sites if s.detail == TCGEN05}
     mine = records[np.isin(records[:, abi.W_SITE], list(sites))]
     assert set(mine[:, abi.W_LID].tolist()) == {0}
@@ -128,12 +156,6 @@ def test_the_mma_is_logged_once_then_retired() -> None:
     assert set(((mine[:, abi.W_FLAGS] >> 8) & 0xFF).tolist()) == {16}
 
 
-def test_the_clean_kernel_is_clean_and_says_what_was_modelled(tmp_path: Path) -> None:
-    report = _check(tmp_path)
-    assert report.races == [] and report.scope.complete
-    assert "  tcgen05.mma (cta_group::1, kind::f16/tf32, M 128" in format_text(report)
-
-
 def test_loads_of_d_before_the_wait_race_by_rows(tmp_path: Path) -> None:
     """tmem_mma_early_read_race: each of the four loads of D before the wait races with
     the MMA's writes: warp 0's lanes but thread 0 (the issuer, not compared with its
@@ -148,18 +170,8 @@ def test_loads_of_d_before_the_wait_race_by_rows(tmp_path: Path) -> None:
     text = format_text(report)
     assert ("no wait on the mbarrier phase that the tcgen05.commit after the tcgen05.mma/cp "
             "at 45:5 arrives on between") in text  # fmt: skip
+    assert "  tcgen05.mma (cta_group::1, kind::f16/tf32, M 128" in text  # the scope statement
     assert report.scope.complete
-
-
-def test_overwriting_a_before_the_wait_races(tmp_path: Path) -> None:
-    """tmem_mma_operand_reuse_race: the stores to A's second 256 bytes before the wait
-    race with the MMA's reads (thread 0's own store is not compared)."""
-    kernel = CORPUS / "tmem_mma_operand_reuse_race.cu"
-    report = api.check_file(str(kernel), str(CORPUS / "tmem_mma_operand_reuse_race.toml"))
-    [race] = report.races
-    assert _where(report, race) == ("45:5", "50:3")
-    assert (race.address, race.instances, race.pairs) == (258, 64, 127)
-    assert "no wait on the mbarrier phase that the tcgen05.commit" in format_text(report)
 
 
 def test_a_commit_before_the_mma_does_not_complete_it(tmp_path: Path) -> None:

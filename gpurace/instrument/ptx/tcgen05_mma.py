@@ -269,25 +269,7 @@ def _log(entry: Any) -> list[str]:
     ]
     rare: list[str] = []
     for desc, rows in ((_A, _ROWS), (_B, _NB)):
-        top, done = entry.st.label(), entry.st.label()
-        code += [
-            f"ld.local.u64 %_gr_tcd1, [%_gr_tcd0+{desc}];",
-            f"ld.local.u32 %_gr_tc8, [%_gr_tcd0+{rows}];",
-            *wgmma.desc_fields("%_gr_tcd1"),
-            "mov.u32 %_gr_tc7, 0;",
-            f"{top}:",
-            "setp.ge.u32 %_gr_tcp, %_gr_tc7, %_gr_tc8;",
-            f"@%_gr_tcp bra {done};",
-        ]
-        for kc in (0, 1):
-            oob, cont = entry.st.label(), entry.st.label()
-            flags = int(Kind.LOAD) | 4 | 16 << 8
-            inline, rare_kc = bounds.lookup(entry.vars, Space.LOCAL, "%_gr_tc5", flags, 16, "0",
-                                            0, oob)  # fmt: skip
-            code += ["mov.u32 %_gr_t23, %_gr_tc7;", *wgmma.chunk_address(kc),
-                     "mov.b64 %_gr_d0, %_gr_d2;", *inline, f"{cont}:"]  # fmt: skip
-            rare += [*rare_kc, f"bra {cont};"] if rare_kc else []
-        code += ["add.u32 %_gr_tc7, %_gr_tc7, 1;", f"bra {top};", f"{done}:"]
+        code += _operand(entry, desc, rows, rare)
     top, cols, next_row, done = (entry.st.label() for _ in range(4))
     flags = int(Kind.STORE) | 4 | 16 << 8 | v << 16
     code += [
@@ -322,6 +304,73 @@ def _log(entry: Any) -> list[str]:
         after = entry.st.label()
         code += [f"bra {after};", *rare, f"{after}:"]
     return code
+
+
+def _operand(entry: Any, desc: int, rows: int, rare: list[str]) -> list[str]:
+    """Code logging the loads of an operand's rows (its descriptor at byte `desc` of the
+    slot at %_gr_tcd0, its row count at `rows`), two 16-byte chunks each. The variable
+    holding its first chunk is found once; a chunk inside it is logged directly, any
+    other through bounds.lookup (attribution, out of bounds) on the rare path (`rare`)."""
+    top, done = entry.st.label(), entry.st.label()
+    code = [
+        f"ld.local.u64 %_gr_tcd1, [%_gr_tcd0+{desc}];",
+        f"ld.local.u32 %_gr_tc8, [%_gr_tcd0+{rows}];",
+        *wgmma.desc_fields("%_gr_tcd1"),
+        "mov.u32 %_gr_t23, 0;",
+        *wgmma.chunk_address(0),
+        "mov.u32 %_gr_tc1, 255;",  # the variable (none yet), its local word, base, end
+        "mov.u32 %_gr_tc2, 0;",
+        "mov.u64 %_gr_tcd2, 0;",
+        "mov.u64 %_gr_tcd3, 0;",
+    ]
+    for v in entry.vars:
+        if v.space != Space.LOCAL or v.tmem:
+            continue
+        code += [
+            f"setp.ge.u64 %_gr_q0, %_gr_d2, %_gr_b{v.id};",
+            f"setp.lt.and.u64 %_gr_q0, %_gr_d2, %_gr_e{v.id}, %_gr_q0;",
+            f"@%_gr_q0 mov.u32 %_gr_tc1, {v.id};",
+            f"@%_gr_q0 mov.u32 %_gr_tc2, %_gr_lw{v.id};",
+            f"@%_gr_q0 mov.b64 %_gr_tcd2, %_gr_b{v.id};",
+            f"@%_gr_q0 mov.b64 %_gr_tcd3, %_gr_e{v.id};",
+        ]
+    flags = int(Kind.LOAD) | 4 | 16 << 8
+    code += [
+        "shl.b32 %_gr_tc3, %_gr_tc1, 16;",
+        f"or.b32 %_gr_tc3, %_gr_tc3, {flags};",
+        "mov.u32 %_gr_tc7, 0;",
+        f"{top}:",
+        "setp.ge.u32 %_gr_tcp, %_gr_tc7, %_gr_tc8;",
+        f"@%_gr_tcp bra {done};",
+    ]
+    for kc in (0, 1):
+        oob, slow, cont = entry.st.label(), entry.st.label(), entry.st.label()
+        inline, rare_kc = bounds.lookup(entry.vars, Space.LOCAL, "%_gr_tc5", flags, 16, "0", 0,
+                                        oob)  # fmt: skip
+        code += [
+            "mov.u32 %_gr_t23, %_gr_tc7;",
+            *wgmma.chunk_address(kc),
+            "mov.b64 %_gr_d0, %_gr_d2;",
+            "setp.lt.u64 %_gr_q0, %_gr_d0, %_gr_tcd2;",
+            "add.s64 %_gr_d3, %_gr_d0, 16;",
+            "setp.gt.or.u64 %_gr_q0, %_gr_d3, %_gr_tcd3, %_gr_q0;",
+            f"@%_gr_q0 bra {slow};",
+            "sub.s64 %_gr_d1, %_gr_d0, %_gr_tcd2;",
+            "cvt.u32.u64 %_gr_t3, %_gr_d1;",
+            "or.b32 %_gr_t4, %_gr_tc3, %_gr_nmd;",
+            emit.call_rec(
+                "%_gr_tc5", "%_gr_t4", "%_gr_t3", "%_gr_epl", "0", "%_gr_wep", "%_gr_tc2"
+            ),  # fmt: skip
+            f"{cont}:",
+        ]
+        rare += [
+            f"{slow}:",
+            *inline,
+            f"bra {cont};",
+            *rare_kc,
+            *([f"bra {cont};"] if rare_kc else []),
+        ]
+    return code + ["add.u32 %_gr_tc7, %_gr_tc7, 1;", f"bra {top};", f"{done}:"]
 
 
 def relog(entry: Any) -> list[str]:
