@@ -28,7 +28,7 @@ import numpy as np
 
 from gpurace.abi import TMEM_COLUMNS as COLUMNS
 from gpurace.instrument.ptx.parse import Instr
-from gpurace.instrument.ptx.tcgen05_mma import CP_COLUMNS, M, _listed, convert, form_word
+from gpurace.instrument.ptx.tcgen05_mma import CP_COLUMNS, M, convert, form_word, listed
 from gpurace.instrument.ptx.wgmma import element_address
 from gpurace.sim.mbarrier import Op, Protocol, _key_reader, who_of
 from gpurace.sim.mma import _unpack
@@ -41,7 +41,7 @@ ROW_BYTES = 32  # an operand row: K = 16 f16/bf16 or 8 tf32
 def compile_async(ins: Instr, dec: Decoder) -> Any:
     """The run of a ``tcgen05.mma`` or ``tcgen05.cp``, or SimUnsupported naming what
     is not executed."""
-    why = _listed(None, None, ins)
+    why = listed(ins)
     if why:
         raise SimUnsupported(f"{ins.opcode}: {why} (docs/tmem.md)")
     ops = ins.operands

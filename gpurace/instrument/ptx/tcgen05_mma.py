@@ -122,7 +122,7 @@ def phase(bar: str, dst: str) -> list[str]:
     return [f"ld.shared.u32 {dst}, [{bar}];"]
 
 
-def _listed(entry: Any, s: Any, ins: Instr) -> str:
+def listed(ins: Instr) -> str:
     """Why the form `ins` shows is not modelled ("": it is)."""
     if ins.parts[1] == "cp":
         if set(ins.parts) != {"tcgen05", "cp", "cta_group", "::1", "128x256b"}:
@@ -152,7 +152,7 @@ def instr(entry: Any, s: Any, ins: Instr) -> None:
     if what == "commit":
         _commit(entry, s, ins)
         return
-    why = _listed(entry, s, ins)
+    why = listed(ins)
     if not why and not entry.order:
         why = "no mbarrier wait in the module (ORDER events are not logged)"
     if not why and (entry.tmem is None or not entry.tc):
