@@ -6,8 +6,10 @@ edits of it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pytest
 
@@ -16,11 +18,12 @@ from gpurace.instrument.ptx import instrument
 from gpurace.instrument.ptx.tcgen05_mma import convert, form_word
 from gpurace.launch.cuda import load_cuda_launch
 from gpurace.model import TCGEN05, TMEM_ELEM, Kind
-from gpurace.report import format_text
+from gpurace.report import format_text, to_json
 from gpurace.report.tmem import WarpPair, warp_pairs
 from tests.test_ptx_rewriter import _emulate_launch
 
 CORPUS = Path(__file__).parent / "corpus" / "cuda"
+SCHEMA = json.loads((Path(__file__).parent.parent / "docs/gpurace-report.schema.json").read_text())
 CLEAN = (CORPUS / "tmem_mma_clean.cu").read_text()
 LAUNCH = CORPUS / "tmem_mma_clean.toml"
 MMA = '"tcgen05.mma.cta_group::1.kind::f16 [%0], %1, %2, %3, p;\\n"'
@@ -172,6 +175,11 @@ def test_loads_of_d_before_the_wait_race_by_rows(tmp_path: Path) -> None:
             "at 45:5 arrives on between") in text  # fmt: skip
     assert "  tcgen05.mma (cta_group::1, kind::f16/tf32, M 128" in text  # the scope statement
     assert report.scope.complete
+    doc = to_json(report)
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+    assert doc["races"][0]["tmem"][1] == {
+        "block": 0, "warp_a": 0, "warp_b": 1, "rows": [32, 63], "columns": [0, 3]
+    }  # fmt: skip
 
 
 def test_a_commit_before_the_mma_does_not_complete_it(tmp_path: Path) -> None:
