@@ -97,6 +97,8 @@ SYNC_NAMES = {
     17: "atomic with its thread's cp.async copies in flight",
     18: "atomic with its thread's shared-to-global bulk copies in flight",
     20: "mbarrier without a shadow slot",
+    22: "tcgen05.mma/cp beyond the in-flight queue",
+    23: "tcgen05.mma/cp form not modelled",
 }
 
 

@@ -101,6 +101,9 @@ BULK_COPY = "cp.async.bulk"
 BULK_GROUP = "cp.async.bulk.bulk_group"
 # a cp.async's in a function that may hand its completion to an mbarrier
 ASYNC_COPY_MB = "cp.async, mbarrier"
+# a tcgen05.mma's or tcgen05.cp's reads and writes: in flight until the mbarrier phase
+# that its tcgen05.commit arrives on (docs/tmem.md)
+TCGEN05 = "tcgen05.mma/cp"
 TMEM_ELEM = "tmem"  # TrackedVar.elem_type of a tensor-memory variable (docs/tmem.md)
 
 

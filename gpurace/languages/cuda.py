@@ -63,6 +63,12 @@ UNMODELLED_SYNC = {
     20: "mbarrier operations on a barrier with no shadow slot (a block beyond the first "
     "1024, or more than 16 barriers in a block): their phases are not known and they "
     "order nothing (docs/protocols.md)",
+    22: "tcgen05.mma/cp issued while 8 of the thread's were in flight: their window past "
+    "the next barrier and their commit are not followed (docs/tmem.md)",
+    23: "tcgen05.mma/cp whose instruction descriptor (other than dense, K-major, M = 128, "
+    "an f32 D, N of 16..256 by 16) or shared descriptor (a base offset, an absolute "
+    "leading dimension, 128B swizzle with 32-byte atoms, a swizzled start off its "
+    "pattern) is not modelled: their accesses are not tracked (docs/tmem.md)",
 }
 
 

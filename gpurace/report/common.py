@@ -17,6 +17,7 @@ from gpurace.model import (
     ASYNC_COPY_MB,
     BULK_COPY,
     BULK_GROUP,
+    TCGEN05,
     WGMMA,
     Event,
     Kind,
@@ -398,6 +399,13 @@ def _class_words(v: RaceView, language: str) -> str:
         return (
             f"{who}, no wait on the mbarrier phase that completes the "
             f"cp.async.bulk at {bulk.line}:{bulk.col} between"
+        )
+    tc = next((s.site for s in (v.first, v.second) if s.site.detail == TCGEN05), None)
+    if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and tc is not None:
+        # completed only through the mbarrier phase its tcgen05.commit arrives on
+        return (
+            f"{who}, no wait on the mbarrier phase that the tcgen05.commit after "
+            f"the tcgen05.mma/cp at {tc.line}:{tc.col} arrives on between"
         )
     if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and copy is not None and own:
         # a thread against its own copy: only its wait completes it (docs/async.md rule 5)

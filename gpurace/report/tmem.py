@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from gpurace.abi import TMEM_ROW_BYTES as ROW_BYTES
 from gpurace.abi import WARP_SIZE
-from gpurace.model import TMEM_ELEM, Race, Report, TrackedVar
+from gpurace.model import TCGEN05, TMEM_ELEM, Race, Report, TrackedVar
 
 
 def is_tmem(var: TrackedVar | None) -> bool:
@@ -112,4 +112,16 @@ def scope_lines(report: Report) -> list[str]:
         f"  tensor memory: {', '.join(names)}: tcgen05.ld/st .32x32b as accesses of 128 rows x "
         "512 columns per block, in flight until the thread's tcgen05.wait and "
         "tcgen05.fence::before_thread_sync (docs/tmem.md)"
+    ] + _async_lines(report)
+
+
+def _async_lines(report: Report) -> list[str]:
+    """The scope line of tcgen05.mma/cp, where the kernel has one that is modelled."""
+    if not any(s.detail == TCGEN05 for s in report.sites):
+        return []
+    return [
+        "  tcgen05.mma (cta_group::1, kind::f16/tf32, M 128, A and B in shared memory, no "
+        "swizzle or 128/64/32B) and tcgen05.cp.128x256b: their shared-memory reads and TMEM "
+        "writes in flight from the issue until the mbarrier phase their tcgen05.commit "
+        "arrives on completes, as a thread of its own (docs/tmem.md)"
     ]

@@ -42,6 +42,7 @@ from gpurace.sim.memops import compile_mem
 from gpurace.sim.memory import SHARED_BASE, Memory
 from gpurace.sim.mma import compile_mma
 from gpurace.sim.operands import Decoder, guard_reader
+from gpurace.sim.tcgen05_mma import compile_commit
 from gpurace.sim.tmem import compile_tcgen05
 from gpurace.sim.values import U64, SimError, SimUnsupported, immediate
 from gpurace.sim.warp import compile_warp
@@ -338,6 +339,8 @@ class Program:
                 c.kind, c.proto = "proto", compile_protocol(ins, dec, loc or ("PTX", s.line, 0))
             elif op in ("bar", "barrier") and not ins.has("warp"):
                 c.kind, c.bar = "bar", self._bar(ins, dec)
+            elif op == "tcgen05" and ins.parts[1:2] == ["commit"]:  # an mbarrier arrival
+                c.kind, c.proto = "proto", compile_commit(ins, dec, loc or ("PTX", s.line, 0))
             elif op == "tcgen05":  # tensor memory (gpurace/sim/tmem.py)
                 c.run = compile_tcgen05(ins, dec)
             elif op == "wgmma":  # warpgroup matrix multiply (gpurace/sim/wgmma.py)

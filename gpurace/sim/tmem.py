@@ -62,6 +62,10 @@ def compile_tcgen05(ins: Instr, dec: Decoder) -> Any:
         return _dealloc(ins, dec)
     if what in ("ld", "st"):
         return _ld_st(ins, dec, what == "st")
+    if what in ("mma", "cp"):  # gpurace/sim/tcgen05_mma.py
+        from gpurace.sim.tcgen05_mma import compile_async
+
+        return compile_async(ins, dec)
     raise SimUnsupported(f"tcgen05.{what} is not executed by sim (docs/tmem.md)")
 
 

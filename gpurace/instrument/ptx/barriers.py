@@ -11,7 +11,7 @@ from typing import Any
 from gpurace import abi
 from gpurace.model import Event, Kind
 
-from . import bulkcopy, emit, gridsync, named, tmem, wgmma
+from . import bulkcopy, emit, gridsync, named, tcgen05_mma, tmem, wgmma
 from .asynccopy import relog
 from .parse import Instr
 
@@ -78,7 +78,7 @@ def barrier(entry: Any, s: Any, ins: Instr) -> None:
         after += [f"setp.eq.u32 %_gr_q2, {count}, %_gr_nthr;", f"@%_gr_q2 bra {block};"]
         after += [*named.after(entry, sid, ident, count)]
         after += [*(relog(entry) if entry.copies else []), *bulkcopy.relog(entry)]
-        after += [*wgmma.relog(entry), f"bra {skip2};", f"{block}:"]
+        after += [*wgmma.relog(entry), *tcgen05_mma.relog(entry), f"bra {skip2};", f"{block}:"]
     after += [
         "add.u32 %_gr_epl, %_gr_epl, 1;",
         *gridsync.epoch_step(entry.grid),
@@ -88,6 +88,7 @@ def barrier(entry: Any, s: Any, ins: Instr) -> None:
         *bulkcopy.relog(entry),
         *tmem.after_barrier(entry),  # TMEM accesses in flight too (tmem.py)
         *wgmma.relog(entry),  # wgmma operand reads in flight too (wgmma.py)
+        *tcgen05_mma.relog(entry),  # tcgen05.mma/cp in flight too (tcgen05_mma.py)
         f"{skip2}:",
     ]
     entry.after(s, after)
@@ -117,10 +118,12 @@ def warp_sync(entry: Any, s: Any, ins: Instr) -> None:
     if known != FULL_MASK:
         code += [f"{partial}:", emit.call_srec(sid, SYNC_WARP_PARTIAL)]
     code.append(f"{skip}:")
-    if entry.copies or entry.wgmma or entry.bulk or entry.bulk_g:  # in flight, in the new
+    if (
+        entry.copies or entry.wgmma or entry.bulk or entry.bulk_g or entry.tc
+    ):  # in flight, in the new
         same = entry.st.label()  # warp epoch too (once the lanes are past the activemask test)
         again = [*(relog(entry) if entry.copies else []), *bulkcopy.relog(entry)]
-        again += wgmma.relog(entry)
+        again += wgmma.relog(entry) + tcgen05_mma.relog(entry)
         code = ["mov.u32 %_gr_t23, %_gr_wep;", *code, "setp.eq.u32 %_gr_q2, %_gr_wep, %_gr_t23;",
                 f"@%_gr_q2 bra {same};", *again, f"{same}:"]  # fmt: skip
     # after it: a record of the next statement must see the advanced epoch

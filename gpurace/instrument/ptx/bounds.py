@@ -72,7 +72,7 @@ def checked_vars(variables: list[Any], initcheck: frozenset[int] | None) -> froz
 def lookup(
     vars_: list[Any],
     space: Space,
-    sid: int,
+    sid: int | str,
     flags: int,
     size: int,
     value: str,

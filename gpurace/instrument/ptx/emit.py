@@ -129,7 +129,7 @@ def call_init(site: int | str, flags: str, off: str, extra: int) -> str:
     return _call("_gr_init", args)
 
 
-def call_oob(site: int, flags: str, ntab: int) -> str:
+def call_oob(site: int | str, flags: str, ntab: int) -> str:
     """A call of ``_gr_oob`` for the address in %_gr_d0, with the entry's variable
     table (`ntab` slots) and the access's flags (kind, space, size; no variable: an
     immediate or a register)."""

@@ -42,7 +42,7 @@ from gpurace.abi import (
 )
 from gpurace.model import Kind
 
-from . import bulkcopy, emit, mbshadow
+from . import bulkcopy, emit, mbshadow, tcgen05_mma
 from .asynccopy import relog
 from .ordering import event_extra
 from .parse import TYPE_BYTES, Instr, reg_type
@@ -189,5 +189,6 @@ def mbarrier(entry: Any, s: Any, ins: Instr) -> None:
         seen = mbshadow.completed(entry, sid)  # the shadow's phases after the wait
         seen += mbshadow.observed(entry, sid, None if token else "%_gr_or")
         retire = bulkcopy.retire(entry, sid)  # bulk copies whose phase completed (bulkcopy.py)
+        retire += tcgen05_mma.retire(entry, sid)  # and tcgen05.mma/cp (tcgen05_mma.py)
         entry.after(s, [*code, *seen, *_event(sid, static, "%_gr_or", "%_gr_mbp"), *retire,
                         f"{after}:"])  # fmt: skip

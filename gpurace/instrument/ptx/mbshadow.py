@@ -241,7 +241,19 @@ def copy_phase(entry: Any, sid: int, nbytes: str) -> list[str]:
     slot."""
     neg = "%_gr_mbx"
     return [f"mov.b32 {neg}, {nbytes};", f"neg.s32 {neg}, {neg};",
-            *change(entry, sid, "0", neg), f"and.b32 %_gr_ow, %_gr_mbp, {~abi.MB_OVER & NO_PHASE};",
+            *_phase_in_ow(change(entry, sid, "0", neg))]  # fmt: skip
+
+
+def arrival_phase(entry: Any, sid: int) -> list[str]:
+    """One arrival on the barrier at %_gr_oo made for the thread by an asynchronous
+    unit (``tcgen05.commit``'s, counted at its issue as a copy's bytes are), %_gr_ow
+    the phase it arrives on, NO_PHASE without a slot."""
+    return _phase_in_ow(change(entry, sid, "1"))
+
+
+def _phase_in_ow(code: list[str]) -> list[str]:
+    """`code` (a `change`) then %_gr_ow: the phase it left in %_gr_mbp, MB_OVER cleared."""
+    return [*code, f"and.b32 %_gr_ow, %_gr_mbp, {~abi.MB_OVER & NO_PHASE};",
             f"setp.eq.u32 %_gr_mbq, %_gr_mbp, {NO_PHASE};",
             f"@%_gr_mbq mov.u32 %_gr_ow, {NO_PHASE};"]  # fmt: skip
 

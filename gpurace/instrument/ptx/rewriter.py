@@ -22,6 +22,7 @@ from . import (
     mbarriers,
     mbshadow,
     ordering,
+    tcgen05_mma,
     tmem,
     wgmma,
 )
@@ -234,6 +235,8 @@ class _Entry:
         self.grid = gridsync.plan(mod, fn)  # cooperative groups' grid.sync() (gridsync.py)
         self.tmem = tmem.entry_var(vars_)  # its tensor memory (tmem.py)
         self.wgmma = wgmma.has_wgmma(fn)  # its wgmma operand queue (wgmma.py)
+        # its tcgen05.mma/cp queue (tcgen05_mma.py): completed through mbarrier phases
+        self.tc = order and self.tmem is not None and tcgen05_mma.has_ops(fn)
 
     # -- helpers -------------------------------------------------------------
     def before(self, stmt: Stmt, code: list[str]) -> None:
@@ -311,6 +314,7 @@ class _Entry:
         regs += bulkcopy.decls_g() if self.bulk_g else []
         regs += tmem.decls() if self.tmem else []
         regs += wgmma.decls() if self.wgmma else []
+        regs += tcgen05_mma.decls() if self.tc else []
         regs += ordering.DECLS + mbshadow.DECLS if self.order else []
         return "\n".join(regs + bounds.table_decls(self.vars))
 
@@ -356,6 +360,7 @@ class _Entry:
             *(tmem.prologue() if self.tmem else []),
             *(wgmma.prologue() if self.wgmma else []),
             *(mbshadow.prologue() if self.order else []),
+            *(tcgen05_mma.prologue() if self.tc else []),
         ]
         for slot, v in enumerate(self.vars):
             code += [

@@ -29,7 +29,7 @@ from gpurace.abi import TMEM_ROW_BYTES as ROW_BYTES
 from gpurace.abi import TMEM_ROWS
 from gpurace.model import TMEM_ELEM, Kind, Space, TrackedVar
 
-from . import emit
+from . import emit, tcgen05_mma
 from .asynccopy import named_now
 from .parse import Function, Instr, parse_instr
 from .variables import Var
@@ -61,7 +61,7 @@ def has_tmem(fn: Function) -> bool:
     for s in fn.body:
         if s.kind == "stmt" and "tcgen05." in s.text and not s.text.startswith("."):
             ins = parse_instr(s.text)
-            if ins.op == "tcgen05" and ins.parts[1:2] in (["ld"], ["st"]):
+            if ins.op == "tcgen05" and ins.parts[1:2] in (["ld"], ["st"], ["mma"], ["cp"]):
                 return True
     return False
 
@@ -132,6 +132,8 @@ def instr(entry: Any, s: Any, ins: Any) -> None:
         _ld_st(entry, s, ins, what == "st")
     elif what == "alloc":
         _alloc(entry, s, ins)
+    elif what in ("mma", "cp", "commit"):  # completed through an mbarrier (tcgen05_mma.py)
+        tcgen05_mma.instr(entry, s, ins)
     elif what in ("dealloc", "relinquish_alloc_permit"):
         return  # bookkeeping of the allocator: no memory access of the kernel's
     elif what in ("wait", "fence"):

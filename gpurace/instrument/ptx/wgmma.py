@@ -242,39 +242,56 @@ def _chunk(desc: str, j: int, kc: int, rows: int, past: str) -> list[str]:
     ]
     if rows < 64 * (j + 1):
         code += [f"setp.ge.u32 %_gr_q1, %_gr_t23, {rows};", f"@%_gr_q1 bra {past};"]
-    code += [
+    return code + row_chunk(desc, kc)
+
+
+def row_chunk(desc: str, kc: int) -> list[str]:
+    """Code that leaves in %_gr_d2 the shared address of chunk `kc` (0, 1: 16 bytes
+    along K) of row %_gr_t23 of the K-major operand whose descriptor (this module's
+    layout) is the b64 register `desc` (`element_address`'s rule; tcgen05_mma.py
+    converts its descriptors to this layout and decodes once per operand)."""
+    return desc_fields(desc) + chunk_address(kc)
+
+
+def desc_fields(desc: str) -> list[str]:
+    """Code that decodes the b64 descriptor `desc` for `chunk_address`: %_gr_t18 its
+    low word, %_gr_t20 the swizzle mode, %_gr_t16 SBO, %_gr_t15 a row's bytes in its
+    group of 8, %_gr_t14 the second chunk's step, %_gr_t13 the swizzle's row mask."""
+    return [
         f"cvt.u32.u64 %_gr_t18, {desc};",
-        "and.b32 %_gr_t19, %_gr_t18, 16383;",  # start >> 4
-        "shl.b32 %_gr_t19, %_gr_t19, 4;",
         f"shr.u64 %_gr_d1, {desc}, 32;",
         "cvt.u32.u64 %_gr_t21, %_gr_d1;",
         "shr.u32 %_gr_t20, %_gr_t21, 30;",  # the swizzle mode
         "setp.eq.u32 %_gr_q1, %_gr_t20, 0;",
-        "and.b32 %_gr_t21, %_gr_t21, 16383;",  # SBO >> 4
-        "shl.b32 %_gr_t21, %_gr_t21, 4;",
-        "shr.u32 %_gr_t17, %_gr_t23, 3;",
-        "mad.lo.u32 %_gr_t19, %_gr_t17, %_gr_t21, %_gr_t19;",
-        "mov.u32 %_gr_t21, 256;",  # a row: 16 bytes, or the pattern's 128, 64, 32
-        "shr.b32 %_gr_t21, %_gr_t21, %_gr_t20;",
-        "selp.u32 %_gr_t21, 16, %_gr_t21, %_gr_q1;",
-        "and.b32 %_gr_t17, %_gr_t23, 7;",
-        "mad.lo.u32 %_gr_t19, %_gr_t17, %_gr_t21, %_gr_t19;",
+        "and.b32 %_gr_t16, %_gr_t21, 16383;",  # SBO >> 4
+        "shl.b32 %_gr_t16, %_gr_t16, 4;",
+        "mov.u32 %_gr_t15, 256;",  # a row: 16 bytes, or the pattern's 128, 64, 32
+        "shr.b32 %_gr_t15, %_gr_t15, %_gr_t20;",
+        "selp.u32 %_gr_t15, 16, %_gr_t15, %_gr_q1;",
+        "shr.u32 %_gr_t14, %_gr_t18, 16;",  # the second 16 bytes along K: LBO on, or the
+        "and.b32 %_gr_t14, %_gr_t14, 16383;",  # next 16 bytes of the row
+        "shl.b32 %_gr_t14, %_gr_t14, 4;",
+        "selp.u32 %_gr_t14, %_gr_t14, 16, %_gr_q1;",
+        "mov.u32 %_gr_t13, 16;",  # the swizzle: 16-byte chunk ^= (address >> 7) & rows - 1
+        "shr.b32 %_gr_t13, %_gr_t13, %_gr_t20;",
+        "sub.u32 %_gr_t13, %_gr_t13, 1;",
+        "selp.u32 %_gr_t13, 0, %_gr_t13, %_gr_q1;",
     ]
-    if kc:  # the second 16 bytes along K: LBO on, or the next 16 bytes of the row
-        code += [
-            "shr.u32 %_gr_t17, %_gr_t18, 16;",
-            "and.b32 %_gr_t17, %_gr_t17, 16383;",  # LBO >> 4
-            "shl.b32 %_gr_t17, %_gr_t17, 4;",
-            "selp.u32 %_gr_t17, %_gr_t17, 16, %_gr_q1;",
-            "add.u32 %_gr_t19, %_gr_t19, %_gr_t17;",
-        ]
-    return code + [
-        "mov.u32 %_gr_t21, 16;",  # the swizzle: 16-byte chunk ^= (address >> 7) & rows - 1
-        "shr.b32 %_gr_t21, %_gr_t21, %_gr_t20;",
-        "sub.u32 %_gr_t21, %_gr_t21, 1;",
-        "selp.u32 %_gr_t21, 0, %_gr_t21, %_gr_q1;",
+
+
+def chunk_address(kc: int) -> list[str]:
+    """Code (after `desc_fields`) that leaves in %_gr_d2 the address of chunk `kc` of
+    row %_gr_t23."""
+    return [
+        "and.b32 %_gr_t19, %_gr_t18, 16383;",  # start >> 4
+        "shl.b32 %_gr_t19, %_gr_t19, 4;",
+        "shr.u32 %_gr_t17, %_gr_t23, 3;",
+        "mad.lo.u32 %_gr_t19, %_gr_t17, %_gr_t16, %_gr_t19;",
+        "and.b32 %_gr_t17, %_gr_t23, 7;",
+        "mad.lo.u32 %_gr_t19, %_gr_t17, %_gr_t15, %_gr_t19;",
+        *(["add.u32 %_gr_t19, %_gr_t19, %_gr_t14;"] if kc else []),
         "shr.u32 %_gr_t17, %_gr_t19, 7;",
-        "and.b32 %_gr_t17, %_gr_t17, %_gr_t21;",
+        "and.b32 %_gr_t17, %_gr_t17, %_gr_t13;",
         "shl.b32 %_gr_t17, %_gr_t17, 4;",
         "xor.b32 %_gr_t19, %_gr_t19, %_gr_t17;",
         "cvt.u64.u32 %_gr_d2, %_gr_t19;",
