@@ -71,6 +71,7 @@ class _Module:
         self.tracked: list[TrackedInfo] = []
         self.bindings: list[Binding] = []
         self.max_group = -1
+        self.local_words = 0  # L: the words of the module's local order
         self.struct_builtins: dict[str, dict[str, str]] = {}  # struct -> builtin -> member
         self._declare()
 
@@ -129,7 +130,7 @@ class _Module:
                         self.max_group = max(self.max_group, g)
         # each workgroup variable's words in the group's local order (the prefilter's)
         local = [info for info in self.tracked if info.space == Space.LOCAL]
-        firsts, _ = local_order([size_of(info.type) for info in local])
+        firsts, self.local_words = local_order([size_of(info.type) for info in local])
         for info, first in zip(local, firsts, strict=True):
             info.lw0, info.lwn = first, -(-size_of(info.type) // 4)
 
@@ -342,7 +343,8 @@ def instrument(
             head = mr.signature(fn, fn.name, {}, extra)
             prologue = [
                 f"_gr_init({found['local_invocation_index']}, {found['workgroup_id']}, "
-                f"{found['num_workgroups']});"
+                f"{found['num_workgroups']});",
+                "_gr_lstart();",
             ]
             out_fns.append(fr.function(head, prologue))
         else:
@@ -361,7 +363,7 @@ def instrument(
     # Exit records only matter next to barriers ("finished while others wait"): a
     # module without barriers logs none, one record per work-item fewer.
     log_exits = any(site.event == Event.BARRIER for site in sites.sites)
-    parts.append(log_bindings(log_group) + "\n" + prelude(len(m.tracked), log_exits))
+    parts.append(log_bindings(log_group) + "\n" + prelude(len(m.tracked), log_exits, m.local_words))
     if mr.runtime.uninit is not None:
         parts.append(shaders.text("initcheck.wgsl"))
         parts += mr.runtime.uninit.decls(checked)

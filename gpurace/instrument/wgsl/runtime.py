@@ -99,7 +99,20 @@ def local_order(sizes: list[int]) -> tuple[list[int], int]:
     return firsts, total
 
 
-def prelude(nvars: int, log_exits: bool = True) -> str:
+# The workgroup memory the banked local states may take beside the module's own
+# (shaders/runtime.wgsl, `_gr_lbank`): WebGPU's least `maxComputeWorkgroupStorageSize`
+# less a margin for the runtime's other workgroup words (`_gr_evs`).
+BANK_BUDGET = 16384 - 256
+
+
+def bank_words(local_words: int) -> int:
+    """The local words `L` of the banked states (two banks of `L` words in
+    ``var<workgroup>``) of a module with `local_words` workgroup words, or 0 when
+    they would not fit beside its own (the states then live in the shadow)."""
+    return local_words if 0 < 12 * local_words <= BANK_BUDGET else 0
+
+
+def prelude(nvars: int, log_exits: bool = True, local_words: int = 0) -> str:
     """The logging runtime of a module with `nvars` tracked variables: the ABI's
     constants, this module's own part, then ``shaders/runtime.wgsl`` (private state,
     the prologue ``_gr_init``, the record appender ``_gr_rec``, the prefilter's
@@ -112,11 +125,14 @@ def prelude(nvars: int, log_exits: bool = True) -> str:
     4-byte word it touches lies in the range; events if the work-group's linear id
     does.
     """
+    bank = bank_words(local_words)
     bases = "".join(f"  _gr_base[{v}] = _gr_par[_GR_CTL_BASES + {v}u];\n" for v in range(nvars))
     own = (
         f"const _GR_LOG_EXITS: bool = {'true' if log_exits else 'false'};\n"
         # the private array of bases needs at least one element
         f"const _GR_NBASES: u32 = {max(1, nvars)}u;\n"
+        f"const _GR_LBANK: u32 = {bank}u;\n"
+        f"const _GR_LBANK_SIZE: u32 = {max(1, 2 * bank)}u;\n"
         f"fn _gr_load_bases() {{\n{bases}}}\n"
     )
     return abi.runtime_wgsl(nvars) + own + shaders.text("runtime.wgsl")
@@ -461,6 +477,7 @@ class Runtime:
         body = [self.barrier_rec(site, extra), f"{fn}();"]
         if extra & 1:
             body.append("_gr_ep_l += 1u;")
+            body.append("_gr_lclear();")
             body += self.uninit.barrier(self.filled) if self.uninit is not None else []
         if extra & 2:
             body.append("_gr_ep_g += 1u;")
@@ -472,6 +489,7 @@ class Runtime:
             self.barrier_rec(bar_site, 1),
             f"let _gr_v = workgroupUniformLoad(&{self.ref(path)});",
             "_gr_ep_l += 1u;",
+            "_gr_lclear();",
             "_gr_nbar += 1u;",
             *(self.uninit.barrier(self.filled) if self.uninit is not None else []),
         ]
