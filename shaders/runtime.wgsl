@@ -294,7 +294,7 @@ fn _gr_lstate(i: u32, mine: u32) -> bool {
 // of _gr_unseen). The mask is set with an atomicOr and no load first: lavapipe runs
 // the or's lane loop at every access, taken or not, and a load's beside it (matmul's
 // build run: ~12% of the check's CPU).
-fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32) -> bool {
+fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32, lb: u32) -> bool {
   let w0 = off / 4u;
   let w1 = (off + ((flags >> _GR_F_SIZE_SHIFT) & _GR_F_BYTE_MASK) - 1u) / 4u;
   if w0 >= lwn || w1 >= lwn {
@@ -311,9 +311,9 @@ fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32) -> bool {
   let actor = min(_gr_lid + 1u, _GR_LS_MULTI);
   var mine = ((epoch & 0xffffu) << _GR_LS_EPOCH_SHIFT) | ((1u << _GR_LS_KIND_SHIFT) << (flags & _GR_F_KIND_MASK)) | actor;
   var bank = 0u;
-  if _GR_LBANK != 0u {
+  if lb != 0u {
     mine = ((epoch >> 1u) << _GR_LB_TAG_SHIFT) | ((1u << _GR_LB_KIND_SHIFT) << (flags & _GR_F_KIND_MASK)) | _gr_lact;
-    bank = (epoch & 1u) * _GR_LBANK + lw0;
+    bank = (epoch & 1u) * _GR_LBANK + lb - 1u;
   }
   let bit = 1u << (epoch % _GR_MASK_EPOCHS);
   let row = _gr_run.loff + _gr_grp * _gr_run.lwords + lw0;
@@ -322,7 +322,7 @@ fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32) -> bool {
   for (var w = w0; w <= w1; w++) {
     let s = row + w;
     var may = false;
-    if _GR_LBANK != 0u {
+    if lb != 0u {
       may = _gr_lbank(bank + w, mine);
     } else {
       may = _gr_lstate(s, mine);
@@ -342,7 +342,8 @@ fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32) -> bool {
 }
 
 fn _gr_rec(
-  site: u32, flags: u32, off: u32, epoch: u32, value: u32, extra: u32, lw0: u32, lwn: u32
+  site: u32, flags: u32, off: u32, epoch: u32, value: u32, extra: u32, lw0: u32, lwn: u32,
+  lb: u32
 ) {
   var keep = _gr_grp >= _gr_run.lo && _gr_grp < _gr_run.hi;
   var at = _gr_grp;
@@ -356,7 +357,7 @@ fn _gr_rec(
         && (_gr_lmode == 1u || _gr_grp < _gr_run.lgroups) {
       // every run updates the states of every access (whatever the range), so that
       // each run's states are the build run's
-      keep = _gr_local(flags, off, epoch, lw0, lwn) && keep && _gr_mode == _GR_SHADOW_FILTER;
+      keep = _gr_local(flags, off, epoch, lw0, lwn, lb) && keep && _gr_mode == _GR_SHADOW_FILTER;
     } else if _gr_mode != _GR_SHADOW_OFF && (keep || _gr_mode == _GR_SHADOW_BUILD) {
       keep = _gr_shadow(flags, first, last) && _gr_mode == _GR_SHADOW_FILTER;
     }

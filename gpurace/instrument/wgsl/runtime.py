@@ -46,6 +46,7 @@ class TrackedInfo:
     access: str
     lw0: int = 0  # workgroup variables: first word in the group's local order
     lwn: int = 0  # workgroup variables: words in the local order (ceil(size / 4))
+    lb: int = 0  # workgroup variables whose states are banked (banked.py): first word + 1
     # initcheck (docs/memcheck.md): 0 not checked; a workgroup variable's written-shadow
     # words per group (abi.written_stride: bitmap and fill count); -1 a storage
     # buffer's (one shadow)
@@ -105,14 +106,13 @@ def local_order(sizes: list[int]) -> tuple[list[int], int]:
 BANK_BUDGET = 16384 - 256
 
 
-def bank_words(local_words: int) -> int:
-    """The local words `L` of the banked states (two banks of `L` words in
-    ``var<workgroup>``) of a module with `local_words` workgroup words, or 0 when
-    they would not fit beside its own (the states then live in the shadow)."""
-    return local_words if 0 < 12 * local_words <= BANK_BUDGET else 0
+def bank_fits(local_words: int, bank_words: int) -> bool:
+    """Whether two banks of `bank_words` states (``var<workgroup>``) fit beside a
+    module's own `local_words` workgroup words (else its states live in the shadow)."""
+    return 4 * local_words + 8 * bank_words <= BANK_BUDGET
 
 
-def prelude(nvars: int, log_exits: bool = True, local_words: int = 0) -> str:
+def prelude(nvars: int, log_exits: bool = True, bank_words: int = 0) -> str:
     """The logging runtime of a module with `nvars` tracked variables: the ABI's
     constants, this module's own part, then ``shaders/runtime.wgsl`` (private state,
     the prologue ``_gr_init``, the record appender ``_gr_rec``, the prefilter's
@@ -125,7 +125,7 @@ def prelude(nvars: int, log_exits: bool = True, local_words: int = 0) -> str:
     4-byte word it touches lies in the range; events if the work-group's linear id
     does.
     """
-    bank = bank_words(local_words)
+    bank = bank_words
     bases = "".join(f"  _gr_base[{v}] = _gr_par[_GR_CTL_BASES + {v}u];\n" for v in range(nvars))
     own = (
         f"const _GR_LOG_EXITS: bool = {'true' if log_exits else 'false'};\n"
@@ -318,7 +318,7 @@ class Runtime:
         root = path.root
         flags = pack_flags(int(kind), int(root.space), size, root.id, value is not None)
         epoch = "_gr_ep_l" if root.space == Space.LOCAL else "_gr_ep_g"
-        local = f"{root.lw0}u, {root.lwn}u"
+        local = f"{root.lw0}u, {root.lwn}u, {root.lb}u"
         checks = ""  # a variable not checked: its helpers are as before initcheck
         if root.written and self.uninit is not None and root.id not in self.filled:
             checks = self.uninit.statements(site, kind, root, size, off.text(), extra)
@@ -469,7 +469,7 @@ class Runtime:
         flags = pack_flags(int(Kind.EVENT), 0, 0, 0, False, int(Event.BARRIER))
         return (
             f"if _gr_ev_new(_gr_nbar % {abi.EV_ORDINALS}u, _gr_nbar, {site}u) "
-            f"{{ _gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, {extra}u, 0u, 0u); }}"
+            f"{{ _gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, {extra}u, 0u, 0u, 0u); }}"
         )
 
     def barrier(self, site: int, fn: str) -> str:
@@ -504,7 +504,7 @@ class Runtime:
         flags = pack_flags(int(Kind.EVENT), 0, 0, 0, False, int(Event.EXIT))
         body = [
             f"if _GR_LOG_EXITS && _gr_ev_new({abi.WGSL_EXIT_SLOT}u, _gr_nbar, {site}u) "
-            f"{{ _gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, 0u, 0u, 0u); }}"
+            f"{{ _gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, 0u, 0u, 0u, 0u); }}"
         ]
         if self.uninit is not None:  # the invocation's uninitialised reads (initcheck.py)
             body.insert(0, "_gr_uflush();")
