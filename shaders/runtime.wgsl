@@ -181,87 +181,6 @@ fn _gr_lmerge(cur: u32, mine: u32) -> u32 {
   return (cur & 0xffffe000u) | (mine & 0xe000u) | actor;
 }
 
-// The banked states (a module whose states fit in workgroup memory beside its own
-// variables: `_GR_LBANK` = its local words L, else 0 and the states above, in the
-// shadow): two banks of L words in `var<workgroup>`, the even local epochs' and the
-// odd ones', each state one word that only ever gains bits, so that an access
-// updates it with one `atomicOr` (lavapipe runs each atomic as a loop over the lanes:
-// the load and the compare-exchange loop above are two or more): bits 0-9 the local
-// index of each actor or'ed, 10-19 its complement or'ed (two actors differ in a bit
-// where one has 1 and the other 0: several actors iff the two fields share a bit),
-// 20-22 the kinds, 23-31 a tag of the epoch. An invocation entering local epoch e
-// clears its share of the bank of epoch e + 1 (it held epoch e - 1's states, which
-// no invocation touches after the barrier); the next barrier orders those stores
-// before epoch e + 1's accesses (`_gr_lclear`; workgroup memory starts zeroed). A
-// state whose tag is another epoch's (out of order: barrier divergence) may conflict.
-const _GR_LB_ACTOR_BITS: u32 = 10u;
-const _GR_LB_ACTOR_MASK: u32 = 0x3ffu;
-const _GR_LB_KIND_SHIFT: u32 = 20u;
-const _GR_LB_TAG_SHIFT: u32 = 23u;
-var<workgroup> _gr_lst: array<atomic<u32>, _GR_LBANK_SIZE>;
-// this invocation's actor bits (index and complement; every bit set, "several",
-// for a local index the 10 bits do not hold)
-var<private> _gr_lact: u32;
-
-fn _gr_lbank(i: u32, mine: u32) -> bool {
-  let old = atomicOr(&_gr_lst[i], mine);
-  if (old >> _GR_LB_TAG_SHIFT) != (mine >> _GR_LB_TAG_SHIFT) {
-    return true;  // another epoch's state (out of order)
-  }
-  let now = old | mine;
-  let several = (now & (now >> _GR_LB_ACTOR_BITS) & _GR_LB_ACTOR_MASK) != 0u;
-  let k = (now >> _GR_LB_KIND_SHIFT) & 7u;  // a store, or an atomic beside a load or a store
-  return several && ((k & _GR_KB_STORE) != 0u || ((k & _GR_KB_ATOMIC) != 0u && k != _GR_KB_ATOMIC));
-}
-
-// The entry's prologue: both banks cleared, then a barrier (in uniform control flow:
-// its conditions are constants), so that no access meets a state of the group that
-// ran before on the same workgroup memory (lavapipe's does not start zeroed).
-fn _gr_lstart() {
-  if _GR_LBANK != 0u && _gr_mode != _GR_SHADOW_OFF && _gr_lmode != 0u {
-    if _gr_lmode == 1u || _gr_grp < _gr_run.lgroups {
-      for (var w = _gr_lid; w < 2u * _GR_LBANK; w += max(1u, _gr_run.wgs)) {
-        atomicStore(&_gr_lst[w], 0u);
-      }
-    }
-    workgroupBarrier();
-  }
-}
-
-// After a workgroup barrier that began local epoch e = `_gr_ep_l` (>= 1): this
-// invocation's share of the bank of epoch e + 1, which held epoch e - 1's states,
-// replaced by an empty state with e + 1's tag. Each state word only ever changes by
-// an atomic read-modify-write, so its changes have one order (coherence, on any GPU,
-// whatever the barriers order): a clear that finds a tag other than e - 1's, or an
-// access that finds one other than its own epoch's (_gr_lbank), saw the accesses and
-// clears out of their barrier order (barrier divergence, or a driver that did not
-// order them), and what a clear wiped may have held a conflict: a build run then
-// marks the local area unusable as for an access out of bounds (header [7]: filter
-// runs log every local access), a filter run whose build run did not counts it as
-// unseen (the host repeats the run unfiltered).
-fn _gr_lclear() {
-  if _GR_LBANK != 0u && _gr_mode != _GR_SHADOW_OFF && _gr_lmode != 0u
-      && (_gr_lmode == 1u || _gr_grp < _gr_run.lgroups)
-      && (_gr_mode == _GR_SHADOW_BUILD || _gr_run.loob == 0u) {
-    let b = ((_gr_ep_l + 1u) & 1u) * _GR_LBANK;
-    let next = ((_gr_ep_l + 1u) >> 1u) << _GR_LB_TAG_SHIFT;
-    let was = (((_gr_ep_l - 1u) >> 1u) << _GR_LB_TAG_SHIFT) >> _GR_LB_TAG_SHIFT;
-    var odd = false;
-    for (var w = _gr_lid; w < _GR_LBANK; w += max(1u, _gr_run.wgs)) {
-      if (atomicExchange(&_gr_lst[b + w], next) >> _GR_LB_TAG_SHIFT) != was {
-        odd = true;
-      }
-    }
-    if odd {
-      if _gr_mode == _GR_SHADOW_BUILD {
-        atomicStore(&_gr_shd[_GR_SHD_LOCAL_OOB], 1u);
-      } else {
-        _gr_unseen += 1u;
-      }
-    }
-  }
-}
-
 fn _gr_lstate(i: u32, mine: u32) -> bool {
   var cur = atomicLoad(&_gr_shd[i]);
   var next = mine;
@@ -327,7 +246,11 @@ fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32, lb: u32) -> b
     } else {
       may = _gr_lstate(s, mine);
     }
-    if may {
+    if lb != 0u && _gr_mode == _GR_SHADOW_BUILD {
+      // a build run sets a banked word's mask bit where the bank is cleared or where
+      // the invocation exits (shaders/lbank.wgsl): no atomic here
+      _gr_lany = _gr_lany || may;
+    } else if may {
       needed = true;
       if _gr_mode == _GR_SHADOW_BUILD {
         atomicOr(&_gr_shd[s + masks], bit);
@@ -386,6 +309,7 @@ fn _gr_rec(
 
 // Where the invocation exits (the exit helper): the filter run's unseen accesses.
 fn _gr_sflush() {
+  _gr_lflush();
   if _gr_unseen != 0u {
     atomicAdd(&_gr_shd[_GR_SHD_UNSEEN], _gr_unseen);
   }

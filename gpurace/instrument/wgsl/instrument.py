@@ -73,7 +73,7 @@ class _Module:
         self.bindings: list[Binding] = []
         self.max_group = -1
         self.local_words = 0  # L: the words of the module's local order
-        self.bank_words = 0  # the words of each bank of local states (banked.py)
+        self.banked: list[TrackedInfo] = []  # variables with banked states (banked.py)
         self.struct_builtins: dict[str, dict[str, str]] = {}  # struct -> builtin -> member
         self._declare()
 
@@ -138,11 +138,12 @@ class _Module:
         # the variables whose states are banked (banked.py), in a bank order of their own
         again = banked.repeated(self.functions, {info.name for info in local})
         chosen = [info for info in local if info.name in again]
-        bfirsts, self.bank_words = local_order([size_of(info.type) for info in chosen])
-        if not bank_fits(self.local_words, self.bank_words):
-            chosen, self.bank_words = [], 0
+        bfirsts, bank_words = local_order([size_of(info.type) for info in chosen])
+        if not bank_fits(self.local_words, bank_words):
+            chosen = []
         for info, first in zip(chosen, bfirsts, strict=False):
             info.lb = first + 1
+        self.banked = chosen
 
     def _resolve(self, d: A.Node) -> None:
         syms = self.scope.syms
@@ -373,7 +374,7 @@ def instrument(
     # Exit records only matter next to barriers ("finished while others wait"): a
     # module without barriers logs none, one record per work-item fewer.
     log_exits = any(site.event == Event.BARRIER for site in sites.sites)
-    parts.append(log_bindings(log_group) + "\n" + prelude(len(m.tracked), log_exits, m.bank_words))
+    parts.append(log_bindings(log_group) + "\n" + prelude(len(m.tracked), log_exits, m.banked))
     if mr.runtime.uninit is not None:
         parts.append(shaders.text("initcheck.wgsl"))
         parts += mr.runtime.uninit.decls(checked)

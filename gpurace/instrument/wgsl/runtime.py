@@ -112,7 +112,7 @@ def bank_fits(local_words: int, bank_words: int) -> bool:
     return 4 * local_words + 8 * bank_words <= BANK_BUDGET
 
 
-def prelude(nvars: int, log_exits: bool = True, bank_words: int = 0) -> str:
+def prelude(nvars: int, log_exits: bool = True, banked: list[TrackedInfo] | None = None) -> str:
     """The logging runtime of a module with `nvars` tracked variables: the ABI's
     constants, this module's own part, then ``shaders/runtime.wgsl`` (private state,
     the prologue ``_gr_init``, the record appender ``_gr_rec``, the prefilter's
@@ -125,7 +125,13 @@ def prelude(nvars: int, log_exits: bool = True, bank_words: int = 0) -> str:
     4-byte word it touches lies in the range; events if the work-group's linear id
     does.
     """
-    bank = bank_words
+    chosen = banked or []
+    bank = sum(info.lwn for info in chosen)
+    # each banked variable's bank words, mapped to its local words (shaders/lbank.wgsl)
+    lword = "".join(
+        f"  if w < {info.lb - 1 + info.lwn}u {{ return w - {info.lb - 1}u + {info.lw0}u; }}\n"
+        for info in chosen
+    )
     bases = "".join(f"  _gr_base[{v}] = _gr_par[_GR_CTL_BASES + {v}u];\n" for v in range(nvars))
     own = (
         f"const _GR_LOG_EXITS: bool = {'true' if log_exits else 'false'};\n"
@@ -134,8 +140,9 @@ def prelude(nvars: int, log_exits: bool = True, bank_words: int = 0) -> str:
         f"const _GR_LBANK: u32 = {bank}u;\n"
         f"const _GR_LBANK_SIZE: u32 = {max(1, 2 * bank)}u;\n"
         f"fn _gr_load_bases() {{\n{bases}}}\n"
+        f"fn _gr_lword(w: u32) -> u32 {{\n{lword}  return w;\n}}\n"
     )
-    return abi.runtime_wgsl(nvars) + own + shaders.text("runtime.wgsl")
+    return abi.runtime_wgsl(nvars) + own + shaders.text("runtime.wgsl") + shaders.text("lbank.wgsl")
 
 
 def log_bindings(group: int) -> str:
