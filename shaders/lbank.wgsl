@@ -26,8 +26,10 @@ var<workgroup> _gr_lst: array<atomic<u32>, _GR_LBANK_SIZE>;
 // this invocation's actor bits (index and complement; every bit set, "several",
 // for a local index the 10 bits do not hold), set by _gr_init
 var<private> _gr_lact: u32;
-// a build run: whether a banked access of this invocation's epoch may conflict
+// a build run: whether a banked access of this invocation's epoch may conflict, and
+// whether one of any epoch met a state out of order
 var<private> _gr_lany: bool;
+var<private> _gr_lbad: bool;
 
 // Whether the banked state `now` may hold a conflict (several actors, and a store or
 // an atomic beside a load or a store: the analysis' `mark` test).
@@ -38,10 +40,13 @@ fn _gr_lmixed(now: u32) -> bool {
 }
 
 // An access `mine` (tag, kind bit, actor bits) of bank word `i`: whether its bucket
-// may hold a conflict; a state of another epoch's tag (out of order) may.
+// may hold a conflict; a state of another epoch's tag (out of order) may, and a
+// build run notes it for where the invocation exits (`_gr_lbad`).
 fn _gr_lbank(i: u32, mine: u32) -> bool {
   let old = atomicOr(&_gr_lst[i], mine);
-  return (old >> _GR_LB_TAG_SHIFT) != (mine >> _GR_LB_TAG_SHIFT) || _gr_lmixed(old | mine);
+  let odd = (old >> _GR_LB_TAG_SHIFT) != (mine >> _GR_LB_TAG_SHIFT);
+  _gr_lbad = _gr_lbad || odd;
+  return odd || _gr_lmixed(old | mine);
 }
 
 // Whether this group keeps banked states in this run.
@@ -61,6 +66,7 @@ fn _gr_lmask(w: u32) -> u32 {
 // ran before on the same workgroup memory (lavapipe's is not zeroed between groups).
 fn _gr_lstart() {
   _gr_lany = false;
+  _gr_lbad = false;
   if _GR_LBANK != 0u && _gr_mode != _GR_SHADOW_OFF && _gr_lmode != 0u {
     if _gr_lbanked() {
       for (var w = _gr_lid; w < 2u * _GR_LBANK; w += max(1u, _gr_run.wgs)) {
@@ -113,11 +119,15 @@ fn _gr_lodd(odd: bool) {
   }
 }
 
-// Where an invocation of a build run exits having found a banked state of its last
-// epoch e that may conflict: the mask bits of every such state of e's bank (a state
-// that may conflict later than this was found so by an access of an invocation that
-// has not exited yet, and is set where that one exits).
+// Where an invocation of a build run exits: header [7] if one of its accesses met a
+// state out of order (see _gr_lclear); having found a banked state of its last epoch
+// e that may conflict, the mask bits of every such state of e's bank (a state that
+// may conflict later than this was found so by an access of an invocation that has
+// not exited yet, and is set where that one exits).
 fn _gr_lflush() {
+  if _gr_mode == _GR_SHADOW_BUILD {
+    _gr_lodd(_gr_lbad);
+  }
   if _gr_mode == _GR_SHADOW_BUILD && _gr_lany {
     let b = (_gr_ep_l & 1u) * _GR_LBANK;
     let tag = ((_gr_ep_l >> 1u) << _GR_LB_TAG_SHIFT) >> _GR_LB_TAG_SHIFT;
