@@ -63,7 +63,7 @@ fn _gr_lmask(w: u32) -> u32 {
 
 // The entry's prologue: both banks emptied, then a barrier (in uniform control flow:
 // its conditions are constants), so that no access meets a state of the group that
-// ran before on the same workgroup memory (lavapipe's is not zeroed between groups).
+// ran before on the same workgroup memory (wgpu on lavapipe does not zero it).
 fn _gr_lstart() {
   _gr_lany = false;
   _gr_lbad = false;

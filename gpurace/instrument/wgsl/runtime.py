@@ -100,9 +100,9 @@ def local_order(sizes: list[int]) -> tuple[list[int], int]:
     return firsts, total
 
 
-# The workgroup memory the banked local states may take beside the module's own
-# (shaders/runtime.wgsl, `_gr_lbank`): WebGPU's least `maxComputeWorkgroupStorageSize`
-# less a margin for the runtime's other workgroup words (`_gr_evs`).
+# The workgroup memory the banked local states (shaders/lbank.wgsl) may take beside
+# the module's own: WebGPU's least `maxComputeWorkgroupStorageSize` less a margin for
+# the runtime's other workgroup words (`_gr_evs`).
 BANK_BUDGET = 16384 - 256
 
 
