@@ -12,7 +12,8 @@ on both APIs:
   run 1 if an access touched a word beyond the shadow, in a filter run the *unseen*
   counter, [4] local words per group `L`, [5] groups covered by the local area `G`,
   [6] the local area's offset in words (`SHADOW_HEAD + 2 W`), [7] 0, which a WGSL
-  build run sets on a workgroup access beyond its variable (`SHD_LOCAL_OOB`);
+  build run sets on a workgroup access beyond its variable or when its banked local
+  states meet accesses out of barrier order (`SHD_LOCAL_OOB`);
 - the launch-wide area: one (actor, kinds) pair per word of the linear address
   order, for words `[0, W)`;
 - the local area (when `L * G > 0`): `G * L` *state* words (group-major: word

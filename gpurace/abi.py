@@ -16,7 +16,9 @@ Where the backends still differ, the difference is named here:
   OpenCL and CUDA runtimes attribute every access by address, so they never meet
   one and leave it 0. Since memcheck (docs/memcheck.md) a WGSL access whose index
   is out of range is caught by its bounds check and never logged, so the word is a
-  backstop that no checked access sets.
+  backstop that no checked access sets. A WGSL build run also sets it when its
+  banked local states (shaders/lbank.wgsl) meet accesses and clears out of barrier
+  order (barrier divergence): either way, filter runs log every local access.
 - The out-of-bounds area (`CTL_OOB`, `OOB_*`) is written by WGSL kernels (by index,
   in elements) and OpenCL and CUDA kernels (by address, in bytes).
 - The uninitialised-read area (`CTL_UNINIT`, `UNINIT_*`) and the written-shadows
@@ -407,7 +409,8 @@ SHD_UNSEEN = 3
 SHD_LWORDS = 4  # local words per group `L`
 SHD_LGROUPS = 5  # groups with a local area `G`
 SHD_LOFF = 6  # the local area's first word (SHADOW_HEAD + 2 W)
-SHD_LOCAL_OOB = 7  # WGSL only: the build run met a workgroup access beyond its variable
+SHD_LOCAL_OOB = 7  # WGSL only: the build run met a local access beyond its variable, or
+# banked local states out of barrier order: filter runs log every local access
 SHADOW_OFF, SHADOW_BUILD, SHADOW_FILTER = 0, 1, 2
 PAIR_WORDS = 2  # launch-wide area: (actor, kinds) per word
 MULTI = 0xFFFFFFFF  # an actor word: several actors

@@ -57,6 +57,10 @@ fn _gr_init(l: u32, w: vec3<u32>, n: vec3<u32>) {
   _gr_ep_g = 0u;
   _gr_nbar = 0u;
   _gr_unseen = 0u;
+  _gr_lact = (l & _GR_LB_ACTOR_MASK) | ((~l & _GR_LB_ACTOR_MASK) << _GR_LB_ACTOR_BITS);
+  if l > _GR_LB_ACTOR_MASK {
+    _gr_lact = 0xfffffu;
+  }
   _gr_run.swords = _gr_par[_GR_PAR_SHD + _GR_SHD_WORDS];
   _gr_run.wgs = _gr_par[_GR_PAR_SHD + _GR_SHD_WGSIZE];
   _gr_run.lwords = _gr_par[_GR_PAR_SHD + _GR_SHD_LWORDS];
@@ -209,7 +213,7 @@ fn _gr_lstate(i: u32, mine: u32) -> bool {
 // of _gr_unseen). The mask is set with an atomicOr and no load first: lavapipe runs
 // the or's lane loop at every access, taken or not, and a load's beside it (matmul's
 // build run: ~12% of the check's CPU).
-fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32) -> bool {
+fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32, lb: u32) -> bool {
   let w0 = off / 4u;
   let w1 = (off + ((flags >> _GR_F_SIZE_SHIFT) & _GR_F_BYTE_MASK) - 1u) / 4u;
   if w0 >= lwn || w1 >= lwn {
@@ -224,14 +228,29 @@ fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32) -> bool {
     return true;
   }
   let actor = min(_gr_lid + 1u, _GR_LS_MULTI);
-  let mine = ((epoch & 0xffffu) << _GR_LS_EPOCH_SHIFT) | ((1u << _GR_LS_KIND_SHIFT) << (flags & _GR_F_KIND_MASK)) | actor;
+  var mine = ((epoch & 0xffffu) << _GR_LS_EPOCH_SHIFT) | ((1u << _GR_LS_KIND_SHIFT) << (flags & _GR_F_KIND_MASK)) | actor;
+  var bank = 0u;
+  if lb != 0u {
+    mine = ((epoch >> 1u) << _GR_LB_TAG_SHIFT) | ((1u << _GR_LB_KIND_SHIFT) << (flags & _GR_F_KIND_MASK)) | _gr_lact;
+    bank = (epoch & 1u) * _GR_LBANK + lb - 1u;
+  }
   let bit = 1u << (epoch % _GR_MASK_EPOCHS);
   let row = _gr_run.loff + _gr_grp * _gr_run.lwords + lw0;
   let masks = _gr_run.lgroups * _gr_run.lwords;
   var needed = false;
   for (var w = w0; w <= w1; w++) {
     let s = row + w;
-    if _gr_lstate(s, mine) {
+    var may = false;
+    if lb != 0u {
+      may = _gr_lbank(bank + w, mine);
+    } else {
+      may = _gr_lstate(s, mine);
+    }
+    if lb != 0u && _gr_mode == _GR_SHADOW_BUILD {
+      // a build run sets a banked word's mask bit where the bank is cleared or where
+      // the invocation exits (shaders/lbank.wgsl): no atomic here
+      _gr_lany = _gr_lany || may;
+    } else if may {
       needed = true;
       if _gr_mode == _GR_SHADOW_BUILD {
         atomicOr(&_gr_shd[s + masks], bit);
@@ -246,7 +265,8 @@ fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32) -> bool {
 }
 
 fn _gr_rec(
-  site: u32, flags: u32, off: u32, epoch: u32, value: u32, extra: u32, lw0: u32, lwn: u32
+  site: u32, flags: u32, off: u32, epoch: u32, value: u32, extra: u32, lw0: u32, lwn: u32,
+  lb: u32
 ) {
   var keep = _gr_grp >= _gr_run.lo && _gr_grp < _gr_run.hi;
   var at = _gr_grp;
@@ -260,7 +280,7 @@ fn _gr_rec(
         && (_gr_lmode == 1u || _gr_grp < _gr_run.lgroups) {
       // every run updates the states of every access (whatever the range), so that
       // each run's states are the build run's
-      keep = _gr_local(flags, off, epoch, lw0, lwn) && keep && _gr_mode == _GR_SHADOW_FILTER;
+      keep = _gr_local(flags, off, epoch, lw0, lwn, lb) && keep && _gr_mode == _GR_SHADOW_FILTER;
     } else if _gr_mode != _GR_SHADOW_OFF && (keep || _gr_mode == _GR_SHADOW_BUILD) {
       keep = _gr_shadow(flags, first, last) && _gr_mode == _GR_SHADOW_FILTER;
     }
@@ -289,6 +309,7 @@ fn _gr_rec(
 
 // Where the invocation exits (the exit helper): the filter run's unseen accesses.
 fn _gr_sflush() {
+  _gr_lflush();
   if _gr_unseen != 0u {
     atomicAdd(&_gr_shd[_GR_SHD_UNSEEN], _gr_unseen);
   }

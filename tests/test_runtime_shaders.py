@@ -27,8 +27,8 @@ WGSL_MAIN = """
 fn main(@builtin(local_invocation_index) l: u32, @builtin(workgroup_id) w: vec3<u32>,
         @builtin(num_workgroups) n: vec3<u32>) {
   _gr_init(l, w, n);
-  _gr_rec(7u, 0x401u, 4u * l, _gr_ep_g, _gr_fnv(2166136261u, l, 4u), 0u, 0u, 0u);
-  if _gr_ev_new(0u, _gr_nbar, 3u) { _gr_rec(3u, 3u, 0u, _gr_nbar, 0u, 1u, 0u, 0u); }
+  _gr_rec(7u, 0x401u, 4u * l, _gr_ep_g, _gr_fnv(2166136261u, l, 4u), 0u, 0u, 0u, 0u);
+  if _gr_ev_new(0u, _gr_nbar, 3u) { _gr_rec(3u, 3u, 0u, _gr_nbar, 0u, 1u, 0u, 0u, 0u); }
 }
 """
 

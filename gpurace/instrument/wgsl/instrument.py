@@ -11,13 +11,14 @@ from gpurace.limits import deep_recursion
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Space, TrackedVar
 
 from . import ast as A
+from . import banked
 from .expressions import TRACKED_SPACES, ExpressionRewriter
 from .initcheck import UninitReads
 from .lexer import _Scanner
 from .module import ModuleRewriter, SiteTable
 from .parser import Parser, parse_bounded
 from .rewriter import FunctionRewriter
-from .runtime import TrackedInfo, local_order, log_bindings, prelude
+from .runtime import TrackedInfo, bank_fits, local_order, log_bindings, prelude
 from .semantics import ModuleScope, Sym
 from .types import (
     Array,
@@ -71,6 +72,8 @@ class _Module:
         self.tracked: list[TrackedInfo] = []
         self.bindings: list[Binding] = []
         self.max_group = -1
+        self.local_words = 0  # L: the words of the module's local order
+        self.banked: list[TrackedInfo] = []  # variables with banked states (banked.py)
         self.struct_builtins: dict[str, dict[str, str]] = {}  # struct -> builtin -> member
         self._declare()
 
@@ -129,9 +132,18 @@ class _Module:
                         self.max_group = max(self.max_group, g)
         # each workgroup variable's words in the group's local order (the prefilter's)
         local = [info for info in self.tracked if info.space == Space.LOCAL]
-        firsts, _ = local_order([size_of(info.type) for info in local])
+        firsts, self.local_words = local_order([size_of(info.type) for info in local])
         for info, first in zip(local, firsts, strict=True):
             info.lw0, info.lwn = first, -(-size_of(info.type) // 4)
+        # the variables whose states are banked (banked.py), in a bank order of their own
+        again = banked.repeated(self.functions, {info.name for info in local})
+        chosen = [info for info in local if info.name in again]
+        bfirsts, bank_words = local_order([size_of(info.type) for info in chosen])
+        if not bank_fits(self.local_words, bank_words):
+            chosen = []
+        for info, first in zip(chosen, bfirsts, strict=False):
+            info.lb = first + 1
+        self.banked = chosen
 
     def _resolve(self, d: A.Node) -> None:
         syms = self.scope.syms
@@ -342,7 +354,8 @@ def instrument(
             head = mr.signature(fn, fn.name, {}, extra)
             prologue = [
                 f"_gr_init({found['local_invocation_index']}, {found['workgroup_id']}, "
-                f"{found['num_workgroups']});"
+                f"{found['num_workgroups']});",
+                "_gr_lstart();",
             ]
             out_fns.append(fr.function(head, prologue))
         else:
@@ -361,7 +374,7 @@ def instrument(
     # Exit records only matter next to barriers ("finished while others wait"): a
     # module without barriers logs none, one record per work-item fewer.
     log_exits = any(site.event == Event.BARRIER for site in sites.sites)
-    parts.append(log_bindings(log_group) + "\n" + prelude(len(m.tracked), log_exits))
+    parts.append(log_bindings(log_group) + "\n" + prelude(len(m.tracked), log_exits, m.banked))
     if mr.runtime.uninit is not None:
         parts.append(shaders.text("initcheck.wgsl"))
         parts += mr.runtime.uninit.decls(checked)

@@ -46,6 +46,7 @@ class TrackedInfo:
     access: str
     lw0: int = 0  # workgroup variables: first word in the group's local order
     lwn: int = 0  # workgroup variables: words in the local order (ceil(size / 4))
+    lb: int = 0  # workgroup variables whose states are banked (banked.py): first word + 1
     # initcheck (docs/memcheck.md): 0 not checked; a workgroup variable's written-shadow
     # words per group (abi.written_stride: bitmap and fill count); -1 a storage
     # buffer's (one shadow)
@@ -99,7 +100,19 @@ def local_order(sizes: list[int]) -> tuple[list[int], int]:
     return firsts, total
 
 
-def prelude(nvars: int, log_exits: bool = True) -> str:
+# The workgroup memory the banked local states (shaders/lbank.wgsl) may take beside
+# the module's own: WebGPU's least `maxComputeWorkgroupStorageSize` less a margin for
+# the runtime's other workgroup words (`_gr_evs`).
+BANK_BUDGET = 16384 - 256
+
+
+def bank_fits(local_words: int, bank_words: int) -> bool:
+    """Whether two banks of `bank_words` states (``var<workgroup>``) fit beside a
+    module's own `local_words` workgroup words (else its states live in the shadow)."""
+    return 4 * local_words + 8 * bank_words <= BANK_BUDGET
+
+
+def prelude(nvars: int, log_exits: bool = True, banked: list[TrackedInfo] | None = None) -> str:
     """The logging runtime of a module with `nvars` tracked variables: the ABI's
     constants, this module's own part, then ``shaders/runtime.wgsl`` (private state,
     the prologue ``_gr_init``, the record appender ``_gr_rec``, the prefilter's
@@ -112,14 +125,24 @@ def prelude(nvars: int, log_exits: bool = True) -> str:
     4-byte word it touches lies in the range; events if the work-group's linear id
     does.
     """
+    chosen = banked or []
+    bank = sum(info.lwn for info in chosen)
+    # each banked variable's bank words, mapped to its local words (shaders/lbank.wgsl)
+    lword = "".join(
+        f"  if w < {info.lb - 1 + info.lwn}u {{ return w - {info.lb - 1}u + {info.lw0}u; }}\n"
+        for info in chosen
+    )
     bases = "".join(f"  _gr_base[{v}] = _gr_par[_GR_CTL_BASES + {v}u];\n" for v in range(nvars))
     own = (
         f"const _GR_LOG_EXITS: bool = {'true' if log_exits else 'false'};\n"
         # the private array of bases needs at least one element
         f"const _GR_NBASES: u32 = {max(1, nvars)}u;\n"
+        f"const _GR_LBANK: u32 = {bank}u;\n"
+        f"const _GR_LBANK_SIZE: u32 = {max(1, 2 * bank)}u;\n"
         f"fn _gr_load_bases() {{\n{bases}}}\n"
+        f"fn _gr_lword(w: u32) -> u32 {{\n{lword}  return w;\n}}\n"
     )
-    return abi.runtime_wgsl(nvars) + own + shaders.text("runtime.wgsl")
+    return abi.runtime_wgsl(nvars) + own + shaders.text("runtime.wgsl") + shaders.text("lbank.wgsl")
 
 
 def log_bindings(group: int) -> str:
@@ -302,7 +325,7 @@ class Runtime:
         root = path.root
         flags = pack_flags(int(kind), int(root.space), size, root.id, value is not None)
         epoch = "_gr_ep_l" if root.space == Space.LOCAL else "_gr_ep_g"
-        local = f"{root.lw0}u, {root.lwn}u"
+        local = f"{root.lw0}u, {root.lwn}u, {root.lb}u"
         checks = ""  # a variable not checked: its helpers are as before initcheck
         if root.written and self.uninit is not None and root.id not in self.filled:
             checks = self.uninit.statements(site, kind, root, size, off.text(), extra)
@@ -453,7 +476,7 @@ class Runtime:
         flags = pack_flags(int(Kind.EVENT), 0, 0, 0, False, int(Event.BARRIER))
         return (
             f"if _gr_ev_new(_gr_nbar % {abi.EV_ORDINALS}u, _gr_nbar, {site}u) "
-            f"{{ _gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, {extra}u, 0u, 0u); }}"
+            f"{{ _gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, {extra}u, 0u, 0u, 0u); }}"
         )
 
     def barrier(self, site: int, fn: str) -> str:
@@ -461,6 +484,7 @@ class Runtime:
         body = [self.barrier_rec(site, extra), f"{fn}();"]
         if extra & 1:
             body.append("_gr_ep_l += 1u;")
+            body.append("_gr_lclear();")
             body += self.uninit.barrier(self.filled) if self.uninit is not None else []
         if extra & 2:
             body.append("_gr_ep_g += 1u;")
@@ -472,6 +496,7 @@ class Runtime:
             self.barrier_rec(bar_site, 1),
             f"let _gr_v = workgroupUniformLoad(&{self.ref(path)});",
             "_gr_ep_l += 1u;",
+            "_gr_lclear();",
             "_gr_nbar += 1u;",
             *(self.uninit.barrier(self.filled) if self.uninit is not None else []),
         ]
@@ -486,7 +511,7 @@ class Runtime:
         flags = pack_flags(int(Kind.EVENT), 0, 0, 0, False, int(Event.EXIT))
         body = [
             f"if _GR_LOG_EXITS && _gr_ev_new({abi.WGSL_EXIT_SLOT}u, _gr_nbar, {site}u) "
-            f"{{ _gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, 0u, 0u, 0u); }}"
+            f"{{ _gr_rec({site}u, {flags}u, 0u, _gr_nbar, 0u, 0u, 0u, 0u, 0u); }}"
         ]
         if self.uninit is not None:  # the invocation's uninitialised reads (initcheck.py)
             body.insert(0, "_gr_uflush();")
