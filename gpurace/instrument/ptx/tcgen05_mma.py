@@ -31,11 +31,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpurace.abi import O_MB_COPY, O_MB_COPY_END
+from gpurace.abi import F_OWNC_SHIFT, O_MB_COPY, O_MB_COPY_END
 from gpurace.abi import TMEM_ROW_BYTES as ROW_BYTES
 from gpurace.model import TCGEN05, Kind, Space
 
 from . import bounds, bulkcopy, emit, mbshadow, wgmma
+from .asynccopy import THREAD_EXTRA
 from .parse import Function, Instr, parse_instr
 
 QUEUE = "_gr_tcq"
@@ -105,10 +106,22 @@ def has_ops(fn: Function) -> bool:
 def decls() -> list[str]:
     return [
         f".local .align 16 .b8 {QUEUE}[{SLOT_BYTES * (SLOTS + 1)}];",
-        ".reg .b32 %_gr_tcn, %_gr_tci, %_gr_tc<12>;",  # queued, issued; scratch
+        ".reg .b32 %_gr_tcn, %_gr_tci, %_gr_tcx, %_gr_tc<12>;",  # queued, issued, own; scratch
         ".reg .b64 %_gr_tcd<4>;",
         ".reg .pred %_gr_tcp;",
     ]
+
+
+# An op is a thread of its own in the clocks (like a bulk copy: asynccopy.own_flags),
+# so its records carry bit F_OWNC_SHIFT with a flight count of 1: the prefilters count
+# its words as touched by several actors, and its own thread's accesses are compared
+# with it by the clocks (reference.own_pair), not dropped as one actor's.
+OWN_THREAD = 1 << F_OWNC_SHIFT
+
+
+def _own_extra() -> list[str]:
+    """%_gr_tcx: an op record's extra word (the warp epochs, the flight count of 1)."""
+    return [f"or.b32 %_gr_tcx, %_gr_wep, {THREAD_EXTRA};"]
 
 
 def prologue() -> list[str]:
@@ -264,8 +277,9 @@ def _log(entry: Any) -> list[str]:
     for desc, rows in ((_A, _ROWS), (_B, _NB)):
         code += _operand(entry, desc, rows, rare)
     top, cols, next_row, done = (entry.st.label() for _ in range(4))
-    flags = int(Kind.STORE) | 4 | 16 << 8 | v << 16
+    flags = int(Kind.STORE) | 4 | 16 << 8 | v << 16 | OWN_THREAD
     code += [
+        *_own_extra(),
         f"ld.local.v4.u32 {{%_gr_tc1, %_gr_tc2, %_gr_tc3, %_gr_tc4}}, [%_gr_tcd0+{_TADDR}];",
         "shr.u32 %_gr_tc7, %_gr_tc1, 16;",  # the first row (lane)
         "add.u32 %_gr_tc2, %_gr_tc2, %_gr_tc7;",  # past the last row
@@ -282,7 +296,7 @@ def _log(entry: Any) -> list[str]:
         f"mad.lo.u32 %_gr_tc3, %_gr_tc7, {ROW_BYTES}, %_gr_tc3;",
         f"or.b32 %_gr_tc10, %_gr_nmd, {flags};",
         emit.call_rec(
-            "%_gr_tc6", "%_gr_tc10", "%_gr_tc3", "%_gr_epl", "0", "%_gr_wep", f"%_gr_lw{v}"
+            "%_gr_tc6", "%_gr_tc10", "%_gr_tc3", "%_gr_epl", "0", "%_gr_tcx", f"%_gr_lw{v}"
         ),  # fmt: skip
         "add.u32 %_gr_tc8, %_gr_tc8, 4;",
         f"bra {cols};",
@@ -327,8 +341,9 @@ def _operand(entry: Any, desc: int, rows: int, rare: list[str]) -> list[str]:
             f"@%_gr_q0 mov.b64 %_gr_tcd2, %_gr_b{v.id};",
             f"@%_gr_q0 mov.b64 %_gr_tcd3, %_gr_e{v.id};",
         ]
-    flags = int(Kind.LOAD) | 4 | 16 << 8
+    flags = int(Kind.LOAD) | 4 | 16 << 8 | OWN_THREAD
     code += [
+        *_own_extra(),
         "shl.b32 %_gr_tc3, %_gr_tc1, 16;",
         f"or.b32 %_gr_tc3, %_gr_tc3, {flags};",
         "mov.u32 %_gr_tc7, 0;",
@@ -352,7 +367,7 @@ def _operand(entry: Any, desc: int, rows: int, rare: list[str]) -> list[str]:
             "cvt.u32.u64 %_gr_t3, %_gr_d1;",
             "or.b32 %_gr_t4, %_gr_tc3, %_gr_nmd;",
             emit.call_rec(
-                "%_gr_tc5", "%_gr_t4", "%_gr_t3", "%_gr_epl", "0", "%_gr_wep", "%_gr_tc2"
+                "%_gr_tc5", "%_gr_t4", "%_gr_t3", "%_gr_epl", "0", "%_gr_tcx", "%_gr_tc2"
             ),  # fmt: skip
             f"{cont}:",
         ]
