@@ -304,6 +304,8 @@ def launch(
                 arr = _buffer(cp, np.ascontiguousarray(a), var_bases is not None)
                 dev_arrays[b.binding] = arr
                 kargs.append(arr)
+            elif hasattr(a, "encode"):  # a tensor map (TiledMap): encoded by sim's kernel
+                kargs.append(a)
             else:
                 kargs.append(scalar_arg(b, a))
         log = ctl = sync = None

@@ -115,6 +115,14 @@ def target(
             launch.path,
             launch.key_lines.get("cluster", 0),
         )
+    maps = [a for a in launch.args if a.kind == "tensormap"]
+    if maps and not sim_device.is_sim(dev):
+        raise GpuraceError(
+            f"a tensormap [[arg]] (a TMA tensor map in sim's layout) runs on the sim device; "
+            f"on '{dev_name}' the driver's cuTensorMapEncodeTiled makes maps, not gpurace",
+            launch.path,
+            maps[0].line,
+        )
     if entry is not None:
         launch.entry = entry
     arch = cuda_backend.arch_of(dev)
