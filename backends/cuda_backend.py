@@ -93,6 +93,9 @@ SYNC_NAMES = {
     14: "wgmma swizzled descriptor not aligned",
     15: "bulk copy beyond the in-flight queue",
     16: "shared-to-global bulk copy beyond the in-flight queue",
+    40: "TMA tensor map not in sim's layout",
+    41: "TMA tensor map kind not modelled",
+    42: "TMA copy beyond the in-flight queue",
 }
 
 

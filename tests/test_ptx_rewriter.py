@@ -40,7 +40,9 @@ OLDER |= {c.id: "100a" for c in CUDA_CASES if c.id.startswith("tmem_")}
 # wgmma.mma_async needs sm_90a (docs/async.md): its cases' options pick compute_90a
 OLDER |= {c.id: "90a" for c in CUDA_CASES if c.id.startswith("wgmma_")}
 # copies completed through mbarriers (cp.async.bulk, expect_tx, try_wait) need sm_90
-OLDER |= {c.id: "90" for c in CUDA_CASES if c.id.startswith(("bulk_copy_", "cp_async_mbarrier_"))}
+OLDER |= {
+    c.id: "90" for c in CUDA_CASES if c.id.startswith(("bulk_copy_", "cp_async_mbarrier_", "tma_"))
+}
 
 
 def _newest(launch) -> str:
@@ -458,8 +460,11 @@ def _emulate_launch(
             addr = emu.mem.alloc(a.buffer.data.tobytes())
             bufs[b.binding] = (addr, a.buffer.nbytes)
             args.append(addr)
+        elif a.kind == "tensormap":  # encoded below, once its tensor has an address
+            args.append(a.value)
         else:
             args.append(int.from_bytes(scalar_bytes(b, a.value), "little"))
+    args = [a.encode(bufs[a.tensor][0]) if hasattr(a, "encode") else a for a in args]
     nv = len(inst.variables)
     if instrumented:
         sizes = cuda_backend.var_sizes(

@@ -54,6 +54,13 @@ UNMODELLED_SYNC = {
     "past the next barrier is not followed (docs/async.md)",
     16: "shared-to-global cp.async.bulk copies issued while 8 of the thread's were in "
     "flight: their window past the next barrier is not followed (docs/async.md)",
+    40: "cp.async.bulk.tensor (TMA) copies through a tensor map not in sim's layout (on a "
+    "GPU the map is opaque): their accesses are not tracked (docs/async.md)",
+    41: "cp.async.bulk.tensor (TMA) copies through a tensor map of a kind not modelled "
+    "(swizzle, interleave, element strides, NaN fill, or a rank other than the "
+    "instruction's): their accesses are not tracked (docs/async.md)",
+    42: "cp.async.bulk.tensor (TMA) copies issued while 8 of the thread's were in flight: "
+    "their window past the next barrier is not followed (docs/async.md)",
 }
 
 

@@ -17,6 +17,7 @@ from gpurace.model import (
     ASYNC_COPY_MB,
     BULK_COPY,
     BULK_GROUP,
+    TMA_COPY,
     WGMMA,
     Event,
     Kind,
@@ -385,12 +386,14 @@ def _class_words(v: RaceView, language: str) -> str:
             "between (a wait on the mbarrier phase its cp.async.mbarrier.arrive completes, "
             "or cp.async.wait_group and a barrier)"
         )
-    bulk = next((s.site for s in (v.first, v.second) if s.site.detail == BULK_COPY), None)
+    bulk = next(
+        (s.site for s in (v.first, v.second) if s.site.detail in (BULK_COPY, TMA_COPY)), None
+    )
     if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and bulk is not None:
         # only a wait that observed the phase its bytes complete orders it (docs/async.md)
         return (
             "same work-group, no wait on the mbarrier phase that completes the "
-            f"cp.async.bulk at {bulk.line}:{bulk.col} between"
+            f"{bulk.detail} at {bulk.line}:{bulk.col} between"
         )
     r = v.race
     own = (r.group_a, r.lid_a) == (r.group_b, r.lid_b)

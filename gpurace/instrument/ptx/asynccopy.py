@@ -268,6 +268,7 @@ def _group_op(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
 
 def async_copy(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
     """Records for one ``cp.async`` statement `s` of `entry` (a rewriter._Entry)."""
+    from . import tma
     from .bulkcopy import bulk_copy, bulk_to_global, is_bulk_to_global, is_bulk_to_shared
 
     if ins.has("commit_group", "wait_group", "wait_all") or (
@@ -280,6 +281,11 @@ def async_copy(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
         why = modelled(entry, s, ins)
         if why:
             entry.incomplete(s, f"'{ins.opcode}': bulk copy not tracked: {why}")
+        return
+    if tma.is_tma(ins):  # TMA (tma.py)
+        why = tma.tma_copy(entry, s, ins)
+        if why:
+            entry.incomplete(s, f"'{ins.opcode}': TMA copy not tracked: {why}")
         return
     if ins.has("bulk") or ins.has("tensor"):
         entry.incomplete(

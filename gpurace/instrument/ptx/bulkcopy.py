@@ -42,7 +42,7 @@ from typing import Any
 from gpurace.abi import O_MB_COPY, O_MB_COPY_END, ORDER_RELEASE, SCOPE_CTA
 from gpurace.model import BULK_COPY, BULK_GROUP, Kind
 
-from . import emit
+from . import emit, tma
 from .asynccopy import named_now
 from .ordering import event_extra
 from .parse import Function, Instr, parse_instr
@@ -171,6 +171,7 @@ def relog(entry: Any) -> list[str]:
         f"bra {top};",
         f"{done}:",
         *relog_g(entry),
+        *tma.relog(entry),
     ]
 
 
@@ -206,6 +207,7 @@ def retire(entry: Any) -> list[str]:
         f"bra {top};",
         f"{done}:",
         "mov.u32 %_gr_bkn, %_gr_t1;",
+        *tma.retire(entry),
     ]
 
 

@@ -13,7 +13,18 @@ from dataclasses import dataclass, field
 from gpurace import abi
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site, Space, TrackedVar
 
-from . import asynccopy, bounds, bulkcopy, emit, gridsync, mbarriers, ordering, tmem, wgmma
+from . import (
+    asynccopy,
+    bounds,
+    bulkcopy,
+    emit,
+    gridsync,
+    mbarriers,
+    ordering,
+    tma,
+    tmem,
+    wgmma,
+)
 from .asynccopy import ASYNC_STORE, async_copy
 from .atomics import ATOM_OPS, atomic_detail, scope_order
 from .barriers import SYNC_ASYNC, SYNC_FENCE, SYNC_MBARRIER, barrier, is_wait_barrier
@@ -215,7 +226,8 @@ class _Entry:
         # a thread against its own copies (docs/async.md rule 5): where they complete
         # by cp.async.wait_group/wait_all only
         self.own = self.copies and not bulkcopy.has_cp_mbarrier(fn)
-        self.bulk = order and (bulkcopy.has_bulk(fn) or self.cp_mbar)
+        self.tma = order and tma.has_tma(fn)  # TMA copies (tma.py): the bulk queue's rules
+        self.bulk = order and (bulkcopy.has_bulk(fn) or self.cp_mbar or self.tma)
         self.bulk_g = bulkcopy.has_bulk_to_global(fn)  # shared to global, bulk groups
         self.grid = gridsync.plan(mod, fn)  # cooperative groups' grid.sync() (gridsync.py)
         self.tmem = tmem.entry_var(vars_)  # its tensor memory (tmem.py)
@@ -295,6 +307,7 @@ class _Entry:
         regs += asynccopy.decls() if self.copies else []
         regs += bulkcopy.decls() if self.bulk else []
         regs += bulkcopy.decls_g() if self.bulk_g else []
+        regs += tma.decls() if self.tma else []
         regs += tmem.decls() if self.tmem else []
         regs += wgmma.decls() if self.wgmma else []
         regs += ordering.DECLS if self.order else []
@@ -339,6 +352,7 @@ class _Entry:
             *(asynccopy.prologue() if self.copies else []),
             *(bulkcopy.prologue() if self.bulk else []),
             *(bulkcopy.prologue_g() if self.bulk_g else []),
+            *(tma.prologue() if self.tma else []),
             *(tmem.prologue() if self.tmem else []),
             *(wgmma.prologue() if self.wgmma else []),
         ]
