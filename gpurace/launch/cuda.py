@@ -265,7 +265,8 @@ def tensormap_arg(
         )
         tm.encode(0)
     except TensorMapError as exc:
-        raise err(f"tensor map: {exc}", "dims") from None
+        key = next((k for k in ("element_strides", "strides", "box") if k in str(exc)), "dims")
+        raise err(f"tensor map: {exc}", key if key in table else None) from None
     if tm.extent() > buf.nbytes:
         raise err(f"the tensor spans {tm.extent()} bytes, its buffer '{target.name or ref}' "
                   f"has {buf.nbytes}", "dims")  # fmt: skip

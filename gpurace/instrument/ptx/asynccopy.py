@@ -276,16 +276,16 @@ def async_copy(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
     ):
         _group_op(entry, s, ins, sync_event)
         return
+    if tma.is_tma(ins):  # TMA (tma.py)
+        why = tma.tma_copy(entry, s, ins)
+        if why:
+            entry.incomplete(s, f"'{ins.opcode}': TMA copy not tracked: {why}")
+        return
     if is_bulk_to_shared(ins) or is_bulk_to_global(ins):
         modelled = bulk_copy if is_bulk_to_shared(ins) else bulk_to_global
         why = modelled(entry, s, ins)
         if why:
             entry.incomplete(s, f"'{ins.opcode}': bulk copy not tracked: {why}")
-        return
-    if tma.is_tma(ins):  # TMA (tma.py)
-        why = tma.tma_copy(entry, s, ins)
-        if why:
-            entry.incomplete(s, f"'{ins.opcode}': TMA copy not tracked: {why}")
         return
     if ins.has("bulk") or ins.has("tensor"):
         entry.incomplete(

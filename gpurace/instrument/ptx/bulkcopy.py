@@ -391,6 +391,7 @@ def is_bulk_to_global(ins: Instr) -> bool:
     return (
         ins.op == "cp"
         and p[:3] == ["cp", "async", "bulk"]
+        and not ins.has("tensor")
         and ins.has("bulk_group")
         and "global" in p
         and "shared" in p
