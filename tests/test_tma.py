@@ -165,6 +165,13 @@ def test_reading_the_box_before_the_wait_races_with_the_copy(tmp_path: Path) -> 
     outside the box (a row and a column past it) does not."""
     code, doc = _check(tmp_path, EDGE, -4, 30)
     assert code == 0 and doc["races"] == [] and doc["scope"]["complete"], doc["scope"]
+    text = (
+        CliRunner()
+        .invoke(main, ["check", str(tmp_path / "k.cu"), "--launch", str(tmp_path / "k.toml")])
+        .output
+    )
+    assert "cp.async.bulk.tensor (TMA, tile mode, global to shared): the box's rows" in text
+    assert "the tensor map in sim's layout" in text
     lines = EDGE.splitlines(True)
     at = next(k for k, line in enumerate(lines) if "try_wait" in line)
     no_wait = "".join(lines[:at] + ["\n", "\n"] + lines[at + 2 :])  # same line numbers

@@ -359,6 +359,19 @@ def wgmma_scope_lines(report: Report) -> list[str]:
     ]
 
 
+def tma_scope_lines(report: Report) -> list[str]:
+    """What a check of a kernel with a modelled TMA copy covered (the scope statement):
+    the copy's accesses, their window, and that its box came from sim's map layout."""
+    if not any(s.detail == TMA_COPY for s in report.sites):
+        return []
+    return [
+        "  cp.async.bulk.tensor (TMA, tile mode, global to shared): the box's rows inside "
+        "the tensor read, the shared box written, from the issue to the mbarrier phase its "
+        "bytes complete; the box read from the tensor map in sim's layout "
+        "(gpurace/sim/tensormap.py; docs/async.md)"
+    ]
+
+
 def explanation(v: RaceView, language: str) -> str:
     """Why the two sides race: the class, in the language's words, then (release/acquire,
     docs/ordering.md) the nearest synchronisation that fails to order them."""
