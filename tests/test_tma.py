@@ -195,6 +195,7 @@ def test_reading_the_box_before_the_wait_races_with_the_copy(tmp_path: Path) -> 
     assert code == 1 and doc["scope"]["complete"]
     [race] = doc["races"]
     assert race["class"] == "global-intra"
+    assert (race["var"], race["address"], race["instances"]) == ("in", 31 * 128 + 4, 1)
     sides = [
         (f"{s['site']['line']}:{s['site']['col']}", s["site"]["kind"])
         for s in (race["a"], race["b"])
@@ -264,7 +265,7 @@ extern "C" __global__ void k(const __grid_constant__ TensorMap map, float *out, 
 
 def test_sim_stores_a_box_inside_the_tensor_only() -> None:
     """The shared-to-global form on sim: the box at (28, -2) stores its elements inside
-    the tensor (rows 0, 1, columns 28..31) and nothing outside; the rewriter lists it."""
+    the tensor (rows 0, 1, columns 28..31) and nothing outside; the rewriter models it."""
     sim = Simulator(compile_cuda(STORE, "k.cu").ptx)
     tensor, out = TENSOR.copy(), np.zeros(32, np.float32)
     at = sim.mem.register(tensor)
@@ -275,9 +276,7 @@ def test_sim_stores_a_box_inside_the_tensor_only() -> None:
     box = (-1.0 - np.arange(32, dtype=np.float32)).reshape(4, 8)
     want[0:2, 28:32] = box[2:4, 0:4]
     assert np.array_equal(tensor, want)
-    [note] = instrument_ptx(compile_cuda(STORE, "k.cu").ptx, "k.ptx").not_instrumented
-    assert note.endswith("TMA copy not tracked: the shared-to-global form is not "
-                         "instrumented (sim performs it)")  # fmt: skip
+    assert instrument_ptx(compile_cuda(STORE, "k.cu").ptx, "k.ptx").not_instrumented == []
 
 
 def test_a_tensormap_launch_table_is_checked(tmp_path: Path) -> None:
@@ -302,3 +301,45 @@ def test_a_gpu_refuses_a_tensormap_argument(fake_cupy) -> None:  # noqa: F811
     with pytest.raises(GpuraceError) as exc:
         api.check_file(f"{case}.cu", f"{case}.toml")
     assert f"{case}.toml:8: error: a tensormap [[arg]]" in str(exc.value)
+
+
+REUSE = CORPUS / "tma_store_reuse_race"
+
+
+def test_a_tma_store_reads_its_tile_until_its_read_wait(tmp_path: Path) -> None:
+    """The shared-to-global form (rules 7 and 8): tma_store_reuse_race with thread 0's
+    ``wait_group.read 0`` before the barrier is clean; a read of the tensor inside the
+    last box before its ``wait_group 0`` races with the copy's row store (a read
+    outside both boxes does not), named with the wait."""
+    text = REUSE.with_suffix(".cu").read_text()
+    launch = str(REUSE.with_suffix(".toml"))
+    waited = text.replace(
+        '      asm volatile("cp.async.bulk.commit_group;" ::: "memory");\n',
+        '      asm volatile("cp.async.bulk.commit_group;" ::: "memory");\n'
+        '      asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");\n',
+    )
+    kernel = tmp_path / "k.cu"
+    kernel.write_text(waited)
+    report = api.check_file(str(kernel), launch)
+    assert report.races == [] and report.scope.complete, report.scope
+    kernel.write_text(waited.replace(
+        "  if (t == 0) asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\");\n",
+        "  if (t == 5) tile[0] = out[4 * 32 + 8] + out[3 * 32 + 20];\n"
+        "  if (t == 0) asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\");\n",
+    ))  # fmt: skip
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(
+        main, ["check", str(kernel), "--launch", launch, "--json", str(out)]
+    )
+    doc = json.loads(out.read_text())
+    assert result.exit_code == 1 and doc["scope"]["complete"]
+    [race] = doc["races"]
+    assert race["class"] == "global-intra"
+    assert (race["var"], race["address"], race["instances"]) == ("out", 4 * 128 + 32, 1)
+    sides = sorted((f"{s['site']['line']}:{s['site']['col']}", s["site"]["kind"])
+                   for s in (race["a"], race["b"]))  # fmt: skip
+    assert sides == [("17:7", "store"), ("24:3", "load")], sides
+    assert race["explanation"] == (
+        "same work-group, no cp.async.bulk.wait_group[.read] completing the "
+        "cp.async.bulk.tensor at 17:7 followed by __syncthreads() between"
+    )

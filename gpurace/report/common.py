@@ -18,6 +18,7 @@ from gpurace.model import (
     BULK_COPY,
     BULK_GROUP,
     TMA_COPY,
+    TMA_GROUP,
     WGMMA,
     Event,
     Kind,
@@ -385,12 +386,14 @@ def _class_words(v: RaceView, language: str) -> str:
     words = dialect(language)
     cls = RaceClass(v.race.cls)
     copy = next((s.site for s in (v.first, v.second) if s.site.detail in IN_FLIGHT), None)
-    bulk_g = next((s.site for s in (v.first, v.second) if s.site.detail == BULK_GROUP), None)
+    groups = (BULK_GROUP, TMA_GROUP)
+    bulk_g = next((s.site for s in (v.first, v.second) if s.site.detail in groups), None)
     if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and bulk_g is not None:
         then = words.local_barrier if cls == RaceClass.LOCAL else words.global_barrier
+        op = "cp.async.bulk.tensor" if bulk_g.detail == TMA_GROUP else "cp.async.bulk"
         return (
             "same work-group, no cp.async.bulk.wait_group[.read] completing the "
-            f"cp.async.bulk at {bulk_g.line}:{bulk_g.col} followed by {then} between"
+            f"{op} at {bulk_g.line}:{bulk_g.col} followed by {then} between"
         )
     handed = next((s.site for s in (v.first, v.second) if s.site.detail == ASYNC_COPY_MB), None)
     if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and handed is not None:

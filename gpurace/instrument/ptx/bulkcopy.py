@@ -438,6 +438,7 @@ def relog_g(entry: Any) -> list[str]:
         "add.u32 %_gr_t0, %_gr_t0, 1;",
         f"bra {top};",
         f"{done}:",
+        *tma.relog_s(entry),
     ]
 
 
@@ -484,6 +485,7 @@ def bulk_group_op(entry: Any, ins: Instr) -> list[str]:
         f"bra {top};",
         f"{done}:",
         "mov.u32 %_gr_bgn, %_gr_t1;",
+        *tma.group_op(entry, read),
     ]
 
 

@@ -228,7 +228,8 @@ class _Entry:
         self.own = self.copies and not bulkcopy.has_cp_mbarrier(fn)
         self.tma = order and tma.has_tma(fn)  # TMA copies (tma.py): the bulk queue's rules
         self.bulk = order and (bulkcopy.has_bulk(fn) or self.cp_mbar or self.tma)
-        self.bulk_g = bulkcopy.has_bulk_to_global(fn)  # shared to global, bulk groups
+        self.tma_s = tma.has_tma_store(fn)  # TMA from shared to global (tma.py)
+        self.bulk_g = bulkcopy.has_bulk_to_global(fn) or self.tma_s  # bulk groups
         self.grid = gridsync.plan(mod, fn)  # cooperative groups' grid.sync() (gridsync.py)
         self.tmem = tmem.entry_var(vars_)  # its tensor memory (tmem.py)
         self.wgmma = wgmma.has_wgmma(fn)  # its wgmma operand queue (wgmma.py)
@@ -307,7 +308,8 @@ class _Entry:
         regs += asynccopy.decls() if self.copies else []
         regs += bulkcopy.decls() if self.bulk else []
         regs += bulkcopy.decls_g() if self.bulk_g else []
-        regs += tma.decls() if self.tma else []
+        regs += tma.decls() if self.tma or self.tma_s else []
+        regs += tma.decls_s() if self.tma_s else []
         regs += tmem.decls() if self.tmem else []
         regs += wgmma.decls() if self.wgmma else []
         regs += ordering.DECLS if self.order else []
@@ -352,7 +354,8 @@ class _Entry:
             *(asynccopy.prologue() if self.copies else []),
             *(bulkcopy.prologue() if self.bulk else []),
             *(bulkcopy.prologue_g() if self.bulk_g else []),
-            *(tma.prologue() if self.tma else []),
+            *(tma.prologue() if self.tma or self.tma_s else []),
+            *(tma.prologue_s() if self.tma_s else []),
             *(tmem.prologue() if self.tmem else []),
             *(wgmma.prologue() if self.wgmma else []),
         ]

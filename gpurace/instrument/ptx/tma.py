@@ -31,7 +31,7 @@ import dataclasses
 from typing import Any
 
 from gpurace.abi import O_MB_COPY, O_MB_COPY_END
-from gpurace.model import TMA_COPY, Kind, Space
+from gpurace.model import TMA_COPY, TMA_GROUP, Kind, Space
 from gpurace.sim.tensormap import (
     MAGIC,
     OFF_BASE,
@@ -220,12 +220,12 @@ def retire(entry: Any) -> list[str]:
     ]
 
 
-def _attribute(entry: Any, sid: int) -> list[str]:
-    """The tensor's base (global, %_gr_d0) attributed: the load records' flags in
+def _attribute(entry: Any, kind: Kind) -> list[str]:
+    """The tensor's base (global, %_gr_d0) attributed: the rows' records' flags in
     %_gr_m17 (0 where no tracked variable holds it: counted as unattributed) and the
     offset in %_gr_m18."""
     cands = [v for v in entry.vars if v.space == Space.GLOBAL and not v.tmem]
-    flags = int(Kind.LOAD) | gridsync.flag(entry.grid, True)
+    flags = int(kind) | gridsync.flag(entry.grid, True)
     code = ["mov.u32 %_gr_m17, 255;", "mov.u32 %_gr_m18, 0;"]
     for v in reversed(cands):
         code += [
@@ -251,37 +251,25 @@ def _coord(op: str, dst: str) -> str:
     return f"mov.b32 {dst}, {op};"
 
 
-def tma_copy(entry: Any, s: Any, ins: Instr) -> str:
-    """Records for one global-to-shared TMA copy `s` of `entry` (a rewriter._Entry);
-    why it is not modelled where it is not ("": it is)."""
+def _operands(ins: Instr, at: int) -> tuple[str, list[str], int] | str:
+    """(map register, coordinates, rank) of the tensor operand `at`, or why not."""
     from gpurace.sim.tma import map_operand, rank_of, unmodelled_form
 
-    from .bulkcopy import _BAR, _ST, _chunks, _keep, event
-    from .mbarriers import _address
-
-    if not is_tma_to_shared(ins):
-        return "the shared-to-global form is not instrumented (sim performs it)"
     why = unmodelled_form(ins)
     if why:
         return why
-    if not entry.order:
-        return "no mbarrier wait in the module (ORDER events are not logged)"
     ops = ins.operands[:-1] if ins.has("::cache_hint") else ins.operands
-    parsed = map_operand(ops[1]) if len(ops) == 3 else None
+    parsed = map_operand(ops[at]) if len(ops) == (3 if at else 2) else None
     n = rank_of(ins)
     if parsed is None or len(parsed[1]) != n or not parsed[0].startswith("%"):
         return "operands not understood"
-    mp, coords = parsed
-    bar = _address(entry, s, ins, ops[2])  # the barrier's address into %_gr_oo
-    if bar is None:
-        return ""  # listed by _address
-    ev = entry.site(s, Kind.EVENT, ins)
-    ld = entry.site(s, Kind.LOAD, ins, detail=TMA_COPY)
-    st_ = entry.site(s, Kind.STORE, ins, detail=TMA_COPY)
-    skip, not_sim, kind, full = (entry.st.label() for _ in range(4))
+    return parsed[0], parsed[1], n
+
+
+def _checked(mp: str, n: int, not_sim: str, kind: str) -> list[str]:
+    """Code that loads the map's address into %_gr_md0 and its first word into
+    %_gr_m0, branching to `not_sim` (no magic number) or `kind` (not modelled)."""
     code = [
-        "setp.ne.u32 %_gr_mq0, %_gr_lid, %_gr_lid;",  # false: not logged
-        *entry._guard(ins, skip),
         f"mov.b64 %_gr_md0, {mp};",
         "ld.u32 %_gr_m0, [%_gr_md0];",
         f"setp.ne.u32 %_gr_mq1, %_gr_m0, {MAGIC};",
@@ -297,15 +285,19 @@ def tma_copy(entry: Any, s: Any, ins: Instr) -> str:
             f"ld.u8 %_gr_m1, [%_gr_md0+{OFF_ESTRIDES + i}];",
             "setp.ne.or.u32 %_gr_mq1, %_gr_m1, 1, %_gr_mq1;",
         ]
-    code += [
-        f"@%_gr_mq1 bra {kind};",
-        *bar,
-        f"mov.u64 %_gr_tma, {QUEUE};",
-        f"min.u32 %_gr_m1, %_gr_tmn, {SLOTS};",
-        f"mad.wide.u32 %_gr_tma, %_gr_m1, {SLOT_BYTES}, %_gr_tma;",
-        *phase_of("%_gr_ow", "%_gr_oo"),
-        f"mov.u32 %_gr_t5, {ev};",
-        f"st.local.v4.u32 [%_gr_tma+{_BAR}], {{%_gr_oo, %_gr_ow, %_gr_bki, %_gr_t5}};",
+    return code + [f"@%_gr_mq1 bra {kind};"]
+
+
+def _fields(entry: Any, slot: str, coords: list[str], n: int, rows: int, kind: Kind,
+            box_site: int, box_at: int) -> list[str]:  # fmt: skip
+    """Code (the map at %_gr_md0, its word 1 in %_gr_m0) that fills `slot`: the box's
+    bytes at 12, the box side's site at `box_at` (its flags and offset 0 until its
+    first record's), the other side's flags 0, the global rows (site `rows`, records of
+    `kind`) from 48 on."""
+    from .bulkcopy import _LD, _ST
+
+    other = _ST if box_at == _LD else _LD
+    code = [
         "shr.u32 %_gr_m1, %_gr_m0, 8;",
         "and.b32 %_gr_m1, %_gr_m1, 0xFF;",  # element bytes
         f"ld.u16 %_gr_m2, [%_gr_md0+{OFF_BOX}];",
@@ -319,17 +311,18 @@ def tma_copy(entry: Any, s: Any, ins: Instr) -> str:
             f"ld.u32 %_gr_m6, [%_gr_md0+{OFF_DIMS + 4 * i}];",
             f"ld.u64 %_gr_md2, [%_gr_md0+{OFF_STRIDES + 8 * (i - 1)}];",
             "cvt.u32.u64 %_gr_m7, %_gr_md2;",
-            f"st.local.v4.u32 [%_gr_tma+{_DIMS + 16 * (i - 1)}], "
+            f"st.local.v4.u32 [{slot}+{_DIMS + 16 * (i - 1)}], "
             "{%_gr_m4, %_gr_m5, %_gr_m6, %_gr_m7};",
             "mul.lo.u32 %_gr_m8, %_gr_m8, %_gr_m4;",
         ]
-    code += [
-        f"st.local.u32 [%_gr_tma+{_ROWS}], %_gr_m8;",
+    return code + [
+        f"st.local.u32 [{slot}+{_ROWS}], %_gr_m8;",
         "mul.lo.u32 %_gr_m9, %_gr_m3, %_gr_m8;",  # the box's bytes
         "mov.u32 %_gr_m10, 0;",
-        "st.local.v4.u32 [%_gr_tma], {%_gr_m10, %_gr_m10, %_gr_m10, %_gr_m9};",
-        f"mov.u32 %_gr_m11, {st_};",  # the shared side: its first record's flags after
-        f"st.local.v4.u32 [%_gr_tma+{_ST}], {{%_gr_m11, %_gr_m10, %_gr_m10, %_gr_m10}};",
+        f"st.local.v4.u32 [{slot}+{other}], {{%_gr_m10, %_gr_m10, %_gr_m10, %_gr_m10}};",
+        f"mov.u32 %_gr_m11, {box_site};",  # the box side: its first record's flags after
+        f"st.local.v4.u32 [{slot}+{box_at}], {{%_gr_m11, %_gr_m10, %_gr_m10, %_gr_m10}};",
+        f"st.local.u32 [{slot}+12], %_gr_m9;",
         _coord(coords[0], "%_gr_m10"),  # the columns inside: [lo, hi)
         f"ld.u32 %_gr_m11, [%_gr_md0+{OFF_DIMS}];",
         "max.s32 %_gr_m12, %_gr_m10, 0;",
@@ -339,18 +332,17 @@ def tma_copy(entry: Any, s: Any, ins: Instr) -> str:
         "max.s32 %_gr_m14, %_gr_m14, 0;",
         "mul.lo.u32 %_gr_m14, %_gr_m14, %_gr_m1;",
         "mul.lo.u32 %_gr_m15, %_gr_m12, %_gr_m1;",
-        f"st.local.u32 [%_gr_tma+{_COL}], %_gr_m15;",
+        f"st.local.u32 [{slot}+{_COL}], %_gr_m15;",
         f"ld.u64 %_gr_d0, [%_gr_md0+{OFF_BASE}];",  # the tensor's global address
         "cvta.to.global.u64 %_gr_d0, %_gr_d0;",
-        *_attribute(entry, ld),
-        f"mov.u32 %_gr_m16, {ld};",
-        f"st.local.v4.u32 [%_gr_tma+{_G}], {{%_gr_m16, %_gr_m17, %_gr_m18, %_gr_m14}};",
-        f"setp.lt.u32 %_gr_mq1, %_gr_tmn, {SLOTS};",
-        f"@%_gr_mq1 bra {full};",
-        emit.call_srec(ev, SYNC_FULL),
-        f"{full}:",
-        *event(O_MB_COPY, str(ev), "%_gr_bki", "%_gr_ow"),
-        "setp.eq.u32 %_gr_mq0, %_gr_lid, %_gr_lid;",  # true: logged
+        *_attribute(entry, kind),
+        f"mov.u32 %_gr_m16, {rows};",
+        f"st.local.v4.u32 [{slot}+{_G}], {{%_gr_m16, %_gr_m17, %_gr_m18, %_gr_m14}};",
+    ]
+
+
+def _unlogged(ev: int, skip: str, not_sim: str, kind: str) -> list[str]:
+    return [
         f"bra {skip};",
         f"{not_sim}:",
         emit.call_srec(ev, SYNC_NOT_SIM),
@@ -359,7 +351,50 @@ def tma_copy(entry: Any, s: Any, ins: Instr) -> str:
         emit.call_srec(ev, SYNC_KIND),
         f"{skip}:",
     ]
-    entry.before(s, code)
+
+
+def tma_copy(entry: Any, s: Any, ins: Instr) -> str:
+    """Records for one TMA copy `s` of `entry` (a rewriter._Entry); why it is not
+    modelled where it is not ("": it is)."""
+    from .bulkcopy import _BAR, _ST, _chunks, _keep, event
+    from .mbarriers import _address
+
+    if not is_tma_to_shared(ins):
+        return tma_store(entry, s, ins)
+    parsed = _operands(ins, 1)
+    if isinstance(parsed, str):
+        return parsed
+    if not entry.order:
+        return "no mbarrier wait in the module (ORDER events are not logged)"
+    mp, coords, n = parsed
+    ops = ins.operands[:-1] if ins.has("::cache_hint") else ins.operands
+    bar = _address(entry, s, ins, ops[2])  # the barrier's address into %_gr_oo
+    if bar is None:
+        return ""  # listed by _address
+    ev = entry.site(s, Kind.EVENT, ins)
+    ld = entry.site(s, Kind.LOAD, ins, detail=TMA_COPY)
+    st_ = entry.site(s, Kind.STORE, ins, detail=TMA_COPY)
+    skip, not_sim, kind, full = (entry.st.label() for _ in range(4))
+    entry.before(s, [
+        "setp.ne.u32 %_gr_mq0, %_gr_lid, %_gr_lid;",  # false: not logged
+        *entry._guard(ins, skip),
+        *_checked(mp, n, not_sim, kind),
+        *bar,
+        f"mov.u64 %_gr_tma, {QUEUE};",
+        f"min.u32 %_gr_m1, %_gr_tmn, {SLOTS};",
+        f"mad.wide.u32 %_gr_tma, %_gr_m1, {SLOT_BYTES}, %_gr_tma;",
+        *phase_of("%_gr_ow", "%_gr_oo"),
+        f"mov.u32 %_gr_t5, {ev};",
+        f"st.local.v4.u32 [%_gr_tma+{_BAR}], {{%_gr_oo, %_gr_ow, %_gr_bki, %_gr_t5}};",
+        *_fields(entry, "%_gr_tma", coords, n, ld, Kind.LOAD, st_, _ST),
+        f"setp.lt.u32 %_gr_mq1, %_gr_tmn, {SLOTS};",
+        f"@%_gr_mq1 bra {full};",
+        emit.call_srec(ev, SYNC_FULL),
+        f"{full}:",
+        *event(O_MB_COPY, str(ev), "%_gr_bki", "%_gr_ow"),
+        "setp.eq.u32 %_gr_mq0, %_gr_lid, %_gr_lid;",  # true: logged
+        *_unlogged(ev, skip, not_sim, kind),
+    ])  # fmt: skip
     # the shared box's first chunk through `_access` (attribution, bounds, initcheck),
     # its arguments kept in the slot; the other chunks and the rows from the slot
     logged = dataclasses.replace(ins, guard="%_gr_mq0")
@@ -377,6 +412,156 @@ def tma_copy(entry: Any, s: Any, ins: Instr) -> str:
         "add.u32 %_gr_bki, %_gr_bki, 1;",
         f"setp.lt.u32 %_gr_mq1, %_gr_tmn, {SLOTS};",
         "@%_gr_mq1 add.u32 %_gr_tmn, %_gr_tmn, 1;",
+        f"{skip2}:",
+    ])  # fmt: skip
+    return ""
+
+
+# -- shared to global: bulk groups (docs/async.md, rules 7 and 8) ---------------------
+SQUEUE = "_gr_tsq"  # the entry's .local queue of shared-to-global TMA copies in flight
+_GROUP = 32  # a slot's bulk group (where a global-to-shared copy keeps its barrier)
+
+
+def is_tma_store(ins: Instr) -> bool:
+    p = ins.parts
+    return (
+        is_tma(ins)
+        and ins.has("bulk_group")
+        and "global" in p
+        and "shared" in p
+        and p.index("global") < p.index("shared")
+    )
+
+
+def has_tma_store(fn: Function) -> bool:
+    return any(
+        s.kind == "stmt"
+        and "cp.async.bulk.tensor" in s.text
+        and not s.text.startswith(".")
+        and is_tma_store(parse_instr(s.text))
+        for s in fn.body
+    )
+
+
+def decls_s() -> list[str]:
+    return [f".local .align 16 .b8 {SQUEUE}[{SLOT_BYTES * (SLOTS + 1)}];",
+            ".reg .b32 %_gr_tsn;", ".reg .b64 %_gr_tsa;"]  # fmt: skip
+
+
+def prologue_s() -> list[str]:
+    return ["mov.u32 %_gr_tsn, 0;"]
+
+
+def relog_s(entry: Any) -> list[str]:
+    """Code that logs every queued shared-to-global TMA copy again (its thread's own
+    records: no events; their window ends at the thread's bulk wait)."""
+    from .bulkcopy import _chunks
+
+    if not getattr(entry, "tma_s", False):
+        return []
+    top, done = entry.st.label(), entry.st.label()
+    return [
+        "mov.u32 %_gr_m20, 0;",
+        f"{top}:",
+        "setp.ge.u32 %_gr_mq2, %_gr_m20, %_gr_tsn;",
+        f"@%_gr_mq2 bra {done};",
+        f"mov.u64 %_gr_d1, {SQUEUE};",
+        f"mad.wide.u32 %_gr_d1, %_gr_m20, {SLOT_BYTES}, %_gr_d1;",
+        *_chunks(entry, 0, a_shared=True),
+        "mov.b64 %_gr_md1, %_gr_d1;",
+        *_rows(entry),
+        "add.u32 %_gr_m20, %_gr_m20, 1;",
+        f"bra {top};",
+        f"{done}:",
+    ]
+
+
+def group_op(entry: Any, read: bool) -> list[str]:
+    """After ``cp.async.bulk.wait_group[.read] N`` (the groups below %_gr_t5 complete):
+    ``.read`` ends the shared source's part of their TMA stores (its flags 0), the
+    plain wait drops their slots."""
+    if not getattr(entry, "tma_s", False):
+        return []
+    top, done, keep, same, moved = (entry.st.label() for _ in range(5))
+    return [
+        "mov.u32 %_gr_m20, 0;",  # the slot read ...
+        "mov.u32 %_gr_m21, 0;",  # ... and the slot written
+        f"{top}:",
+        "setp.ge.u32 %_gr_mq2, %_gr_m20, %_gr_tsn;",
+        f"@%_gr_mq2 bra {done};",
+        f"mov.u64 %_gr_md1, {SQUEUE};",
+        f"mad.wide.u32 %_gr_md2, %_gr_m21, {SLOT_BYTES}, %_gr_md1;",
+        f"mad.wide.u32 %_gr_md1, %_gr_m20, {SLOT_BYTES}, %_gr_md1;",
+        f"ld.local.u32 %_gr_m22, [%_gr_md1+{_GROUP}];",
+        "setp.lt.u32 %_gr_mq2, %_gr_m22, %_gr_t5;",
+        f"@!%_gr_mq2 bra {keep};",
+        *(
+            ["mov.u32 %_gr_m22, 0;", "st.local.u32 [%_gr_md1+4], %_gr_m22;", f"bra {keep};"]
+            if read
+            else [f"bra {same};"]
+        ),  # fmt: skip
+        f"{keep}:",
+        "setp.eq.u32 %_gr_mq2, %_gr_m20, %_gr_m21;",
+        f"@%_gr_mq2 bra {moved};",
+        *[
+            f"ld.local.u64 %_gr_md3, [%_gr_md1+{k}];\nst.local.u64 [%_gr_md2+{k}], %_gr_md3;"
+            for k in range(0, SLOT_BYTES, 8)
+        ],
+        f"{moved}:",
+        "add.u32 %_gr_m21, %_gr_m21, 1;",
+        f"{same}:",
+        "add.u32 %_gr_m20, %_gr_m20, 1;",
+        f"bra {top};",
+        f"{done}:",
+        "mov.u32 %_gr_tsn, %_gr_m21;",
+    ]
+
+
+def tma_store(entry: Any, s: Any, ins: Instr) -> str:
+    """Records for one shared-to-global TMA copy `s`: a load of the whole shared box
+    and a store of each box row inside the tensor, the thread's own records in flight
+    until its bulk group's waits (rule 7); why it is not modelled ("": it is)."""
+    from .bulkcopy import _LD, _chunks, _keep
+
+    if not is_tma_store(ins):
+        return "a form not instrumented"
+    parsed = _operands(ins, 0)
+    if isinstance(parsed, str):
+        return parsed
+    mp, coords, n = parsed
+    ops = ins.operands[:-1] if ins.has("::cache_hint") else ins.operands
+    ev = entry.site(s, Kind.EVENT, ins)
+    ld = entry.site(s, Kind.LOAD, ins, detail=TMA_GROUP)
+    st_ = entry.site(s, Kind.STORE, ins, detail=TMA_GROUP)
+    skip, not_sim, kind, full = (entry.st.label() for _ in range(4))
+    entry.before(s, [
+        "setp.ne.u32 %_gr_mq0, %_gr_lid, %_gr_lid;",  # false: not logged
+        *entry._guard(ins, skip),
+        *_checked(mp, n, not_sim, kind),
+        f"mov.u64 %_gr_tsa, {SQUEUE};",
+        f"min.u32 %_gr_m1, %_gr_tsn, {SLOTS};",
+        f"mad.wide.u32 %_gr_tsa, %_gr_m1, {SLOT_BYTES}, %_gr_tsa;",
+        *_fields(entry, "%_gr_tsa", coords, n, st_, Kind.STORE, ld, _LD),
+        f"st.local.u32 [%_gr_tsa+{_GROUP}], %_gr_bgc;",
+        f"setp.lt.u32 %_gr_mq1, %_gr_tsn, {SLOTS};",
+        f"@%_gr_mq1 bra {full};",
+        emit.call_srec(ev, SYNC_FULL),
+        f"{full}:",
+        "setp.eq.u32 %_gr_mq0, %_gr_lid, %_gr_lid;",  # true: logged
+        *_unlogged(ev, skip, not_sim, kind),
+    ])  # fmt: skip
+    logged = dataclasses.replace(ins, guard="%_gr_mq0")
+    entry._access(s, logged, ld, Kind.LOAD, "shared", ops[1], CHUNK, False, 0, [], None,
+                  post=_keep(_LD, True, "%_gr_tsa"))  # fmt: skip
+    skip2 = entry.st.label()
+    entry.before(s, [
+        f"@!%_gr_mq0 bra {skip2};",
+        "mov.b64 %_gr_d1, %_gr_tsa;",
+        *_chunks(entry, CHUNK, True, bool(entry.checked)),
+        "mov.b64 %_gr_md1, %_gr_tsa;",
+        *_rows(entry),
+        f"setp.lt.u32 %_gr_mq1, %_gr_tsn, {SLOTS};",
+        "@%_gr_mq1 add.u32 %_gr_tsn, %_gr_tsn, 1;",
         f"{skip2}:",
     ])  # fmt: skip
     return ""
