@@ -343,3 +343,19 @@ def test_a_tma_store_reads_its_tile_until_its_read_wait(tmp_path: Path) -> None:
         "same work-group, no cp.async.bulk.wait_group[.read] completing the "
         "cp.async.bulk.tensor at 17:7 followed by __syncthreads() between"
     )
+
+
+def test_the_corpus_pipeline_sums_its_boxes_bit_for_bit() -> None:
+    """tma_tile_pipeline_clean on sim (plain): out[32 r + t] is box r's elements t and
+    31 - t summed, the last box (x 28) zeros past column 31, as numpy gives them."""
+    case = CORPUS / "tma_tile_pipeline_clean"
+    launch = load_cuda_launch(f"{case}.toml")
+    inst = instrument(case.with_suffix(".cu").read_text(), f"{case}.cu", launch.options)
+    outputs, _, _, _ = _emulate_launch(launch, inst, False)
+    pad = np.zeros((32, 40), np.float32)
+    pad[:, :32] = TENSOR
+    want = []
+    for x, y in ((4, 0), (12, 8), (20, 16), (28, 24)):
+        box = pad[y : y + 4, x : x + 8].reshape(-1)
+        want += list(box + box[::-1])
+    assert np.array_equal(np.frombuffer(outputs[1], np.float32), np.array(want, np.float32))
