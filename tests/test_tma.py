@@ -286,6 +286,8 @@ def test_a_tensormap_launch_table_is_checked(tmp_path: Path) -> None:
         ("box = [8, 4]", "box = [8, 400]", "9: error: tensor map: box_dim [8, 400]: each 1 to"),
         ("dims = [32, 32]", "dims = [32, 64]", "8: error: the tensor spans 8192 bytes"),
         ('tensor = "in"', 'tensor = "out2"', "7: error: tensor = 'out2' must name (or number)"),
+        ("box = [8, 4]", 'box = [8, 4]\nswizzle = "128B"', "10: error: swizzle must be an integer"),
+        ("box = [8, 4]", "", "4: error: box must be a list of integers, not None"),
     ):
         path = _launch(tmp_path, 0, 0)
         path.write_text(path.read_text().replace(old, new))

@@ -249,6 +249,9 @@ def tensormap_arg(
         return tuple(v)
 
     dims, box = ints("dims"), ints("box")
+    for key in ("interleave", "swizzle", "oob_fill"):
+        if not _is_int(table.get(key, 0)):
+            raise err(f"{key} must be an integer (cuTensorMapEncodeTiled's enum)", key)
     es = buf.data.dtype.itemsize
     dense = [es * dims[0]]
     for d in dims[1:-1]:
