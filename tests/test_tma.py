@@ -361,3 +361,19 @@ def test_the_corpus_pipeline_sums_its_boxes_bit_for_bit() -> None:
         box = pad[y : y + 4, x : x + 8].reshape(-1)
         want += list(box + box[::-1])
     assert np.array_equal(np.frombuffer(outputs[1], np.float32), np.array(want, np.float32))
+
+
+def test_sim_takes_a_tensor_prefetch_as_a_hint() -> None:
+    """``cp.async.bulk.prefetch.tensor`` (into L2: no memory effect) runs on sim."""
+    ptx = compile_cuda(EDGE, "k.cu").ptx
+    at = ptx.index("cp.async.bulk.tensor.2d")
+    line = ptx[at : ptx.index(";", at)]
+    mp = line.split("[")[2].split("]")[0]  # the map and its coordinates
+    ptx = ptx.replace(line, f"cp.async.bulk.prefetch.tensor.2d.L2.global [{mp}];\n{line}", 1)
+    sim = Simulator(ptx)
+    tensor, out = TENSOR.copy(), np.zeros(32, np.float32)
+    at_ = sim.mem.register(tensor)
+    args = [encode_tiled("float32", 2, at_, [32, 32], [128], [8, 4]), sim.mem.register(out),
+            at_, 8, 2]  # fmt: skip
+    assert sim.launch("k", (1, 1, 1), (32, 1, 1), args).stopped == ""
+    assert np.array_equal(out, TENSOR[2:6, 8:16].reshape(-1))

@@ -323,7 +323,7 @@ def _cp_async(ins: Instr, dec: Decoder) -> Run:
     """``cp.async`` and its group operations on the batch's copies in flight
     (gpurace/sim/asynccopy.py): a copy is performed when its group is waited for."""
     ops = ins.operands
-    if ins.has("bulk") and ins.has("tensor"):  # TMA, shared to global (tma.py)
+    if ins.has("bulk") and ins.has("tensor") and not ins.has("prefetch"):  # TMA (tma.py)
         return compile_tensor_to_global(ins, dec)
     if ins.has("bulk"):  # bulk copies and their groups (bulkcopy.py)
         return compile_bulk(ins, dec)
