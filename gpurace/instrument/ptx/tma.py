@@ -23,6 +23,13 @@ error). The queue `QUEUE` (`SLOTS` slots of `SLOT_BYTES`) keeps each copy's map 
 so that `relog` can log it again after every block barrier, full ``__syncwarp`` and
 named barrier (bulkcopy.relog calls it), and `retire` drops copies whose phase has
 completed after a successful mbarrier wait (bulkcopy.retire calls it).
+
+From shared to global memory (``cp.async.bulk.tensor.Nd.global.shared::cta.bulk_group``,
+rules 7 and 8) a copy is its thread's own records: a load of the whole shared box and
+a store of each row inside the tensor, in a queue of their own (`SQUEUE`) logged again
+after every epoch advance (bulkcopy.relog_g calls `relog_s`); ``wait_group.read``
+ends the box's part, ``wait_group`` the whole copy's (bulkcopy.bulk_group_op calls
+`group_op`).
 """
 
 from __future__ import annotations
