@@ -377,3 +377,14 @@ def test_sim_takes_a_tensor_prefetch_as_a_hint() -> None:
             at_, 8, 2]  # fmt: skip
     assert sim.launch("k", (1, 1, 1), (32, 1, 1), args).stopped == ""
     assert np.array_equal(out, TENSOR[2:6, 8:16].reshape(-1))
+
+
+def test_gpurace_repeat_replays_a_tma_kernel_on_sim() -> None:
+    """`gpurace repeat` passes the launch's tensor map to each replay (sim's kernel
+    encodes it): the pipeline's outputs are bit-identical."""
+    case = CORPUS / "tma_tile_pipeline_clean"
+    cmd = ["repeat", f"{case}.cu", "--launch", f"{case}.toml", "--runs", "5"]
+    result = CliRunner().invoke(main, cmd)
+    assert result.exit_code == 0, result.output
+    assert "1 distinct result: bit-identical" in result.output
+    assert "'out' (arg 1, float[128]): bit-identical" in result.output
