@@ -388,3 +388,23 @@ def test_gpurace_repeat_replays_a_tma_kernel_on_sim() -> None:
     assert result.exit_code == 0, result.output
     assert "1 distinct result: bit-identical" in result.output
     assert "'out' (arg 1, float[128]): bit-identical" in result.output
+
+
+def test_initcheck_follows_a_tma_store(tmp_path: Path) -> None:
+    """With the tensor uninitialised (fill = "uninit"), the box's rows that a TMA store
+    wrote (row 0, columns 28..31) read back clean after the wait and a barrier; the
+    rest of row 0 is reported unwritten."""
+    kernel = tmp_path / "k.cu"
+    kernel.write_text(STORE.replace("  }\n}\n", "  }\n  __syncthreads();\n  out[t] = in[t];\n}\n"))
+    launch = (
+        _launch(tmp_path, 28, -2)
+        .read_text()
+        .replace('count = 1024\nfill = "arange"', 'count = 1024\nfill = "uninit"')
+    )
+    (tmp_path / "k.toml").write_text(launch)
+    out = tmp_path / "r.json"
+    cmd = ["check", str(kernel), "--launch", str(tmp_path / "k.toml"), "--json", str(out)]
+    result = CliRunner().invoke(main, cmd)
+    doc = json.loads(out.read_text())
+    assert doc["races"] == [] and doc["scope"]["complete"], result.output
+    assert [(u["var"], u["index"], u["count"]) for u in doc["uninitialised"]] == [("in", 0, 28)]

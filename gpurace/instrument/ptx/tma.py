@@ -104,8 +104,10 @@ def phase_of(dst: str, bar: str) -> list[str]:
     return [f"ld.shared.u32 {dst}, [{bar}];"]
 
 
-def _rows(entry: Any) -> list[str]:
-    """Records of the global rows of the slot at %_gr_md1, in the current epochs."""
+def _rows(entry: Any, init: bool = False) -> list[str]:
+    """Records of the global rows of the slot at %_gr_md1, in the current epochs;
+    `init`: each through ``_gr_init`` too (at the issue, where initcheck runs: a load
+    tests the tensor's written-shadow, a store sets it)."""
     top, nxt, ctop, done = (entry.st.label() for _ in range(4))
     code = [
         f"ld.local.v2.u32 {{%_gr_m0, %_gr_m1}}, [%_gr_md1+{_G}];",  # site, flags
@@ -146,6 +148,7 @@ def _rows(entry: Any) -> list[str]:
         *named_now("%_gr_m15"),
         "add.u32 %_gr_m16, %_gr_m5, %_gr_m13;",
         emit.call_rec("%_gr_m0", "%_gr_m15", "%_gr_m16", "%_gr_epg", "0", "%_gr_wep"),
+        *([emit.call_init("%_gr_m0", "%_gr_m15", "%_gr_m16", 0)] if init else []),
         f"add.u32 %_gr_m13, %_gr_m13, {CHUNK};",
         f"bra {ctop};",
         f"{nxt}:",
@@ -413,7 +416,7 @@ def tma_copy(entry: Any, s: Any, ins: Instr) -> str:
         "mov.b64 %_gr_d1, %_gr_tma;",
         *_chunks(entry, CHUNK, False, bool(entry.checked)),
         "mov.b64 %_gr_md1, %_gr_tma;",
-        *_rows(entry),
+        *_rows(entry, bool(entry.checked)),
         f"ld.local.v4.u32 {{%_gr_oo, %_gr_ow, %_gr_or, %_gr_t5}}, [%_gr_tma+{_BAR}];",
         *event(O_MB_COPY_END, "%_gr_t5", "%_gr_or", "%_gr_ow"),
         "add.u32 %_gr_bki, %_gr_bki, 1;",
@@ -566,7 +569,7 @@ def tma_store(entry: Any, s: Any, ins: Instr) -> str:
         "mov.b64 %_gr_d1, %_gr_tsa;",
         *_chunks(entry, CHUNK, True, bool(entry.checked)),
         "mov.b64 %_gr_md1, %_gr_tsa;",
-        *_rows(entry),
+        *_rows(entry, bool(entry.checked)),
         f"setp.lt.u32 %_gr_mq1, %_gr_tsn, {SLOTS};",
         "@%_gr_mq1 add.u32 %_gr_tsn, %_gr_tsn, 1;",
         f"{skip2}:",
