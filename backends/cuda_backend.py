@@ -99,6 +99,9 @@ SYNC_NAMES = {
     20: "mbarrier without a shadow slot",
     22: "tcgen05.mma/cp beyond the in-flight queue",
     23: "tcgen05.mma/cp form not modelled",
+    40: "TMA tensor map not in sim's layout",
+    41: "TMA tensor map kind not modelled",
+    42: "TMA copy beyond the in-flight queue",
 }
 
 
@@ -310,6 +313,8 @@ def launch(
                 arr = _buffer(cp, np.ascontiguousarray(a), var_bases is not None)
                 dev_arrays[b.binding] = arr
                 kargs.append(arr)
+            elif hasattr(a, "encode"):  # a tensor map (TiledMap): encoded by sim's kernel
+                kargs.append(a)
             else:
                 kargs.append(scalar_arg(b, a))
         log = ctl = sync = None

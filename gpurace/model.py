@@ -97,6 +97,10 @@ ASYNC_COPY = "cp.async"
 WGMMA = "wgmma.mma_async"
 # the same for a bulk copy completed through an mbarrier phase (its races name the wait)
 BULK_COPY = "cp.async.bulk"
+# the same for a TMA copy (cp.async.bulk.tensor, docs/async.md rule 8)
+TMA_COPY = "cp.async.bulk.tensor"
+# a shared-to-global TMA copy's: in flight until its bulk group's wait (rules 7 and 8)
+TMA_GROUP = "cp.async.bulk.tensor.bulk_group"
 # a shared-to-global bulk copy's: in flight until its bulk group's wait (docs/async.md)
 BULK_GROUP = "cp.async.bulk.bulk_group"
 # a cp.async's in a function that may hand its completion to an mbarrier

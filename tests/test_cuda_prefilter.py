@@ -44,7 +44,10 @@ def _runs(launch=None) -> tuple[list[tuple[int, int, int]], Patched]:
     return seen, Patched(cuda_backend, launch=wrapped)
 
 
-@pytest.mark.parametrize("name", [c.id for c in CUDA_CASES])
+# the TMA cases pass a tensor map in sim's layout, which a GPU (this fake one) refuses
+# (tests/test_tma.py); on sim, test_sim_corpus finds their labels prefiltered and
+# test_ptx_rewriter's interpreter run unfiltered
+@pytest.mark.parametrize("name", [c.id for c in CUDA_CASES if not c.id.startswith("tma_")])
 def test_prefiltered_report_equals_unfiltered(fake_cupy, pocl_analysis, monkeypatch, name):  # noqa: F811
     """Every corpus kernel: the same races, instances, verdict and scope with the
     prefilter on and off, and never more accesses logged."""

@@ -43,7 +43,7 @@ OLDER |= {c.id: "90a" for c in CUDA_CASES if c.id.startswith("wgmma_")}
 OLDER |= {
     c.id: "90"
     for c in CUDA_CASES
-    if c.id.startswith(("bulk_copy_", "cp_async_mbarrier_", "cp_async_own_mbarrier_"))
+    if c.id.startswith(("bulk_copy_", "cp_async_mbarrier_", "cp_async_own_mbarrier_", "tma_"))
 }
 
 
@@ -462,8 +462,11 @@ def _emulate_launch(
             addr = emu.mem.alloc(a.buffer.data.tobytes())
             bufs[b.binding] = (addr, a.buffer.nbytes)
             args.append(addr)
+        elif a.kind == "tensormap":  # encoded below, once its tensor has an address
+            args.append(a.value)
         else:
             args.append(int.from_bytes(scalar_bytes(b, a.value), "little"))
+    args = [a.encode(bufs[a.tensor][0]) if hasattr(a, "encode") else a for a in args]
     nv = len(inst.variables)
     if instrumented:
         sizes = cuda_backend.var_sizes(

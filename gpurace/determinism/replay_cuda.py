@@ -137,6 +137,15 @@ class CudaReplayer:
                         self.restore.append((cp.asarray(words), buf))
                     self.working[a.index] = buf
                     kargs.append(buf)
+                elif a.kind == "tensormap":  # sim's kernel encodes it (sim/tensormap.py)
+                    if not hasattr(self.fn, "seed"):  # (the sim device's kernel)
+                        raise GpuraceError(
+                            "a tensormap [[arg]] (a TMA tensor map in sim's layout) runs on "
+                            "the sim device",
+                            launch.path,
+                            a.line,
+                        )
+                    kargs.append(a.value)
                 else:
                     # validate_cuda: one number for each scalar (CUDA's [[arg]] has no vectors)
                     assert isinstance(a.value, int | float)

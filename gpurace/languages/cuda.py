@@ -69,6 +69,13 @@ UNMODELLED_SYNC = {
     "an f32 D, N of 16..256 by 16) or shared descriptor (a base offset, an absolute "
     "leading dimension, 128B swizzle with 32-byte atoms, a swizzled start off its "
     "pattern) is not modelled: their accesses are not tracked (docs/tmem.md)",
+    40: "cp.async.bulk.tensor (TMA) copies through a tensor map not in sim's layout (on a "
+    "GPU the map is opaque): their accesses are not tracked (docs/async.md)",
+    41: "cp.async.bulk.tensor (TMA) copies through a tensor map of a kind not modelled "
+    "(swizzle, interleave, element strides, NaN fill, or a rank other than the "
+    "instruction's): their accesses are not tracked (docs/async.md)",
+    42: "cp.async.bulk.tensor (TMA) copies issued while 8 of the thread's were in flight: "
+    "their window past the next barrier is not followed (docs/async.md)",
 }
 
 
@@ -129,6 +136,14 @@ def target(
             f"on '{dev_name}' declare the kernel's __cluster_dims__ instead",
             launch.path,
             launch.key_lines.get("cluster", 0),
+        )
+    maps = [a for a in launch.args if a.kind == "tensormap"]
+    if maps and not sim_device.is_sim(dev):
+        raise GpuraceError(
+            f"a tensormap [[arg]] (a TMA tensor map in sim's layout) runs on the sim device; "
+            f"on '{dev_name}' the driver's cuTensorMapEncodeTiled makes maps, not gpurace",
+            launch.path,
+            maps[0].line,
         )
     if entry is not None:
         launch.entry = entry

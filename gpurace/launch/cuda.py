@@ -28,6 +28,7 @@ from gpurace.launch.tables import (
     read_head,
     read_toml,
     sizes,
+    unknown_key,
 )
 from gpurace.limits import check_u32
 from gpurace.model import Binding, GpuraceError
@@ -174,7 +175,10 @@ def cuda_launch_from_dict(
             lines.top_key("name_expressions"),
         )
     uniform_writes, expect = labels(data, err, lines)
+    data, maps = tensormap_tables(data)
     args = parse_args(data, CUDA_ARGS, path, fills_dir(path, base_dir), lines)
+    for i, table in maps.items():
+        args[i] = tensormap_arg(table, i, args, path, lines)
     return CudaLaunch(
         kernel,
         grid,
@@ -190,6 +194,86 @@ def cuda_launch_from_dict(
         cluster,
         cooperative,
     )
+
+
+_MAP_KEYS = ("name", "tensormap", "tensor", "dims", "box", "strides", "element_strides",
+             "swizzle", "interleave", "oob_fill")  # fmt: skip
+
+
+def tensormap_tables(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], dict[int, Any]]:
+    """The ``[[arg]]`` tables with ``tensormap`` (a TMA tensor map passed by value, sim
+    only: gpurace/sim/tensormap.py) taken out, each replaced by a placeholder value, so
+    that the other tables parse (and are numbered) as before."""
+    tables = data.get("arg")
+    if not isinstance(tables, list):
+        return data, {}
+    maps = {i: t for i, t in enumerate(tables) if isinstance(t, Mapping) and "tensormap" in t}
+    if not maps:
+        return data, {}
+    rest = [({"value": 0} | ({"name": t["name"]} if "name" in t else {})) if i in maps else t
+            for i, t in enumerate(tables)]  # fmt: skip
+    return {**data, "arg": rest}, maps
+
+
+def tensormap_arg(
+    table: Mapping[str, Any], index: int, args: list[ArgSpec], path: str, lines: KeyLines
+) -> ArgSpec:
+    """A ``tensormap = "tiled"`` table: the map of the buffer of the [[arg]] `tensor`
+    (its index or name), ``dims`` and ``box`` (dim 0 first), optional ``strides`` (bytes
+    of dims 1..; default dense), ``element_strides``, ``swizzle``, ``interleave``,
+    ``oob_fill`` (cuTensorMapEncodeTiled's, as numbers); errors at their key's line."""
+    from gpurace.sim.tensormap import TensorMapError, TiledMap, dtype_code
+
+    def err(msg: str, key: str | None = None) -> GpuraceError:
+        return GpuraceError(msg, path, lines.arg_key(index, key))
+
+    for key in table:
+        if key not in _MAP_KEYS:
+            raise err(unknown_key(key, _MAP_KEYS, " in a tensormap [[arg]]"), key)
+    if table["tensormap"] != "tiled":
+        raise err(f'tensormap = {table["tensormap"]!r}: only "tiled" is made', "tensormap")
+    ref = table.get("tensor")
+    target = next((a for a in args if ref in (a.index, a.name) and not isinstance(ref, bool)),
+                  None)  # fmt: skip
+    if target is None or target.buffer is None:
+        raise err(f"tensor = {ref!r} must name (or number) a buffer [[arg]]", "tensor")
+    buf = target.buffer
+    code = dtype_code(buf.data.dtype.str, buf.type)
+    if code is None:
+        raise err(f"a tensor map of '{buf.type}' elements is not made", "tensor")
+
+    def ints(key: str, default: Any = None) -> tuple[int, ...]:
+        v = table.get(key, default)
+        if not isinstance(v, list) or not all(_is_int(x) for x in v):
+            raise err(f"{key} must be a list of integers, not {v!r}", key)
+        return tuple(v)
+
+    dims, box = ints("dims"), ints("box")
+    for key in ("interleave", "swizzle", "oob_fill"):
+        if not _is_int(table.get(key, 0)):
+            raise err(f"{key} must be an integer (cuTensorMapEncodeTiled's enum)", key)
+    es = buf.data.dtype.itemsize
+    dense = [es * dims[0]]
+    for d in dims[1:-1]:
+        dense.append(dense[-1] * d)
+    try:
+        tm = TiledMap(
+            target.index,
+            code,
+            dims,
+            ints("strides", dense),
+            box,
+            ints("element_strides", [1] * len(dims)),
+            *(int(table.get(k, 0)) for k in ("interleave", "swizzle", "oob_fill")),
+        )
+        tm.encode(0)
+    except TensorMapError as exc:
+        key = next((k for k in ("element_strides", "strides", "box") if k in str(exc)), "dims")
+        raise err(f"tensor map: {exc}", key if key in table else None) from None
+    if tm.extent() > buf.nbytes:
+        raise err(f"the tensor spans {tm.extent()} bytes, its buffer '{target.name or ref}' "
+                  f"has {buf.nbytes}", "dims")  # fmt: skip
+    return ArgSpec(index, table.get("name"), "tensormap", value=tm, line=lines.arg_key(index))
 
 
 def validate_cuda(launch: CudaLaunch, params: Sequence[Binding], kernel: str) -> None:
@@ -215,6 +299,13 @@ def validate_cuda(launch: CudaLaunch, params: Sequence[Binding], kernel: str) ->
             raise GpuraceError(
                 f"argument {a.index} is named '{a.name}' but the kernel's parameter {a.index} "
                 f"is '{b.name}'",
+                path,
+                a.line,
+            )
+        if a.kind == "tensormap" and (b.kind != "scalar" or b.size != 128):
+            raise GpuraceError(
+                f"parameter {a.index} '{b.name}' is not a 128-byte struct passed by value: "
+                "a tensormap [[arg]] is a CUtensorMap (const __grid_constant__)",
                 path,
                 a.line,
             )

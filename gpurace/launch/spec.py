@@ -101,7 +101,8 @@ class BufferSpec:
 class ArgSpec:
     """One OpenCL kernel argument, in parameter order (``[[arg]]`` table ``index``).
 
-    ``kind`` is "buffer" (``buffer`` holds its BufferSpec, group 0, binding = index),
+    ``kind`` is "tensormap" (``value``: a gpurace.sim.tensormap.TiledMap, CUDA on sim),
+    "buffer" (``buffer`` holds its BufferSpec, group 0, binding = index),
     "scalar" (``value``: a number, or a list for a vector parameter; its type comes
     from the kernel, see ``scalar_bytes``; ``bytes`` for a struct parameter, given
     only by programs such as ``gpurace run``, not by TOML) or "local" (``local_bytes`` of __local
@@ -112,7 +113,7 @@ class ArgSpec:
     name: str | None
     kind: str
     buffer: BufferSpec | None = None
-    value: int | float | list | bytes | None = None
+    value: int | float | list | bytes | object | None = None  # object: a TiledMap
     local_bytes: int | None = None
     line: int = 0
 

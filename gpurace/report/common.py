@@ -18,6 +18,8 @@ from gpurace.model import (
     BULK_COPY,
     BULK_GROUP,
     TCGEN05,
+    TMA_COPY,
+    TMA_GROUP,
     WGMMA,
     Event,
     Kind,
@@ -359,6 +361,19 @@ def wgmma_scope_lines(report: Report) -> list[str]:
     ]
 
 
+def tma_scope_lines(report: Report) -> list[str]:
+    """What a check of a kernel with a modelled TMA copy covered (the scope statement):
+    the copy's accesses, their window, and that its box came from sim's map layout."""
+    if not any(s.detail == TMA_COPY for s in report.sites):
+        return []
+    return [
+        "  cp.async.bulk.tensor (TMA, tile mode, global to shared): the box's rows inside "
+        "the tensor read, the shared box written, from the issue to the mbarrier phase its "
+        "bytes complete; the box read from the tensor map in sim's layout "
+        "(gpurace/sim/tensormap.py; docs/async.md)"
+    ]
+
+
 def explanation(v: RaceView, language: str) -> str:
     """Why the two sides race: the class, in the language's words, then (release/acquire,
     docs/ordering.md) the nearest synchronisation that fails to order them."""
@@ -372,7 +387,8 @@ def _class_words(v: RaceView, language: str) -> str:
     words = dialect(language)
     cls = RaceClass(v.race.cls)
     copy = next((s.site for s in (v.first, v.second) if s.site.detail in IN_FLIGHT), None)
-    bulk_g = next((s.site for s in (v.first, v.second) if s.site.detail == BULK_GROUP), None)
+    groups = (BULK_GROUP, TMA_GROUP)
+    bulk_g = next((s.site for s in (v.first, v.second) if s.site.detail in groups), None)
     r = v.race
     own = (r.group_a, r.lid_a) == (r.group_b, r.lid_b)  # a thread against its own copy
     who = "same thread" if own else "same work-group"
@@ -381,9 +397,10 @@ def _class_words(v: RaceView, language: str) -> str:
     if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and bulk_g is not None and not rule5:
         then = words.local_barrier if cls == RaceClass.LOCAL else words.global_barrier
         then = "" if own else f" followed by {then}"  # its own wait orders its own access
+        op = "cp.async.bulk.tensor" if bulk_g.detail == TMA_GROUP else "cp.async.bulk"
         return (
             f"{who}, no cp.async.bulk.wait_group[.read] completing the "
-            f"cp.async.bulk at {bulk_g.line}:{bulk_g.col}{then} between"
+            f"{op} at {bulk_g.line}:{bulk_g.col}{then} between"
         )
     handed = next((s.site for s in (v.first, v.second) if s.site.detail == ASYNC_COPY_MB), None)
     if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and handed is not None:
@@ -393,12 +410,14 @@ def _class_words(v: RaceView, language: str) -> str:
             "between (a wait on the mbarrier phase its cp.async.mbarrier.arrive completes, "
             f"or cp.async.wait_group{then})"
         )
-    bulk = next((s.site for s in (v.first, v.second) if s.site.detail == BULK_COPY), None)
+    bulk = next(
+        (s.site for s in (v.first, v.second) if s.site.detail in (BULK_COPY, TMA_COPY)), None
+    )
     if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and bulk is not None:
         # only a wait that observed the phase its bytes complete orders it (docs/async.md)
         return (
             f"{who}, no wait on the mbarrier phase that completes the "
-            f"cp.async.bulk at {bulk.line}:{bulk.col} between"
+            f"{bulk.detail} at {bulk.line}:{bulk.col} between"
         )
     tc = next((s.site for s in (v.first, v.second) if s.site.detail == TCGEN05), None)
     if cls in (RaceClass.LOCAL, RaceClass.GLOBAL_INTRA) and tc is not None:

@@ -34,6 +34,7 @@ from .common import (
     oob_message,
     plural,
     relpath,
+    tma_scope_lines,
     view,
     views,
     wgmma_scope_lines,
@@ -253,6 +254,7 @@ def scope_lines(report: Report, cwd: str | None = None) -> list[str]:
         lines.append(f"  {s.protocol_search}")
     lines += tmem.scope_lines(report)
     lines += wgmma_scope_lines(report)
+    lines += tma_scope_lines(report)
     if s.cooperative:
         lines.append(
             "  cooperative launch: every block resident at once, grid.sync() orders the "

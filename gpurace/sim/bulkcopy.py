@@ -88,11 +88,16 @@ class BulkCopies:
 
 
 def copy(mem: Any, c: _Bulk, src_space: str, dst_space: str) -> None:
-    """The bytes of one bulk copy, a word (or byte, at an odd end) at a time."""
+    """The bytes of one bulk copy, a word (or byte, at an odd end) at a time; a copy
+    with no source (`src` -1: a TMA box's row outside the tensor) writes zeros."""
     lane = np.array([c.lane])
     k = 0
     while k < c.size:
         w = 8 if c.size - k >= 8 else 1
+        if c.src < 0:
+            mem.store(dst_space, np.array([c.dst + k], U64), lane, w, np.zeros(1, U64))
+            k += w
+            continue
         bits = mem.load(src_space, np.array([c.src + k], U64), lane, w)
         mem.store(dst_space, np.array([c.dst + k], U64), lane, w, bits)
         k += w

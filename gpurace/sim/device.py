@@ -81,7 +81,10 @@ class SimKernel:
         dims = [cast(Dim3, tuple(int(x) for x in (*v, 1, 1, 1)[:3])) for v in (grid, block)]
         sim = self.sim
         sim.mem.drop_transient()
-        bits = [_bits(a, sim) for a in args]
+        bits: list = [a if hasattr(a, "encode") else _bits(a, sim) for a in args]
+        for i, a in enumerate(bits):  # a tensor map: of a buffer argument's address
+            if hasattr(a, "encode"):
+                bits[i] = a.encode(bits[a.tensor])
         timeout = Options.from_env().kernel_timeout_s
         seed, self.seed = self.seed, 0  # a later caller that sets none gets seed 0
         cluster, self.cluster = self.cluster, None

@@ -33,6 +33,7 @@ import numpy as np
 
 from gpurace.instrument.ptx.gridsync import uses_grid_sync
 from gpurace.instrument.ptx.parse import TYPE_BYTES, Function, Module, parse_instr, parse_module
+from gpurace.sim import tma
 from gpurace.sim.arith import compile_alu
 from gpurace.sim.asynccopy import AsyncCopies
 from gpurace.sim.bulkcopy import BulkCopies, compile_bulk_to_shared, is_bulk_to_shared
@@ -272,6 +273,8 @@ class Program:
                 size += _size(m.group(3), m.group(2), m.group(5))
         dec = Decoder(fn.reg_types, self.symbols, f"kernel function '{fn.name}'")
         dec.locals = locals_
+        if fn.is_entry:  # a parameter's address (a __grid_constant__ tensor map)
+            dec.params = {p.name for p in fn.params}
         labels: dict[str, int] = {}
         stmts: list[tuple[Any, tuple[str, int, int] | None]] = []
         loc: tuple[str, int, int] | None = None
@@ -325,6 +328,8 @@ class Program:
                     c.error += f" ({GRID_SYNC})"
             elif op == "call":
                 c.kind, c.call = "call", self._call(ins.operands)
+            elif tma.is_tensor(ins) and ins.has("::complete_tx::bytes"):  # TMA (tma.py)
+                c.run = tma.compile_tensor_to_shared(ins, dec, loc or ("PTX", s.line, 0))
             elif is_bulk_to_shared(ins):  # completes its mbarrier's bytes (bulkcopy.py)
                 c.run = compile_bulk_to_shared(ins, dec, loc or ("PTX", s.line, 0))
             elif op != "mbarrier" and any(p.startswith("::complete_tx") for p in ins.parts):

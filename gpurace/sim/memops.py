@@ -21,6 +21,7 @@ from gpurace.instrument.ptx.parse import TYPE_BYTES, Instr
 from gpurace.sim.bulkcopy import compile_bulk
 from gpurace.sim.memory import gather, scatter
 from gpurace.sim.operands import Decoder
+from gpurace.sim.tma import compile_tensor_to_global
 from gpurace.sim.values import (
     FLOATS,
     U64,
@@ -322,6 +323,8 @@ def _cp_async(ins: Instr, dec: Decoder) -> Run:
     """``cp.async`` and its group operations on the batch's copies in flight
     (gpurace/sim/asynccopy.py): a copy is performed when its group is waited for."""
     ops = ins.operands
+    if ins.has("bulk") and ins.has("tensor") and not ins.has("prefetch"):  # TMA (tma.py)
+        return compile_tensor_to_global(ins, dec)
     if ins.has("bulk"):  # bulk copies and their groups (bulkcopy.py)
         return compile_bulk(ins, dec)
     if ins.has("commit_group"):

@@ -38,6 +38,7 @@ class Memory:
         self._mark = GLOBAL_BASE  # where the transient regions start
         self._starts: np.ndarray | None = None  # the regions' addresses, for searchsorted
         self._by_buffer: dict[tuple[int, int], int] = {}  # (pointer, bytes) -> address
+        self._params: dict[str, int] = {}  # kernel parameters whose address was taken
         self.shared = np.zeros(0, np.uint8)  # [blocks of the batch * shared_size]
         self.shared_size = 0
         self.local = np.zeros(0, np.uint8)  # [lanes * local_size]
@@ -69,8 +70,21 @@ class Memory:
         """A new region holding `data` (16 bytes of slack after it, zeroed)."""
         return self.register(np.frombuffer(bytearray(data) + bytearray(16), np.uint8))
 
+    def param_address(self, name: str, raw: np.ndarray) -> int:
+        """The global address of a copy of kernel parameter `name`'s bytes `raw` (made
+        at its first use in the launch): what ``mov.b64 %rd, k_param_0`` then
+        ``cvta.param`` give, through which a ``__grid_constant__`` parameter (a TMA
+        tensor map) is read. The kernel cannot write it (PTX: grid constants are
+        read-only), so the copy stays equal to the parameter."""
+        at = self._params.get(name)
+        if at is None:
+            data = np.frombuffer(bytearray(raw.reshape(-1).tobytes()) + bytearray(16), np.uint8)
+            at = self._params[name] = self.register(data, transient=True)
+        return at
+
     def drop_transient(self) -> None:
         """Forget the previous launch's buffers (cupy passes every launch its own)."""
+        self._params = {}
         self.regions = [r for r in self.regions if not r[2]]
         self._by_buffer = {(r.ctypes.data, r.nbytes): a for a, r, _ in self.regions}
         self.top = max(

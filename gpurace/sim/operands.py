@@ -42,6 +42,7 @@ class Decoder:
         self.symbols = symbols  # name -> address (shared offset, local offset, global)
         self.where = where  # "line N of kernel k", for errors
         self.locals: dict[str, int] = {}  # .local variable -> offset in the frame
+        self.params: set[str] = set()  # the kernel's parameters (an entry's decoder)
 
     def is_reg(self, text: str) -> bool:
         t = text.strip()
@@ -70,6 +71,11 @@ class Decoder:
         if base in self.symbols:
             addr = U64(self.symbols[base] + off)
             return lambda fr, g: np.full(len(g), addr, U64)
+        if base in self.params:  # its address: a global copy of its bytes (memory.py)
+            name = base
+            return lambda fr, g: np.full(
+                len(g), U64(fr.batch.mem.param_address(name, fr.param(name)) + off), U64
+            )
         bits = immediate(s, t)
         if bits is None:
             raise SimUnsupported(f"operand '{s}' ({self.where})")

@@ -325,12 +325,18 @@ def noinc_arrival(entry: Any, s: Any, ins: Any) -> None:
 
 def async_copy(entry: Any, s: Any, ins: Any, sync_event: int) -> None:
     """Records for one ``cp.async`` statement `s` of `entry` (a rewriter._Entry)."""
+    from . import tma
     from .bulkcopy import bulk_copy, bulk_to_global, is_bulk_to_global, is_bulk_to_shared
 
     if ins.has("commit_group", "wait_group", "wait_all") or (
         ins.has("mbarrier") and not ins.has("bulk")
     ):
         _group_op(entry, s, ins, sync_event)
+        return
+    if tma.is_tma(ins):  # TMA (tma.py)
+        why = tma.tma_copy(entry, s, ins)
+        if why:
+            entry.incomplete(s, f"'{ins.opcode}': TMA copy not tracked: {why}")
         return
     if is_bulk_to_shared(ins) or is_bulk_to_global(ins):
         modelled = bulk_copy if is_bulk_to_shared(ins) else bulk_to_global

@@ -53,7 +53,7 @@ from gpurace.abi import (
 )
 from gpurace.model import BULK_COPY, BULK_GROUP, Kind
 
-from . import emit, mbshadow
+from . import emit, mbshadow, tma
 from .asynccopy import named_now
 from .ordering import event_extra
 from .parse import Function, Instr, parse_instr
@@ -192,6 +192,7 @@ def relog(entry: Any) -> list[str]:
         f"bra {top};",
         f"{done}:",
         *relog_g(entry),
+        *tma.relog(entry),
     ]
 
 
@@ -228,6 +229,7 @@ def retire(entry: Any, sid: int) -> list[str]:
         f"bra {top};",
         f"{done}:",
         "mov.u32 %_gr_bkn, %_gr_t1;",
+        *tma.retire(entry, sid),
     ]
 
 
@@ -425,6 +427,7 @@ def is_bulk_to_global(ins: Instr) -> bool:
     return (
         ins.op == "cp"
         and p[:3] == ["cp", "async", "bulk"]
+        and not ins.has("tensor")
         and ins.has("bulk_group")
         and "global" in p
         and "shared" in p
@@ -504,6 +507,7 @@ def relog_g(entry: Any) -> list[str]:
         "add.u32 %_gr_t0, %_gr_t0, 1;",
         f"bra {top};",
         f"{done}:",
+        *tma.relog_s(entry),
     ]
 
 
@@ -555,6 +559,7 @@ def bulk_group_op(entry: Any, ins: Instr) -> list[str]:
             if getattr(entry, "own_g", False)
             else []
         ),  # fmt: skip
+        *tma.group_op(entry, read),
     ]
 
 

@@ -66,7 +66,7 @@ def needed(mod: Module) -> bool:
     """Whether a module orders anything beyond barriers (and so logs ORDER events):
     a non-relaxed atomic, a fence, an mbarrier arrival or wait; a grid barrier's own
     atomics (gridsync.py) do not count."""
-    from . import bulkcopy, mbarriers  # they build on this module's event code
+    from . import bulkcopy, mbarriers, tma  # they build on this module's event code
 
     for fn in mod.functions:
         grid = gridsync.plan(mod, fn).workspace
@@ -82,6 +82,8 @@ def needed(mod: Module) -> bool:
             if ins.op == "mbarrier" and mbarriers.orders(ins):  # mbarriers.py
                 return True
             if ins.op == "cp" and bulkcopy.is_bulk_to_shared(ins):  # its completion
+                return True
+            if tma.is_tma_to_shared(ins):  # TMA: the same (tma.py)
                 return True
             if ins.parts[:3] == ["cp", "async", "mbarrier"]:  # completes cp.async copies
                 return True

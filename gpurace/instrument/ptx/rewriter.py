@@ -23,6 +23,7 @@ from . import (
     mbshadow,
     ordering,
     tcgen05_mma,
+    tma,
     tmem,
     wgmma,
 )
@@ -227,11 +228,14 @@ class _Entry:
         # a thread against its own copies (docs/async.md rule 5): where they complete
         # by cp.async.wait_group/wait_all only
         self.own = self.copies and not bulkcopy.has_cp_mbarrier(fn)
-        self.bulk = order and (bulkcopy.has_bulk(fn) or self.cp_mbar)
-        self.bulk_g = bulkcopy.has_bulk_to_global(fn)  # shared to global, bulk groups
+        self.tma = order and tma.has_tma(fn)  # TMA copies (tma.py): the bulk queue's rules
+        self.bulk = order and (bulkcopy.has_bulk(fn) or self.cp_mbar or self.tma)
+        self.tma_s = tma.has_tma_store(fn)  # TMA from shared to global (tma.py)
+        self.bulk_g = bulkcopy.has_bulk_to_global(fn) or self.tma_s  # bulk groups
         # a thread against its own shared-to-global bulk copies (rule 7), by rule 5's
-        # counts of its bulk copies: where no cp.async copy uses those fields
-        self.own_g = self.bulk_g and not self.copies
+        # counts of its bulk copies: where no cp.async copy uses those fields (TMA
+        # stores are not counted there: docs/async.md rule 8)
+        self.own_g = bulkcopy.has_bulk_to_global(fn) and not self.copies
         self.grid = gridsync.plan(mod, fn)  # cooperative groups' grid.sync() (gridsync.py)
         self.tmem = tmem.entry_var(vars_)  # its tensor memory (tmem.py)
         self.wgmma = wgmma.has_wgmma(fn)  # its wgmma operand queue (wgmma.py)
@@ -312,6 +316,8 @@ class _Entry:
         regs += asynccopy.decls() if self.copies else []
         regs += bulkcopy.decls() if self.bulk else []
         regs += bulkcopy.decls_g() if self.bulk_g else []
+        regs += tma.decls() if self.tma or self.tma_s else []
+        regs += tma.decls_s() if self.tma_s else []
         regs += tmem.decls() if self.tmem else []
         regs += wgmma.decls() if self.wgmma else []
         regs += tcgen05_mma.decls() if self.tc else []
@@ -357,6 +363,8 @@ class _Entry:
             *(asynccopy.prologue() if self.copies else []),
             *(bulkcopy.prologue() if self.bulk else []),
             *(bulkcopy.prologue_g() if self.bulk_g else []),
+            *(tma.prologue() if self.tma or self.tma_s else []),
+            *(tma.prologue_s() if self.tma_s else []),
             *(tmem.prologue() if self.tmem else []),
             *(wgmma.prologue() if self.wgmma else []),
             *(mbshadow.prologue() if self.order else []),
