@@ -182,8 +182,11 @@ def test_reading_the_box_before_the_wait_races_with_the_copy(tmp_path: Path) -> 
         ISSUE,
         "17:3",
     ]
+    # the example instance is the issuing thread's own read (the copy is a thread of
+    # its own: docs/async.md rules 6 and 8)
+    assert race["a"]["work_item"] == race["b"]["work_item"]
     assert race["explanation"] == (
-        "same work-group, no wait on the mbarrier phase that completes the "
+        "same thread, no wait on the mbarrier phase that completes the "
         f"cp.async.bulk.tensor at {ISSUE} between"
     )
     writes = EDGE.replace(
