@@ -87,6 +87,15 @@ F_GRID_SHIFT = 5
 GPHASE_SHIFT = 20
 GPHASE_MAX = 0xFFF
 EPOCH_LOW_MAX = (1 << GPHASE_SHIFT) - 1
+
+
+def access_bars(flags: int, epoch: int) -> int:
+    """An access record's block barrier count for the release/acquire clocks: its
+    epoch word, without the grid or cluster phase above the block epoch where flags
+    bit F_GRID_SHIFT says one is there (analysis.cl's `access_bars`)."""
+    return epoch & EPOCH_LOW_MAX if (flags >> F_GRID_SHIFT) & 1 else epoch
+
+
 # a thread against its own asynchronous copy (docs/async.md rule 5; CUDA cp.async
 # completed by cp.async.wait_group/wait_all, PTX path only; 0 elsewhere): flags bit
 # F_ASYNC_SHIFT marks a copy's record (its source load, its destination store), whose

@@ -141,6 +141,9 @@ class TrackedVar:
     elem_type: str  # WGSL/C type name of that element, for naming addresses
     access: str = "read_write"  # storage access mode
     kernel: str = ""  # OpenCL/CUDA: the kernel whose parameter or __local variable it is
+    # CUDA: the id of the __shared__ variable whose cluster view this is (every block's
+    # copy end to end, by block id; docs/ordering.md "Clusters"), else None
+    cluster_of: int | None = None
 
 
 @dataclass(frozen=True)

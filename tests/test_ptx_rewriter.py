@@ -41,6 +41,8 @@ OLDER |= {c.id: "100a" for c in CUDA_CASES if c.id.startswith("tmem_")}
 OLDER |= {c.id: "90a" for c in CUDA_CASES if c.id.startswith("wgmma_")}
 # copies completed through mbarriers (cp.async.bulk, expect_tx, try_wait) need sm_90
 OLDER |= {c.id: "90" for c in CUDA_CASES if c.id.startswith(("bulk_copy_", "cp_async_mbarrier_"))}
+# clusters (distributed shared memory, docs/ordering.md "Clusters") need sm_90
+OLDER |= {c.id: "90" for c in CUDA_CASES if c.id.startswith("dsmem_")}
 
 
 def _newest(launch) -> str:
@@ -463,7 +465,12 @@ def _emulate_launch(
     nv = len(inst.variables)
     if instrumented:
         sizes = cuda_backend.var_sizes(
-            inst, kernel, params, cuda_backend.launch_args(launch), launch.shared_bytes
+            inst,
+            kernel,
+            params,
+            cuda_backend.launch_args(launch),
+            launch.shared_bytes,
+            prod(launch.grid),
         )
         bases, _ = linear_layout(sizes, prod(launch.grid))
         if slotted is None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import numpy as np
 
 from gpurace.abi import (
+    access_bars,
     O_BARRIERS_MAX,
     O_BARRIERS_SHIFT,
     O_MB_ARRIVE,
@@ -188,7 +189,7 @@ class _Log:
                 if op.writes:
                     self.writes.setdefault(var, []).append(op)
             else:
-                bars = epoch
+                bars = access_bars(flags, epoch)
                 if kind == Kind.STORE and size:
                     known = (flags >> 3) & 1 and size <= 4
                     plain = Op(i, t, grp, var, off, size, 0, 0, 0, False, True, 0,

@@ -128,7 +128,9 @@ def target(
     validate_cuda(launch, params, kernel)
     types_from_launch(inst, kernel, launch)
     args = cuda_backend.launch_args(launch)
-    sizes = cuda_backend.var_sizes(inst, kernel, params, args, launch.shared_bytes)
+    sizes = cuda_backend.var_sizes(
+        inst, kernel, params, args, launch.shared_bytes, prod(launch.grid)
+    )
     bases, total = linear_layout(sizes, prod(launch.grid))
     block, grid = launch.block, launch.grid
     sync_seen: dict[str, int] = {}

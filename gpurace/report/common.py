@@ -286,6 +286,16 @@ def view(
     index: int | None = None
     if var is not None and var.elem_stride > 0 and (var.size is None or var.size > var.elem_stride):
         index = race.address // var.elem_stride
+    owner = ""  # a cluster view's word: the block whose shared memory it is
+    shared = (
+        variables.get(var.cluster_of) if var is not None and var.cluster_of is not None else None
+    )
+    if shared is not None and shared.size:
+        space = Space.LOCAL
+        block, within = divmod(race.address, shared.size)
+        owner = f" of block {block}"
+        if shared.elem_stride > 0 and shared.size > shared.elem_stride:
+            index = within // shared.elem_stride
     return RaceView(
         race=race,
         cls=CLASS_NAMES[cls],
@@ -299,7 +309,7 @@ def view(
         var=var,
         var_name=name,
         index=index,
-        address_name=name if index is None else f"{name}[{index}]",
+        address_name=(name if index is None else f"{name}[{index}]") + owner,
         barriers=global_barriers(report) if cls == RaceClass.STORAGE_EXCHANGE else (),
         cooperative=report.scope.cooperative,
     )
@@ -418,6 +428,12 @@ def _class_words(v: RaceView, language: str) -> str:
         return f"same work-group, no {words.local_barrier} between"
     if cls == RaceClass.GLOBAL_INTRA:
         return f"same work-group, no {words.global_barrier} between"
+    if cls == RaceClass.GLOBAL_INTER and v.var is not None and v.var.cluster_of is not None:
+        # distributed shared memory: only a cluster barrier orders its blocks
+        return (
+            f"different blocks of a cluster, both in cluster phase {v.race.epoch_a}: "
+            "no barrier.cluster.arrive + barrier.cluster.wait between"
+        )
     if cls == RaceClass.GLOBAL_INTER and v.cooperative:
         return f"different work-groups, both in grid phase {v.race.epoch_a}: no grid.sync() between"
     if cls == RaceClass.GLOBAL_INTER:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from gpurace import abi
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site, Space, TrackedVar
 
-from . import asynccopy, bounds, bulkcopy, emit, gridsync, mbarriers, ordering, tmem, wgmma
+from . import asynccopy, bounds, bulkcopy, cluster, emit, gridsync, mbarriers, ordering, tmem, wgmma
 from .asynccopy import ASYNC_STORE, async_copy
 from .atomics import ATOM_OPS, atomic_detail, scope_order
 from .barriers import SYNC_ASYNC, SYNC_FENCE, SYNC_MBARRIER, barrier, is_wait_barrier
@@ -84,8 +84,10 @@ def instrument_ptx(
         entries = [f for f in mod.functions if f.is_entry]
     st = _State()
     plans = [plan_vars(mod, fn, st.variables, source) for fn in entries]
+    views = []
     for fn, (vars_, _) in zip(entries, plans, strict=True):
         tmem.add_var(fn, vars_, st.variables)
+        views.append(cluster.add_views(fn, vars_, st.variables))
     nv = len(st.variables)
     if nv > 255:
         raise GpuraceError(f"{nv} tracked variables; at most 255 fit a record's var field", path)
@@ -94,11 +96,11 @@ def instrument_ptx(
     entry_points: dict[str, tuple[int, int, int]] = {}
     checked = bounds.checked_vars(st.variables, initcheck)
     order = ordering.needed(mod)  # ORDER events (docs/ordering.md)
-    for fn, (vars_, bindings) in zip(entries, plans, strict=True):
+    for fn, (vars_, bindings), fviews in zip(entries, plans, views, strict=True):
         loc = Locator(
             mod, user_file if user_file else (source.path if source else None), source, path
         )
-        _Entry(mod, fn, vars_, nv, st, loc, inserts, checked, order).rewrite()
+        _Entry(mod, fn, vars_, nv, st, loc, inserts, checked, order, fviews).rewrite()
         params[fn.name] = bindings
         entry_points[fn.name] = _reqntid(fn)
     st.not_instrumented += not_inlined(mod, entries, path, inlined.callees)
@@ -200,6 +202,7 @@ class _Entry:
         inserts: list[tuple[int, int, str]],
         checked: frozenset[int] = frozenset(),
         order: bool = False,
+        views: dict[int, int] | None = None,
     ) -> None:
         self.mod, self.fn, self.vars, self.nv, self.st, self.loc = mod, fn, vars_, nv, st, loc
         self.inserts, self.checked = inserts, checked  # checked: initcheck's variables
@@ -220,6 +223,11 @@ class _Entry:
         self.grid = gridsync.plan(mod, fn)  # cooperative groups' grid.sync() (gridsync.py)
         self.tmem = tmem.entry_var(vars_)  # its tensor memory (tmem.py)
         self.wgmma = wgmma.has_wgmma(fn)  # its wgmma operand queue (wgmma.py)
+        # distributed shared memory: each shared variable's cluster view (cluster.py)
+        self.views = views or {}
+        self.cluster_waits, self.cluster_split = (
+            cluster.paired_waits(fn) if self.views else (set(), set())
+        )
 
     # -- helpers -------------------------------------------------------------
     def before(self, stmt: Stmt, code: list[str]) -> None:
@@ -298,6 +306,7 @@ class _Entry:
         regs += tmem.decls() if self.tmem else []
         regs += wgmma.decls() if self.wgmma else []
         regs += ordering.DECLS if self.order else []
+        regs += cluster.decls() if self.views else []
         return "\n".join(regs + bounds.table_decls(self.vars))
 
     def _prologue(self) -> str:
@@ -341,6 +350,7 @@ class _Entry:
             *(bulkcopy.prologue_g() if self.bulk_g else []),
             *(tmem.prologue() if self.tmem else []),
             *(wgmma.prologue() if self.wgmma else []),
+            *(cluster.prologue() if self.views else []),
         ]
         for slot, v in enumerate(self.vars):
             code += [
@@ -367,6 +377,8 @@ class _Entry:
     # -- instructions --------------------------------------------------------
     def _instr(self, s: Stmt, ins: Instr) -> None:
         op = ins.op
+        if self.views and (op in ("wgmma", "tcgen05") or (op == "cp" and ins.has("async"))):
+            self.incomplete(s, f"'{ins.opcode}' {cluster.ASYNC_IN_CLUSTER}")
         if op in ("ld", "ldu", "st"):
             self._ld_st(s, ins)
         elif op in ("atom", "red") and not ins.has("async"):
@@ -438,7 +450,7 @@ class _Entry:
             why = ASYNC_STORE if ins.op == "st" else "(asynchronous access) is not tracked"
             self.incomplete(s, f"'{ins.opcode}' {why}")
             return
-        if "::cluster" in ins.parts:
+        if "::cluster" in ins.parts and not self.views:
             self.incomplete(
                 s, f"'{ins.opcode}' accesses another block's shared memory (not tracked)"
             )
@@ -481,7 +493,7 @@ class _Entry:
         if opname is None or size is None:
             self.incomplete(s, f"'{ins.opcode}': atomic operation not understood")
             return
-        if "::cluster" in ins.parts:
+        if "::cluster" in ins.parts and not self.views:
             self.incomplete(s, f"'{ins.opcode}' accesses another block's shared memory")
             return
         addr = next((o for o in ins.operands if o.startswith("[")), "")
@@ -547,6 +559,8 @@ class _Entry:
         for sp in spaces:
             if sp == Space.LOCAL and space is None:
                 code += [f"bra {skip};", f"{shared}:", "cvta.to.shared.u64 %_gr_d0, %_gr_d0;"]
+            if sp == Space.LOCAL and self.views:
+                code += cluster.owner()
             f = (
                 flags
                 | (4 if sp == Space.LOCAL else 0)
@@ -554,8 +568,9 @@ class _Entry:
             )
             oob = self.st.label()
             inline, rare_sp = bounds.lookup(
-                self.vars, sp, sid, f, size, value, extra, oob, self.checked, size_reg, own
-            )
+                self.vars, sp, sid, f, size, value, extra, oob, self.checked, size_reg, own,
+                self.views,
+            )  # fmt: skip
             code += inline + (post if post and rare_sp else [])
             if strong and not inline[0].startswith("red.global.add.u32 [%_gr_unat]"):
                 code += ordering.attributed()
