@@ -35,7 +35,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpurace.abi import (
-    access_bars,
     H_LBANK,
     H_LK,
     H_LKP,
@@ -59,6 +58,7 @@ from gpurace.abi import (
     O_READ,
     RECORD_WORDS,
     VH0,
+    access_bars,
 )
 from gpurace.analysis import happens
 from gpurace.analysis.happens import Order

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, TypeAlias
 import numpy as np
 
 from gpurace.abi import (
-    access_bars,
     O_BARRIERS_MAX,
     O_BARRIERS_SHIFT,
     O_MB_ARRIVE,
@@ -39,6 +38,7 @@ from gpurace.abi import (
     ORDER_SC,
     RECORD_WORDS,
     SCOPE_GPU,
+    access_bars,
 )
 from gpurace.analysis import mbarriers
 from gpurace.model import Event, Kind, Race, Space
