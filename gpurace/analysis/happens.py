@@ -518,7 +518,7 @@ def _simulate(
                 take(t, accepted(got, th.group, wide(o.scope)))
             out.stamps[i] = (t, th.counter, snap(t))
             if o.op == O_MB_ARRIVE:
-                new[i] = publish(t, o.scope)
+                new[i] = mbarriers.to_owner(publish(t, o.scope), o)
             return
         if o.op == 0:  # a fence: acquire what earlier reads read, then release
             out.stamps[i] = (t, th.counter, snap(t))

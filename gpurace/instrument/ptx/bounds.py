@@ -134,13 +134,11 @@ def lookup(
         code += view_code
     code.append(emit.call_rec(sid, rflags, roff, epoch, value, "%_gr_xt", "%_gr_t22"))
     if any(v.id in checked for v in cands):
-        # another block's shared memory is not tested (its written-shadow is its own)
-        remote = bool(views) and space == Space.LOCAL
-        code += [f"@!%_gr_cq bra {oob}_i;"] if remote else []
-        code.append(emit.call_init(sid, "%_gr_t4", "%_gr_t3", extra))
+        # another block's shared memory: that block's written-shadow (cluster.py)
+        grp = "%_gr_cow" if views and space == Space.LOCAL else "%_gr_grp"
+        code.append(emit.call_init(sid, "%_gr_t4", "%_gr_t3", extra, grp))
         if flags & 3 == 2 and extra & 0xFF == CAS_OP:  # its write is decided after it
             code.append(f"setp.eq.u32 {CAS_TESTED}, %_gr_t2, %_gr_t2;")
-        code += [f"{oob}_i:"] if remote else []
     # the record: kind, space and size (runtime.cl's), not the value-known bit
     rare = [f"{oob}:"]
     # nor the grid bit (gridsync.py), nor the own-copy bits (asynccopy.py)

@@ -13,7 +13,10 @@ here with the token in a register instead (the copy before the statement, which 
 then jumped over), so the program's own code is unchanged. A wait's event carries its
 parity (or token). ``.relaxed`` operations order nothing and log nothing;
 ``expect_tx``/``complete_tx`` are relaxed in PTX. Arrivals on another block's barrier
-(``.shared::cluster``) are listed as not modelled. The thread's ``cp.async`` copies
+(``.shared::cluster``, sim's address encoding: cluster.py) carry the owner block + 1
+in their event's read word (0: the thread's own block), so that the host keys the
+barrier by (owner, address); other operations on another block's barrier are listed
+as not modelled. The thread's ``cp.async`` copies
 in flight at an arrival are logged again after it (asynccopy.relog): an arrival does
 not complete them, so what it releases must not order them.
 """
@@ -38,10 +41,10 @@ from gpurace.abi import (
 )
 from gpurace.model import Kind
 
-from . import bulkcopy, emit
+from . import bulkcopy, cluster, emit
 from .asynccopy import relog
 from .ordering import event_extra
-from .parse import TYPE_BYTES, Instr, reg_type
+from .parse import TYPE_BYTES, Instr, parse_instr, reg_type
 
 # an event's flags: an ORDER event of 8 bytes of shared memory at the barrier
 FLAGS = KIND_EVENT | EV_ORDER << F_EVENT_SHIFT | 4 | 8 << 8 | O_MB_VAR << 16
@@ -64,7 +67,9 @@ def _scope(ins: Instr) -> int:
 
 
 def _address(entry: Any, s: Any, ins: Instr, at: str) -> list[str] | None:
-    """Code leaving the barrier's shared address (low 32 bits) in %_gr_oo."""
+    """Code leaving the barrier's shared address (low 32 bits) in %_gr_oo; for an
+    arrival on a ``.shared::cluster`` address, the offset in its owner block, and
+    the owner block + 1 in %_gr_cow (cluster.owner)."""
     generic = not ins.has("shared")
     code: list[str] = []
     if not entry._address(at, None if generic else "shared", code):
@@ -72,7 +77,24 @@ def _address(entry: Any, s: Any, ins: Instr, at: str) -> list[str] | None:
         return None
     if generic:
         code.append("cvta.to.shared.u64 %_gr_d0, %_gr_d0;")
+    if _remote(ins):
+        code += [*cluster.owner(), "add.u32 %_gr_cow, %_gr_cow, 1;"]
     return code + ["cvt.u32.u64 %_gr_oo, %_gr_d0;"]
+
+
+def _remote(ins: Instr) -> bool:
+    """An arrival on a ``.shared::cluster`` address: perhaps another block's barrier."""
+    return "::cluster" in ins.parts and form(ins) in ARRIVALS
+
+
+def has_remote(fn: Any) -> bool:
+    """`fn` arrives on a ``.shared::cluster`` mbarrier address (it needs cluster.py's
+    registers)."""
+    return any(
+        _remote(parse_instr(s.text))
+        for s in fn.body
+        if s.kind == "stmt" and s.text.startswith("mbarrier")
+    )
 
 
 def _event(sid: int, static: int, read: str, written: str) -> list[str]:
@@ -95,7 +117,9 @@ def mbarrier(entry: Any, s: Any, ins: Instr) -> None:
     at = next((i for i, o in enumerate(ops) if o.startswith("[")), -1)
     if at < 0 or not (what == "init" or orders(ins)):
         return
-    if ins.has("::cluster"):  # listed once per place (an unrolled loop repeats it)
+    if ins.has("::cluster") and not _remote(
+        ins
+    ):  # listed once per place (an unrolled loop repeats it)
         file, line, col, _ = entry.loc.where(s)
         note = (f"{file}:{line}:{col}: '{ins.opcode}': an operation on another block's "
                 "mbarrier: its ordering is not modelled")  # fmt: skip
@@ -118,7 +142,8 @@ def mbarrier(entry: Any, s: Any, ins: Instr) -> None:
         keep = [] if ops[0] == "_" else [f"mov.b64 {ops[0]}, %_gr_od;"]
         static = O_MB_ARRIVE | _scope(ins) << 8 | ORDER_RELEASE << 12
         code = [*guard, *addr, f"{ins.opcode} %_gr_od, {rest};", *keep,
-                "cvt.u32.u64 %_gr_ow, %_gr_od;", *_event(sid, static, "0", "%_gr_ow"),
+                "cvt.u32.u64 %_gr_ow, %_gr_od;",
+                *_event(sid, static, "%_gr_cow" if _remote(ins) else "0", "%_gr_ow"),
                 *(relog(entry) if entry.copies else []), f"bra {done};", f"{skip}:"]  # fmt: skip
         entry.before(s, code)  # the arrival made here, with its token; s jumped over
         entry.after(s, [f"{done}:"])

@@ -225,6 +225,7 @@ class _Entry:
         self.wgmma = wgmma.has_wgmma(fn)  # its wgmma operand queue (wgmma.py)
         # distributed shared memory: each shared variable's cluster view (cluster.py)
         self.views = views or {}
+        self.cluster_regs = bool(self.views) or (order and mbarriers.has_remote(fn))
         self.cluster_waits, self.cluster_split = (
             cluster.paired_waits(fn) if self.views else (set(), set())
         )
@@ -306,7 +307,7 @@ class _Entry:
         regs += tmem.decls() if self.tmem else []
         regs += wgmma.decls() if self.wgmma else []
         regs += ordering.DECLS if self.order else []
-        regs += cluster.decls() if self.views else []
+        regs += cluster.decls() if self.cluster_regs else []
         return "\n".join(regs + bounds.table_decls(self.vars))
 
     def _prologue(self) -> str:
@@ -350,7 +351,7 @@ class _Entry:
             *(bulkcopy.prologue_g() if self.bulk_g else []),
             *(tmem.prologue() if self.tmem else []),
             *(wgmma.prologue() if self.wgmma else []),
-            *(cluster.prologue() if self.views else []),
+            *(cluster.prologue() if self.cluster_regs else []),
         ]
         for slot, v in enumerate(self.vars):
             code += [
