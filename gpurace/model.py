@@ -99,6 +99,9 @@ WGMMA = "wgmma.mma_async"
 BULK_COPY = "cp.async.bulk"
 # a shared-to-global bulk copy's: in flight until its bulk group's wait (docs/async.md)
 BULK_GROUP = "cp.async.bulk.bulk_group"
+# st.async / red.async: a store into a cluster block's shared memory in flight until the
+# destination mbarrier's phase its bytes complete (docs/async.md, rule 8)
+ASYNC_STORE = "st.async"
 # a cp.async's in a function that may hand its completion to an mbarrier
 ASYNC_COPY_MB = "cp.async, mbarrier"
 TMEM_ELEM = "tmem"  # TrackedVar.elem_type of a tensor-memory variable (docs/tmem.md)

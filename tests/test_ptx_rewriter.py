@@ -42,7 +42,7 @@ OLDER |= {c.id: "90a" for c in CUDA_CASES if c.id.startswith("wgmma_")}
 # copies completed through mbarriers (cp.async.bulk, expect_tx, try_wait) need sm_90
 OLDER |= {c.id: "90" for c in CUDA_CASES if c.id.startswith(("bulk_copy_", "cp_async_mbarrier_"))}
 # clusters (distributed shared memory, docs/ordering.md "Clusters") need sm_90
-OLDER |= {c.id: "90" for c in CUDA_CASES if c.id.startswith("dsmem_")}
+OLDER |= {c.id: "90" for c in CUDA_CASES if c.id.startswith(("dsmem_", "st_async_"))}
 
 
 def _newest(launch) -> str:

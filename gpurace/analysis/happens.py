@@ -506,7 +506,8 @@ def _simulate(
                     out.vcs.append({**out.vcs[snap(t)], v: 1})
                     copies[v] = (v, 1, len(out.vcs) - 1)
                 th.copy = copies[v]
-                new[i] = {(th.group, False): out.vcs[copies[v][2]]}
+                # (a st.async's phase is its destination block's: mbarriers.to_owner)
+                new[i] = mbarriers.to_owner({(th.group, False): out.vcs[copies[v][2]]}, o)
             elif log.copy_of.get(i, -1) in copies:  # its thread waited for it: joins it
                 take(t, out.vcs[copies[log.copy_of[i]][2]])
             else:  # what the thread does after the copy's issue is not before the copy

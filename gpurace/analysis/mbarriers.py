@@ -53,6 +53,8 @@ def _key(o: Any) -> Key:
     (instrument/ptx/mbarriers.py)."""
     if o.op == O_MB_ARRIVE and o.read_value:
         return (o.read_value - 1, o.offset)
+    if o.op in (O_MB_COPY, O_MB_COPY_END) and o.read_value >> 16:  # a st.async's
+        return ((o.read_value >> 16) - 1, o.offset)
     return (o.group, o.offset)
 
 
@@ -62,7 +64,7 @@ def to_owner(released: dict[Any, Any], o: Any) -> dict[Any, Any]:
     can observe its phase (docs/ordering.md, "Clusters"); one of `.cta` scope orders
     nothing there (the scope does not include them)."""
     owner = _key(o)[0]
-    if owner == o.group or o.scope < SCOPE_CLUSTER:
+    if owner == o.group or (o.scope < SCOPE_CLUSTER and o.op == O_MB_ARRIVE):
         return released
     return {(owner, w): vc for (_g, w), vc in released.items()}
 

@@ -46,12 +46,12 @@ _LD, _GROUP, _ST, _NUM = 0, 12, 16, 32  # byte offsets in a slot (the vector acc
 NO_PHASE = 0xFFFFFFFF  # an O_MB_COPY event's phase before its copy is handed to one
 SYNC_ASYNC_FULL = 11  # a copy found the queue full: its window is not followed
 # (the other sync-event codes: barriers.py)
-# st.async / red.async (sm_90): why they are listed (docs/async.md, "Not yet")
+# st.async / red.async (sm_90) where they are listed (docs/async.md, rule 8: they are
+# modelled in an entry with distributed shared memory that logs mbarrier ORDER events)
 ASYNC_STORE = (
     "(asynchronous store to a cluster block's shared memory) is not tracked: it completes "
     "through the destination's mbarrier transaction count (complete_tx), and its window "
-    "would end at the phase those bytes complete, which the ordering of mbarrier phases "
-    "does not model (docs/async.md)"
+    "ends at the phase those bytes complete (docs/async.md, rule 8)"
 )
 
 

@@ -39,7 +39,7 @@ def barrier(entry: Any, s: Any, ins: Instr) -> None:
         if s.start in entry.cluster_split:
             entry.incomplete(s, cluster.NOT_ADJACENT)
         if s.start in entry.cluster_waits:  # it completes a cluster barrier (cluster.py)
-            entry.after(s, cluster.advance())
+            entry.after(s, cluster.advance() + bulkcopy.relog(entry))
         return
     ops = ins.operands
     if ins.has("arrive"):

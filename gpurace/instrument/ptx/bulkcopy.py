@@ -99,8 +99,10 @@ def event(op: int, sid: str, copy: str, phase: str, order: int = ORDER_RELEASE) 
     """A copy's O_MB_COPY (or END) event; the barrier's address in %_gr_oo. An END
     of acquire order: its thread waited for the copy (it joins the copy's clock)."""
     static = op | SCOPE_CTA << 8 | order << 12
-    return event_extra(static) + [emit.call_rec(sid, str(_flags()), "%_gr_oo", copy, phase,
-                                                "%_gr_ox")]  # fmt: skip
+    return event_extra(static) + [
+        "and.b32 %_gr_oo, %_gr_oo, 0xFFFFFF;",  # a cluster address's offset (cluster.py)
+        emit.call_rec(sid, str(_flags()), "%_gr_oo", copy, phase, "%_gr_ox"),
+    ]
 
 
 def _chunks(entry: Any, first: int, a_shared: bool = False, init: bool = False) -> list[str]:
@@ -111,8 +113,11 @@ def _chunks(entry: Any, first: int, a_shared: bool = False, init: bool = False) 
     too (the chunks after the first at the issue: initcheck's written-shadow)."""
     top, done, no_a, no_b = (entry.st.label() for _ in range(4))
     epochs = ("%_gr_epl", "%_gr_epg") if a_shared else ("%_gr_epg", "%_gr_epl")
+    pre: list[str] = []
+    if getattr(entry, "views", None) and not a_shared:  # the shared side: a cluster view's
+        pre, epochs = ["or.b32 %_gr_csz, %_gr_epl, %_gr_cph;"], ("%_gr_epg", "%_gr_csz")
     lws = ("%_gr_t9", "0") if a_shared else ("0", "%_gr_t9")
-    code = [f"mov.u32 %_gr_t6, {first};", f"{top}:",
+    code = [*pre, f"mov.u32 %_gr_t6, {first};", f"{top}:",
             f"ld.local.u32 %_gr_t7, [%_gr_d1+{_SIZE}];", "ld.local.u32 %_gr_t9, [%_gr_d1+28];",
             "setp.ge.u32 %_gr_q0, %_gr_t6, %_gr_t7;", f"@%_gr_q0 bra {done};",
             "sub.u32 %_gr_t8, %_gr_t7, %_gr_t6;", f"min.u32 %_gr_t8, %_gr_t8, {CHUNK};",
@@ -190,7 +195,8 @@ def retire(entry: Any) -> list[str]:
         f"mad.wide.u32 %_gr_d2, %_gr_t1, {SLOT_BYTES}, %_gr_d1;",
         f"mad.wide.u32 %_gr_d1, %_gr_t0, {SLOT_BYTES}, %_gr_d1;",
         f"ld.local.v2.u32 {{%_gr_t2, %_gr_t3}}, [%_gr_d1+{_BAR}];",
-        "ld.shared.u32 %_gr_t2, [%_gr_t2];",  # the barrier's completed phases (sim)
+        # the barrier's completed phases (sim); another block's (st.async, cluster.py)
+        f"ld.shared{'::cluster' if entry.views else ''}.u32 %_gr_t2, [%_gr_t2];",
         "setp.gt.u32 %_gr_q0, %_gr_t2, %_gr_t3;",
         f"@%_gr_q0 bra {drop};",
         "setp.eq.u32 %_gr_q0, %_gr_t0, %_gr_t1;",

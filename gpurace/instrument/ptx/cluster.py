@@ -25,8 +25,10 @@ from __future__ import annotations
 from typing import Any
 
 from gpurace import abi
-from gpurace.model import Space, TrackedVar
+from gpurace.abi import O_MB_COPY, O_MB_COPY_END
+from gpurace.model import ASYNC_STORE, Kind, Space, TrackedVar
 
+from . import emit
 from .parse import Function, Instr, parse_instr
 
 CLUSTER_SHIFT = 24  # sim's shared::cluster address: (rank + 1) << 24 | offset
@@ -48,10 +50,11 @@ def _instrs(fn: Function) -> list[tuple[Any, Instr]]:
 
 def uses_dsmem(fn: Function) -> bool:
     """`fn` may access another block's shared memory: a ``.shared::cluster`` load,
-    store or atomic, or a generic ``mapa`` (its result a generic address)."""
+    store, atomic or ``st.async``/``red.async``, or a generic ``mapa`` (its result a
+    generic address)."""
     for _, ins in _instrs(fn):
         if ins.op in ("ld", "st", "atom", "red") and "::cluster" in ins.parts and ins.has("shared"):
-            if not ins.has("async", "bulk"):
+            if not ins.has("async", "bulk") or is_async_store(ins):
                 return True
         if ins.op == "mapa" and "::cluster" not in ins.parts:
             return True
@@ -173,3 +176,89 @@ def view_record() -> tuple[list[str], str, str, str]:
         "or.b32 %_gr_csz, %_gr_epl, %_gr_cph;",
     ]
     return code, "%_gr_cfl", "%_gr_cof", "%_gr_csz"
+
+
+# -- st.async / red.async (docs/async.md, rule 8) ------------------------------------
+
+
+def is_async_store(ins: Instr) -> bool:
+    """``st.async``/``red.async`` completing an mbarrier's transaction bytes."""
+    return ins.op in ("st", "red") and ins.has("async") and ins.has("::complete_tx::bytes")
+
+
+def has_async_store(fn: Function) -> bool:
+    return any(is_async_store(ins) for _, ins in _instrs(fn))
+
+
+def async_store(entry: Any, s: Any, ins: Instr) -> str:
+    """Records for one ``st.async``/``red.async`` `s` of `entry` (a rewriter._Entry):
+    a store (a reduction: an atomic) of the destination block's word, a thread of its
+    own between ``O_MB_COPY`` events keyed by the destination barrier's block (its
+    copy number's bits 16 and up: that block + 1), released by the barrier's phase
+    current at the issue; kept in the bulk copies' queue (bulkcopy.py), logged again
+    after every barrier of the issuing thread, cluster barriers included, until a
+    successful wait of that thread finds the phase completed. Why it is not
+    modelled where it is not ("": it is)."""
+    from . import bulkcopy as bk
+    from .atomics import ATOM_OPS, scope_order
+    from .rewriter import access_size
+
+    if not entry.views:
+        return "an entry without distributed shared memory"
+    if not entry.order:
+        return "no mbarrier wait in the module (ORDER events are not logged)"
+    size = access_size(ins)
+    opname = next((p for p in ins.parts[1:] if p in ATOM_OPS), None) if ins.op == "red" else ""
+    if size is None or size > 16 or len(ins.operands) != 3 or opname is None:
+        return "an operand not understood"
+    code: list[str] = []
+    if not entry._address(ins.operands[2], "shared", code):
+        return "an mbarrier address not understood"
+    ev = entry.site(s, Kind.EVENT, ins)
+    kind = Kind.ATOMIC if opname else Kind.STORE
+    st_ = entry.site(s, kind, ins, detail=ASYNC_STORE)
+    extra = ATOM_OPS[opname] | scope_order(ins) << 8 if opname else 0
+    skip, full = entry.st.label(), entry.st.label()
+    entry.before(s, [
+        *entry._guard(ins, skip), *code,
+        "cvt.u32.u64 %_gr_oo, %_gr_d0;",  # the barrier's cluster address
+        "ld.shared::cluster.u32 %_gr_ow, [%_gr_oo];",  # its phase (sim: the object's bytes)
+        *owner(),
+        "add.u32 %_gr_or, %_gr_cow, 1;",  # the copy: its block + 1, its number
+        "shl.b32 %_gr_or, %_gr_or, 16;",
+        "and.b32 %_gr_t0, %_gr_bki, 0xFFFF;",
+        "or.b32 %_gr_or, %_gr_or, %_gr_t0;",
+        f"mov.u64 %_gr_bka, {bk.QUEUE};",
+        f"min.u32 %_gr_t0, %_gr_bkn, {bk.SLOTS};",
+        f"mad.wide.u32 %_gr_bka, %_gr_t0, {bk.SLOT_BYTES}, %_gr_bka;",
+        f"mov.u32 %_gr_t5, {ev};",
+        f"st.local.v4.u32 [%_gr_bka+{bk._BAR}], {{%_gr_oo, %_gr_ow, %_gr_or, %_gr_t5}};",
+        "mov.u32 %_gr_t0, 0;",
+        f"mov.u32 %_gr_t1, {size};",
+        f"st.local.v4.u32 [%_gr_bka+{bk._LD}], {{%_gr_t0, %_gr_t0, %_gr_t0, %_gr_t1}};",
+        f"st.local.v4.u32 [%_gr_bka+{bk._ST}], {{%_gr_t0, %_gr_t0, %_gr_t0, %_gr_t0}};",
+        f"setp.lt.u32 %_gr_q0, %_gr_bkn, {bk.SLOTS};",
+        f"@%_gr_q0 bra {full};",
+        emit.call_srec(ev, bk.SYNC_BULK_FULL),
+        f"{full}:",
+        *bk.event(O_MB_COPY, str(ev), "%_gr_or", "%_gr_ow"),
+        f"{skip}:",
+    ])  # fmt: skip
+    keep = [
+        f"mov.u32 %_gr_t7, {st_};",
+        "and.b32 %_gr_t6, %_gr_cfl, 0xFFFF00FF;",  # the flags without the size
+        f"st.local.v4.u32 [%_gr_bka+{bk._ST}], {{%_gr_t7, %_gr_t6, %_gr_cof, %_gr_t22}};",
+    ]
+    addr = ins.operands[0]
+    entry._access(s, ins, st_, kind, "shared", addr, size, False, extra, [], None, post=keep)
+    skip2 = entry.st.label()
+    entry.before(s, [
+        *entry._guard(ins, skip2),
+        f"ld.local.v4.u32 {{%_gr_oo, %_gr_ow, %_gr_or, %_gr_t5}}, [%_gr_bka+{bk._BAR}];",
+        *bk.event(O_MB_COPY_END, "%_gr_t5", "%_gr_or", "%_gr_ow"),
+        "add.u32 %_gr_bki, %_gr_bki, 1;",
+        f"setp.lt.u32 %_gr_q0, %_gr_bkn, {bk.SLOTS};",
+        "@%_gr_q0 add.u32 %_gr_bkn, %_gr_bkn, 1;",
+        f"{skip2}:",
+    ])  # fmt: skip
+    return ""

@@ -218,7 +218,9 @@ class _Entry:
         # a thread against its own copies (docs/async.md rule 5): where they complete
         # by cp.async.wait_group/wait_all only
         self.own = self.copies and not bulkcopy.has_cp_mbarrier(fn)
-        self.bulk = order and (bulkcopy.has_bulk(fn) or self.cp_mbar)
+        self.bulk = order and (
+            bulkcopy.has_bulk(fn) or self.cp_mbar or bool(views and cluster.has_async_store(fn))
+        )
         self.bulk_g = bulkcopy.has_bulk_to_global(fn)  # shared to global, bulk groups
         self.grid = gridsync.plan(mod, fn)  # cooperative groups' grid.sync() (gridsync.py)
         self.tmem = tmem.entry_var(vars_)  # its tensor memory (tmem.py)
@@ -385,7 +387,7 @@ class _Entry:
         elif op in ("atom", "red") and not ins.has("async"):
             self._atomic(s, ins)
         elif op == "red" and ins.has("async"):
-            self.incomplete(s, f"'{ins.opcode}' {ASYNC_STORE}")
+            self._async_store(s, ins)
         elif op == "cp" and ins.has("async"):
             async_copy(self, s, ins, SYNC_ASYNC)
         elif op in ("bar", "barrier"):
@@ -422,6 +424,13 @@ class _Entry:
         ):  # any other instruction with an address: not modelled until it is
             self.incomplete(s, f"'{ins.opcode}' accesses memory in a way gpurace does not model")
 
+    def _async_store(self, s: Stmt, ins: Instr) -> None:
+        """``st.async``/``red.async``: modelled in an entry with distributed shared
+        memory (cluster.async_store), else listed with why."""
+        why = cluster.async_store(self, s, ins) if cluster.is_async_store(ins) else "its form"
+        if why:
+            self.incomplete(s, f"'{ins.opcode}' {ASYNC_STORE} (not modelled here: {why})")
+
     def _call(self, s: Stmt) -> None:
         """A call gpurace cannot follow: to a function declared but not defined here
         (``.extern .func``, linked later), or through a pointer."""
@@ -448,8 +457,10 @@ class _Entry:
         if space in ("local", "param", "const"):
             return
         if ins.has("async"):
-            why = ASYNC_STORE if ins.op == "st" else "(asynchronous access) is not tracked"
-            self.incomplete(s, f"'{ins.opcode}' {why}")
+            if ins.op == "st":
+                self._async_store(s, ins)
+            else:
+                self.incomplete(s, f"'{ins.opcode}' (asynchronous access) is not tracked")
             return
         if "::cluster" in ins.parts and not self.views:
             self.incomplete(
