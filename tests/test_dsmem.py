@@ -180,3 +180,39 @@ def test_a_generic_access_through_mapa_is_the_owner_s(tmp_path: Path) -> None:
     (race,) = doc["races"]
     assert race["class"] == "global-inter" and _sides(race) == [(4, 0, "store"), (6, 1, "load")]
     assert "'buf[0] of block 0'" in race["message"] and doc["scope"]["complete"]
+
+
+RED_ASYNC = """\
+extern "C" __global__ void __cluster_dims__(2, 1, 1) k(int *out) {
+  __shared__ int buf[32];
+  __shared__ unsigned long long full;
+  unsigned rank = cta_rank();
+  if (rank == 1 && threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(sa(&full)));
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], 128;" :: "r"(sa(&full)));
+  }
+  buf[threadIdx.x] = 1;
+  cluster_sync();
+  if (rank == 0)
+    asm volatile("red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.add.u32"
+                 " [%0], 5, [%1];" :: "r"(remote(&buf[threadIdx.x], 1)), "r"(remote(&full, 1)));
+  if (rank == 1) { WAIT; out[threadIdx.x] = buf[threadIdx.x]; }
+  cluster_sync();
+}
+"""
+
+
+def test_red_async_is_an_atomic_released_by_the_destination_phase(tmp_path: Path) -> None:
+    """red.async.add into block 1's words (docs/async.md, rule 8): after block 1's
+    wait for the phase its bytes complete, clean; before it, the reduction (an
+    atomic, line 12) races with the read (line 14), named with the missing wait."""
+    code, doc = _check(tmp_path, RED_ASYNC.replace("WAIT", "wait_parity(&full, 0)"))
+    assert code == 0 and doc["races"] == [] and doc["scope"]["complete"], doc
+    code, doc = _check(tmp_path, RED_ASYNC.replace("WAIT;", ""))
+    assert code == 1 and doc["scope"]["complete"], doc
+    (race,) = doc["races"]
+    assert _sides(race) == [(12, 0, "atomic"), (14, 1, "load")], race
+    assert race["explanation"] == (
+        "different blocks of a cluster, no wait on the mbarrier phase that completes the "
+        f"red.async at {LINE + 11}:5 between"
+    )

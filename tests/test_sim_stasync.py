@@ -2,7 +2,8 @@
 (or adds) into block 1's buffer and completes block 1's barrier's transaction bytes;
 the store lands at the latest point sim can take, the destination barrier's test, so
 block 1 reads the new values after its wait and the old ones before it. The race
-analysis still lists them (docs/async.md, "Not yet": tests/test_dsmem.py)."""
+analysis of them: docs/async.md rule 8, the corpus' st_async_* cases and
+tests/test_dsmem.py."""
 
 from __future__ import annotations
 

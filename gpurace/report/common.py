@@ -400,12 +400,13 @@ def _class_words(v: RaceView, language: str) -> str:
             "between (a wait on the mbarrier phase its cp.async.mbarrier.arrive completes, "
             "or cp.async.wait_group and a barrier)"
         )
-    sta = next((s.site for s in (v.first, v.second) if s.site.detail == ASYNC_STORE), None)
+    sta = next((s.site for s in (v.first, v.second) if s.site.detail.startswith(ASYNC_STORE)), None)
     if sta is not None:
         # only a wait that observed the phase its bytes complete orders it (docs/async.md)
+        who = "different blocks of a cluster" if cls == RaceClass.GLOBAL_INTER else "same block"
+        op = "red.async" if "red.async" in sta.detail else "st.async"
         return (
-            f"{'different blocks of a cluster' if cls == RaceClass.GLOBAL_INTER else 'same block'}"
-            f", no wait on the mbarrier phase that completes the st.async at "
+            f"{who}, no wait on the mbarrier phase that completes the {op} at "
             f"{sta.line}:{sta.col} between"
         )
     bulk = next((s.site for s in (v.first, v.second) if s.site.detail == BULK_COPY), None)

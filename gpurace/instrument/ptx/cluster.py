@@ -200,7 +200,7 @@ def async_store(entry: Any, s: Any, ins: Instr) -> str:
     successful wait of that thread finds the phase completed. Why it is not
     modelled where it is not ("": it is)."""
     from . import bulkcopy as bk
-    from .atomics import ATOM_OPS, scope_order
+    from .atomics import ATOM_OPS, atomic_detail, scope_order
     from .rewriter import access_size
 
     if not entry.views:
@@ -216,7 +216,9 @@ def async_store(entry: Any, s: Any, ins: Instr) -> str:
         return "an mbarrier address not understood"
     ev = entry.site(s, Kind.EVENT, ins)
     kind = Kind.ATOMIC if opname else Kind.STORE
-    st_ = entry.site(s, kind, ins, detail=ASYNC_STORE)
+    # a red.async's site: st.async's detail, then its operation (report/common.py)
+    what = f"{ASYNC_STORE} red.async" + atomic_detail(ins)[3:] if opname else ASYNC_STORE
+    st_ = entry.site(s, kind, ins, detail=what)
     extra = ATOM_OPS[opname] | scope_order(ins) << 8 if opname else 0
     skip, full = entry.st.label(), entry.st.label()
     entry.before(s, [

@@ -252,7 +252,8 @@ class _Entry:
             sid = len(self.st.sites)
             self.st.site_ids[key] = sid
             operand = statement_at(text, col) if self.loc.current else ""
-            detail = atomic_detail(ins) if kind == Kind.ATOMIC else detail
+            # (an atomic's: its operation, but a red.async's says so: cluster.py)
+            detail = atomic_detail(ins) if kind == Kind.ATOMIC and not detail else detail
             self.st.sites.append(
                 Site(sid, file, line, col, kind, operand or ins.text, text, "", event, detail)
             )
