@@ -64,7 +64,8 @@ def uses_dsmem(fn: Function) -> bool:
 def paired_waits(fn: Function) -> tuple[set[int], set[int]]:
     """(the statements of the waits that complete a cluster barrier: a non-relaxed
     ``barrier.cluster.arrive`` directly followed by a ``barrier.cluster.wait``, no
-    label between; the arrives that are not so followed), by `Stmt.start`."""
+    label between, neither guarded; the arrives that are not so followed), by
+    `Stmt.start`."""
     waits: set[int] = set()
     split: set[int] = set()
     body = [s for s in fn.body if not (s.kind == "stmt" and s.text.startswith("."))]
@@ -75,7 +76,8 @@ def paired_waits(fn: Function) -> tuple[set[int], set[int]]:
         if ins.op not in ("barrier", "bar") or not ins.has("cluster") or not ins.has("arrive"):
             continue
         nxt = body[i + 1] if i + 1 < len(body) else None
-        wait = nxt is not None and nxt.kind == "stmt" and _is_cluster_wait(parse_instr(nxt.text))
+        w = parse_instr(nxt.text) if nxt is not None and nxt.kind == "stmt" else None
+        wait = w is not None and _is_cluster_wait(w) and not w.guard
         if not wait or ins.guard:
             split.add(s.start)
         elif not ins.has("relaxed") and nxt is not None:

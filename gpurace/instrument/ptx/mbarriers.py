@@ -93,7 +93,7 @@ def has_remote(fn: Any) -> bool:
     return any(
         _remote(parse_instr(s.text))
         for s in fn.body
-        if s.kind == "stmt" and s.text.startswith("mbarrier")
+        if s.kind == "stmt" and "mbarrier" in s.text and not s.text.startswith(".")
     )
 
 
