@@ -12,6 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from gpurace.cli import main
+from gpurace.model import RaceClass
 
 HELPERS = r"""
 __device__ unsigned cta_rank() {
@@ -216,3 +217,42 @@ def test_red_async_is_an_atomic_released_by_the_destination_phase(tmp_path: Path
         "different blocks of a cluster, no wait on the mbarrier phase that completes the "
         f"red.async at {LINE + 11}:5 between"
     )
+
+
+def test_the_device_clock_table_equals_the_reference_on_remote_arrivals(tmp_path: Path) -> None:
+    """The producer's real log (cluster-view records with a cluster phase in their
+    epoch word, remote mbarrier arrivals): the device's races with the clock table
+    (analysis.cl's `access_bars` reading the barrier counts) equal the reference's
+    with the host's clocks: none, where the same log with mbarriers ordering nothing
+    has the remote store against the owner's read."""
+    from gpurace import registry
+    from gpurace.abi import F_GRID_SHIFT, GPHASE_SHIFT
+    from gpurace.analysis import happens
+    from gpurace.backends.analysis_driver import DeviceAnalysis
+    from gpurace.options import Options
+    from gpurace.target import FULL_RANGE
+
+    opts = Options.from_env().with_(prefilter=False, uniform_writes="tolerate")
+    lang = registry.language("cuda")
+    launch = tmp_path / "d.toml"
+    launch.write_text(LAUNCH)
+    source = HELPERS + PRODUCER.replace("WAIT", "wait_parity(&full, 0)")
+    backend = registry.backend_for(lang, opts)
+    spec = lang.read_launch(str(launch))
+    t = lang.target(source, spec, str(tmp_path / "d.cu"), backend, None, opts)
+    result = t.run(0, FULL_RANGE, 1 << 14)
+    n = result.requested
+    found = t.analyse(result, n, 0, FULL_RANGE)
+    records = t.backend.read_log(t.handle, result)[:n]
+    views = [r for r in records.tolist() if (r[1] >> F_GRID_SHIFT) & 1 and r[1] & 3 != 3]
+    assert views and {r[5] >> GPHASE_SHIFT for r in views} == {1}  # after one cluster sync
+    spaces = {v.id: v.space for v in t.inst.variables}
+    assert t.phases and t.results  # sim: arrivals' tokens are their phases
+    decided = happens.decide(records, spaces, False, t.initial, t.where, True, True)
+    assert decided is not None and found.ordering == "device"
+    want = t.results(DeviceAnalysis(decided[0], [], 0, 0, {}, []))
+    assert found.races == want.races == []
+    unordered = happens.decide(records, spaces, False, t.initial, t.where, True, False)
+    assert unordered is not None
+    (race,) = unordered[0]
+    assert (race.cls, race.group_a, race.group_b) == (RaceClass.GLOBAL_INTER, 1, 0)
