@@ -124,6 +124,15 @@ def target(
         source, path, launch.options, launch.name_expressions, arch, uninit if checked else None
     )
     kernel = resolve_kernel(inst, launch)
+    views = [v for v in inst.variables if v.kernel == kernel and v.cluster_of is not None]
+    if views and not sim_device.is_sim(dev):
+        note = (
+            f"{path}: distributed shared memory (.shared::cluster accesses, st.async): the "
+            "owner block is decoded from sim's address encoding, so on this device their "
+            "records name no owner (docs/ordering.md, 'Clusters')"
+        )
+        if note not in inst.not_instrumented:
+            inst.not_instrumented.append(note)
     params = inst.params[kernel]
     validate_cuda(launch, params, kernel)
     types_from_launch(inst, kernel, launch)
