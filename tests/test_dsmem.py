@@ -256,3 +256,17 @@ def test_the_device_clock_table_equals_the_reference_on_remote_arrivals(tmp_path
     assert unordered is not None
     (race,) = unordered[0]
     assert (race.cls, race.group_a, race.group_b) == (RaceClass.GLOBAL_INTER, 1, 0)
+
+
+def test_a_relaxed_cluster_arrive_orders_nothing(tmp_path: Path) -> None:
+    """barrier.cluster.arrive.relaxed then wait: the threads meet, but the arrive
+    releases nothing (PTX), so the phase does not advance and the exchange races,
+    complete (nothing is left unmodelled)."""
+    relaxed = (
+        'asm volatile("barrier.cluster.arrive.relaxed.aligned;\\n\\t'
+        'barrier.cluster.wait.aligned;" ::: "memory")'
+    )
+    code, doc = _check(tmp_path, EXCHANGE.replace("SYNC", relaxed))
+    assert code == 1 and doc["scope"]["complete"], doc["scope"]
+    (race,) = doc["races"]
+    assert race["class"] == "global-inter" and _sides(race) == [(4, 0, "store"), (6, 1, "load")]
