@@ -89,6 +89,13 @@ def prologue() -> list[str]:
     return ["mov.u32 %_gr_bkn, 0;", "mov.u32 %_gr_bki, 0;"]
 
 
+def read_phase(dst: str, addr: str, cluster: bool = False) -> str:
+    """The one place the rewriter reads an mbarrier's completed phases: on sim the
+    barrier object's bytes (gpurace/sim/mbarrier.py) at `addr` into `dst`; `cluster`:
+    `addr` is a ``.shared::cluster`` address (another block's barrier, cluster.py)."""
+    return f"ld.shared{'::cluster' if cluster else ''}.u32 {dst}, [{addr}];"
+
+
 def _flags() -> int:
     from .mbarriers import FLAGS
 
@@ -196,7 +203,7 @@ def retire(entry: Any) -> list[str]:
         f"mad.wide.u32 %_gr_d1, %_gr_t0, {SLOT_BYTES}, %_gr_d1;",
         f"ld.local.v2.u32 {{%_gr_t2, %_gr_t3}}, [%_gr_d1+{_BAR}];",
         # the barrier's completed phases (sim); another block's (st.async, cluster.py)
-        f"ld.shared{'::cluster' if entry.views else ''}.u32 %_gr_t2, [%_gr_t2];",
+        read_phase("%_gr_t2", "%_gr_t2", bool(getattr(entry, "views", None))),
         "setp.gt.u32 %_gr_q0, %_gr_t2, %_gr_t3;",
         f"@%_gr_q0 bra {drop};",
         "setp.eq.u32 %_gr_q0, %_gr_t0, %_gr_t1;",
@@ -243,7 +250,7 @@ def bulk_copy(entry: Any, s: Any, ins: Instr) -> str:
         f"mov.u64 %_gr_bka, {QUEUE};",
         f"min.u32 %_gr_t0, %_gr_bkn, {SLOTS};",
         f"mad.wide.u32 %_gr_bka, %_gr_t0, {SLOT_BYTES}, %_gr_bka;",
-        "ld.shared.u32 %_gr_ow, [%_gr_oo];",  # the phase (sim: the object's bytes)
+        read_phase("%_gr_ow", "%_gr_oo"),  # the phase
         f"mov.u32 %_gr_t5, {ev};",
         f"st.local.v4.u32 [%_gr_bka+{_BAR}], {{%_gr_oo, %_gr_ow, %_gr_bki, %_gr_t5}};",
         "mov.u32 %_gr_t0, 0;",
@@ -350,7 +357,7 @@ def handoff(entry: Any, s: Any, ins: Instr) -> list[str]:
     top, done, full = entry.st.label(), entry.st.label(), entry.st.label()
     return [
         *code,
-        "ld.shared.u32 %_gr_ow, [%_gr_oo];",  # the phase (sim: the object's bytes)
+        read_phase("%_gr_ow", "%_gr_oo"),  # the phase
         "mov.u32 %_gr_t0, 0;",
         f"{top}:",
         "setp.ge.u32 %_gr_q0, %_gr_t0, %_gr_cpn;",

@@ -226,7 +226,7 @@ def async_store(entry: Any, s: Any, ins: Instr) -> str:
     entry.before(s, [
         *entry._guard(ins, skip), *code,
         "cvt.u32.u64 %_gr_oo, %_gr_d0;",  # the barrier's cluster address
-        "ld.shared::cluster.u32 %_gr_ow, [%_gr_oo];",  # its phase (sim: the object's bytes)
+        bk.read_phase("%_gr_ow", "%_gr_oo", cluster=True),  # its phase
         *owner(),
         "add.u32 %_gr_or, %_gr_cow, 1;",  # the copy: its block + 1, its number
         "shl.b32 %_gr_or, %_gr_or, 16;",
