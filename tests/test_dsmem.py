@@ -164,7 +164,7 @@ def test_a_split_cluster_barrier_is_listed(tmp_path: Path) -> None:
         "cluster barrier): the ordering it gives is not modelled (docs/ordering.md, 'Clusters')"
     ), note
     assert f":{LINE + 4}:3:" in note
-    assert code == 1 and {r["class"] for r in doc["races"]} == {"global-inter", "global-intra"}
+    assert code == 1 and {r["class"] for r in doc["races"]} == {"global-inter", "local"}
 
 
 def test_a_generic_access_through_mapa_is_the_owner_s(tmp_path: Path) -> None:
@@ -270,3 +270,21 @@ def test_a_relaxed_cluster_arrive_orders_nothing(tmp_path: Path) -> None:
     assert code == 1 and doc["scope"]["complete"], doc["scope"]
     (race,) = doc["races"]
     assert race["class"] == "global-inter" and _sides(race) == [(4, 0, "store"), (6, 1, "load")]
+
+
+def test_a_race_within_one_block_of_a_cluster_kernel_stays_local(tmp_path: Path) -> None:
+    """The shared variable of a kernel with distributed shared memory is decided on
+    its cluster view, as global memory; a race between two threads of one block is
+    still reported as `local` (here lanes of one warp), each block's own, and nothing
+    between blocks."""
+    body = EXCHANGE.replace("SYNC", "int u = buf[threadIdx.x ^ 1]; cluster_sync()")
+    body = body.replace(
+        "out[blockIdx.x * 32 + threadIdx.x] = v;", "out[blockIdx.x * 32 + threadIdx.x] = v + u;"
+    )
+    code, doc = _check(tmp_path, body)
+    assert code == 1 and doc["scope"]["complete"], doc
+    (race,) = doc["races"]
+    assert race["class"] == "local" and race["memory"] == "local", race
+    assert _sides(race) == [(4, 0, "store"), (5, 0, "load")]
+    assert race["explanation"] == "same warp, no __syncwarp() or __syncthreads() between"
+    assert race["instances"] == 64  # every word of both blocks' copies

@@ -173,9 +173,16 @@ def target(
                 inst.not_instrumented.append(f"{path}: {n} {what}")
         return result
 
+    policy = results
+    if views:  # a shared variable's races within a block are "local" (cluster views)
+        ids = frozenset(v.id for v in views)
+
+        def policy(analysis: DeviceAnalysis) -> DeviceAnalysis:
+            return views_local(results(analysis), ids)
+
     t = filtered_target(
         backend, dev, dev_name, inst, kernel, cast(Grid, tuple(block)), cast(Grid, tuple(grid)),
-        bases, total, local_order_words(inst.variables, sizes), run, options, results,
+        bases, total, local_order_words(inst.variables, sizes), run, options, policy,
     )  # fmt: skip
     t.initial = initial_contents(inst, kernel, launch.args)
     return t
@@ -192,6 +199,29 @@ def results(analysis: DeviceAnalysis) -> DeviceAnalysis:
     }
     analysis.listed = [x for x in analysis.listed if x[1].cls != RaceClass.STORAGE_EXCHANGE]
     analysis.races = keep
+    return analysis
+
+
+def views_local(analysis: DeviceAnalysis, views: frozenset[int]) -> DeviceAnalysis:
+    """A race of one block on a cluster view (a shared variable of a kernel with
+    distributed shared memory, docs/ordering.md "Clusters") is a `local` race, as the
+    same race of a kernel without: the view is decided as global memory, whose race
+    within a block is `global-intra`."""
+    moved: dict[tuple, tuple] = {}
+    for r in analysis.races:
+        if r.cls == RaceClass.GLOBAL_INTRA and r.var in views:
+            old = r.key
+            r.cls = RaceClass.LOCAL
+            moved[old] = r.key
+    if moved:
+        analysis.orders = {moved.get(k, k): v for k, v in analysis.orders.items()}
+    listed = []
+    for k, x in analysis.listed:  # --all: ((race key, order...), instance)
+        if x.cls == RaceClass.GLOBAL_INTRA and x.var in views:
+            x.cls = RaceClass.LOCAL
+            k = (x.key, *k[1:])
+        listed.append((k, x))
+    analysis.listed = listed
     return analysis
 
 
