@@ -61,13 +61,15 @@ def uses_dsmem(fn: Function) -> bool:
     return False
 
 
-def paired_waits(fn: Function) -> tuple[set[int], set[int]]:
+def paired_waits(fn: Function, views: bool = True) -> tuple[set[int], set[int]]:
     """(the statements of the waits that complete a cluster barrier: a non-relaxed
     ``barrier.cluster.arrive`` directly followed by a ``barrier.cluster.wait``, no
     label between, neither guarded; the arrives that are not so followed), by
-    `Stmt.start`."""
+    `Stmt.start`; none where the entry has no cluster views (`views` False)."""
     waits: set[int] = set()
     split: set[int] = set()
+    if not views:
+        return waits, split
     body = [s for s in fn.body if not (s.kind == "stmt" and s.text.startswith("."))]
     for i, s in enumerate(body):
         if s.kind != "stmt":
@@ -190,6 +192,24 @@ def is_async_store(ins: Instr) -> bool:
 
 def has_async_store(fn: Function) -> bool:
     return any(is_async_store(ins) for _, ins in _instrs(fn))
+
+
+def queued(fn: Function, views: dict[int, int] | None) -> bool:
+    """`fn`'s st.async/red.async go in the bulk copies' queue (it has cluster views)."""
+    return bool(views) and has_async_store(fn)
+
+
+def async_access(entry: Any, s: Any, ins: Instr) -> None:
+    """An asynchronous ``ld``/``st``/``red`` of `entry`: ``st.async``/``red.async``
+    modelled where `async_store` can, else each listed with why."""
+    from .asynccopy import ASYNC_STORE as WHY
+
+    if ins.op == "ld":
+        entry.incomplete(s, f"'{ins.opcode}' (asynchronous access) is not tracked")
+        return
+    why = async_store(entry, s, ins) if is_async_store(ins) else "its form"
+    if why:
+        entry.incomplete(s, f"'{ins.opcode}' {WHY} (not modelled here: {why})")
 
 
 def async_store(entry: Any, s: Any, ins: Instr) -> str:

@@ -14,7 +14,7 @@ from gpurace import abi
 from gpurace.model import Binding, Event, GpuraceError, Instrumented, Kind, Site, Space, TrackedVar
 
 from . import asynccopy, bounds, bulkcopy, cluster, emit, gridsync, mbarriers, ordering, tmem, wgmma
-from .asynccopy import ASYNC_STORE, async_copy
+from .asynccopy import async_copy
 from .atomics import ATOM_OPS, atomic_detail, scope_order
 from .barriers import SYNC_ASYNC, SYNC_FENCE, SYNC_MBARRIER, barrier, is_wait_barrier
 from .emit import CLOSE, OPEN
@@ -218,9 +218,7 @@ class _Entry:
         # a thread against its own copies (docs/async.md rule 5): where they complete
         # by cp.async.wait_group/wait_all only
         self.own = self.copies and not bulkcopy.has_cp_mbarrier(fn)
-        self.bulk = order and (
-            bulkcopy.has_bulk(fn) or self.cp_mbar or bool(views and cluster.has_async_store(fn))
-        )
+        self.bulk = order and (bulkcopy.has_bulk(fn) or self.cp_mbar or cluster.queued(fn, views))
         self.bulk_g = bulkcopy.has_bulk_to_global(fn)  # shared to global, bulk groups
         self.grid = gridsync.plan(mod, fn)  # cooperative groups' grid.sync() (gridsync.py)
         self.tmem = tmem.entry_var(vars_)  # its tensor memory (tmem.py)
@@ -228,9 +226,7 @@ class _Entry:
         # distributed shared memory: each shared variable's cluster view (cluster.py)
         self.views = views or {}
         self.cluster_regs = bool(self.views) or (order and mbarriers.has_remote(fn))
-        self.cluster_waits, self.cluster_split = (
-            cluster.paired_waits(fn) if self.views else (set(), set())
-        )
+        self.cluster_waits, self.cluster_split = cluster.paired_waits(fn, bool(self.views))
 
     # -- helpers -------------------------------------------------------------
     def before(self, stmt: Stmt, code: list[str]) -> None:
@@ -388,7 +384,7 @@ class _Entry:
         elif op in ("atom", "red") and not ins.has("async"):
             self._atomic(s, ins)
         elif op == "red" and ins.has("async"):
-            self._async_store(s, ins)
+            cluster.async_access(self, s, ins)
         elif op == "cp" and ins.has("async"):
             async_copy(self, s, ins, SYNC_ASYNC)
         elif op in ("bar", "barrier"):
@@ -425,13 +421,6 @@ class _Entry:
         ):  # any other instruction with an address: not modelled until it is
             self.incomplete(s, f"'{ins.opcode}' accesses memory in a way gpurace does not model")
 
-    def _async_store(self, s: Stmt, ins: Instr) -> None:
-        """``st.async``/``red.async``: modelled in an entry with distributed shared
-        memory (cluster.async_store), else listed with why."""
-        why = cluster.async_store(self, s, ins) if cluster.is_async_store(ins) else "its form"
-        if why:
-            self.incomplete(s, f"'{ins.opcode}' {ASYNC_STORE} (not modelled here: {why})")
-
     def _call(self, s: Stmt) -> None:
         """A call gpurace cannot follow: to a function declared but not defined here
         (``.extern .func``, linked later), or through a pointer."""
@@ -458,10 +447,7 @@ class _Entry:
         if space in ("local", "param", "const"):
             return
         if ins.has("async"):
-            if ins.op == "st":
-                self._async_store(s, ins)
-            else:
-                self.incomplete(s, f"'{ins.opcode}' (asynchronous access) is not tracked")
+            cluster.async_access(self, s, ins)
             return
         if "::cluster" in ins.parts and not self.views:
             self.incomplete(
