@@ -233,19 +233,31 @@ def instrumented_extras(
     from gpurace.target import linear_layout
 
     kernel = inst.entry
-    sizes = var_sizes(inst, kernel, inst.params[kernel], args, launch.shared_bytes)
-    bases, _ = linear_layout(sizes, int(np.prod(launch.grid)))
+    blocks = int(np.prod(launch.grid))
+    sizes = var_sizes(inst, kernel, inst.params[kernel], args, launch.shared_bytes, blocks)
+    bases, _ = linear_layout(sizes, blocks)
     return {"var_bases": bases, "var_sizes": sizes, "log_capacity": log_capacity}
 
 
-def var_sizes(inst: Instrumented, kernel: str, params: list[Binding], args: dict, shared: int):
+def var_sizes(
+    inst: Instrumented,
+    kernel: str,
+    params: list[Binding],
+    args: dict,
+    shared: int,
+    blocks: int = 1,
+) -> list[int]:
     """Each tracked variable's extent in this launch (internals §5): buffers' sizes for
     this kernel's pointer parameters, static sizes for shared and __device__ variables,
-    the dynamic shared memory for an extern shared array, 0 for other kernels'."""
-    sizes = []
+    the dynamic shared memory for an extern shared array, 0 for other kernels'; a
+    cluster view (docs/ordering.md "Clusters") its shared variable's for each of the
+    launch's `blocks`."""
+    sizes: list[int] = []
     for v in inst.variables:
         if v.kernel != kernel:
             sizes.append(0)
+        elif v.cluster_of is not None:
+            sizes.append(blocks * sizes[v.cluster_of])
         elif v.space == Space.GLOBAL and v.binding is not None:
             a = args.get(v.binding)
             sizes.append(int(a.nbytes) if isinstance(a, np.ndarray) else 0)

@@ -89,6 +89,15 @@ F_GRID_SHIFT = 5
 GPHASE_SHIFT = 20
 GPHASE_MAX = 0xFFF
 EPOCH_LOW_MAX = (1 << GPHASE_SHIFT) - 1
+
+
+def access_bars(flags: int, epoch: int) -> int:
+    """An access record's block barrier count for the release/acquire clocks: its
+    epoch word, without the grid or cluster phase above the block epoch where flags
+    bit F_GRID_SHIFT says one is there (analysis.cl's `access_bars`)."""
+    return epoch & EPOCH_LOW_MAX if (flags >> F_GRID_SHIFT) & 1 else epoch
+
+
 # a thread against its own asynchronous copy (docs/async.md rule 5; CUDA cp.async
 # completed by cp.async.wait_group/wait_all, PTX path only; 0 elsewhere): flags bit
 # F_ASYNC_SHIFT marks a copy's record (its source load, its destination store), whose
@@ -117,6 +126,7 @@ EV_ORDER = 4  # the event code (model.Event.ORDER); the device analysis skips it
 O_READ = 1 << 16  # it read memory (W_EPOCH holds the value)
 O_WRITE = 1 << 17  # it wrote memory (W_VALUE holds the value, unless O_WUNKNOWN)
 O_WUNKNOWN = 1 << 18  # the value written is not known (a `red`, a float min/max)
+O_MB_REMOTE = 1 << 19  # an mbarrier arrival on another block's barrier: W_EPOCH its owner + 1
 O_BARRIERS_SHIFT = 20  # block barriers passed before it, saturating at O_BARRIERS_MAX
 O_BARRIERS_MAX = 0xFFF
 # mbarrier operations' ORDER events (docs/ordering.md, "mbarriers"): their op code in

@@ -103,6 +103,9 @@ TMA_COPY = "cp.async.bulk.tensor"
 TMA_GROUP = "cp.async.bulk.tensor.bulk_group"
 # a shared-to-global bulk copy's: in flight until its bulk group's wait (docs/async.md)
 BULK_GROUP = "cp.async.bulk.bulk_group"
+# st.async / red.async: a store into a cluster block's shared memory in flight until the
+# destination mbarrier's phase its bytes complete (docs/async.md, rule 8)
+ASYNC_STORE = "st.async"
 # a cp.async's in a function that may hand its completion to an mbarrier
 ASYNC_COPY_MB = "cp.async, mbarrier"
 # a tcgen05.mma's or tcgen05.cp's reads and writes: in flight until the mbarrier phase
@@ -148,6 +151,9 @@ class TrackedVar:
     elem_type: str  # WGSL/C type name of that element, for naming addresses
     access: str = "read_write"  # storage access mode
     kernel: str = ""  # OpenCL/CUDA: the kernel whose parameter or __local variable it is
+    # CUDA: the id of the __shared__ variable whose cluster view this is (every block's
+    # copy end to end, by block id; docs/ordering.md "Clusters"), else None
+    cluster_of: int | None = None
 
 
 @dataclass(frozen=True)

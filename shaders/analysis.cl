@@ -61,6 +61,12 @@ DEVICE_FN uint reads_of(Ctx* c, uint r) {
 DEVICE_FN uint size_of(Ctx* c, uint r) { return (rec(c, r, W_FLAGS) >> 8u) & 0xffu; }
 DEVICE_FN uint var_of(Ctx* c, uint r) { return (rec(c, r, W_FLAGS) >> 16u) & 0xffu; }
 DEVICE_FN bool is_local(Ctx* c, uint r) { return ((rec(c, r, W_FLAGS) >> 2u) & 1u) == 1u; }
+// An access's block barrier count for the clocks (abi.access_bars): its epoch word
+// without the grid or cluster phase above the block epoch (flags bit F_GRID_SHIFT)
+DEVICE_FN uint access_bars(Ctx* c, uint r) {
+  uint e = rec(c, r, W_EPOCH);
+  return SEL(e, e & EPOCH_LOW_MAX, ((rec(c, r, W_FLAGS) >> F_GRID_SHIFT) & 1u) == 1u);
+}
 DEVICE_FN bool is_exit_event(Ctx* c, uint r) { return ((rec(c, r, W_FLAGS) >> 24u) & 0xfu) == 1u; }
 
 // The own-copy field (reference.own_field, docs/async.md rule 5): the flag bits (1 a
@@ -117,7 +123,7 @@ DEVICE_FN uint segment_of(Ctx* c, uint r) {
   uint q = HW(H_SB) + SB_WORDS * (lo + slot);
   uint base = HW(q);
   if (base == NONE) { return 0u; }
-  uint bars = umin(umax(rec(c, r, W_EPOCH), HW(q + 1u)), HW(q + 2u));
+  uint bars = umin(umax(access_bars(c, r), HW(q + 1u)), HW(q + 2u));
   return HW(HW(H_STAMP) + base + bars - HW(q + 1u)) + 1u;
 }
 
@@ -976,7 +982,7 @@ KERNEL void order_scan(KERNEL_ARGS) {
     return;
   }
   if (order) { scan_copy(c, r); }
-  uint bars = SEL(rec(c, r, W_EPOCH), rec(c, r, W_EXTRA) >> O_BARRIERS_SHIFT, order);
+  uint bars = SEL(access_bars(c, r), rec(c, r, W_EXTRA) >> O_BARRIERS_SHIFT, order);
   uint slot = rec(c, r, W_GROUP) * P[P_WGSIZE] + rec(c, r, W_LID);
   if (slot >= P[P_BCAP]) { return; }
   // OpenCL: the global view (global accesses, __global atomics, fences) and the

@@ -169,12 +169,13 @@ def corpus_targets():
     from tests.corpus import cases
 
     return [c for lang, ext in (("opencl", ".cl"), ("cuda", ".cu")) for c in cases(lang, ext)
-            if c.id.startswith("relacq_")]  # fmt: skip
+            if c.id.startswith(("relacq_", "dsmem_"))]  # fmt: skip
 
 
 @pytest.mark.parametrize("case", corpus_targets(), ids=lambda c: f"{c.language}-{c.id}")
 def test_corpus_logs_device_equals_reference(case):
-    """Each release/acquire corpus kernel's real log (PoCL; CUDA on sim): the device's
+    """Each release/acquire corpus kernel's real log (PoCL; CUDA on sim), and the
+    distributed-shared-memory ones' (cluster views: docs/ordering.md): the device's
     races with the clock table and their explanations equal the reference's on the
     whole log read back (`happens.decide`), and the device read back only the extract
     (every ORDER event of the log)."""

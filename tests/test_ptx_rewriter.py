@@ -43,7 +43,10 @@ OLDER |= {c.id: "90a" for c in CUDA_CASES if c.id.startswith("wgmma_")}
 OLDER |= {
     c.id: "90"
     for c in CUDA_CASES
-    if c.id.startswith(("bulk_copy_", "cp_async_mbarrier_", "cp_async_own_mbarrier_", "tma_"))
+    # (dsmem_/st_async_: clusters, docs/ordering.md "Clusters")
+    if c.id.startswith(
+        ("bulk_copy_", "cp_async_mbarrier_", "cp_async_own_mbarrier_", "tma_", "dsmem_", "st_async_")
+    )
 }
 
 
@@ -470,7 +473,12 @@ def _emulate_launch(
     nv = len(inst.variables)
     if instrumented:
         sizes = cuda_backend.var_sizes(
-            inst, kernel, params, cuda_backend.launch_args(launch), launch.shared_bytes
+            inst,
+            kernel,
+            params,
+            cuda_backend.launch_args(launch),
+            launch.shared_bytes,
+            prod(launch.grid),
         )
         bases, _ = linear_layout(sizes, prod(launch.grid))
         if slotted is None:

@@ -227,15 +227,11 @@ def test_cross_cta_overtaking_through_gpurace_check(tmp_path: Path) -> None:
 
 def test_the_fixed_rounds_are_clean_in_every_order_searched(tmp_path: Path) -> None:
     code, text, doc = _check("rounds_fixed", tmp_path)
-    # no race and no protocol error; the arrivals on the other CTA's barrier order
-    # nothing in the race analysis (docs/ordering.md, "mbarriers"): incomplete, named
-    assert code == 2 and "no races" in text, text
-    assert doc["protocol"] == [] and not doc["scope"]["complete"]
-    assert doc["scope"]["not_instrumented"] == [
-        f"{CORPUS / 'rounds_fixed.cu'}:{line}:5: 'mbarrier.arrive.release.cluster.shared::"
-        "cluster.b64': an operation on another block's mbarrier: its ordering is not modelled"
-        for line in (32, 34)
-    ]
+    # no race and no protocol error; the arrivals on the other CTA's barrier are keyed
+    # by that CTA (docs/ordering.md, "Clusters"): complete
+    assert code == 0 and "no races" in text, text
+    assert doc["protocol"] == [] and doc["scope"]["complete"]
+    assert doc["scope"]["not_instrumented"] == []
     assert doc["scope"]["protocol_search"] == (
         "mbarrier protocol: 42 orders of its operations searched, every order with up to 2 "
         "delayed operations"

@@ -58,6 +58,7 @@ from gpurace.abi import (
     O_READ,
     RECORD_WORDS,
     VH0,
+    access_bars,
 )
 from gpurace.analysis import happens
 from gpurace.analysis.happens import Order
@@ -141,7 +142,7 @@ def _bars(row: list[int], view: int = GLOBAL) -> int:
     extra word, but a fence's in the `__local` view from its epoch word, where the
     runtime logs the local epoch (`local_clocks.local_view`)."""
     if row[1] & 3 != Kind.EVENT:
-        return row[5]
+        return access_bars(row[1], row[5])
     if view == LOCAL and _is_fence(row):
         return min(row[5], O_BARRIERS_MAX)
     return row[7] >> O_BARRIERS_SHIFT
@@ -341,7 +342,7 @@ def sections_at(table: ClockTable, recs: np.ndarray, wgsize: int) -> Sides:
         if not isinstance(o, Locked) or k >= len(at.spans.get(bank, [])):
             continue
         lo, hi = at.spans[bank][k]
-        seg = at.probe.get((bank, k, min(max(epoch, lo), hi)))
+        seg = at.probe.get((bank, k, min(max(access_bars(flags, epoch), lo), hi)))
         if seg is not None:
             where = out.setdefault((grp, lid, site, (flags >> 16) & 0xFF), {})
             where.update(o.tags[o.stamps[seg][2]][1])

@@ -29,6 +29,7 @@ from gpurace.abi import (
     O_MB_ARRIVE,
     O_MB_COPY,
     O_MB_COPY_END,
+    O_MB_REMOTE,
     O_READ,
     O_WRITE,
     O_WUNKNOWN,
@@ -38,6 +39,7 @@ from gpurace.abi import (
     ORDER_SC,
     RECORD_WORDS,
     SCOPE_GPU,
+    access_bars,
 )
 from gpurace.analysis import mbarriers
 from gpurace.model import Event, Kind, Race, Space
@@ -76,6 +78,7 @@ class Op:
     read_value: int
     written: int | None  # None: not known
     site: int = 0
+    remote: bool = False  # an mbarrier arrival on another block's barrier (O_MB_REMOTE)
 
 
 @dataclass
@@ -182,13 +185,13 @@ class _Log:
                 op = Op(
                     i, t, grp, var, off, size, extra & 0xFF, (extra >> 8) & 0xF,
                     (extra >> 12) & 0xF, bool(extra & O_READ), bool(extra & O_WRITE),
-                    epoch, None if extra & O_WUNKNOWN else value, site,
+                    epoch, None if extra & O_WUNKNOWN else value, site, bool(extra & O_MB_REMOTE),
                 )  # fmt: skip
                 self.ops[i] = op
                 if op.writes:
                     self.writes.setdefault(var, []).append(op)
             else:
-                bars = epoch
+                bars = access_bars(flags, epoch)
                 if kind == Kind.STORE and size:
                     known = (flags >> 3) & 1 and size <= 4
                     plain = Op(i, t, grp, var, off, size, 0, 0, 0, False, True, 0,
@@ -505,7 +508,8 @@ def _simulate(
                     out.vcs.append({**out.vcs[snap(t)], v: 1})
                     copies[v] = (v, 1, len(out.vcs) - 1)
                 th.copy = copies[v]
-                new[i] = {(th.group, False): out.vcs[copies[v][2]]}
+                # (a st.async's phase is its destination block's: mbarriers.to_owner)
+                new[i] = mbarriers.to_owner({(th.group, False): out.vcs[copies[v][2]]}, o)
             elif log.copy_of.get(i, -1) in copies:  # its thread waited for it: joins it
                 take(t, out.vcs[copies[log.copy_of[i]][2]])
             else:  # what the thread does after the copy's issue is not before the copy
@@ -517,7 +521,7 @@ def _simulate(
                 take(t, accepted(got, th.group, wide(o.scope)))
             out.stamps[i] = (t, th.counter, snap(t))
             if o.op == O_MB_ARRIVE:
-                new[i] = publish(t, o.scope)
+                new[i] = mbarriers.to_owner(publish(t, o.scope), o)
             return
         if o.op == 0:  # a fence: acquire what earlier reads read, then release
             out.stamps[i] = (t, th.counter, snap(t))

@@ -44,6 +44,7 @@ from gpurace.abi import (
     O_MB_WAIT_PARITY,
     O_MB_WAIT_TOKEN,
     ORDER_ACQUIRE,
+    SCOPE_CLUSTER,
 )
 
 NO_PHASE = 0xFFFFFFFF  # an O_MB_COPY's phase before its copy is handed to a barrier
@@ -52,7 +53,25 @@ Key = tuple[int, int]  # (block, the barrier's shared address)
 
 
 def _key(o: Any) -> Key:
+    """The barrier of an operation: (its block, its shared address); an arrival on
+    another block's barrier (`.shared::cluster`) names that block + 1 in its read word
+    (instrument/ptx/mbarriers.py)."""
+    if o.op == O_MB_ARRIVE and o.remote:
+        return (o.read_value - 1, o.offset)
+    if o.op in (O_MB_COPY, O_MB_COPY_END) and o.read_value >> 16:  # a st.async's
+        return ((o.read_value >> 16) - 1, o.offset)
     return (o.group, o.offset)
+
+
+def to_owner(released: dict[Any, Any], o: Any) -> dict[Any, Any]:
+    """What arrival `o` releases (happens.Carried): an arrival of `.cluster` scope on
+    another block's barrier releases to that block's waiters, the only threads that
+    can observe its phase (docs/ordering.md, "Clusters"); one of `.cta` scope orders
+    nothing there (the scope does not include them)."""
+    owner = _key(o)[0]
+    if owner == o.group or (o.scope < SCOPE_CLUSTER and o.op == O_MB_ARRIVE):
+        return released
+    return {(owner, w): vc for (_g, w), vc in released.items()}
 
 
 def _reinitialised(ops: Mapping[int, Any]) -> set[Key]:

@@ -154,11 +154,22 @@ def target(
         source, path, launch.options, launch.name_expressions, arch, uninit if checked else None
     )
     kernel = resolve_kernel(inst, launch)
+    views = [v for v in inst.variables if v.kernel == kernel and v.cluster_of is not None]
+    if views and not sim_device.is_sim(dev):
+        note = (
+            f"{path}: distributed shared memory (.shared::cluster accesses, st.async): the "
+            "owner block is decoded from sim's address encoding, so on this device their "
+            "records name no owner (docs/ordering.md, 'Clusters')"
+        )
+        if note not in inst.not_instrumented:
+            inst.not_instrumented.append(note)
     params = inst.params[kernel]
     validate_cuda(launch, params, kernel)
     types_from_launch(inst, kernel, launch)
     args = cuda_backend.launch_args(launch)
-    sizes = cuda_backend.var_sizes(inst, kernel, params, args, launch.shared_bytes)
+    sizes = cuda_backend.var_sizes(
+        inst, kernel, params, args, launch.shared_bytes, prod(launch.grid)
+    )
     bases, total = linear_layout(sizes, prod(launch.grid))
     block, grid = launch.block, launch.grid
     sync_seen: dict[str, int] = {}
@@ -192,9 +203,16 @@ def target(
                 inst.not_instrumented.append(f"{path}: {n} {what}")
         return result
 
+    policy = results
+    if views:  # a shared variable's races within a block are "local" (cluster views)
+        ids = frozenset(v.id for v in views)
+
+        def policy(analysis: DeviceAnalysis) -> DeviceAnalysis:
+            return views_local(results(analysis), ids)
+
     t = filtered_target(
         backend, dev, dev_name, inst, kernel, cast(Grid, tuple(block)), cast(Grid, tuple(grid)),
-        bases, total, local_order_words(inst.variables, sizes), run, options, results,
+        bases, total, local_order_words(inst.variables, sizes), run, options, policy,
     )  # fmt: skip
     t.initial = initial_contents(inst, kernel, launch.args)
     return t
@@ -211,6 +229,29 @@ def results(analysis: DeviceAnalysis) -> DeviceAnalysis:
     }
     analysis.listed = [x for x in analysis.listed if x[1].cls != RaceClass.STORAGE_EXCHANGE]
     analysis.races = keep
+    return analysis
+
+
+def views_local(analysis: DeviceAnalysis, views: frozenset[int]) -> DeviceAnalysis:
+    """A race of one block on a cluster view (a shared variable of a kernel with
+    distributed shared memory, docs/ordering.md "Clusters") is a `local` race, as the
+    same race of a kernel without: the view is decided as global memory, whose race
+    within a block is `global-intra`."""
+    moved: dict[tuple, tuple] = {}
+    for r in analysis.races:
+        if r.cls == RaceClass.GLOBAL_INTRA and r.var in views:
+            old = r.key
+            r.cls = RaceClass.LOCAL
+            moved[old] = r.key
+    if moved:
+        analysis.orders = {moved.get(k, k): v for k, v in analysis.orders.items()}
+    listed = []
+    for k, x in analysis.listed:  # --all: ((race key, order...), instance)
+        if x.cls == RaceClass.GLOBAL_INTRA and x.var in views:
+            x.cls = RaceClass.LOCAL
+            k = (x.key, *k[1:])
+        listed.append((k, x))
+    analysis.listed = listed
     return analysis
 
 

@@ -15,6 +15,7 @@ from gpurace.abi import OOB_BYTES, WARP_SIZE
 from gpurace.model import (
     ASYNC_COPY,
     ASYNC_COPY_MB,
+    ASYNC_STORE,
     BULK_COPY,
     BULK_GROUP,
     TCGEN05,
@@ -210,6 +211,9 @@ class RaceView:
     # a cooperative launch (docs/ordering.md, "Grid barriers"): its inter-group races
     # are within one grid phase (the race's epochs)
     cooperative: bool = False
+    # the byte in the variable: the race's address, but in a cluster view's owner
+    # block's copy (docs/ordering.md, "Clusters"), whose block `address_name` names
+    byte: int = 0
 
 
 def global_barriers(report: Report) -> tuple[Site, ...]:
@@ -289,6 +293,16 @@ def view(
     index: int | None = None
     if var is not None and var.elem_stride > 0 and (var.size is None or var.size > var.elem_stride):
         index = race.address // var.elem_stride
+    owner, byte = "", race.address  # a cluster view's word: the block whose memory it is
+    shared = (
+        variables.get(var.cluster_of) if var is not None and var.cluster_of is not None else None
+    )
+    if shared is not None and shared.size:
+        space = Space.LOCAL
+        block, byte = divmod(race.address, shared.size)
+        owner = f" of block {block}"
+        if shared.elem_stride > 0 and shared.size > shared.elem_stride:
+            index = byte // shared.elem_stride
     return RaceView(
         race=race,
         cls=CLASS_NAMES[cls],
@@ -302,9 +316,10 @@ def view(
         var=var,
         var_name=name,
         index=index,
-        address_name=name if index is None else f"{name}[{index}]",
+        address_name=(name if index is None else f"{name}[{index}]") + owner,
         barriers=global_barriers(report) if cls == RaceClass.STORAGE_EXCHANGE else (),
         cooperative=report.scope.cooperative,
+        byte=byte,
     )
 
 
@@ -410,6 +425,15 @@ def _class_words(v: RaceView, language: str) -> str:
             "between (a wait on the mbarrier phase its cp.async.mbarrier.arrive completes, "
             f"or cp.async.wait_group{then})"
         )
+    sta = next((s.site for s in (v.first, v.second) if s.site.detail.startswith(ASYNC_STORE)), None)
+    if sta is not None:
+        # only a wait that observed the phase its bytes complete orders it (docs/async.md)
+        who = "different blocks of a cluster" if cls == RaceClass.GLOBAL_INTER else "same block"
+        op = "red.async" if "red.async" in sta.detail else "st.async"
+        return (
+            f"{who}, no wait on the mbarrier phase that completes the {op} at "
+            f"{sta.line}:{sta.col} between"
+        )
     bulk = next(
         (s.site for s in (v.first, v.second) if s.site.detail in (BULK_COPY, TMA_COPY)), None
     )
@@ -450,6 +474,12 @@ def _class_words(v: RaceView, language: str) -> str:
         return f"same work-group, no {words.local_barrier} between"
     if cls == RaceClass.GLOBAL_INTRA:
         return f"same work-group, no {words.global_barrier} between"
+    if cls == RaceClass.GLOBAL_INTER and v.var is not None and v.var.cluster_of is not None:
+        # distributed shared memory: only a cluster barrier orders its blocks
+        return (
+            f"different blocks of a cluster, both in cluster phase {v.race.epoch_a}: "
+            "no barrier.cluster.arrive + barrier.cluster.wait between"
+        )
     if cls == RaceClass.GLOBAL_INTER and v.cooperative:
         return f"different work-groups, both in grid phase {v.race.epoch_a}: no grid.sync() between"
     if cls == RaceClass.GLOBAL_INTER:
@@ -475,7 +505,7 @@ def message(v: RaceView) -> str:
     if v.var is not None and tmem.is_tmem(v.var):
         return tmem.message(v.type, v.var, v.race.address)
     what = "exchange" if v.severity == "warning" else "race"
-    return f"{v.type} {what} on {v.memory_words} '{v.address_name}' (byte {v.race.address})"
+    return f"{v.type} {what} on {v.memory_words} '{v.address_name}' (byte {v.byte})"
 
 
 def hint(v: RaceView, language: str) -> str | None:

@@ -145,7 +145,7 @@ def uninit_summary_line(report: Report) -> str | None:
 def _instance(report: Report, race: Race) -> str:
     """One line of --all: where, and which work-items, for one instance of a race."""
     v = view(report, race)
-    where = f"'{v.address_name}' (byte {race.address}) " if v.address_name else ""
+    where = f"'{v.address_name}' (byte {v.byte}) " if v.address_name else ""
     sides = ", ".join(f"{s.kind} by {who(s)}" for s in (v.first, v.second))
     return where + sides
 

@@ -44,6 +44,8 @@ class BulkCopies:
     lanes: int
     to_shared: dict[Key, list[_Bulk]] = field(default_factory=dict)
     to_global: list[_Bulk] = field(default_factory=list)
+    # st.async / red.async by destination barrier (gpurace/sim/stasync.py)
+    stores: dict[Key, list[Any]] = field(default_factory=dict)
     committed: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
@@ -54,10 +56,16 @@ class BulkCopies:
         self.to_shared.setdefault(key, []).append(_Bulk(lane, src, dst, size, 0, who))
 
     def land(self, mem: Any, proto: Any, key: Key) -> None:
-        """Perform the global-to-shared copies that complete `key`'s bytes."""
+        """Perform the global-to-shared copies and the asynchronous stores that
+        complete `key`'s bytes."""
+        from gpurace.sim.stasync import perform
+
         for c in self.to_shared.pop(key, []):
             copy(mem, c, "global", "shared")
             proto.complete_tx(key, c.size, c.who)
+        for p in self.stores.pop(key, []):
+            perform(mem, p)
+            proto.complete_tx(key, p.nbytes, p.who)
 
     def issue_to_global(self, lane: int, src: int, dst: int, size: int) -> None:
         group = int(self.committed[lane])
@@ -80,7 +88,7 @@ class BulkCopies:
 
     def finish(self, mem: Any, proto: Any) -> None:
         """Every bulk copy still in flight when the batch ends."""
-        for key in list(self.to_shared):
+        for key in list(self.to_shared) + list(self.stores):
             self.land(mem, proto, key)
         for c in self.to_global:
             copy(mem, c, "shared", "global")

@@ -43,6 +43,7 @@ from gpurace.sim.memops import compile_mem
 from gpurace.sim.memory import SHARED_BASE, Memory
 from gpurace.sim.mma import compile_mma
 from gpurace.sim.operands import Decoder, guard_reader
+from gpurace.sim.stasync import compile_async_store, is_async_store
 from gpurace.sim.tcgen05_mma import compile_commit
 from gpurace.sim.tmem import compile_tcgen05
 from gpurace.sim.values import U64, SimError, SimUnsupported, immediate
@@ -332,6 +333,8 @@ class Program:
                 c.run = tma.compile_tensor_to_shared(ins, dec, loc or ("PTX", s.line, 0))
             elif is_bulk_to_shared(ins):  # completes its mbarrier's bytes (bulkcopy.py)
                 c.run = compile_bulk_to_shared(ins, dec, loc or ("PTX", s.line, 0))
+            elif is_async_store(ins):  # st.async / red.async (stasync.py)
+                c.run = compile_async_store(ins, dec, loc or ("PTX", s.line, 0))
             elif op != "mbarrier" and any(p.startswith("::complete_tx") for p in ins.parts):
                 # an asynchronous copy or store that completes an mbarrier's bytes: run
                 # at once, it would leave the barrier's phase open for ever

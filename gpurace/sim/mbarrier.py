@@ -423,7 +423,7 @@ def compile_protocol(ins: Instr, dec: Decoder, site: Site) -> Op | None:
 
         def land_then_test(fr: Any, g: np.ndarray, proto: Protocol) -> np.ndarray | None:
             bulk = fr.batch.bulk  # bulk copies complete the barrier's bytes first
-            if bulk.to_shared:
+            if bulk.to_shared or bulk.stores:
                 for k, _ in key(fr, g):
                     bulk.land(fr.batch.mem, proto, k)
             return test(fr, g, proto)

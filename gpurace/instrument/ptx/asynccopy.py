@@ -53,12 +53,12 @@ SYNC_ASYNC_FULL = 11  # a copy found the queue full: its window is not followed
 SYNC_OWN_ATOMIC = 17  # an atomic while its thread's copies were in flight (rule 5)
 SYNC_OWN_ATOMIC_G = 18  # ... while its shared-to-global bulk copies were (rule 7)
 # (the other sync-event codes: barriers.py)
-# st.async / red.async (sm_90): why they are listed (docs/async.md, "Not yet")
+# st.async / red.async (sm_90) where they are listed (docs/async.md, rule 9: they are
+# modelled in an entry with distributed shared memory that logs mbarrier ORDER events)
 ASYNC_STORE = (
     "(asynchronous store to a cluster block's shared memory) is not tracked: it completes "
     "through the destination's mbarrier transaction count (complete_tx), and its window "
-    "would end at the phase those bytes complete, which the ordering of mbarrier phases "
-    "does not model (docs/async.md)"
+    "ends at the phase those bytes complete (docs/async.md, rule 8)"
 )
 
 

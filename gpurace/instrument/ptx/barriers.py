@@ -11,7 +11,7 @@ from typing import Any
 from gpurace import abi
 from gpurace.model import Event, Kind
 
-from . import bulkcopy, emit, gridsync, named, tcgen05_mma, tmem, wgmma
+from . import bulkcopy, cluster, emit, gridsync, named, tcgen05_mma, tmem, wgmma
 from .asynccopy import relog
 from .parse import Instr
 
@@ -38,6 +38,10 @@ def barrier(entry: Any, s: Any, ins: Instr) -> None:
         return
     if ins.has("cluster"):
         entry._sync(s, ins, SYNC_CLUSTER)
+        if s.start in entry.cluster_split:
+            entry.incomplete(s, cluster.NOT_ADJACENT)
+        if s.start in entry.cluster_waits:  # it completes a cluster barrier (cluster.py)
+            entry.after(s, cluster.advance() + bulkcopy.relog(entry))
         return
     ops = ins.operands
     if ins.has("arrive"):

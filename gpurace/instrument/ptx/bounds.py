@@ -23,7 +23,7 @@ from typing import Any
 from gpurace.abi import F_ASYNC_SHIFT, F_GRID_SHIFT, F_OWNC_SHIFT
 from gpurace.model import Space
 
-from . import emit
+from . import cluster, emit
 from .parse import TYPE_BYTES, Function, reg_type
 
 TABLE = "_gr_vtab"  # the entry's .local variable table
@@ -81,6 +81,7 @@ def lookup(
     checked: frozenset[int] = frozenset(),
     size_reg: str = "",
     own: str = "",
+    views: dict[int, int] | None = None,
 ) -> tuple[list[str], list[str]]:
     """(inline code, rare code) that attribute %_gr_d0 (an address of `space`) and log
     its record; an access that does not lie inside one variable of the space branches
@@ -92,7 +93,9 @@ def lookup(
     `size_reg` (a b32 register holding size << 8) gives a size known only at run time
     (`size` is 0): the end check, the record, ``_gr_init`` and ``_gr_oob`` take it.
     `own` (a b32 register) goes in the record's extra bits in place of `extra`: a
-    cp.async record's group or a plain access's completed groups (docs/async.md rule 5)."""
+    cp.async record's group or a plain access's completed groups (docs/async.md rule 5).
+    `views` ({shared id: cluster view id}, cluster.py): a shared access is logged
+    against its variable's cluster view, %_gr_cow the owner block."""
     cands = [v for v in vars_ if v.space == space and not v.tmem]
     epoch = "%_gr_epl" if space == Space.LOCAL else "%_gr_epg"
     if not cands:
@@ -108,6 +111,8 @@ def lookup(
         ]
         if space == Space.LOCAL:
             code.append(f"@%_gr_q0 mov.u32 %_gr_t22, %_gr_lw{v.id};")
+        if views and space == Space.LOCAL and v.id in views:
+            code += cluster.attributed(views[v.id], v)
     if size_reg:  # the run-time size, in %_gr_d3 for the end below
         code += [f"shr.u32 %_gr_t5, {size_reg}, 8;", "cvt.u64.u32 %_gr_d3, %_gr_t5;"]
     end = "%_gr_d3" if size_reg else str(size)
@@ -122,10 +127,16 @@ def lookup(
         *([f"or.b32 %_gr_t4, %_gr_t4, {size_reg};"] if size_reg else []),
         "or.b32 %_gr_t4, %_gr_t4, %_gr_nmd;",  # the named-barrier state (named.py)
         f"or.b32 %_gr_xt, %_gr_wep, {own or extra};",  # the warp epoch above the extra bits
-        emit.call_rec(sid, "%_gr_t4", "%_gr_t3", epoch, value, "%_gr_xt", "%_gr_t22"),
     ]
+    rflags, roff = "%_gr_t4", "%_gr_t3"
+    if views and space == Space.LOCAL:
+        view_code, rflags, roff, epoch = cluster.view_record()
+        code += view_code
+    code.append(emit.call_rec(sid, rflags, roff, epoch, value, "%_gr_xt", "%_gr_t22"))
     if any(v.id in checked for v in cands):
-        code.append(emit.call_init(sid, "%_gr_t4", "%_gr_t3", extra))
+        # another block's shared memory: that block's written-shadow (cluster.py)
+        grp = "%_gr_cow" if views and space == Space.LOCAL else "%_gr_grp"
+        code.append(emit.call_init(sid, "%_gr_t4", "%_gr_t3", extra, grp))
         if flags & 3 == 2 and extra & 0xFF == CAS_OP:  # its write is decided after it
             code.append(f"setp.eq.u32 {CAS_TESTED}, %_gr_t2, %_gr_t2;")
     # the record: kind, space and size (runtime.cl's), not the value-known bit

@@ -100,6 +100,14 @@ def prologue() -> list[str]:
     return ["mov.u32 %_gr_bkn, 0;", "mov.u32 %_gr_bki, 0;"]
 
 
+def read_phase(dst: str, addr: str, cluster: bool = False) -> str:
+    """Another block's barrier's completed phases, for a ``st.async`` into that block
+    (cluster.py): sim's object bytes at the ``.shared::cluster`` address `addr` into
+    `dst`. Cluster kernels take their phases from sim's encodings (mbarriers.token_phases;
+    incomplete on any other device); every other phase is the shadow's (mbshadow.py)."""
+    return f"ld.shared{'::cluster' if cluster else ''}.u32 {dst}, [{addr}];"
+
+
 def _flags() -> int:
     from .mbarriers import FLAGS
 
@@ -110,8 +118,10 @@ def event(op: int, sid: str, copy: str, phase: str, order: int = ORDER_RELEASE) 
     """A copy's O_MB_COPY (or END) event; the barrier's address in %_gr_oo. An END
     of acquire order: its thread waited for the copy (it joins the copy's clock)."""
     static = op | SCOPE_CTA << 8 | order << 12
-    return event_extra(static) + [emit.call_rec(sid, str(_flags()), "%_gr_oo", copy, phase,
-                                                "%_gr_ox")]  # fmt: skip
+    return event_extra(static) + [
+        "and.b32 %_gr_oo, %_gr_oo, 0xFFFFFF;",  # a cluster address's offset (cluster.py)
+        emit.call_rec(sid, str(_flags()), "%_gr_oo", copy, phase, "%_gr_ox"),
+    ]
 
 
 def _chunks(entry: Any, first: int, a_shared: bool = False, init: bool = False) -> list[str]:
@@ -124,6 +134,9 @@ def _chunks(entry: Any, first: int, a_shared: bool = False, init: bool = False) 
 
     top, done, no_a, no_b = (entry.st.label() for _ in range(4))
     epochs = ("%_gr_epl", "%_gr_epg") if a_shared else ("%_gr_epg", "%_gr_epl")
+    pre: list[str] = []
+    if getattr(entry, "views", None) and not a_shared:  # the shared side: a cluster view's
+        pre, epochs = ["or.b32 %_gr_csz, %_gr_epl, %_gr_cph;"], ("%_gr_epg", "%_gr_csz")
     lws = ("%_gr_t9", "0") if a_shared else ("0", "%_gr_t9")
     # global to shared: a thread of its own, which the prefilters count as several
     # actors (asynccopy.own_flags: its flags carry bit 7, its extra word this count);
@@ -133,7 +146,7 @@ def _chunks(entry: Any, first: int, a_shared: bool = False, init: bool = False) 
     if a_shared:
         mine = [f"ld.local.u32 %_gr_xt, [%_gr_d1+{_G_NUM}];", "or.b32 %_gr_xt, %_gr_xt, %_gr_wep;"]
         mine = mine if extra == "%_gr_xt" else []
-    code = [*mine, f"mov.u32 %_gr_t6, {first};", f"{top}:",
+    code = [*pre, *mine, f"mov.u32 %_gr_t6, {first};", f"{top}:",
             f"ld.local.u32 %_gr_t7, [%_gr_d1+{_SIZE}];", "ld.local.u32 %_gr_t9, [%_gr_d1+28];",
             "setp.ge.u32 %_gr_q0, %_gr_t6, %_gr_t7;", f"@%_gr_q0 bra {done};",
             "sub.u32 %_gr_t8, %_gr_t7, %_gr_t6;", f"min.u32 %_gr_t8, %_gr_t8, {CHUNK};",

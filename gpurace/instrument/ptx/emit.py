@@ -115,15 +115,17 @@ def init_function(nvars: int) -> str:
     return text[text.index(INIT_MARK) :]
 
 
-def call_init(site: int | str, flags: str, off: str, extra: int) -> str:
-    """A call of ``_gr_init`` for an attributed access (`flags` with its variable)."""
+def call_init(site: int | str, flags: str, off: str, extra: int, grp: str = "%_gr_grp") -> str:
+    """A call of ``_gr_init`` for an attributed access (`flags` with its variable);
+    `grp`: the block whose written-shadow it is (a shared variable's owner block in
+    a kernel with distributed shared memory, cluster.py)."""
     args = [
         ("b64", "%_gr_ctl"),
         ("b32", str(site)),
         ("b32", flags),
         ("b32", off),
         ("b32", "%_gr_lid"),
-        ("b32", "%_gr_grp"),
+        ("b32", grp),
         ("b32", str(extra)),
     ]
     return _call("_gr_init", args)

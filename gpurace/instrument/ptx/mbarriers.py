@@ -16,7 +16,10 @@ so the program's own code is unchanged where it drops the token (``_``). A wait'
 event carries its parity (or folded token) and the shadow's completed phases right
 after it. ``.relaxed`` operations order nothing and log nothing;
 ``expect_tx``/``complete_tx`` are relaxed in PTX. Arrivals on another block's barrier
-(``.shared::cluster``) are listed as not modelled. The thread's ``cp.async`` copies
+(``.shared::cluster``, sim's address encoding: cluster.py) carry the owner block + 1
+in their event's read word (0: the thread's own block), so that the host keys the
+barrier by (owner, address); other operations on another block's barrier are listed
+as not modelled. The thread's ``cp.async`` copies
 in flight at an arrival are logged again after it (asynccopy.relog): an arrival does
 not complete them, so what it releases must not order them.
 """
@@ -32,6 +35,7 @@ from gpurace.abi import (
     KIND_EVENT,
     O_MB_ARRIVE,
     O_MB_INIT,
+    O_MB_REMOTE,
     O_MB_VAR,
     O_MB_WAIT_PARITY,
     O_MB_WAIT_TOKEN,
@@ -42,10 +46,10 @@ from gpurace.abi import (
 )
 from gpurace.model import Kind
 
-from . import bulkcopy, emit, mbshadow, tcgen05_mma
+from . import bulkcopy, cluster, emit, mbshadow, tcgen05_mma
 from .asynccopy import relog
 from .ordering import event_extra
-from .parse import TYPE_BYTES, Instr, reg_type
+from .parse import TYPE_BYTES, Instr, parse_instr, reg_type
 
 # an event's flags: an ORDER event of 8 bytes of shared memory at the barrier
 FLAGS = KIND_EVENT | EV_ORDER << F_EVENT_SHIFT | 4 | 8 << 8 | O_MB_VAR << 16
@@ -68,7 +72,9 @@ def _scope(ins: Instr) -> int:
 
 
 def _address(entry: Any, s: Any, ins: Instr, at: str) -> list[str] | None:
-    """Code leaving the barrier's shared address (low 32 bits) in %_gr_oo."""
+    """Code leaving the barrier's shared address (low 32 bits) in %_gr_oo; for an
+    arrival on a ``.shared::cluster`` address, the offset in its owner block, and
+    the owner block + 1 in %_gr_cow (cluster.owner)."""
     generic = not ins.has("shared")
     code: list[str] = []
     if not entry._address(at, None if generic else "shared", code):
@@ -76,7 +82,24 @@ def _address(entry: Any, s: Any, ins: Instr, at: str) -> list[str] | None:
         return None
     if generic:
         code.append("cvta.to.shared.u64 %_gr_d0, %_gr_d0;")
+    if remote_arrival(ins):
+        code += [*cluster.owner(), "add.u32 %_gr_cow, %_gr_cow, 1;"]
     return code + ["cvt.u32.u64 %_gr_oo, %_gr_d0;"]
+
+
+def remote_arrival(ins: Instr) -> bool:
+    """An arrival on a ``.shared::cluster`` address: perhaps another block's barrier."""
+    return "::cluster" in ins.parts and form(ins) in ARRIVALS
+
+
+def has_remote(fn: Any) -> bool:
+    """`fn` arrives on a ``.shared::cluster`` mbarrier address (it needs cluster.py's
+    registers)."""
+    return any(
+        remote_arrival(parse_instr(s.text))
+        for s in fn.body
+        if s.kind == "stmt" and "mbarrier" in s.text and not s.text.startswith(".")
+    )
 
 
 def _event(sid: int, static: int, read: str, written: str) -> list[str]:
@@ -92,16 +115,20 @@ def _low32(dst: str, operand: str, fn: Any) -> str:
     return f"mov.b32 {dst}, {operand};"
 
 
-def _remote(entry: Any) -> bool:
-    """Whether `entry`'s function arrives on another block's barrier: those arrivals
-    are not in the target's shadow (mbshadow.py), so no phase of the function's
-    barriers is known (each arrival logs NO_PHASE: it orders nothing)."""
-    if not hasattr(entry, "_gr_remote_mb"):
-        entry._gr_remote_mb = any(
-            st.kind == "stmt" and re.search(r"^\s*(@\S+\s+)?mbarrier\.\S*shared::cluster", st.text)
+def token_phases(entry: Any) -> bool:
+    """Whether `entry`'s function takes its arrivals' phases from sim's state tokens
+    instead of the shadow (mbshadow.py): where it arrives on another block's barrier
+    or stores into one with ``st.async``/``red.async``, whose arrivals and bytes the
+    target block's shadow does not see. Such clusters are decoded in sim's address
+    encoding only (cluster.py: incomplete on any other device), and sim's token is
+    the phase its arrival arrived on (docs/ordering.md "Clusters")."""
+    if not hasattr(entry, "_gr_token_phases"):
+        entry._gr_token_phases = any(
+            st.kind == "stmt"
+            and re.search(r"^\s*(@\S+\s+)?(mbarrier\.\S*shared::cluster|(st|red)\.async)", st.text)
             for st in entry.fn.body
         )
-    return bool(entry._gr_remote_mb)
+    return bool(entry._gr_token_phases)
 
 
 def _counts(ins: Instr, at: int, fn: Any) -> tuple[list[str], str, str]:
@@ -131,7 +158,7 @@ def mbarrier(entry: Any, s: Any, ins: Instr) -> None:
     shadowed = what in ("init", *ARRIVALS, "expect_tx", "complete_tx")
     if at < 0 or not (shadowed or orders(ins)):
         return
-    if ins.has("::cluster"):  # listed once per place (an unrolled loop repeats it)
+    if ins.has("::cluster") and not remote_arrival(ins):  # listed once per place
         file, line, col, _ = entry.loc.where(s)
         note = (f"{file}:{line}:{col}: '{ins.opcode}': an operation on another block's "
                 "mbarrier: its ordering is not modelled")  # fmt: skip
@@ -159,12 +186,18 @@ def mbarrier(entry: Any, s: Any, ins: Instr) -> None:
         keep = [] if ops[0] == "_" else [f"mov.b64 {ops[0]}, %_gr_od;"]
         static = O_MB_ARRIVE | _scope(ins) << 8 | ORDER_RELEASE << 12
         code, arrivals, nbytes = _counts(ins, at, entry.fn)
-        change = mbshadow.change(entry, sid, arrivals, nbytes, what == "arrive_drop")
-        if _remote(entry):
-            change.append(f"mov.u32 %_gr_mbp, {mbshadow.NO_PHASE};")
+        remote = remote_arrival(ins)  # another block's barrier: not in this one's shadow
+        change = (
+            [] if remote else mbshadow.change(entry, sid, arrivals, nbytes, what == "arrive_drop")
+        )
+        # the phase: the shadow's, or in a cluster kernel sim's token (token_phases)
+        phase = ["cvt.u32.u64 %_gr_mbp, %_gr_od;"] if token_phases(entry) else []
+        # another block's barrier: its owner + 1 in the read word in place of the
+        # folded token (a remote arrival returns none), flagged (analysis/mbarriers.py)
+        read = ["mov.u32 %_gr_or, %_gr_cow;"] if remote else mbshadow.fold("%_gr_or", "%_gr_od")
+        static |= O_MB_REMOTE if remote else 0
         code = [*guard, *addr, *code, *change, f"{ins.opcode} %_gr_od, {rest};", *keep,
-                *mbshadow.fold("%_gr_or", "%_gr_od"),
-                *_event(sid, static, "%_gr_or", "%_gr_mbp"),
+                *phase, *read, *_event(sid, static, "%_gr_or", "%_gr_mbp"),
                 *(relog(entry) if entry.copies else []), f"bra {done};", f"{skip}:"]  # fmt: skip
         entry.before(s, code)  # the arrival made here, with its token; s jumped over
         entry.after(s, [f"{done}:"])

@@ -17,6 +17,7 @@ from . import (
     asynccopy,
     bounds,
     bulkcopy,
+    cluster,
     emit,
     gridsync,
     mbarriers,
@@ -27,7 +28,7 @@ from . import (
     tmem,
     wgmma,
 )
-from .asynccopy import ASYNC_STORE, async_copy
+from .asynccopy import async_copy
 from .atomics import ATOM_OPS, atomic_detail, scope_order
 from .barriers import SYNC_ASYNC, SYNC_FENCE, SYNC_MBARRIER, barrier, is_wait_barrier
 from .emit import CLOSE, OPEN
@@ -97,8 +98,10 @@ def instrument_ptx(
         entries = [f for f in mod.functions if f.is_entry]
     st = _State()
     plans = [plan_vars(mod, fn, st.variables, source) for fn in entries]
+    views = []
     for fn, (vars_, _) in zip(entries, plans, strict=True):
         tmem.add_var(fn, vars_, st.variables)
+        views.append(cluster.add_views(fn, vars_, st.variables))
     nv = len(st.variables)
     if nv > 255:
         raise GpuraceError(f"{nv} tracked variables; at most 255 fit a record's var field", path)
@@ -107,11 +110,11 @@ def instrument_ptx(
     entry_points: dict[str, tuple[int, int, int]] = {}
     checked = bounds.checked_vars(st.variables, initcheck)
     order = ordering.needed(mod)  # ORDER events (docs/ordering.md)
-    for fn, (vars_, bindings) in zip(entries, plans, strict=True):
+    for fn, (vars_, bindings), fviews in zip(entries, plans, views, strict=True):
         loc = Locator(
             mod, user_file if user_file else (source.path if source else None), source, path
         )
-        _Entry(mod, fn, vars_, nv, st, loc, inserts, checked, order).rewrite()
+        _Entry(mod, fn, vars_, nv, st, loc, inserts, checked, order, fviews).rewrite()
         params[fn.name] = bindings
         entry_points[fn.name] = _reqntid(fn)
     st.not_instrumented += not_inlined(mod, entries, path, inlined.callees)
@@ -213,6 +216,7 @@ class _Entry:
         inserts: list[tuple[int, int, str]],
         checked: frozenset[int] = frozenset(),
         order: bool = False,
+        views: dict[int, int] | None = None,
     ) -> None:
         self.mod, self.fn, self.vars, self.nv, self.st, self.loc = mod, fn, vars_, nv, st, loc
         self.inserts, self.checked = inserts, checked  # checked: initcheck's variables
@@ -229,7 +233,9 @@ class _Entry:
         # by cp.async.wait_group/wait_all only
         self.own = self.copies and not bulkcopy.has_cp_mbarrier(fn)
         self.tma = order and tma.has_tma(fn)  # TMA copies (tma.py): the bulk queue's rules
-        self.bulk = order and (bulkcopy.has_bulk(fn) or self.cp_mbar or self.tma)
+        self.bulk = order and (
+            bulkcopy.has_bulk(fn) or self.cp_mbar or self.tma or cluster.queued(fn, views)
+        )
         self.tma_s = tma.has_tma_store(fn)  # TMA from shared to global (tma.py)
         self.bulk_g = bulkcopy.has_bulk_to_global(fn) or self.tma_s  # bulk groups
         # a thread against its own shared-to-global bulk copies (rule 7), by rule 5's
@@ -241,6 +247,10 @@ class _Entry:
         self.wgmma = wgmma.has_wgmma(fn)  # its wgmma operand queue (wgmma.py)
         # its tcgen05.mma/cp queue (tcgen05_mma.py): completed through mbarrier phases
         self.tc = order and self.tmem is not None and tcgen05_mma.has_ops(fn)
+        # distributed shared memory: each shared variable's cluster view (cluster.py)
+        self.views = views or {}
+        self.cluster_regs = bool(self.views) or (order and mbarriers.has_remote(fn))
+        self.cluster_waits, self.cluster_split = cluster.paired_waits(fn, bool(self.views))
 
     # -- helpers -------------------------------------------------------------
     def before(self, stmt: Stmt, code: list[str]) -> None:
@@ -262,7 +272,8 @@ class _Entry:
             sid = len(self.st.sites)
             self.st.site_ids[key] = sid
             operand = statement_at(text, col) if self.loc.current else ""
-            detail = atomic_detail(ins) if kind == Kind.ATOMIC else detail
+            # (an atomic's: its operation, but a red.async's says so: cluster.py)
+            detail = atomic_detail(ins) if kind == Kind.ATOMIC and not detail else detail
             self.st.sites.append(
                 Site(sid, file, line, col, kind, operand or ins.text, text, "", event, detail)
             )
@@ -322,6 +333,7 @@ class _Entry:
         regs += wgmma.decls() if self.wgmma else []
         regs += tcgen05_mma.decls() if self.tc else []
         regs += ordering.DECLS + mbshadow.DECLS if self.order else []
+        regs += cluster.decls() if self.cluster_regs else []
         return "\n".join(regs + bounds.table_decls(self.vars))
 
     def _prologue(self) -> str:
@@ -369,6 +381,7 @@ class _Entry:
             *(wgmma.prologue() if self.wgmma else []),
             *(mbshadow.prologue() if self.order else []),
             *(tcgen05_mma.prologue() if self.tc else []),
+            *(cluster.prologue() if self.cluster_regs else []),
         ]
         for slot, v in enumerate(self.vars):
             code += [
@@ -395,12 +408,14 @@ class _Entry:
     # -- instructions --------------------------------------------------------
     def _instr(self, s: Stmt, ins: Instr) -> None:
         op = ins.op
+        if self.views and (op in ("wgmma", "tcgen05") or (op == "cp" and ins.has("async"))):
+            self.incomplete(s, f"'{ins.opcode}' {cluster.ASYNC_IN_CLUSTER}")
         if op in ("ld", "ldu", "st"):
             self._ld_st(s, ins)
         elif op in ("atom", "red") and not ins.has("async"):
             self._atomic(s, ins)
         elif op == "red" and ins.has("async"):
-            self.incomplete(s, f"'{ins.opcode}' {ASYNC_STORE}")
+            cluster.async_access(self, s, ins)
         elif op == "cp" and ins.has("async"):
             async_copy(self, s, ins, SYNC_ASYNC)
         elif op in ("bar", "barrier"):
@@ -463,10 +478,9 @@ class _Entry:
         if space in ("local", "param", "const"):
             return
         if ins.has("async"):
-            why = ASYNC_STORE if ins.op == "st" else "(asynchronous access) is not tracked"
-            self.incomplete(s, f"'{ins.opcode}' {why}")
+            cluster.async_access(self, s, ins)
             return
-        if "::cluster" in ins.parts:
+        if "::cluster" in ins.parts and not self.views:
             self.incomplete(
                 s, f"'{ins.opcode}' accesses another block's shared memory (not tracked)"
             )
@@ -509,7 +523,7 @@ class _Entry:
         if opname is None or size is None:
             self.incomplete(s, f"'{ins.opcode}': atomic operation not understood")
             return
-        if "::cluster" in ins.parts:
+        if "::cluster" in ins.parts and not self.views:
             self.incomplete(s, f"'{ins.opcode}' accesses another block's shared memory")
             return
         addr = next((o for o in ins.operands if o.startswith("[")), "")
@@ -580,6 +594,8 @@ class _Entry:
         for sp in spaces:
             if sp == Space.LOCAL and space is None:
                 code += [f"bra {skip};", f"{shared}:", "cvta.to.shared.u64 %_gr_d0, %_gr_d0;"]
+            if sp == Space.LOCAL and self.views:
+                code += cluster.owner()
             f = (
                 flags
                 | (4 if sp == Space.LOCAL else 0)
@@ -589,8 +605,9 @@ class _Entry:
             shared_g = own == bulkcopy.OWN_GLOBAL and sp == Space.LOCAL  # its space's field
             own_sp = bulkcopy.OWN_SHARED if shared_g else own
             inline, rare_sp = bounds.lookup(
-                self.vars, sp, sid, f, size, value, extra, oob, self.checked, size_reg, own_sp
-            )
+                self.vars, sp, sid, f, size, value, extra, oob, self.checked, size_reg, own_sp,
+                self.views,
+            )  # fmt: skip
             code += inline + (post if post and rare_sp else [])
             if strong and not inline[0].startswith("red.global.add.u32 [%_gr_unat]"):
                 code += ordering.attributed()
