@@ -45,8 +45,14 @@ OLDER |= {
     for c in CUDA_CASES
     # (dsmem_/st_async_: clusters, docs/ordering.md "Clusters")
     if c.id.startswith(
-        ("bulk_copy_", "cp_async_mbarrier_", "cp_async_own_mbarrier_", "tma_", "dsmem_",
-         "st_async_")  # fmt: skip
+        (
+            "bulk_copy_",
+            "cp_async_mbarrier_",
+            "cp_async_own_mbarrier_",
+            "tma_",
+            "dsmem_",
+            "st_async_",
+        )  # fmt: skip
     )
 }
 
