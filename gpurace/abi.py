@@ -127,6 +127,10 @@ O_READ = 1 << 16  # it read memory (W_EPOCH holds the value)
 O_WRITE = 1 << 17  # it wrote memory (W_VALUE holds the value, unless O_WUNKNOWN)
 O_WUNKNOWN = 1 << 18  # the value written is not known (a `red`, a float min/max)
 O_MB_REMOTE = 1 << 19  # an mbarrier arrival on another block's barrier: W_EPOCH its owner + 1
+# an O_MB_COPY event's W_EPOCH, the copy's number: its bits 16-29 a st.async's
+# destination block + 1 (0: the thread's own block), bit 30 a tcgen05 op's
+# (instrument/ptx/tcgen05_mma.NUMBER_BASE), bits 0-15 the count
+COPY_OWNER_MASK = 0x3FFF
 O_BARRIERS_SHIFT = 20  # block barriers passed before it, saturating at O_BARRIERS_MAX
 O_BARRIERS_MAX = 0xFFF
 # mbarrier operations' ORDER events (docs/ordering.md, "mbarriers"): their op code in

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpurace.abi import (
+    COPY_OWNER_MASK,
     MB_OVER,
     O_MB_ARRIVE,
     O_MB_COPY,
@@ -58,8 +59,9 @@ def _key(o: Any) -> Key:
     (instrument/ptx/mbarriers.py)."""
     if o.op == O_MB_ARRIVE and o.remote:
         return (o.read_value - 1, o.offset)
-    if o.op in (O_MB_COPY, O_MB_COPY_END) and o.read_value >> 16:  # a st.async's
-        return ((o.read_value >> 16) - 1, o.offset)
+    owner = o.read_value >> 16 & COPY_OWNER_MASK  # a st.async's destination + 1
+    if o.op in (O_MB_COPY, O_MB_COPY_END) and owner:
+        return (owner - 1, o.offset)
     return (o.group, o.offset)
 
 
