@@ -9,10 +9,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from gpurace.cli import main
+from gpurace.instrument.ptx import assemble
 from gpurace.model import RaceClass
+from tests.corpus import cases
+from tests.test_ptx_rewriter import _prepare
 
 HELPERS = r"""
 __device__ unsigned cta_rank() {
@@ -288,3 +292,19 @@ def test_a_race_within_one_block_of_a_cluster_kernel_stays_local(tmp_path: Path)
     assert _sides(race) == [(4, 0, "store"), (5, 0, "load")]
     assert race["explanation"] == "same warp, no __syncwarp() or __syncthreads() between"
     assert race["instances"] == 64  # every word of both blocks' copies
+
+
+@pytest.mark.parametrize("name", ["rounds_fixed", "rounds_overtaken"])
+def test_a_remote_arrival_keeps_its_sink_for_ptxas(name) -> None:
+    """An arrival on another block's barrier returns no state (PTX: its destination
+    must be the sink `_`): the rewrite keeps it so, reading the owner's phase apart,
+    and ptxas assembles it for sm_90."""
+    case = next(c for c in cases("mbarrier", ".cu") if c.id == name)
+    _, inst = _prepare(case, "compute_90")
+    remote = [
+        line.strip()
+        for line in inst.source.splitlines()
+        if line.strip().startswith("mbarrier.arrive") and "shared::cluster" in line
+    ]
+    assert remote and all(line.split()[1] == "_," for line in remote), remote
+    assemble(inst.source, "sm_90")

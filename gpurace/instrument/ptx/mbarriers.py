@@ -190,14 +190,19 @@ def mbarrier(entry: Any, s: Any, ins: Instr) -> None:
         change = (
             [] if remote else mbshadow.change(entry, sid, arrivals, nbytes, what == "arrive_drop")
         )
-        # the phase: the shadow's, or in a cluster kernel sim's token (token_phases)
-        phase = ["cvt.u32.u64 %_gr_mbp, %_gr_od;"] if token_phases(entry) else []
+        # the phase: the shadow's, or in a cluster kernel sim's token (token_phases); a
+        # remote arrival returns none (PTX: its destination is the sink `_`): sim's
+        # completed phases of the owner's barrier, read before it arrives
+        token = token_phases(entry) and not remote
+        phase = ["cvt.u32.u64 %_gr_mbp, %_gr_od;"] if token else []
+        first = [bulkcopy.read_phase("%_gr_mbp", ops[at][1:-1], cluster=True)] if remote else []
+        dest = "_" if remote else "%_gr_od"
         # another block's barrier: its owner + 1 in the read word in place of the
         # folded token (a remote arrival returns none), flagged (analysis/mbarriers.py)
         read = ["mov.u32 %_gr_or, %_gr_cow;"] if remote else mbshadow.fold("%_gr_or", "%_gr_od")
         static |= O_MB_REMOTE if remote else 0
-        code = [*guard, *addr, *code, *change, f"{ins.opcode} %_gr_od, {rest};", *keep,
-                *phase, *read, *_event(sid, static, "%_gr_or", "%_gr_mbp"),
+        code = [*guard, *addr, *code, *change, *first, f"{ins.opcode} {dest}, {rest};",
+                *keep, *phase, *read, *_event(sid, static, "%_gr_or", "%_gr_mbp"),
                 *(relog(entry) if entry.copies else []), f"bra {done};", f"{skip}:"]  # fmt: skip
         entry.before(s, code)  # the arrival made here, with its token; s jumped over
         entry.after(s, [f"{done}:"])
