@@ -59,6 +59,9 @@ typedef struct {
   uint inrange;  /* this group's id lies in the run's address range: its events are this run's */
   uint ordw;  /* a logging run's order word (abi.CTL_ORDER): 0 outside an ordered split launch */
   uint lwords, lgroups, larea;
+  /* this group's local area: its first state word in the shadow, the distance from a
+     state to its mask, and this work-item's actor there (computed once, _gr_init) */
+  uint lstate, lmask, lactor;
   ulong addr[_GR_SLOTS];
   uint size[_GR_SLOTS], id[_GR_SLOTS], space[_GR_SLOTS], lbase[_GR_SLOTS], lw0[_GR_SLOTS];
 #if _GR_INITCHECK
@@ -119,6 +122,9 @@ void _gr_init(__private _gr_state_t *s, __global uint *log, volatile __global ui
   s->lgroups = shd[_GR_SHD_LGROUPS];
   s->larea = shd[_GR_SHD_LOFF];
   if (s->mode == _GR_SHADOW_OFF || s->grp >= s->lgroups) s->lwords = 0u;
+  s->lstate = s->larea + s->grp * s->lwords;
+  s->lmask = s->lgroups * s->lwords;
+  s->lactor = _GR_MIN(s->lid + 1u, _GR_LS_MULTI);
 }
 
 /* Words of tracked variable `id` in a group's local order (its launch extent). */
@@ -239,14 +245,14 @@ __attribute__((always_inline)) int _gr_shadow(__private _gr_state_t *s, uint fla
    logged iff one of its words has its bit set. */
 __attribute__((always_inline)) int _gr_local(__private _gr_state_t *s, uint flags, uint first, uint last) {
   volatile __global uint *shd = s->shd;
-  uint a = _GR_MIN(s->lid + 1u, _GR_LS_MULTI);
+  uint a = s->lactor;
   uint k = 1u << (_GR_LS_KIND_SHIFT + (flags & _GR_F_KIND_MASK));
   uint e = s->ep_l & 0xffffu;
   uint bit = 1u << (s->ep_l % _GR_MASK_EPOCHS);
   int logged = 0, unseen = 0;
   for (uint lw = first; lw <= last; lw++) {
-    volatile __global uint *st = shd + s->larea + s->grp * s->lwords + lw;
-    volatile __global uint *mask = st + s->lgroups * s->lwords;
+    volatile __global uint *st = shd + s->lstate + lw;
+    volatile __global uint *mask = st + s->lmask;
     uint cur = *st, nw = 0u;
     int may = 0;
     for (;;) {
