@@ -53,12 +53,12 @@ typedef struct {
   /* this group's event slots (_gr_ev_new); evall: this work-item logs every event
      (its group or local index is past the slots' range) */
   volatile __global uint *evs;
-  uint lid, grp, ep_l, ep_g, nbar, cap, lo, hi, nbins, binw, n, mode, swords, wgs, evall;
-  uint actor;  /* this work-item's actor in the launch-wide shadow: grp * wgs + lid + 1 */
+  uint lid, grp, ep_l, ep_g, nbar, cap, lo, hi, nbins, binw, n, mode, swords, evall;
+  uint actor;  /* this work-item's actor in the launch-wide shadow: grp * (group size) + lid + 1 */
   uint evlast;  /* the (ordinal + 1, site, code) of this work-item's last slot check (_gr_ev_new) */
   uint inrange;  /* this group's id lies in the run's address range: its events are this run's */
   uint ordw;  /* a logging run's order word (abi.CTL_ORDER): 0 outside an ordered split launch */
-  uint lwords, lgroups, larea;
+  uint lwords;
   /* this group's local area: its first state word in the shadow, the distance from a
      state to its mask, and this work-item's actor there (computed once, _gr_init) */
   uint lstate, lmask, lactor;
@@ -115,15 +115,13 @@ void _gr_init(__private _gr_state_t *s, __global uint *log, volatile __global ui
 #endif
   s->mode = shd[_GR_SHD_MODE];
   s->swords = shd[_GR_SHD_WORDS];
-  s->wgs = shd[_GR_SHD_WGSIZE];
-  s->actor = s->grp * s->wgs + s->lid + 1u;
+  s->actor = s->grp * shd[_GR_SHD_WGSIZE] + s->lid + 1u;
   /* the per-group local area (backends/prefilter.py), used when this group has one */
   s->lwords = shd[_GR_SHD_LWORDS];
-  s->lgroups = shd[_GR_SHD_LGROUPS];
-  s->larea = shd[_GR_SHD_LOFF];
-  if (s->mode == _GR_SHADOW_OFF || s->grp >= s->lgroups) s->lwords = 0u;
-  s->lstate = s->larea + s->grp * s->lwords;
-  s->lmask = s->lgroups * s->lwords;
+  uint lgroups = shd[_GR_SHD_LGROUPS];
+  if (s->mode == _GR_SHADOW_OFF || s->grp >= lgroups) s->lwords = 0u;
+  s->lstate = shd[_GR_SHD_LOFF] + s->grp * s->lwords;
+  s->lmask = lgroups * s->lwords;
   s->lactor = _GR_MIN(s->lid + 1u, _GR_LS_MULTI);
 }
 
