@@ -50,10 +50,18 @@ typedef struct {
   __global uint *log;
   volatile __global uint *ctl;
   volatile __global uint *shd;
+  /* this group's event slots (_gr_ev_new); evall: this work-item logs every event
+     (its group or local index is past the slots' range) */
   volatile __global uint *evs;
-  uint lid, grp, ep_l, ep_g, nbar, cap, lo, hi, nbins, binw, n, mode, swords, wgs, evg;
+  uint lid, grp, ep_l, ep_g, nbar, cap, lo, hi, nbins, binw, n, mode, swords, evall;
+  uint actor;  /* this work-item's actor in the launch-wide shadow: grp * (group size) + lid + 1 */
+  uint evlast;  /* the (ordinal + 1, site, code) of this work-item's last slot check (_gr_ev_new) */
+  uint inrange;  /* this group's id lies in the run's address range: its events are this run's */
   uint ordw;  /* a logging run's order word (abi.CTL_ORDER): 0 outside an ordered split launch */
-  uint lwords, lgroups, larea;
+  uint lwords;
+  /* this group's local area: its first state word in the shadow, the distance from a
+     state to its mask, and this work-item's actor there (computed once, _gr_init) */
+  uint lstate, lmask, lactor;
   ulong addr[_GR_SLOTS];
   uint size[_GR_SLOTS], id[_GR_SLOTS], space[_GR_SLOTS], lbase[_GR_SLOTS], lw0[_GR_SLOTS];
 #if _GR_INITCHECK
@@ -87,27 +95,34 @@ void _gr_init(__private _gr_state_t *s, __global uint *log, volatile __global ui
   s->cap = ctl[_GR_CTL_CAPACITY];
   s->lo = ctl[_GR_CTL_LO];
   s->hi = ctl[_GR_CTL_HI];
+  s->inrange = s->grp >= s->lo && s->grp < s->hi;
   s->nbins = ctl[_GR_CTL_NBINS];
   s->binw = max(1u, ctl[_GR_CTL_BINW]);
   s->ordw = s->nbins ? 0u : ctl[_GR_CTL_ORDER];  /* the same word: a counting run's bin width */
   /* after the bins: the groups with event slots, then their slots */
-  s->evg = ctl[_GR_CTL_EVG0 + s->nbins];
-  s->evs = ctl + _GR_CTL_EVS0 + s->nbins;
+  uint evg = ctl[_GR_CTL_EVG0 + s->nbins];
+  s->evall = s->grp >= evg || s->lid >= _GR_EV_ID_LIMIT;
+  s->evs = ctl + _GR_CTL_EVS0 + s->nbins + (s->evall ? 0u : s->grp * _GR_EVENT_SLOTS);
   s->ep_l = 0u;
   s->ep_g = 0u;
   s->nbar = 0u;
+  s->evlast = 0u;
   s->n = 0u;
+  /* a slot no _gr_track fills has size 0: no address lies in it (_gr_acc's search) */
+  for (uint k = 0u; k < _GR_SLOTS; k++) s->size[k] = 0u;
 #if _GR_ASYNC
   s->ncp = 0u;
 #endif
   s->mode = shd[_GR_SHD_MODE];
   s->swords = shd[_GR_SHD_WORDS];
-  s->wgs = shd[_GR_SHD_WGSIZE];
+  s->actor = s->grp * shd[_GR_SHD_WGSIZE] + s->lid + 1u;
   /* the per-group local area (backends/prefilter.py), used when this group has one */
   s->lwords = shd[_GR_SHD_LWORDS];
-  s->lgroups = shd[_GR_SHD_LGROUPS];
-  s->larea = shd[_GR_SHD_LOFF];
-  if (s->mode == _GR_SHADOW_OFF || s->grp >= s->lgroups) s->lwords = 0u;
+  uint lgroups = shd[_GR_SHD_LGROUPS];
+  if (s->mode == _GR_SHADOW_OFF || s->grp >= lgroups) s->lwords = 0u;
+  s->lstate = shd[_GR_SHD_LOFF] + s->grp * s->lwords;
+  s->lmask = lgroups * s->lwords;
+  s->lactor = _GR_MIN(s->lid + 1u, _GR_LS_MULTI);
 }
 
 /* Words of tracked variable `id` in a group's local order (its launch extent). */
@@ -136,14 +151,21 @@ void _gr_track(__private _gr_state_t *s, ulong addr, uint space, uint id, uint s
    local index of each (docs/internals.md §1, §5). Slot `code * 4 + ordinal % 4` of
    the group's _GR_EVENT_SLOTS control words holds the latest (ordinal + 1, site, local
    index) claimed there; codes from 4, ordinals from 255, sites or local indices from
-   4096 and groups without slots always log (gpurace/abi.py's EV_*). */
+   4096 and groups without slots always log (gpurace/abi.py's EV_*). The same
+   (code, ordinal, site) twice in a row from one work-item (a prediction, then the
+   barrier it predicted) is not new the second time, so it skips the slot: the slot
+   then holds this work-item's claim, or a lower one's (whose record the analysis
+   keeps instead), or another site's at the same ordinal (divergence, whose record
+   the slot's owner logged), and a second record would be this one's duplicate. */
 int _gr_ev_new(__private _gr_state_t *s, uint code, uint ordinal, uint site) {
   if (code >= _GR_EVENT_SLOTS / _GR_EV_ORDINALS || ordinal >= _GR_EV_ORDINAL_LIMIT
-      || site >= _GR_EV_ID_LIMIT || s->lid >= _GR_EV_ID_LIMIT || s->grp >= s->evg)
+      || site >= _GR_EV_ID_LIMIT || s->evall)
     return 1;
-  volatile __global uint *p = s->evs + s->grp * _GR_EVENT_SLOTS + code * _GR_EV_ORDINALS
-                              + ordinal % _GR_EV_ORDINALS;
+  volatile __global uint *p = s->evs + code * _GR_EV_ORDINALS + ordinal % _GR_EV_ORDINALS;
   uint mine = ((ordinal + 1u) << _GR_EV_ORDINAL_SHIFT) | (site << _GR_EV_SITE_SHIFT) | s->lid;
+  uint key = (mine & ~_GR_EV_LID_MASK) | code;
+  if (key == s->evlast) return 0;
+  s->evlast = key;
   uint cur = *p;
   for (;;) {
     if ((cur >> _GR_EV_SITE_SHIFT) == (mine >> _GR_EV_SITE_SHIFT)
@@ -164,7 +186,7 @@ int _gr_ev_new(__private _gr_state_t *s, uint code, uint ordinal, uint site) {
 __attribute__((always_inline)) int _gr_shadow(__private _gr_state_t *s, uint flags, uint first, uint last) {
   volatile __global uint *shd = s->shd;
   uint bit = 1u << (flags & _GR_F_KIND_MASK);
-  uint actor = ((flags >> _GR_F_SPACE_SHIFT) & 1u) ? s->lid + 1u : s->grp * s->wgs + s->lid + 1u;
+  uint actor = ((flags >> _GR_F_SPACE_SHIFT) & 1u) ? s->lid + 1u : s->actor;
   int needed = 0, unseen = 0;
   for (uint i = first / 4u; i <= last / 4u; i++) {
     if (i >= s->swords) {
@@ -221,14 +243,14 @@ __attribute__((always_inline)) int _gr_shadow(__private _gr_state_t *s, uint fla
    logged iff one of its words has its bit set. */
 __attribute__((always_inline)) int _gr_local(__private _gr_state_t *s, uint flags, uint first, uint last) {
   volatile __global uint *shd = s->shd;
-  uint a = _GR_MIN(s->lid + 1u, _GR_LS_MULTI);
+  uint a = s->lactor;
   uint k = 1u << (_GR_LS_KIND_SHIFT + (flags & _GR_F_KIND_MASK));
   uint e = s->ep_l & 0xffffu;
   uint bit = 1u << (s->ep_l % _GR_MASK_EPOCHS);
   int logged = 0, unseen = 0;
   for (uint lw = first; lw <= last; lw++) {
-    volatile __global uint *st = shd + s->larea + s->grp * s->lwords + lw;
-    volatile __global uint *mask = st + s->lgroups * s->lwords;
+    volatile __global uint *st = shd + s->lstate + lw;
+    volatile __global uint *mask = st + s->lmask;
     uint cur = *st, nw = 0u;
     int may = 0;
     for (;;) {
@@ -322,7 +344,7 @@ __attribute__((always_inline)) int _gr_keep_local(__private _gr_state_t *s, uint
    ordered launch split into address-range passes: docs/ordering.md). */
 void _gr_rec(__private _gr_state_t *s, uint site, uint flags, uint off, uint epoch, uint value, uint extra) {
   uint code = (flags >> _GR_F_EVENT_SHIFT) & _GR_F_EVENT_MASK;
-  int mine = (s->grp >= s->lo && s->grp < s->hi) || (code == _GR_EV_ORDER && (s->ordw & 1u));
+  int mine = s->inrange || (code == _GR_EV_ORDER && (s->ordw & 1u));
   if (mine && _gr_ev_new(s, code, epoch, site))
     _gr_put(s, site, flags, off, epoch, value, extra, s->grp);
 }
@@ -445,6 +467,40 @@ void _gr_written(__private _gr_state_t *s, uint k, uint off, uint size, uint sit
 }
 #endif
 
+/* _gr_acc's access outside every tracked variable, or starting inside one and
+   ending past it: out of bounds (of the nearest variable below, when it starts
+   inside one: 1) or unattributed (0). Its own function, out of line, so that
+   _gr_acc's common path keeps few registers to save. */
+__attribute__((noinline)) uint _gr_acc_outside(__private _gr_state_t *s, ulong a, uint space,
+                                               uint site, uint kind, uint size) {
+  if (_gr_oob(s, a, space, site, kind, size)) return 1u;
+  atomic_inc(&s->ctl[_GR_CTL_UNATTRIBUTED]);
+  return 0u;
+}
+
+/* _gr_acc of an access of variable `id` at byte `off` that may be logged (any run
+   but a build run's access of one chunk): per 16-byte chunk, _gr_keep_local or
+   _gr_keep decide, and a kept chunk is logged with its value. Out of line, like
+   _gr_acc_outside: the build run's path, which most large checks run alone, then
+   saves fewer registers per access. */
+__attribute__((noinline)) void _gr_acc_log(__private _gr_state_t *s, uint space, uint size,
+                                           uint site, uint kind, const __private uchar *bytes,
+                                           uint known, uint extra, uint off, uint id, uint lbase,
+                                           uint lw0) {
+  uint ep = space ? s->ep_l : s->ep_g;
+  for (uint c = 0u; c < size; c += 16u) {
+    uint n = _GR_MIN(16u, size - c);
+    uint flags = kind | (space << _GR_F_SPACE_SHIFT) | (known << _GR_F_KNOWN_SHIFT)
+                 | (n << _GR_F_SIZE_SHIFT) | (id << _GR_F_VAR_SHIFT);
+    int keep = space && s->lwords ? _gr_keep_local(s, flags, off + c, lbase, lw0)
+                                  : _gr_keep(s, flags, off + c, lbase);
+    /* the value only for a record that is logged (most runs log none) */
+    if (keep)
+      _gr_put(s, site, flags, off + c, ep, known ? _gr_value(bytes + c, n) : 0u, extra,
+              _GR_MAX(lbase + ((off + c) & ~3u), s->lo));
+  }
+}
+
 /* Log one access of `size` bytes at address `a` (records of at most 16 bytes).
    Returns 1 when it is out of bounds (recorded by _gr_oob, not logged): the caller
    then leaves out the access (a read gives zero). */
@@ -464,7 +520,7 @@ uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site
   for (uint r = 0u; r < _GR_SLOTS; r++) {
     uint j = _GR_SLOTS - 1u - r;
     ulong d = a - s->addr[j];
-    if (j < s->n && s->space[j] == space && d < (ulong)s->size[j]) {
+    if (s->space[j] == space && d < (ulong)s->size[j]) {
       k = j;
       past = d + size > (ulong)s->size[j];  /* it starts inside and ends past it */
       off = (uint)d;
@@ -476,13 +532,7 @@ uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site
 #endif
     }
   }
-  if (k == _GR_SLOTS || past) {
-    /* out of bounds (of the nearest variable below, when it starts inside one):
-       one call site, so that the rare path is inlined once into each helper */
-    if (_gr_oob(s, a, space, site, kind, size)) return 1u;
-    atomic_inc(&s->ctl[_GR_CTL_UNATTRIBUTED]);
-    return 0u;
-  }
+  if (k == _GR_SLOTS || past) return _gr_acc_outside(s, a, space, site, kind, size);
 #if _GR_INITCHECK
   if (wb) _gr_written(s, k, off, size, site, kind, extra);
 #endif
@@ -497,18 +547,7 @@ uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site
       _gr_shadow(s, f, lbase + (off & ~3u), lbase + ((off + size - 1u) & ~3u));
     return 0u;
   }
-  uint ep = space ? s->ep_l : s->ep_g;
-  for (uint c = 0u; c < size; c += 16u) {
-    uint n = _GR_MIN(16u, size - c);
-    uint flags = kind | (space << _GR_F_SPACE_SHIFT) | (known << _GR_F_KNOWN_SHIFT)
-                 | (n << _GR_F_SIZE_SHIFT) | (id << _GR_F_VAR_SHIFT);
-    int keep = space && s->lwords ? _gr_keep_local(s, flags, off + c, lbase, lw0)
-                                  : _gr_keep(s, flags, off + c, lbase);
-    /* the value only for a record that is logged (most runs log none) */
-    if (keep)
-      _gr_put(s, site, flags, off + c, ep, known ? _gr_value(bytes + c, n) : 0u, extra,
-              _GR_MAX(lbase + ((off + c) & ~3u), s->lo));
-  }
+  _gr_acc_log(s, space, size, site, kind, bytes, known, extra, off, id, lbase, lw0);
   return 0u;
 }
 

@@ -289,6 +289,7 @@ __kernel void drive(__global const uint *ops, uint n, volatile __global uint *ct
   _gr_init(s, 0, ctl, shd);
   for (uint i = 0u; i < n; i++) {
     s->lid = ops[3u * i];
+    s->lactor = min(s->lid + 1u, (uint)_GR_LS_MULTI);  /* as _gr_init derives it */
     s->ep_l = ops[3u * i + 1u];
     out[i] = (uint)_gr_local(s, ops[3u * i + 2u] | 4u, 0u, 0u);
   }
