@@ -363,3 +363,33 @@ def immediate_bits(text: str, nbytes: int) -> int | None:
     except ValueError:
         return None
     return v & ((1 << (8 * nbytes)) - 1)
+
+
+def prologue_at(fn: Function) -> int:
+    """Where an entry's prologue goes: before its first instruction, inner block or
+    branch target, but after the declarations before them. NVRTC's ``-G`` puts a
+    label (``$L__func_begin0:``, referenced only by debug sections) before the
+    ``.shared`` declarations, which ptxas wants declared before the prologue uses
+    them; a label that code branches to must still run after the prologue."""
+    targets = {
+        o.strip()
+        for s in fn.body
+        if s.kind == "stmt" and not s.text.startswith(".")
+        for o in re.findall(r"[$\w.]+", s.text.partition(" ")[2])
+    }
+    for s in fn.body:
+        if (
+            s.kind == "open"
+            or (s.kind == "label" and s.text in targets)
+            or (s.kind == "stmt" and not s.text.startswith("."))
+        ):
+            return s.start
+    return fn.close.start
+
+
+def reqntid(fn: Function) -> tuple[int, int, int]:
+    """An entry's ``.reqntid`` (x, y, z), (0, 0, 0) where it has none."""
+    m = re.search(r"\.reqntid\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?", fn.header.text)
+    if not m:
+        return (0, 0, 0)
+    return (int(m.group(1)), int(m.group(2) or 1), int(m.group(3) or 1))

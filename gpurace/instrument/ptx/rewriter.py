@@ -19,12 +19,10 @@ from . import (
     bulkcopy,
     cluster,
     emit,
+    features,
     gridsync,
     mbarriers,
-    mbshadow,
     ordering,
-    tcgen05_mma,
-    tma,
     tmem,
     wgmma,
 )
@@ -45,7 +43,9 @@ from .parse import (
     immediate_bits,
     parse_instr,
     parse_module,
+    prologue_at,
     reg_type,
+    reqntid,
 )
 from .source import CudaSource
 from .variables import Var, plan_vars
@@ -116,7 +116,7 @@ def instrument_ptx(
         )
         _Entry(mod, fn, vars_, nv, st, loc, inserts, checked, order, fviews).rewrite()
         params[fn.name] = bindings
-        entry_points[fn.name] = _reqntid(fn)
+        entry_points[fn.name] = reqntid(fn)
     st.not_instrumented += not_inlined(mod, entries, path, inlined.callees)
     # the helpers go after the module header (before the first function)
     first = min(fn.header.start for fn in mod.functions)
@@ -170,41 +170,30 @@ def strip_inserted(ptx: str) -> str:
     return re.sub(re.escape(INLINE_OPEN) + r".*?" + re.escape(INLINE_CLOSE), "", ptx, flags=re.S)
 
 
-def _prologue_at(fn: Function) -> int:
-    """Where an entry's prologue goes: before its first instruction, inner block or
-    branch target, but after the declarations before them. NVRTC's ``-G`` puts a
-    label (``$L__func_begin0:``, referenced only by debug sections) before the
-    ``.shared`` declarations, which ptxas wants declared before the prologue uses
-    them; a label that code branches to must still run after the prologue."""
-    targets = {
-        o.strip()
-        for s in fn.body
-        if s.kind == "stmt" and not s.text.startswith(".")
-        for o in re.findall(r"[$\w.]+", s.text.partition(" ")[2])
-    }
-    for s in fn.body:
-        if (
-            s.kind == "open"
-            or (s.kind == "label" and s.text in targets)
-            or (s.kind == "stmt" and not s.text.startswith("."))
-        ):
-            return s.start
-    return fn.close.start
-
-
-def _reqntid(fn: Function) -> tuple[int, int, int]:
-    m = re.search(r"\.reqntid\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?", fn.header.text)
-    if not m:
-        return (0, 0, 0)
-    return (int(m.group(1)), int(m.group(2) or 1), int(m.group(3) or 1))
-
-
 # ---------------------------------------------------------------------------
 # one entry
 # ---------------------------------------------------------------------------
 
 
 class _Entry:
+    # its queues and state (set by features.plan, which says what each is)
+    copies: bool
+    cp_mbar: bool
+    own: bool
+    tma: bool
+    bulk: bool
+    tma_s: bool
+    bulk_g: bool
+    own_g: bool
+    grid: gridsync.GridPlan
+    tmem: Var | None
+    wgmma: bool
+    tc: bool
+    views: dict[int, int]
+    cluster_regs: bool
+    cluster_waits: set[int]
+    cluster_split: set[int]
+
     def __init__(
         self,
         mod: Module,
@@ -226,31 +215,7 @@ class _Entry:
             for s in fn.body
             if not s.text.startswith(".")
         )
-        self.copies = asynccopy.has_copies(fn)  # its cp.async queue (asynccopy.py)
-        # cp.async copies completed through an mbarrier, and bulk copies (bulkcopy.py)
-        self.cp_mbar = order and self.copies and bulkcopy.has_cp_mbarrier(fn)
-        # a thread against its own copies (docs/async.md rule 5): where they complete
-        # by cp.async.wait_group/wait_all only
-        self.own = self.copies and not bulkcopy.has_cp_mbarrier(fn)
-        self.tma = order and tma.has_tma(fn)  # TMA copies (tma.py): the bulk queue's rules
-        self.bulk = order and (
-            bulkcopy.has_bulk(fn) or self.cp_mbar or self.tma or cluster.queued(fn, views)
-        )
-        self.tma_s = tma.has_tma_store(fn)  # TMA from shared to global (tma.py)
-        self.bulk_g = bulkcopy.has_bulk_to_global(fn) or self.tma_s  # bulk groups
-        # a thread against its own shared-to-global bulk copies (rule 7), by rule 5's
-        # counts of its bulk copies: where no cp.async copy uses those fields (TMA
-        # stores are not counted there: docs/async.md rule 8)
-        self.own_g = bulkcopy.has_bulk_to_global(fn) and not self.copies
-        self.grid = gridsync.plan(mod, fn)  # cooperative groups' grid.sync() (gridsync.py)
-        self.tmem = tmem.entry_var(vars_)  # its tensor memory (tmem.py)
-        self.wgmma = wgmma.has_wgmma(fn)  # its wgmma operand queue (wgmma.py)
-        # its tcgen05.mma/cp queue (tcgen05_mma.py): completed through mbarrier phases
-        self.tc = order and self.tmem is not None and tcgen05_mma.has_ops(fn)
-        # distributed shared memory: each shared variable's cluster view (cluster.py)
-        self.views = views or {}
-        self.cluster_regs = bool(self.views) or (order and mbarriers.has_remote(fn))
-        self.cluster_waits, self.cluster_split = cluster.paired_waits(fn, bool(self.views))
+        features.plan(self, mod, fn, vars_, views)  # its queues and their registers
 
     # -- helpers -------------------------------------------------------------
     def before(self, stmt: Stmt, code: list[str]) -> None:
@@ -297,7 +262,7 @@ class _Entry:
             )
         self.inserts.append((fn.params_end, 0, f"{OPEN}{extra}{CLOSE}"))
         self.inserts.append((fn.open.end, 0, emit.wrap(self._decls())))
-        self.inserts.append((_prologue_at(fn), 0, emit.wrap(self._prologue())))
+        self.inserts.append((prologue_at(fn), 0, emit.wrap(self._prologue())))
         for s in fn.body:
             if s.kind != "stmt":
                 continue
@@ -324,16 +289,7 @@ class _Entry:
         lids = [v.id for v in self.vars if v.space == Space.LOCAL]
         if lids:
             regs.append(".reg .b32 " + ", ".join(f"%_gr_lw{v}" for v in lids) + ";")
-        regs += asynccopy.decls() if self.copies else []
-        regs += bulkcopy.decls() if self.bulk else []
-        regs += bulkcopy.decls_g() if self.bulk_g else []
-        regs += tma.decls() if self.tma or self.tma_s else []
-        regs += tma.decls_s() if self.tma_s else []
-        regs += tmem.decls() if self.tmem else []
-        regs += wgmma.decls() if self.wgmma else []
-        regs += tcgen05_mma.decls() if self.tc else []
-        regs += ordering.DECLS + mbshadow.DECLS if self.order else []
-        regs += cluster.decls() if self.cluster_regs else []
+        regs += features.decls(self)
         return "\n".join(regs + bounds.table_decls(self.vars))
 
     def _prologue(self) -> str:
@@ -372,16 +328,7 @@ class _Entry:
             "mov.u32 %_gr_wep, 0;",
             "mov.u32 %_gr_nmd, 0;",  # named barriers (named.py)
             "mov.u32 %_gr_nst, 0;",
-            *(asynccopy.prologue() if self.copies else []),
-            *(bulkcopy.prologue() if self.bulk else []),
-            *(bulkcopy.prologue_g() if self.bulk_g else []),
-            *(tma.prologue() if self.tma or self.tma_s else []),
-            *(tma.prologue_s() if self.tma_s else []),
-            *(tmem.prologue() if self.tmem else []),
-            *(wgmma.prologue() if self.wgmma else []),
-            *(mbshadow.prologue() if self.order else []),
-            *(tcgen05_mma.prologue() if self.tc else []),
-            *(cluster.prologue() if self.cluster_regs else []),
+            *features.prologue(self),
         ]
         for slot, v in enumerate(self.vars):
             code += [
