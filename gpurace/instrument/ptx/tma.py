@@ -529,6 +529,14 @@ def group_op(entry: Any, read: bool) -> list[str]:
     ]
 
 
+# what a TMA store leaves out (rule 5's counts follow plain bulk stores only: its own
+# queue has no copy numbers for them)
+OWN_STORE = (
+    "its own thread's accesses of the shared box and of the tensor's rows while it is "
+    "in flight are not compared with it (docs/async.md rule 8)"
+)
+
+
 def tma_store(entry: Any, s: Any, ins: Instr) -> str:
     """Records for one shared-to-global TMA copy `s`: a load of the whole shared box
     and a store of each box row inside the tensor, the thread's own records in flight
@@ -541,6 +549,7 @@ def tma_store(entry: Any, s: Any, ins: Instr) -> str:
     if isinstance(parsed, str):
         return parsed
     mp, coords, n = parsed
+    entry.incomplete(s, f"'{ins.opcode}': {OWN_STORE}")
     ops = ins.operands[:-1] if ins.has("::cache_hint") else ins.operands
     ev = entry.site(s, Kind.EVENT, ins)
     ld = entry.site(s, Kind.LOAD, ins, detail=TMA_GROUP)
