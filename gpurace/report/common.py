@@ -616,7 +616,10 @@ def oob_message(v: OobView) -> str:
 def oob_explanation(v: OobView) -> str:
     """What happened to the access (the text report's second line)."""
     if v.oob.cls == RaceClass.UNINITIALISED and v.zeroed:
-        return f"'{v.var_name}': the read gave 0 (WGSL zero-initialises workgroup memory)"
+        return (
+            f"'{v.var_name}': the read gives 0 where the driver zero-initialises workgroup "
+            "memory as WGSL requires (not every driver does: docs/compatibility.md)"
+        )
     if v.oob.cls == RaceClass.UNINITIALISED:
         return f"'{v.var_name}': the read gave whatever the memory held"
     what = "the read gave 0" if v.side.kind == "load" else "the access was left out"
