@@ -194,9 +194,10 @@ class Instrumented:
     initchecked: tuple[int, ...] = ()
     # CUDA: the module logs ORDER events (release/acquire, fences: docs/ordering.md)
     ordering: bool = False
-    # OpenCL: the tracked variables (const __global parameters) whose loads the
-    # prefilter's runs neither mark nor log where the launch lets it (docs/internals.md
-    # §5, "Read-only elision"); prefilter=False logs them as every access
+    # the tracked variables whose loads the prefilter's build and filter runs neither
+    # mark nor log (OpenCL: const __global parameters, where the launch lets it; WGSL:
+    # var<storage, read> buffers): docs/internals.md §2 and §5, "Read-only elision";
+    # prefilter=False logs them as every access
     elided: tuple[int, ...] = ()
 
 
