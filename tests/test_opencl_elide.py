@@ -184,3 +184,15 @@ def test_an_out_of_bounds_read_of_an_elided_buffer_is_reported_at_its_site():
     [o] = report.out_of_bounds
     site = report.sites[o.site]
     assert (site.line, site.col, o.index, o.bound, o.count) == (4, 12, 512, 512, 1)
+
+
+def test_the_launch_keeps_the_full_variant_when_an_argument_shares_an_elided_buffer():
+    """`elision_holds` on what a backend binds: x's buffer passed again as y (a
+    backend binding the program's own buffers) keeps every access tracked."""
+    inst = opencl.instrument(SAXPY, "saxpy.cl")
+    params = inst.params["saxpy"]
+    a, b = object(), object()
+    arr = np.zeros(4, np.float32)
+    assert opencl_backend.elision_holds(params, {0: (a, arr), 1: (b, arr)}, inst.elided)
+    assert not opencl_backend.elision_holds(params, {0: (a, arr), 1: (a, arr)}, inst.elided)
+    assert not opencl_backend.elision_holds(params, {0: (a, arr), 1: (b, arr)}, ())
