@@ -187,6 +187,22 @@ def _scalar(b: Binding, value) -> np.ndarray:
     return np.frombuffer(bytes(value), np.uint8)  # a struct (or raw bytes): as given
 
 
+def elision_holds(
+    params: list[Binding], buffers: dict[int, tuple[object, np.ndarray]], elided: Sequence[int]
+) -> bool:
+    """Whether the launch lets the rewriter's elided parameters go untracked
+    (docs/internals.md §5, "Read-only elision"): some parameter is elided, and no
+    other pointer argument's buffer is the buffer of an elided one. `launch` creates
+    one buffer per argument (`gpurace run` checks a snapshot of each argument), so
+    the test holds for every launch this backend makes; it is here so that a backend
+    that binds the program's own buffers keeps the rule."""
+    mine = {b.binding for b in params if b.var is not None and b.var in elided}
+    if not mine:
+        return False
+    ids = [(i, id(buffers[i][0])) for i in buffers]
+    return not any(a != b and ia == ib and a in mine for a, ia in ids for b, ib in ids)
+
+
 def launch(
     queue,
     source: str,
@@ -208,6 +224,7 @@ def launch(
     read_outputs: bool = True,
     timeout: float | None = None,
     initcheck: tuple[list[int], list[int]] | None = None,
+    elided: Sequence[int] = (),
 ) -> LaunchResult:
     """Run `kernel` once. `args[i]`: a numpy array for a global/constant pointer
     (global ones come back in `outputs[(0, i)]`), a number for a scalar, a byte count
@@ -221,7 +238,9 @@ def launch(
     running after `timeout` seconds (None: $GPURACE_KERNEL_TIMEOUT's) is a DeviceHang
     (`gpurace.watchdog`). `initcheck` (each tracked variable's bytes and
     written-shadows: `abi.place_written`) gives the checked variables their shadows
-    after the event slots and builds the program with _GR_INITCHECK (docs/memcheck.md)."""
+    after the event slots and builds the program with _GR_INITCHECK (docs/memcheck.md).
+    `elided` (`Instrumented.elided`): the tracked variables whose loads the prefilter's
+    runs may leave untracked, built with _GR_ELIDE when `elision_holds`."""
     cl = _cl()
     ctx = queue.context
     mf = cl.mem_flags
@@ -232,9 +251,6 @@ def launch(
         options = [*options, "-D_GR_INITCHECK=1"]
     else:
         initcheck = None
-    source, options = program_for(source, options, shape)
-    program = build(queue, source, path, options)
-    k = cl.Kernel(program, kernel)
     buffers: dict[int, tuple[object, np.ndarray]] = {}
     kargs: list[object] = []
     for b in params:
@@ -257,6 +273,10 @@ def launch(
             kargs.append(cl.LocalMemory(max(1, int(a))))
         else:
             kargs.append(_scalar(b, a))
+    if var_bases is not None and elision_holds(params, buffers, elided):
+        options = [*options, "-D_GR_ELIDE=1"]
+    source, options = program_for(source, options, shape)
+    k = cl.Kernel(build(queue, source, path, options), kernel)
     log_buf = ctl_buf = None
     pre = prefilter or Prefilter(None, 0, 0, SHADOW_OFF)
     nv = 0

@@ -194,6 +194,11 @@ class Instrumented:
     initchecked: tuple[int, ...] = ()
     # CUDA: the module logs ORDER events (release/acquire, fences: docs/ordering.md)
     ordering: bool = False
+    # the tracked variables whose loads the prefilter's build and filter runs neither
+    # mark nor log (OpenCL: const __global parameters, where the launch lets it; WGSL:
+    # var<storage, read> buffers): docs/internals.md §2 and §5, "Read-only elision";
+    # prefilter=False logs them as every access
+    elided: tuple[int, ...] = ()
 
 
 # ---------------------------------------------------------------------------

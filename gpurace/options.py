@@ -57,7 +57,9 @@ class Options:
     """
 
     uniform_writes: str | None = None
-    prefilter: bool = True  # log only words where a conflict is possible (internals §2)
+    # log only words where a conflict is possible, and leave read-only buffers' loads
+    # untracked (internals §2 and §5, "Read-only elision"); False logs every access
+    prefilter: bool = True
     records_per_item: int = RECORDS_PER_ITEM
     kernel_timeout_s: float = KERNEL_TIMEOUT_S  # $GPURACE_KERNEL_TIMEOUT
     device: str | None = None

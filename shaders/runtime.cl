@@ -46,6 +46,14 @@
 #ifndef _GR_ENQUEUED_SIZE
 #define _GR_ENQUEUED_SIZE(d) get_local_size(d)
 #endif
+/* Read-only elision (docs/internals.md §5): the backend defines _GR_ELIDE=1 when the
+   launch lets the rewriter's elided parameters go untracked (no other argument
+   overlaps them); their _gr_track then marks the slot by lw0's top bit, which no
+   __local variable's first word reaches (a global slot's lw0 is otherwise 0). */
+#ifndef _GR_ELIDE
+#define _GR_ELIDE 0
+#endif
+#define _GR_ELIDED_LW0 (_GR_ELIDE ? 0x80000000u : 0u)
 typedef struct {
   __global uint *log;
   volatile __global uint *ctl;
@@ -535,6 +543,18 @@ uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site
   if (k == _GR_SLOTS || past) return _gr_acc_outside(s, a, space, site, kind, size);
 #if _GR_INITCHECK
   if (wb) _gr_written(s, k, off, size, site, kind, extra);
+#endif
+#if _GR_ELIDE
+  if ((lw0 >> 31) && s->mode != _GR_SHADOW_OFF) {
+    /* an elided (read-only) parameter in a build or filter run: a load of a buffer
+       nothing writes cannot race, so it is neither marked nor logged. Anything else
+       here (a pointer the rewriter could not see made writable) makes the run unseen,
+       so the host repeats it unfiltered, where every access is logged; it is then
+       marked as any access. */
+    if ((kind & _GR_F_KIND_MASK) == 0u) return 0u;
+    if (s->mode == _GR_SHADOW_BUILD) s->shd[_GR_SHD_UNSEEN] = 1u;
+    else atomic_inc(&s->shd[_GR_SHD_UNSEEN]);
+  }
 #endif
   if (s->mode == _GR_SHADOW_BUILD && size <= 16u) {
     /* a build run's access of one chunk: what the loop below does for it (a build

@@ -238,7 +238,7 @@ def target(
     run = launcher(
         backend.launch, queue, inst.source, path, kernel, params, args, launch.global_size,
         local, options=launch.options, var_bases=bases, var_sizes=extents,
-        timeout=options.kernel_timeout_s, read_outputs=read_outputs,
+        timeout=options.kernel_timeout_s, read_outputs=read_outputs, elided=inst.elided,
         initcheck=(
             kernel_shadows(inst, kernel, launch.args, launch.path, extents, prod(groups))
             if "initcheck" in options.tools else None

@@ -29,6 +29,7 @@ from . import frontend
 from .accesses import AccessHelpers
 from .builtins import ADDR, RV, BuiltinCalls
 from .edits import Edit, apply
+from .elide import const_escape
 from .predict import Branch, Predictor, waiting_functions
 from .runtime import KERNEL_PARAMS, ORDER_CL, PS, WG_BARRIER, prelude
 from .types import (
@@ -86,6 +87,9 @@ class Rewriter(AccessHelpers, BuiltinCalls):
         self.waits: set[str] = set()  # user functions that reach a barrier
         self.max_slots = 1
         self.program_vars: list = []  # program-scope __global variables so far
+        # const __global parameters whose loads need no race tracking (elide.py)
+        self.elided: list[int] = []
+        self.escape: str | None = None  # why none is (a conversion that drops const)
 
     # ------------------------------------------------------------------ utilities
     def src(self, c) -> str:
@@ -171,6 +175,7 @@ class Rewriter(AccessHelpers, BuiltinCalls):
     # ------------------------------------------------------------------ program
     def run(self) -> Instrumented:
         K = self.K
+        self.escape = const_escape(K, self.tu, self.in_file)
         self.user_functions = {
             c.spelling
             for c in self.tu.cursor.get_children()
@@ -219,6 +224,7 @@ class Rewriter(AccessHelpers, BuiltinCalls):
             not_instrumented=self.notes,
             params=self.params,
             ordering=self.uses_order,
+            elided=tuple(self.elided),
         )
 
     def insert(self, offset: int, text: str) -> None:
@@ -319,9 +325,13 @@ class Rewriter(AccessHelpers, BuiltinCalls):
                             name,
                         )
                     )
+                    lw0 = self.local_first_word(var)
+                    if kind == "global" and pointee.is_const_qualified() and not self.escape:
+                        self.elided.append(var)
+                        lw0 = "_GR_ELIDED_LW0"
                     track.append(
                         f"_gr_track(_gr_s, (ulong){p.spelling}, {int(space)}u, {var}u, "
-                        f"_gr_ctl[_GR_CTL_SIZES + {var}u], {self.local_first_word(var)});"
+                        f"_gr_ctl[_GR_CTL_SIZES + {var}u], {lw0});"
                     )
                 access = "read" if pointee.is_const_qualified() else "read_write"
                 ptype = param_type(pointee)

@@ -18,7 +18,7 @@ from .lexer import _Scanner
 from .module import ModuleRewriter, SiteTable
 from .parser import Parser, parse_bounded
 from .rewriter import FunctionRewriter
-from .runtime import TrackedInfo, bank_fits, local_order, log_bindings, prelude
+from .runtime import TrackedInfo, bank_fits, elided, local_order, log_bindings, prelude
 from .semantics import ModuleScope, Sym
 from .types import (
     Array,
@@ -395,6 +395,7 @@ def instrument(
         not_instrumented=mr.not_instrumented,
         loops=mr.loops.sites,
         initchecked=tuple(checked),
+        elided=tuple(info.id for info in m.tracked if elided(info)),
     )
 
 

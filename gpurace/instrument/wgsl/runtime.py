@@ -35,6 +35,15 @@ SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3, "r": 0, "g": 1, "b": 2, "a": 3}
 BARRIER_EXTRA = {"workgroupBarrier": 1, "storageBarrier": 2, "textureBarrier": 0}
 
 
+def elided(info: TrackedInfo) -> bool:
+    """Whether the prefilter's build and filter runs leave `info`'s accesses untracked
+    (docs/internals.md §2, "Read-only elision"): a `var<storage, read>` buffer, which
+    the shader cannot write and which WebGPU cannot bind over a writable binding of
+    the same dispatch (`gpurace.launch.alias.check_alias_usage` refuses such a launch
+    first), so no access of the launch writes it and none of its loads can race."""
+    return info.space == Space.GLOBAL and info.access == "read"
+
+
 @dataclass
 class TrackedInfo:
     """A tracked module variable: a ``var<storage>`` or ``var<workgroup>``."""
@@ -329,10 +338,13 @@ class Runtime:
         checks = ""  # a variable not checked: its helpers are as before initcheck
         if root.written and self.uninit is not None and root.id not in self.filled:
             checks = self.uninit.statements(site, kind, root, size, off.text(), extra)
-        return checks + (
+        rec = (
             f"_gr_rec({site}u, {flags}u, {off.text()}, {epoch}, {value or '0u'}, {extra}u, "
             f"{local});"
         )
+        if elided(root):  # only a run that logs every access logs it (_gr_mode: an override)
+            rec = f"if _gr_mode == _GR_SHADOW_OFF {{ {rec} }}"
+        return checks + rec
 
     def _leaves(
         self,
