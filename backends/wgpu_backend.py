@@ -149,22 +149,53 @@ fn masks(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups)
 )
 
 
-def shadow_may_conflict(device, pre: Prefilter, host_bytes: int = HOST_SEARCH_BYTES) -> bool:
+def shadow_may_conflict(device, pre: Prefilter, host_bytes: int | None = None) -> bool:
     """Whether a built shadow has a word where a conflict is possible (a launch-wide
     pair, or a local mask with a bit set), or its run touched a word beyond the
     shadow or a workgroup variable out of bounds. When none, a filter run would log
-    only events: the build run (which logged them) stands for it. A shadow of at
-    most `host_bytes` is read back and searched on the host (the same test)."""
+    only events: the build run (which logged them) stands for it.
+
+    The build run's `launch` searched already, in its own submit (`pre.conflict`):
+    that answer, unless `host_bytes` asks for a search now. A shadow of at most
+    `host_bytes` (None: HOST_SEARCH_BYTES) is read back and searched on the host (the
+    same test), a larger one on the device."""
+    if host_bytes is None:
+        if pre.conflict is not None:
+            return pre.conflict
+        host_bytes = HOST_SEARCH_BYTES
     if pre.nbytes <= host_bytes:
         words = np.frombuffer(device.queue.read_buffer(pre.buf, 0, pre.nbytes), np.uint32)
         return may_conflict_words(words, pre)
+    enc = device.create_command_encoder()
+    found = _encode_search(device, enc, pre)
+    return bool(_read_back(device, enc, [(found, 0, 4)])()[0][0])
+
+
+def _search_ranges(
+    device, encoder, pre: Prefilter
+) -> tuple[list[tuple[Any, int, int]], Callable[[np.ndarray], bool]]:
+    """The search of a build run's shadow, in that run's submit (`launch`): the range
+    to read back with the run's control words, and the test of its words. A shadow
+    of at most HOST_SEARCH_BYTES is copied whole and searched on the host (reading it
+    costs less than compiling the device search); a larger one is searched by
+    `_SHADOW_ANY`'s passes recorded after the run's, and only their flag is read."""
+    if pre.nbytes <= HOST_SEARCH_BYTES:
+        return [(pre.buf, 0, pre.nbytes)], lambda words: may_conflict_words(words, pre)
+    found = _encode_search(device, encoder, pre)
+    return [(found, 0, 4)], lambda words: bool(words[0])
+
+
+def _encode_search(device, enc, pre: Prefilter) -> Any:
+    """Record the device search of `pre`'s built shadow in `enc`: its passes set the
+    first word of the returned buffer (the pool's, cleared here) when a word may
+    conflict."""
     storage = wgpu.BufferBindingType.storage
     layout = ((0, ((0, storage), (1, storage), (2, wgpu.BufferBindingType.uniform))),)
-    found = device.create_buffer(size=16, usage=_STORAGE)
+    found, span_buf = _pool(device).search_buffers()
     masks = pre.local_words * pre.groups
     span = np.array([pre.words, masks, pre.local_offset + masks, 0], np.uint32)
-    span_buf = device.create_buffer_with_data(data=span.tobytes(), usage=wgpu.BufferUsage.UNIFORM)
-    enc = device.create_command_encoder()
+    device.queue.write_buffer(span_buf, 0, span.tobytes())
+    enc.clear_buffer(found, 0, 16)
     for entry, threads in (("pairs", pre.words), ("masks", masks)):
         if entry == "masks" and not masks:
             continue
@@ -186,8 +217,7 @@ def shadow_may_conflict(device, pre: Prefilter, host_bytes: int = HOST_SEARCH_BY
         cp.set_bind_group(0, bind)
         cp.dispatch_workgroups(gx, -(-groups // gx), 1)
         cp.end()
-    device.queue.submit([enc.finish()])
-    return bool(np.frombuffer(device.queue.read_buffer(found, 0, 4), np.uint32)[0])
+    return found
 
 
 def prefilter(
@@ -197,15 +227,14 @@ def prefilter(
     (the device's one scratch shadow: valid until the next check). With the
     `local_words` of the module's local order (`instrument.wgsl.local_order`) and the
     launch's `num_groups`, it has a per-group local area for as many groups as the
-    binding limit allows (docs/internals.md §2). Its build run logs the events."""
+    binding limit allows (docs/internals.md §2). Its build run logs the events.
+    The buffer is cleared by the first run (`launch`), in that run's submit."""
     limit = analysis_limit(device)
     words = shadow_words(address_end, limit)
     groups = local_groups(words, local_words, num_groups, limit)
     pre = Prefilter(None, words, wgsize, local_words=local_words, groups=groups)
     pre.buf = _pool(device).shadow_buffer(pre.nbytes)
-    enc = device.create_command_encoder()
-    enc.clear_buffer(pre.buf, 0, pre.nbytes)
-    device.queue.submit([enc.finish()])
+    pre.pending_clear = True
     return pre
 
 
@@ -225,6 +254,17 @@ class _BufferPool:
         self.free: list[Any] = []  # wgpu.GPUBuffer
         self.log: Any = None
         self.shadow: Any = None
+        self.search: tuple[Any, Any] | None = None
+
+    def search_buffers(self) -> tuple[Any, Any]:
+        """The device search's flag buffer and its uniform span (`_encode_search`)."""
+        if self.search is None:
+            span = wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
+            self.search = (
+                self.device.create_buffer(size=16, usage=_STORAGE),
+                self.device.create_buffer(size=16, usage=span),
+            )
+        return self.search
 
     def log_buffer(self, nbytes: int) -> object:
         """The one scratch log buffer, grown to `nbytes` if smaller (not cleared: only
@@ -307,9 +347,29 @@ def launch(
     every access in the range is logged. Without `read_outputs`, the user's buffers
     are not read back (a check needs only the log). A launch still running after
     `timeout` seconds (None: $GPURACE_KERNEL_TIMEOUT's) is a DeviceHang.
+
+    An instrumented launch (`log_group`) takes its storage buffers from the device's
+    pool and gives them back once it has finished, binds each to the bytes it needs,
+    and does everything in one submit and one read-back: a pending clear of
+    `prefilter`'s shadow, the dispatch, and a build run's search of the shadow it
+    built (`prefilter.conflict`; docs/internals.md §2). A plain launch makes its
+    buffers as a program would.
     """
     groups: Groups = {}
     buffers: dict[tuple[int, int], object] = {}
+    pool = _pool(device) if log_group is not None else None
+    taken: list[object] = []  # the pooled buffers, given back when the launch is done
+
+    def storage(nbytes: int, words: bytes | None = None) -> dict:
+        """A pooled buffer's first `nbytes` bytes as a binding, holding `words`
+        (zeros after them up to `nbytes`), or nothing written (None)."""
+        assert pool is not None
+        buf = pool.take(nbytes)
+        taken.append(buf)
+        if words is not None:
+            device.queue.write_buffer(buf, 0, words + bytes(nbytes - len(words)))
+        return {"buffer": buf, "offset": 0, "size": nbytes}
+
     views = aliases or {}
     usages: dict[tuple[int, int], int] = {}  # a buffer's usage: that of all its bindings
     for b in bindings:
@@ -327,12 +387,17 @@ def launch(
             res: object = {"buffer": buffers[owner], "offset": offset, "size": arr.nbytes}
         else:
             nbytes = max(16, (arr.nbytes + 15) // 16 * 16)
-            buffers[where] = res = device.create_buffer(size=nbytes, usage=usages[where])
-            device.queue.write_buffer(res, 0, arr.tobytes())
+            if pool is not None and usages[where] == _STORAGE:
+                res = storage(nbytes, arr.tobytes())
+                buffers[where] = res["buffer"]
+            else:
+                buffers[where] = res = device.create_buffer(size=nbytes, usage=usages[where])
+                device.queue.write_buffer(res, 0, arr.tobytes())
         groups.setdefault(b.group, []).append((b.binding, binding_type(b), res))
     log_buf = ctl_buf = None
     constants: tuple = ()
     encoder = device.create_command_encoder()  # the clears below, then the dispatch
+    search: tuple[list, Callable[[np.ndarray], bool]] = ([], lambda _words: False)
     if log_group is not None:
         log_bytes = max(32, log_capacity * RECORD_WORDS * 4)
         log_buf = (
@@ -346,16 +411,24 @@ def launch(
         )
         shadow = place_written(header, len(header), *initcheck) if initcheck else 0
         ctl = np.array(header, dtype=np.uint32)
-        # a new buffer is zeros (WebGPU): the written-shadows start empty
-        ctl_buf = device.create_buffer(size=max(16, ctl.nbytes + 4 * shadow), usage=_STORAGE)
-        device.queue.write_buffer(ctl_buf, 0, ctl.tobytes())
+        ctl_bytes = max(16, ctl.nbytes + 4 * shadow)
+        ctl_res = storage(ctl_bytes, ctl.tobytes())
+        ctl_buf = ctl_res["buffer"]
+        if ctl_bytes > ctl.nbytes:  # the written-shadows start empty (the header is
+            # written before the submit whose clear this is)
+            encoder.clear_buffer(ctl_buf, ctl.nbytes, ctl_bytes - ctl.nbytes)
         pre = prefilter or Prefilter(None, 0, 0, SHADOW_OFF)
         shd_head = np.array(pre.header(), np.uint32)
-        shd_buf = pre.buf or device.create_buffer(size=shd_head.nbytes, usage=_STORAGE)
+        shd_res: Any = storage(shd_head.nbytes) if pre.buf is None else pre.buf
+        shd_buf = pre.buf or shd_res["buffer"]
         # a filter run keeps SHD_LOCAL_OOB (the last header word), which its build run
         # sets on a local access out of bounds
         keep = 1 if pre.mode == SHADOW_FILTER else 0
         device.queue.write_buffer(shd_buf, 0, shd_head[: SHADOW_HEAD - keep].tobytes())
+        if pre.pending_clear:  # a new shadow: all but the header just written
+            head = (SHADOW_HEAD - keep) * 4
+            encoder.clear_buffer(shd_buf, head, pre.nbytes - head)
+            pre.pending_clear = False
         local = pre.local_words * pre.groups
         if local:  # every run starts from empty states; the masks are the build run's
             encoder.clear_buffer(shd_buf, pre.local_offset * 4, int(local) * 4)
@@ -368,13 +441,12 @@ def launch(
             ("_gr_mode", pre.mode),
             ("_gr_lmode", lmode),
         )
-        par_buf = device.create_buffer_with_data(data=par.tobytes(), usage=wgpu.BufferUsage.STORAGE)
-        storage = wgpu.BufferBindingType.storage
+        rw = wgpu.BufferBindingType.storage
         groups[log_group] = [
-            (0, storage, log_buf),
-            (1, storage, ctl_buf),
-            (2, storage, shd_buf),
-            (3, wgpu.BufferBindingType.read_only_storage, par_buf),
+            (0, rw, log_buf),
+            (1, rw, ctl_res),
+            (2, rw, shd_res),
+            (3, wgpu.BufferBindingType.read_only_storage, storage(par.nbytes, par.tobytes())),
         ]
         start_analysis_pipelines(device)  # compiled while this module's are
     pipeline, bind_groups = cached_pipeline(device, source, path, entry, groups, constants)
@@ -386,9 +458,13 @@ def launch(
     pass_.end()
     what = "instrumented run" if log_group is not None else "plain run"
     read_control: Callable[[], list[np.ndarray]] | None = None
-    if ctl_buf is not None:  # the control words, and a filter run's unseen counter
+    if ctl_buf is not None:  # the control words, a filter run's unseen counter or a
+        # build run's search
         unseen = [(shd_buf, 4 * SHD_UNSEEN, 4)] if pre.mode == SHADOW_FILTER else []
-        read_control = _read_back(device, encoder, [(ctl_buf, 0, max(16, ctl.nbytes)), *unseen])
+        if pre.mode == SHADOW_BUILD and pre.buf is not None:
+            search = _search_ranges(device, encoder, pre)
+        ranges = [(ctl_buf, 0, max(16, ctl.nbytes)), *unseen, *search[0]]
+        read_control = _read_back(device, encoder, ranges)
     else:
         device.queue.submit([encoder.finish()])
 
@@ -400,8 +476,7 @@ def launch(
                 where = (b.group, b.binding)
                 owner, offset = views.get(where, (where, 0))
                 src = data[where]
-                size = (src.nbytes + 3) // 4 * 4 if where in views else None  # None: all
-                raw = device.queue.read_buffer(buffers[owner], offset, size)
+                raw = device.queue.read_buffer(buffers[owner], offset, (src.nbytes + 3) // 4 * 4)
                 outputs[where] = (
                     np.frombuffer(raw, dtype=src.dtype)[: src.size].reshape(src.shape).copy()
                 )
@@ -417,6 +492,10 @@ def launch(
                 result.histogram = bins.astype(np.int64)
             if pre.mode == SHADOW_FILTER:
                 result.unseen = int(control[1][0])
+            if search[0]:
+                pre.conflict = search[1](control[-1])
+        if pool is not None:  # the launch is done: its buffers may serve the next
+            pool.give(taken)
         return result
 
     return waited(device, collect, entry, what, path, timeout)
