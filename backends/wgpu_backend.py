@@ -411,12 +411,9 @@ def launch(
         )
         shadow = place_written(header, len(header), *initcheck) if initcheck else 0
         ctl = np.array(header, dtype=np.uint32)
-        ctl_bytes = max(16, ctl.nbytes + 4 * shadow)
-        ctl_res = storage(ctl_bytes, ctl.tobytes())
+        # the header, then zeros: the written-shadows start empty
+        ctl_res = storage(max(16, ctl.nbytes + 4 * shadow), ctl.tobytes())
         ctl_buf = ctl_res["buffer"]
-        if ctl_bytes > ctl.nbytes:  # the written-shadows start empty (the header is
-            # written before the submit whose clear this is)
-            encoder.clear_buffer(ctl_buf, ctl.nbytes, ctl_bytes - ctl.nbytes)
         pre = prefilter or Prefilter(None, 0, 0, SHADOW_OFF)
         shd_head = np.array(pre.header(), np.uint32)
         shd_res: Any = storage(shd_head.nbytes) if pre.buf is None else pre.buf
