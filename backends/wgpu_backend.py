@@ -360,14 +360,18 @@ def launch(
     pool = _pool(device) if log_group is not None else None
     taken: list[object] = []  # the pooled buffers, given back when the launch is done
 
-    def storage(nbytes: int, words: bytes | None = None) -> dict:
-        """A pooled buffer's first `nbytes` bytes as a binding, holding `words`
-        (zeros after them up to `nbytes`), or nothing written (None)."""
+    def storage(nbytes: int, words: np.ndarray | None = None) -> dict:
+        """A pooled buffer's first `nbytes` bytes as a binding, holding `words` (a
+        contiguous array; zeros after it up to `nbytes`), or nothing written (None)."""
         assert pool is not None
         buf = pool.take(nbytes)
         taken.append(buf)
-        if words is not None:
-            device.queue.write_buffer(buf, 0, words + bytes(nbytes - len(words)))
+        if words is not None and words.nbytes % 4:  # writes are of 4-byte multiples
+            device.queue.write_buffer(buf, 0, words.tobytes() + bytes(nbytes - words.nbytes))
+        elif words is not None:
+            device.queue.write_buffer(buf, 0, words)  # no copy made here
+            if nbytes > words.nbytes:
+                device.queue.write_buffer(buf, words.nbytes, bytes(nbytes - words.nbytes))
         return {"buffer": buf, "offset": 0, "size": nbytes}
 
     views = aliases or {}
@@ -388,7 +392,7 @@ def launch(
         else:
             nbytes = max(16, (arr.nbytes + 15) // 16 * 16)
             if pool is not None and usages[where] == _STORAGE:
-                res = storage(nbytes, arr.tobytes())
+                res = storage(nbytes, arr)
                 buffers[where] = res["buffer"]
             else:
                 buffers[where] = res = device.create_buffer(size=nbytes, usage=usages[where])
@@ -412,7 +416,7 @@ def launch(
         shadow = place_written(header, len(header), *initcheck) if initcheck else 0
         ctl = np.array(header, dtype=np.uint32)
         # the header, then zeros: the written-shadows start empty
-        ctl_res = storage(max(16, ctl.nbytes + 4 * shadow), ctl.tobytes())
+        ctl_res = storage(max(16, ctl.nbytes + 4 * shadow), ctl)
         ctl_buf = ctl_res["buffer"]
         pre = prefilter or Prefilter(None, 0, 0, SHADOW_OFF)
         shd_head = np.array(pre.header(), np.uint32)
@@ -443,7 +447,7 @@ def launch(
             (0, rw, log_buf),
             (1, rw, ctl_res),
             (2, rw, shd_res),
-            (3, wgpu.BufferBindingType.read_only_storage, storage(par.nbytes, par.tobytes())),
+            (3, wgpu.BufferBindingType.read_only_storage, storage(par.nbytes, par)),
         ]
         start_analysis_pipelines(device)  # compiled while this module's are
     pipeline, bind_groups = cached_pipeline(device, source, path, entry, groups, constants)

@@ -8,8 +8,10 @@ the poll thread's ``wgpuDevicePoll``, whose number depends on timing; by name wi
 ``--names``), queue submits, buffer maps (read-backs), buffers
 created and their bytes, bind groups created, and the bytes of clear_buffer,
 write_buffer and copy_buffer_to_buffer (read_buffer's copies included). It also
-prints the check's report (verdict, races, records) so that two trees can be
-compared. Run from a checkout's root with that tree's interpreter::
+prints the CPU time of the checking thread (the host's share: lavapipe's own
+threads, which run the kernels, are not counted; less load-dependent than wall time)
+and the check's report (verdict, races, records) so that two trees can be compared.
+Run from a checkout's root with that tree's interpreter::
 
     python bench/wgsl_calls.py [--scale 0.0625] [--checks 3] [--names] [CASE ...]
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -106,8 +109,10 @@ def main() -> None:
         for kernel in wgpu_pipelines.COMPILE_ORDER:  # else compiled on a thread meanwhile
             wgpu_pipelines.analysis_pipeline(wgpu_backend.get_device(None)[0], kernel)
         COUNTS.clear()
+        cpu = time.thread_time()
         for _ in range(args.checks):
             report = check()
+        cpu_ms = (time.thread_time() - cpu) * 1e3 / args.checks
         per = {k: v / args.checks for k, v in COUNTS.items()}
         s = report.scope
         rows.append(
@@ -119,8 +124,8 @@ def main() -> None:
             f"{per.get('write_buffer', 0):.0f} / {per.get('write_buffer bytes', 0):,.0f} | "
             f"{per.get('copy_buffer_to_buffer', 0):.0f} / "
             f"{per.get('copy_buffer_to_buffer bytes', 0):,.0f} | "
-            f"{'complete' if s.complete else 'INCOMPLETE'}, {len(report.races)} races, "
-            f"{s.accesses_logged} records |"
+            f"{cpu_ms:.1f} | {'complete' if s.complete else 'INCOMPLETE'}, "
+            f"{len(report.races)} races, {s.accesses_logged} records |"
         )
         if args.names:
             for key, value in sorted(per.items()):
@@ -129,9 +134,9 @@ def main() -> None:
     print(f"per warm check (mean of {args.checks}), scale {args.scale}")
     print(
         "| kernel | native calls | submits | maps | buffers made / bytes | bind groups "
-        "| clears / bytes | writes / bytes | copies / bytes | report |"
+        "| clears / bytes | writes / bytes | copies / bytes | main thread CPU ms | report |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 
 

@@ -138,6 +138,33 @@ def test_pooled_buffers_start_as_fresh_ones_would():
     assert api.check(SCATTER, _spec(own), path="s.wgsl").races == []
 
 
+HALVES = """enable f16;
+@group(0) @binding(0) var<storage, read> src: array<f16>;
+@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+
+@compute @workgroup_size(3)
+fn main(@builtin(local_invocation_index) lid: u32) {
+    dst[u32(src[lid])] = lid;
+}
+"""
+
+
+def test_a_buffer_of_an_odd_number_of_halves_is_uploaded_whole():
+    """Three f16 (6 bytes, written with its padding in one write): 0, 1, 2 index
+    three words; a last half lost to the padding would make two writes of word 0."""
+    for last, races in ((2.0, 0), (0.0, 1)):
+        _poison_pool()
+        spec = LaunchSpec.from_dict(
+            {"entry": "main", "workgroups": [1, 1, 1],
+             "binding": [{"binding": 0, "type": "f16", "count": 3,
+                          "fill": np.array([0.0, 1.0, last], np.float16)},
+                         {"binding": 1, "type": "u32", "count": 4}]},
+            path="h.toml",
+        )  # fmt: skip
+        report = api.check(HALVES, spec, path="h.wgsl")
+        assert len(report.races) == races and report.scope.complete
+
+
 IDS = ("atomic_global_counter", "inter_ww", "reduce_tree", "reduce_loop_no_barrier")
 
 
