@@ -544,7 +544,9 @@ def _read_back(
     device.queue.submit([encoder.finish()])
 
     def words() -> list[np.ndarray]:
-        staging.map_sync(wgpu.MapMode.READ)
+        # as wgpu-py's own read_buffer maps after its copy's submit: without the empty
+        # submit its map_sync(READ) makes first (for a map before any submit)
+        staging.map_async("READ_NOSYNC").sync_wait()
         words = np.frombuffer(staging.read_mapped(), np.uint32).copy()
         staging.unmap()
         staging.destroy()
@@ -650,16 +652,18 @@ class _WgpuKernels:
         self.submit()
 
     def read(self, buf: Any) -> np.ndarray:
-        self.submit()
-        raw = waited(
+        """`buf`'s words: its copy goes in the submit of the clears still pending (one
+        submit and one map, not a submit of those and a read_buffer's own)."""
+        encoder, self.encoder = self.pending(), None
+        words = _read_back(self.device, encoder, [(buf.buf, 0, buf.size)])
+        return waited(
             self.device,
-            lambda: self.device.queue.read_buffer(buf.buf, 0, buf.size),
+            lambda: words()[0],
             "analysis",
             "gpurace's analysis kernels",
             "",
             self.timeout,
         )
-        return np.frombuffer(raw, np.uint32).copy()
 
 
 def _whole(buf) -> _Slice:
