@@ -255,6 +255,18 @@ class _BufferPool:
         self.log: Any = None
         self.shadow: Any = None
         self.search: tuple[Any, Any] | None = None
+        self.params: tuple[Any, Any] | None = None
+
+    def params_buffers(self, upload_bytes: int) -> tuple[Any, Any]:
+        """The analysis kernels' uniform Params and the buffer their values are
+        copied from (`_WgpuKernels`; one analysis at a time per device)."""
+        if self.params is None:
+            usage = wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
+            self.params = (
+                self.device.create_buffer(size=PARAM_WORDS * 4, usage=usage),
+                self.device.create_buffer(size=upload_bytes, usage=_STORAGE),
+            )
+        return self.params
 
     def search_buffers(self) -> tuple[Any, Any]:
         """The device search's flag buffer and its uniform span (`_encode_search`)."""
@@ -580,15 +592,19 @@ class _Slice:
 class _WgpuKernels:
     """The driver's KernelApi on a wgpu device: one bind group per set of buffers,
     storage from the device's pool (handed back by `release` when the pass is done).
-    Clears are recorded into the encoder of the next kernel (or read) and submitted
-    with it: one submit per kernel, not one per zeroed buffer."""
+    Clears and kernels are recorded into one encoder, submitted with the copy of the
+    next read: one submit per read, not one per kernel or zeroed buffer. Each kernel's
+    Params are written to a slot of their own in `uploads` and copied into the one
+    uniform buffer the kernels bind just before its pass (a queue write lands before
+    the whole submit: two kernels of one submit cannot share a written buffer)."""
+
+    SLOTS = 64  # kernels per submit at most (a pass runs ~20)
 
     def __init__(self, device) -> None:
         self.device = device
         self.layout = analysis_layout(device)
-        self.params = device.create_buffer(
-            size=PARAM_WORDS * 4, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
-        )
+        self.params, self.uploads = _pool(device).params_buffers(self.SLOTS * PARAM_WORDS * 4)
+        self.slot = 0  # the next free slot of `uploads` in the pending encoder
         self.bound: tuple[list, object] = ([], None)
         self.pool = _pool(device)
         self.taken: list[object] = []
@@ -605,6 +621,7 @@ class _WgpuKernels:
         if self.encoder is not None:
             self.device.queue.submit([self.encoder.finish()])
             self.encoder = None
+        self.slot = 0
 
     def zeros(self, nbytes: int) -> object:
         buf = self.pool.take(nbytes)
@@ -620,7 +637,8 @@ class _WgpuKernels:
     def release(self) -> None:
         """Every pooled buffer this pass took goes back to the pool."""
         self.bound = ([], None)
-        self.encoder = None  # clears of buffers no kernel used: not needed
+        self.encoder = None  # kernels no read waited for: nothing of theirs is used
+        self.slot = 0
         self.pool.give(self.taken)
         self.taken = []
 
@@ -643,18 +661,23 @@ class _WgpuKernels:
         gx, gy = min(groups, ROW_GROUPS), -(-groups // ROW_GROUPS)
         params[P_ROW] = gx * WORKGROUP
         bind = self.bind_group(buffers)
-        self.device.queue.write_buffer(self.params, 0, params.tobytes())
-        cp = self.pending().begin_compute_pass()
+        if self.slot == self.SLOTS:
+            self.submit()
+        at, nbytes = self.slot * PARAM_WORDS * 4, PARAM_WORDS * 4
+        self.slot += 1
+        self.device.queue.write_buffer(self.uploads, at, params.tobytes())
+        encoder = self.pending()
+        encoder.copy_buffer_to_buffer(self.uploads, at, self.params, 0, nbytes)
+        cp = encoder.begin_compute_pass()
         cp.set_pipeline(analysis_pipeline(self.device, kernel))
         cp.set_bind_group(0, bind)
         cp.dispatch_workgroups(gx, gy, 1)
         cp.end()
-        self.submit()
 
     def read(self, buf: Any) -> np.ndarray:
         """`buf`'s words: its copy goes in the submit of the clears still pending (one
         submit and one map, not a submit of those and a read_buffer's own)."""
-        encoder, self.encoder = self.pending(), None
+        encoder, self.encoder, self.slot = self.pending(), None, 0
         words = _read_back(self.device, encoder, [(buf.buf, 0, buf.size)])
         return waited(
             self.device,

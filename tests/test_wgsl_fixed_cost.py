@@ -209,3 +209,16 @@ def test_a_warm_clean_check_reads_back_once(monkeypatch):
         assert len(maps) == 1
     words = np.zeros(8, np.uint32)  # the host test on a shadow with nothing shared
     assert not may_conflict_words(words, wgpu_backend.Prefilter(None, 0, 16))
+
+
+def test_analysis_kernels_batched_into_few_submits_give_the_same_races(monkeypatch):
+    """The analysis kernels between two reads share a submit, each with its own Params
+    slot; with one slot a submit (every kernel submitted alone, as before) the races
+    of a racy case are the same."""
+    case = next(c for c in cases("wgsl", ".wgsl") if c.id == "reduce_missing_first_barrier")
+    source, spec = case.load()
+    batched = api.check(source, spec, path=str(case.kernel), all_instances=True)
+    assert batched.races and batched.instances
+    monkeypatch.setattr(wgpu_backend._WgpuKernels, "SLOTS", 1)
+    alone = api.check(source, spec, path=str(case.kernel), all_instances=True)
+    assert alone.races == batched.races and alone.instances == batched.instances
