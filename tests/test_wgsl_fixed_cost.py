@@ -222,3 +222,28 @@ def test_analysis_kernels_batched_into_few_submits_give_the_same_races(monkeypat
     monkeypatch.setattr(wgpu_backend._WgpuKernels, "SLOTS", 1)
     alone = api.check(source, spec, path=str(case.kernel), all_instances=True)
     assert alone.races == batched.races and alone.instances == batched.instances
+
+
+@pytest.mark.parametrize("count", [20, 21])
+def test_the_device_search_finds_a_conflict_in_one_word_only(monkeypatch, count):
+    """The device search tests several words per invocation (`_SEARCH_PER`): a race on
+    only buf's last word is found, which needs the search to say so (the build run
+    logs no access). With 20 words, that word is the shadow's last; with 21, the
+    first of the last invocation's words."""
+    monkeypatch.setattr(wgpu_backend, "HOST_SEARCH_BYTES", 0)
+    idx = np.arange(16, dtype=np.uint32)
+    idx[14:] = count - 1  # two work-items store to buf's last word
+    spec = LaunchSpec.from_dict(
+        {"entry": "main", "workgroups": [1, 1, 1],
+         "binding": [{"binding": 0, "type": "u32", "count": 16, "fill": idx},
+                     {"binding": 1, "type": "u32", "count": count}]},
+        path="k.toml",
+    )  # fmt: skip
+    bases, total = api.address_layout(wgsl.instrument(SCATTER, "s.wgsl"), spec)
+    word = (bases[1] + 4 * (count - 1)) // 4
+    per = wgpu_backend._SEARCH_PER
+    assert word == (total // 4 - 1 if count == 20 else total // 4 // per * per)
+    report = api.check(SCATTER, spec, path="s.wgsl")
+    assert [(r.cls.name, r.address, r.pairs) for r in report.races] == [
+        ("GLOBAL_INTRA", 4 * (count - 1), 1)
+    ]
