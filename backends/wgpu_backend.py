@@ -30,7 +30,6 @@ from gpurace.abi import (
     ctl_uninit,
     par_shadow,
     place_written,
-    wgsl_consts,
 )
 from gpurace.backends import analysis_driver
 from gpurace.backends.analysis_driver import (  # noqa: F401 - re-exported for callers
@@ -79,6 +78,7 @@ from gpurace.backends.wgpu_pipelines import (  # noqa: F401 - re-exported for ca
     start_analysis_pipelines,
     validate_source,
 )
+from gpurace.backends.wgpu_search import encode_search
 from gpurace.model import RECORD_WORDS, Binding
 from gpurace.options import Options
 
@@ -110,66 +110,6 @@ def max_records_per_pass(device) -> int:
 # ---------------------------------------------------------------------------
 
 
-_SEARCH_PER = 8  # shadow words each invocation of the device search tests
-
-_SHADOW_ANY = (
-    wgsl_consts(("shadow",))
-    + f"const PER: u32 = {_SEARCH_PER}u;\n"
-    + """
-@group(0) @binding(0) var<storage, read> shd: array<u32>;
-@group(0) @binding(1) var<storage, read_write> found: array<u32>;
-// the launch-wide words W, the local area's masks G * L and their first word
-@group(0) @binding(2) var<uniform> span: vec4<u32>;
-
-// found[0] = 1 if some word of the shadow may hold a conflict: a launch-wide pair
-// with several actors, and a store or atomics beside plain accesses (the filter's
-// and the analysis' test), or a mask word of the local area with a bit set. Two
-// entry points: lavapipe runs a branch's body under a lane mask even when no lane
-// takes it, so a launch without a local area does not pay for its scan. Plain loads
-// and stores, no atomics: the pass reads a finished shadow (an earlier pass of the
-// submit built it), and every store writes the same 1; lavapipe runs an atomic lane
-// by lane, a plain load for all lanes at once.
-// PER (_SEARCH_PER): words each invocation tests; fewer invocations and groups,
-// which cost lavapipe more than the loads (a 16 MiB shadow: ~20 ms with one word
-// each and atomic loads, ~3 ms so)
-fn pair_may_conflict(w: u32) -> bool {
-  let who = shd[SHADOW_HEAD + PAIR_WORDS * w];
-  let kinds = shd[SHADOW_HEAD + PAIR_WORDS * w + 1u];
-  let mixed = (kinds & KB_STORE) != 0u || (kinds & (KB_LOAD | KB_ATOMIC)) == (KB_LOAD | KB_ATOMIC);
-  return w < span.x && who == MULTI && mixed;
-}
-
-@compute @workgroup_size(64)
-fn pairs(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
-  let i = gid.x + gid.y * n.x * 64u;
-  if (i == 0u && (shd[SHD_UNSEEN] != 0u || shd[SHD_LOCAL_OOB] != 0u)) {
-    found[0] = 1u;  // a word beyond the shadow, a local access out of bounds
-  }
-  var hit = false;
-  for (var k = 0u; k < PER; k++) {
-    hit = hit | pair_may_conflict(i * PER + k);
-  }
-  if (hit) {
-    found[0] = 1u;
-  }
-}
-
-@compute @workgroup_size(64)
-fn masks(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
-  let i = gid.x + gid.y * n.x * 64u;
-  var hit = false;
-  for (var k = 0u; k < PER; k++) {
-    let m = i * PER + k;
-    hit = hit | (m < span.y && shd[span.z + m] != 0u);
-  }
-  if (hit) {
-    found[0] = 1u;
-  }
-}
-"""
-)
-
-
 def shadow_may_conflict(device, pre: Prefilter, host_bytes: int | None = None) -> bool:
     """Whether a built shadow has a word where a conflict is possible (a launch-wide
     pair, or a local mask with a bit set), or its run touched a word beyond the
@@ -188,7 +128,8 @@ def shadow_may_conflict(device, pre: Prefilter, host_bytes: int | None = None) -
         words = np.frombuffer(device.queue.read_buffer(pre.buf, 0, pre.nbytes), np.uint32)
         return may_conflict_words(words, pre)
     enc = device.create_command_encoder()
-    found = _encode_search(device, enc, pre)
+    found, span = _pool(device).search_buffers()
+    encode_search(device, enc, pre, found, span)
     return bool(_read_back(device, enc, [(found, 0, 4)])()[0][0])
 
 
@@ -199,48 +140,12 @@ def _search_ranges(
     to read back with the run's control words, and the test of its words. A shadow
     of at most HOST_SEARCH_BYTES is copied whole and searched on the host (reading it
     costs less than compiling the device search); a larger one is searched by
-    `_SHADOW_ANY`'s passes recorded after the run's, and only their flag is read."""
+    `wgpu_search`'s passes recorded after the run's, and only their flag is read."""
     if pre.nbytes <= HOST_SEARCH_BYTES:
         return [(pre.buf, 0, pre.nbytes)], lambda words: may_conflict_words(words, pre)
-    found = _encode_search(device, encoder, pre)
+    found, span = _pool(device).search_buffers()
+    encode_search(device, encoder, pre, found, span)
     return [(found, 0, 4)], lambda words: bool(words[0])
-
-
-def _encode_search(device, enc, pre: Prefilter) -> Any:
-    """Record the device search of `pre`'s built shadow in `enc`: its passes set the
-    first word of the returned buffer (the pool's, cleared here) when a word may
-    conflict."""
-    storage = wgpu.BufferBindingType.storage
-    ro, uniform = wgpu.BufferBindingType.read_only_storage, wgpu.BufferBindingType.uniform
-    layout = ((0, ((0, ro), (1, storage), (2, uniform))),)
-    found, span_buf = _pool(device).search_buffers()
-    masks = pre.local_words * pre.groups
-    span = np.array([pre.words, masks, pre.local_offset + masks, 0], np.uint32)
-    device.queue.write_buffer(span_buf, 0, span.tobytes())
-    enc.clear_buffer(found, 0, 16)
-    for entry, words in (("pairs", pre.words), ("masks", masks)):
-        if entry == "masks" and not masks:
-            continue
-        threads = -(-words // _SEARCH_PER)
-        pipeline, layouts = cached_module_pipeline(
-            device, _SHADOW_ANY, "<shadow_any>", entry, layout
-        )
-        bind = device.create_bind_group(
-            layout=layouts[0],
-            entries=[
-                {"binding": 0, "resource": {"buffer": pre.buf, "offset": 0, "size": pre.nbytes}},
-                {"binding": 1, "resource": {"buffer": found}},
-                {"binding": 2, "resource": {"buffer": span_buf}},
-            ],
-        )
-        groups = max(1, -(-threads // WORKGROUP))
-        gx = min(groups, ROW_GROUPS)
-        cp = enc.begin_compute_pass()
-        cp.set_pipeline(pipeline)
-        cp.set_bind_group(0, bind)
-        cp.dispatch_workgroups(gx, -(-groups // gx), 1)
-        cp.end()
-    return found
 
 
 def prefilter(
@@ -292,7 +197,7 @@ class _BufferPool:
         return self.params
 
     def search_buffers(self) -> tuple[Any, Any]:
-        """The device search's flag buffer and its uniform span (`_encode_search`)."""
+        """The device search's flag buffer and its uniform span (`wgpu_search.encode_search`)."""
         if self.search is None:
             span = wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
             self.search = (

@@ -11,7 +11,7 @@ import pytest
 from wgpu.backends.wgpu_native import _api
 
 from gpurace import api
-from gpurace.backends import wgpu_backend
+from gpurace.backends import wgpu_backend, wgpu_search
 from gpurace.backends.prefilter import SHADOW_BUILD, SHADOW_FILTER, may_conflict_words
 from gpurace.languages import wgsl
 from gpurace.launch import LaunchSpec
@@ -241,7 +241,7 @@ def test_the_device_search_finds_a_conflict_in_one_word_only(monkeypatch, count)
     )  # fmt: skip
     bases, total = api.address_layout(wgsl.instrument(SCATTER, "s.wgsl"), spec)
     word = (bases[1] + 4 * (count - 1)) // 4
-    per = wgpu_backend._SEARCH_PER
+    per = wgpu_search._SEARCH_PER
     assert word == (total // 4 - 1 if count == 20 else total // 4 // per * per)
     report = api.check(SCATTER, spec, path="s.wgsl")
     assert [(r.cls.name, r.address, r.pairs) for r in report.races] == [
