@@ -72,7 +72,13 @@ class Prefilter:
     first `words` 4-byte words of the linear address order; accesses beyond are always
     logged. The local area covers `local_words` words of local memory for each of the
     first `groups` work-groups; local accesses of other groups use the launch-wide
-    area. `buf` is the backend's buffer (a wgpu.GPUBuffer, a pyopencl.Buffer)."""
+    area. `buf` is the backend's buffer (a wgpu.GPUBuffer, a pyopencl.Buffer).
+
+    A backend may leave the buffer's clear to its first run (`pending_clear`: the
+    bytes after the header are zeroed in that run's submit, not one of their own),
+    and may search the built shadow in the build run's own submit (`conflict`: the
+    answer of `may_conflict_words`' test, None until searched; wgpu does both,
+    docs/internals.md §2)."""
 
     buf: Any  # untyped libraries' buffer types
     words: int
@@ -80,6 +86,8 @@ class Prefilter:
     mode: int = SHADOW_BUILD
     local_words: int = 0
     groups: int = 0
+    pending_clear: bool = False
+    conflict: bool | None = None
 
     @property
     def local_offset(self) -> int:

@@ -30,7 +30,6 @@ from gpurace.abi import (
     ctl_uninit,
     par_shadow,
     place_written,
-    wgsl_consts,
 )
 from gpurace.backends import analysis_driver
 from gpurace.backends.analysis_driver import (  # noqa: F401 - re-exported for callers
@@ -79,6 +78,7 @@ from gpurace.backends.wgpu_pipelines import (  # noqa: F401 - re-exported for ca
     start_analysis_pipelines,
     validate_source,
 )
+from gpurace.backends.wgpu_search import encode_search
 from gpurace.model import RECORD_WORDS, Binding
 from gpurace.options import Options
 
@@ -110,84 +110,42 @@ def max_records_per_pass(device) -> int:
 # ---------------------------------------------------------------------------
 
 
-_SHADOW_ANY = (
-    wgsl_consts(("shadow",))
-    + """
-@group(0) @binding(0) var<storage, read_write> shd: array<atomic<u32>>;
-@group(0) @binding(1) var<storage, read_write> found: array<atomic<u32>>;
-// the launch-wide words W, the local area's masks G * L and their first word
-@group(0) @binding(2) var<uniform> span: vec4<u32>;
-
-// found[0] = 1 if some word of the shadow may hold a conflict: a launch-wide pair
-// with several actors, and a store or atomics beside plain accesses (the filter's
-// and the analysis' test), or a mask word of the local area with a bit set. Two
-// entry points: lavapipe runs a branch's body under a lane mask even when no lane
-// takes it, so a launch without a local area does not pay for its scan.
-@compute @workgroup_size(64)
-fn pairs(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
-  let i = gid.x + gid.y * n.x * 64u;
-  if (i == 0u && (atomicLoad(&shd[SHD_UNSEEN]) != 0u || atomicLoad(&shd[SHD_LOCAL_OOB]) != 0u)) {
-    atomicStore(&found[0], 1u);  // a word beyond the shadow, a local access out of bounds
-  }
-  if (i >= span.x) { return; }
-  let who = atomicLoad(&shd[SHADOW_HEAD + PAIR_WORDS * i]);
-  let kinds = atomicLoad(&shd[SHADOW_HEAD + PAIR_WORDS * i + 1u]);
-  let mixed = (kinds & KB_STORE) != 0u || (kinds & (KB_LOAD | KB_ATOMIC)) == (KB_LOAD | KB_ATOMIC);
-  if (who == MULTI && mixed) {
-    atomicStore(&found[0], 1u);
-  }
-}
-
-@compute @workgroup_size(64)
-fn masks(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
-  let i = gid.x + gid.y * n.x * 64u;
-  if (i < span.y && atomicLoad(&shd[span.z + i]) != 0u) {
-    atomicStore(&found[0], 1u);
-  }
-}
-"""
-)
-
-
-def shadow_may_conflict(device, pre: Prefilter, host_bytes: int = HOST_SEARCH_BYTES) -> bool:
+def shadow_may_conflict(device, pre: Prefilter, host_bytes: int | None = None) -> bool:
     """Whether a built shadow has a word where a conflict is possible (a launch-wide
     pair, or a local mask with a bit set), or its run touched a word beyond the
     shadow or a workgroup variable out of bounds. When none, a filter run would log
-    only events: the build run (which logged them) stands for it. A shadow of at
-    most `host_bytes` is read back and searched on the host (the same test)."""
+    only events: the build run (which logged them) stands for it.
+
+    The build run's `launch` searched already, in its own submit (`pre.conflict`):
+    that answer, unless `host_bytes` asks for a search now. A shadow of at most
+    `host_bytes` (None: HOST_SEARCH_BYTES) is read back and searched on the host (the
+    same test), a larger one on the device."""
+    if host_bytes is None:
+        if pre.conflict is not None:
+            return pre.conflict
+        host_bytes = HOST_SEARCH_BYTES
     if pre.nbytes <= host_bytes:
         words = np.frombuffer(device.queue.read_buffer(pre.buf, 0, pre.nbytes), np.uint32)
         return may_conflict_words(words, pre)
-    storage = wgpu.BufferBindingType.storage
-    layout = ((0, ((0, storage), (1, storage), (2, wgpu.BufferBindingType.uniform))),)
-    found = device.create_buffer(size=16, usage=_STORAGE)
-    masks = pre.local_words * pre.groups
-    span = np.array([pre.words, masks, pre.local_offset + masks, 0], np.uint32)
-    span_buf = device.create_buffer_with_data(data=span.tobytes(), usage=wgpu.BufferUsage.UNIFORM)
     enc = device.create_command_encoder()
-    for entry, threads in (("pairs", pre.words), ("masks", masks)):
-        if entry == "masks" and not masks:
-            continue
-        pipeline, layouts = cached_module_pipeline(
-            device, _SHADOW_ANY, "<shadow_any>", entry, layout
-        )
-        bind = device.create_bind_group(
-            layout=layouts[0],
-            entries=[
-                {"binding": 0, "resource": {"buffer": pre.buf, "offset": 0, "size": pre.nbytes}},
-                {"binding": 1, "resource": {"buffer": found}},
-                {"binding": 2, "resource": {"buffer": span_buf}},
-            ],
-        )
-        groups = max(1, -(-threads // WORKGROUP))
-        gx = min(groups, ROW_GROUPS)
-        cp = enc.begin_compute_pass()
-        cp.set_pipeline(pipeline)
-        cp.set_bind_group(0, bind)
-        cp.dispatch_workgroups(gx, -(-groups // gx), 1)
-        cp.end()
-    device.queue.submit([enc.finish()])
-    return bool(np.frombuffer(device.queue.read_buffer(found, 0, 4), np.uint32)[0])
+    found, span = _pool(device).search_buffers()
+    encode_search(device, enc, pre, found, span)
+    return bool(_read_back(device, enc, [(found, 0, 4)])()[0][0])
+
+
+def _search_ranges(
+    device, encoder, pre: Prefilter
+) -> tuple[list[tuple[Any, int, int]], Callable[[np.ndarray], bool]]:
+    """The search of a build run's shadow, in that run's submit (`launch`): the range
+    to read back with the run's control words, and the test of its words. A shadow
+    of at most HOST_SEARCH_BYTES is copied whole and searched on the host (reading it
+    costs less than compiling the device search); a larger one is searched by
+    `wgpu_search`'s passes recorded after the run's, and only their flag is read."""
+    if pre.nbytes <= HOST_SEARCH_BYTES:
+        return [(pre.buf, 0, pre.nbytes)], lambda words: may_conflict_words(words, pre)
+    found, span = _pool(device).search_buffers()
+    encode_search(device, encoder, pre, found, span)
+    return [(found, 0, 4)], lambda words: bool(words[0])
 
 
 def prefilter(
@@ -197,15 +155,14 @@ def prefilter(
     (the device's one scratch shadow: valid until the next check). With the
     `local_words` of the module's local order (`instrument.wgsl.local_order`) and the
     launch's `num_groups`, it has a per-group local area for as many groups as the
-    binding limit allows (docs/internals.md §2). Its build run logs the events."""
+    binding limit allows (docs/internals.md §2). Its build run logs the events.
+    The buffer is cleared by the first run (`launch`), in that run's submit."""
     limit = analysis_limit(device)
     words = shadow_words(address_end, limit)
     groups = local_groups(words, local_words, num_groups, limit)
     pre = Prefilter(None, words, wgsize, local_words=local_words, groups=groups)
     pre.buf = _pool(device).shadow_buffer(pre.nbytes)
-    enc = device.create_command_encoder()
-    enc.clear_buffer(pre.buf, 0, pre.nbytes)
-    device.queue.submit([enc.finish()])
+    pre.pending_clear = True
     return pre
 
 
@@ -225,6 +182,29 @@ class _BufferPool:
         self.free: list[Any] = []  # wgpu.GPUBuffer
         self.log: Any = None
         self.shadow: Any = None
+        self.search: tuple[Any, Any] | None = None
+        self.params: tuple[Any, Any] | None = None
+
+    def params_buffers(self, upload_bytes: int) -> tuple[Any, Any]:
+        """The analysis kernels' uniform Params and the buffer their values are
+        copied from (`_WgpuKernels`; one analysis at a time per device)."""
+        if self.params is None:
+            usage = wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
+            self.params = (
+                self.device.create_buffer(size=PARAM_WORDS * 4, usage=usage),
+                self.device.create_buffer(size=upload_bytes, usage=_STORAGE),
+            )
+        return self.params
+
+    def search_buffers(self) -> tuple[Any, Any]:
+        """The device search's flag buffer and its uniform span (`wgpu_search.encode_search`)."""
+        if self.search is None:
+            span = wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
+            self.search = (
+                self.device.create_buffer(size=16, usage=_STORAGE),
+                self.device.create_buffer(size=16, usage=span),
+            )
+        return self.search
 
     def log_buffer(self, nbytes: int) -> object:
         """The one scratch log buffer, grown to `nbytes` if smaller (not cleared: only
@@ -307,9 +287,33 @@ def launch(
     every access in the range is logged. Without `read_outputs`, the user's buffers
     are not read back (a check needs only the log). A launch still running after
     `timeout` seconds (None: $GPURACE_KERNEL_TIMEOUT's) is a DeviceHang.
+
+    An instrumented launch (`log_group`) takes its storage buffers from the device's
+    pool and gives them back once it has finished, binds each to the bytes it needs,
+    and does everything in one submit and one read-back: a pending clear of
+    `prefilter`'s shadow, the dispatch, and a build run's search of the shadow it
+    built (`prefilter.conflict`; docs/internals.md §2). A plain launch makes its
+    buffers as a program would.
     """
     groups: Groups = {}
     buffers: dict[tuple[int, int], object] = {}
+    pool = _pool(device) if log_group is not None else None
+    taken: list[object] = []  # the pooled buffers, given back when the launch is done
+
+    def storage(nbytes: int, words: np.ndarray | None = None) -> dict:
+        """A pooled buffer's first `nbytes` bytes as a binding, holding `words` (a
+        contiguous array; zeros after it up to `nbytes`), or nothing written (None)."""
+        assert pool is not None
+        buf = pool.take(nbytes)
+        taken.append(buf)
+        if words is not None and words.nbytes % 4:  # writes are of 4-byte multiples
+            device.queue.write_buffer(buf, 0, words.tobytes() + bytes(nbytes - words.nbytes))
+        elif words is not None:
+            device.queue.write_buffer(buf, 0, words)  # no copy made here
+            if nbytes > words.nbytes:
+                device.queue.write_buffer(buf, words.nbytes, bytes(nbytes - words.nbytes))
+        return {"buffer": buf, "offset": 0, "size": nbytes}
+
     views = aliases or {}
     usages: dict[tuple[int, int], int] = {}  # a buffer's usage: that of all its bindings
     for b in bindings:
@@ -327,12 +331,17 @@ def launch(
             res: object = {"buffer": buffers[owner], "offset": offset, "size": arr.nbytes}
         else:
             nbytes = max(16, (arr.nbytes + 15) // 16 * 16)
-            buffers[where] = res = device.create_buffer(size=nbytes, usage=usages[where])
-            device.queue.write_buffer(res, 0, arr.tobytes())
+            if pool is not None and usages[where] == _STORAGE:
+                res = storage(nbytes, arr)
+                buffers[where] = res["buffer"]
+            else:
+                buffers[where] = res = device.create_buffer(size=nbytes, usage=usages[where])
+                device.queue.write_buffer(res, 0, arr.tobytes())
         groups.setdefault(b.group, []).append((b.binding, binding_type(b), res))
     log_buf = ctl_buf = None
     constants: tuple = ()
     encoder = device.create_command_encoder()  # the clears below, then the dispatch
+    search: tuple[list, Callable[[np.ndarray], bool]] = ([], lambda _words: False)
     if log_group is not None:
         log_bytes = max(32, log_capacity * RECORD_WORDS * 4)
         log_buf = (
@@ -346,16 +355,21 @@ def launch(
         )
         shadow = place_written(header, len(header), *initcheck) if initcheck else 0
         ctl = np.array(header, dtype=np.uint32)
-        # a new buffer is zeros (WebGPU): the written-shadows start empty
-        ctl_buf = device.create_buffer(size=max(16, ctl.nbytes + 4 * shadow), usage=_STORAGE)
-        device.queue.write_buffer(ctl_buf, 0, ctl.tobytes())
+        # the header, then zeros: the written-shadows start empty
+        ctl_res = storage(max(16, ctl.nbytes + 4 * shadow), ctl)
+        ctl_buf = ctl_res["buffer"]
         pre = prefilter or Prefilter(None, 0, 0, SHADOW_OFF)
         shd_head = np.array(pre.header(), np.uint32)
-        shd_buf = pre.buf or device.create_buffer(size=shd_head.nbytes, usage=_STORAGE)
+        shd_res: Any = storage(shd_head.nbytes) if pre.buf is None else pre.buf
+        shd_buf = pre.buf or shd_res["buffer"]
         # a filter run keeps SHD_LOCAL_OOB (the last header word), which its build run
         # sets on a local access out of bounds
         keep = 1 if pre.mode == SHADOW_FILTER else 0
         device.queue.write_buffer(shd_buf, 0, shd_head[: SHADOW_HEAD - keep].tobytes())
+        if pre.pending_clear:  # a new shadow: all but the header just written
+            head = (SHADOW_HEAD - keep) * 4
+            encoder.clear_buffer(shd_buf, head, pre.nbytes - head)
+            pre.pending_clear = False
         local = pre.local_words * pre.groups
         if local:  # every run starts from empty states; the masks are the build run's
             encoder.clear_buffer(shd_buf, pre.local_offset * 4, int(local) * 4)
@@ -368,13 +382,12 @@ def launch(
             ("_gr_mode", pre.mode),
             ("_gr_lmode", lmode),
         )
-        par_buf = device.create_buffer_with_data(data=par.tobytes(), usage=wgpu.BufferUsage.STORAGE)
-        storage = wgpu.BufferBindingType.storage
+        rw = wgpu.BufferBindingType.storage
         groups[log_group] = [
-            (0, storage, log_buf),
-            (1, storage, ctl_buf),
-            (2, storage, shd_buf),
-            (3, wgpu.BufferBindingType.read_only_storage, par_buf),
+            (0, rw, log_buf),
+            (1, rw, ctl_res),
+            (2, rw, shd_res),
+            (3, wgpu.BufferBindingType.read_only_storage, storage(par.nbytes, par)),
         ]
         start_analysis_pipelines(device)  # compiled while this module's are
     pipeline, bind_groups = cached_pipeline(device, source, path, entry, groups, constants)
@@ -386,9 +399,13 @@ def launch(
     pass_.end()
     what = "instrumented run" if log_group is not None else "plain run"
     read_control: Callable[[], list[np.ndarray]] | None = None
-    if ctl_buf is not None:  # the control words, and a filter run's unseen counter
+    if ctl_buf is not None:  # the control words, a filter run's unseen counter or a
+        # build run's search
         unseen = [(shd_buf, 4 * SHD_UNSEEN, 4)] if pre.mode == SHADOW_FILTER else []
-        read_control = _read_back(device, encoder, [(ctl_buf, 0, max(16, ctl.nbytes)), *unseen])
+        if pre.mode == SHADOW_BUILD and pre.buf is not None:
+            search = _search_ranges(device, encoder, pre)
+        ranges = [(ctl_buf, 0, max(16, ctl.nbytes)), *unseen, *search[0]]
+        read_control = _read_back(device, encoder, ranges)
     else:
         device.queue.submit([encoder.finish()])
 
@@ -400,8 +417,7 @@ def launch(
                 where = (b.group, b.binding)
                 owner, offset = views.get(where, (where, 0))
                 src = data[where]
-                size = (src.nbytes + 3) // 4 * 4 if where in views else None  # None: all
-                raw = device.queue.read_buffer(buffers[owner], offset, size)
+                raw = device.queue.read_buffer(buffers[owner], offset, (src.nbytes + 3) // 4 * 4)
                 outputs[where] = (
                     np.frombuffer(raw, dtype=src.dtype)[: src.size].reshape(src.shape).copy()
                 )
@@ -417,6 +433,10 @@ def launch(
                 result.histogram = bins.astype(np.int64)
             if pre.mode == SHADOW_FILTER:
                 result.unseen = int(control[1][0])
+            if search[0]:
+                pre.conflict = search[1](control[-1])
+        if pool is not None:  # the launch is done: its buffers may serve the next
+            pool.give(taken)
         return result
 
     return waited(device, collect, entry, what, path, timeout)
@@ -464,7 +484,9 @@ def _read_back(
     device.queue.submit([encoder.finish()])
 
     def words() -> list[np.ndarray]:
-        staging.map_sync(wgpu.MapMode.READ)
+        # as wgpu-py's own read_buffer maps after its copy's submit: without the empty
+        # submit its map_sync(READ) makes first (for a map before any submit)
+        staging.map_async("READ_NOSYNC").sync_wait()
         words = np.frombuffer(staging.read_mapped(), np.uint32).copy()
         staging.unmap()
         staging.destroy()
@@ -498,15 +520,19 @@ class _Slice:
 class _WgpuKernels:
     """The driver's KernelApi on a wgpu device: one bind group per set of buffers,
     storage from the device's pool (handed back by `release` when the pass is done).
-    Clears are recorded into the encoder of the next kernel (or read) and submitted
-    with it: one submit per kernel, not one per zeroed buffer."""
+    Clears and kernels are recorded into one encoder, submitted with the copy of the
+    next read: one submit per read, not one per kernel or zeroed buffer. Each kernel's
+    Params are written to a slot of their own in `uploads` and copied into the one
+    uniform buffer the kernels bind just before its pass (a queue write lands before
+    the whole submit: two kernels of one submit cannot share a written buffer)."""
+
+    SLOTS = 64  # kernels per submit at most (a pass runs ~20)
 
     def __init__(self, device) -> None:
         self.device = device
         self.layout = analysis_layout(device)
-        self.params = device.create_buffer(
-            size=PARAM_WORDS * 4, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
-        )
+        self.params, self.uploads = _pool(device).params_buffers(self.SLOTS * PARAM_WORDS * 4)
+        self.slot = 0  # the next free slot of `uploads` in the pending encoder
         self.bound: tuple[list, object] = ([], None)
         self.pool = _pool(device)
         self.taken: list[object] = []
@@ -523,6 +549,7 @@ class _WgpuKernels:
         if self.encoder is not None:
             self.device.queue.submit([self.encoder.finish()])
             self.encoder = None
+        self.slot = 0
 
     def zeros(self, nbytes: int) -> object:
         buf = self.pool.take(nbytes)
@@ -538,7 +565,8 @@ class _WgpuKernels:
     def release(self) -> None:
         """Every pooled buffer this pass took goes back to the pool."""
         self.bound = ([], None)
-        self.encoder = None  # clears of buffers no kernel used: not needed
+        self.encoder = None  # kernels no read waited for: nothing of theirs is used
+        self.slot = 0
         self.pool.give(self.taken)
         self.taken = []
 
@@ -561,25 +589,32 @@ class _WgpuKernels:
         gx, gy = min(groups, ROW_GROUPS), -(-groups // ROW_GROUPS)
         params[P_ROW] = gx * WORKGROUP
         bind = self.bind_group(buffers)
-        self.device.queue.write_buffer(self.params, 0, params.tobytes())
-        cp = self.pending().begin_compute_pass()
+        if self.slot == self.SLOTS:
+            self.submit()
+        at, nbytes = self.slot * PARAM_WORDS * 4, PARAM_WORDS * 4
+        self.slot += 1
+        self.device.queue.write_buffer(self.uploads, at, params.tobytes())
+        encoder = self.pending()
+        encoder.copy_buffer_to_buffer(self.uploads, at, self.params, 0, nbytes)
+        cp = encoder.begin_compute_pass()
         cp.set_pipeline(analysis_pipeline(self.device, kernel))
         cp.set_bind_group(0, bind)
         cp.dispatch_workgroups(gx, gy, 1)
         cp.end()
-        self.submit()
 
     def read(self, buf: Any) -> np.ndarray:
-        self.submit()
-        raw = waited(
+        """`buf`'s words: its copy goes in the submit of the clears still pending (one
+        submit and one map, not a submit of those and a read_buffer's own)."""
+        encoder, self.encoder, self.slot = self.pending(), None, 0
+        words = _read_back(self.device, encoder, [(buf.buf, 0, buf.size)])
+        return waited(
             self.device,
-            lambda: self.device.queue.read_buffer(buf.buf, 0, buf.size),
+            lambda: words()[0],
             "analysis",
             "gpurace's analysis kernels",
             "",
             self.timeout,
         )
-        return np.frombuffer(raw, np.uint32).copy()
 
 
 def _whole(buf) -> _Slice:

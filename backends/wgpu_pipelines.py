@@ -35,8 +35,19 @@ def validate_source(device, source: str, path: str) -> None:
 
     naga's reason then points at the user's file (line and column in characters, as
     naga counts them); a module that fails only after rewriting is a gpurace bug,
-    reported as such by `compile_module`'s caller."""
-    compile_module(device, source, path)
+    reported as such by `compile_module`'s caller. A source that validated on this
+    device is not validated again (a warm check's naga parse); one that failed is,
+    so that each check names its own path."""
+    try:
+        _validated(device, source)
+    except Exception as exc:  # wgpu raises GPUValidationError with naga's text
+        raise naga_error(exc, path) from None
+
+
+@functools.lru_cache(maxsize=32)
+def _validated(device, source: str) -> None:
+    """Validate `source` on `device` (an exception is raised, and not cached)."""
+    device.create_shader_module(code=source)
 
 
 def one_line(exc: Exception) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
+from dataclasses import replace
 from math import prod
 from typing import TYPE_CHECKING, cast
 
@@ -35,7 +37,31 @@ def instrument(
     initcheck: frozenset[tuple[int, int]] | None = None,
 ) -> Instrumented:
     """The WGSL rewriter (WGSL has no build options); `initcheck` (None: off) names the
-    storage bindings declared uninitialised (docs/memcheck.md)."""
+    storage bindings declared uninitialised (docs/memcheck.md).
+
+    Rewritten once per (source, path, initcheck) in a process: a warm check (an
+    edit-check loop, a test suite, `gpurace run`) re-lexed and re-parsed its source
+    each time. Each caller gets its own lists and dicts (the sites, variables and
+    bindings in them are frozen), so that one check's changes reach no other."""
+    inst = _instrumented(source, path, initcheck)
+    return replace(
+        inst,
+        sites=list(inst.sites),
+        variables=list(inst.variables),
+        bindings=list(inst.bindings),
+        entry_points=dict(inst.entry_points),
+        not_instrumented=list(inst.not_instrumented),
+        params={k: list(v) for k, v in inst.params.items()},
+        loops=list(inst.loops),
+    )
+
+
+@functools.lru_cache(maxsize=16)
+def _instrumented(
+    source: str, path: str, initcheck: frozenset[tuple[int, int]] | None
+) -> Instrumented:
+    """`gpurace.instrument.wgsl.instrument`'s result, cached (bad input raises, and
+    an exception is not cached)."""
     from gpurace.instrument.wgsl import instrument as instrument_wgsl
 
     return instrument_wgsl(source, path, initcheck=initcheck)
