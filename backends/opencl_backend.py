@@ -139,6 +139,39 @@ SCALAR_DTYPES = {
 _BUILD_ERROR = re.compile(r":(\d+):(\d+):\s*(?:error:\s*)?(.*)")
 
 
+def host_backed(queue, nbytes: int, data: np.ndarray | None = None):
+    """A READ_WRITE buffer of `nbytes` holding `data`'s bytes, then zeros (all zeros
+    without `data`): on a CPU device (PoCL) in NumPy's memory (``USE_HOST_PTR``, which
+    PoCL uses as the buffer), elsewhere the driver's, filled on the queue.
+
+    Why: PoCL allocates a buffer in 4 KiB pages and a zero fill touches every one
+    (a 50 MB shadow: ~12,800 page faults, ~18 ms of CPU); NumPy asks for 2 MiB pages
+    for its large arrays (``madvise``), where the system allows: ~26 faults, ~5 ms."""
+    cl = _cl()
+    size = max(4, nbytes)
+    if queue.device.type & cl.device_type.CPU:
+        # written here, not left to the kernel: a page read before it is written is
+        # the shared zero page, and its first write then costs every CPU a TLB flush
+        host = np.empty(-(-size // 4), np.uint32)
+        done = 0
+        if data is not None and data.nbytes:
+            done = data.nbytes
+            host.view(np.uint8)[:done] = data.reshape(-1).view(np.uint8)
+        host.view(np.uint8)[done:] = 0
+        flags = cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR
+        return cl.Buffer(queue.context, flags, hostbuf=host)  # pyopencl keeps `host`
+    buf = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, size)
+    done = 0
+    if data is not None and data.nbytes:
+        cl.enqueue_copy(queue, buf, data)
+        done = data.nbytes
+    if size - done >= 4 and done % 4 == 0:
+        cl.enqueue_fill_buffer(queue, buf, np.uint32(0), done, (size - done) // 4 * 4)
+    elif size > done:
+        cl.enqueue_fill_buffer(queue, buf, np.uint8(0), done, size - done)
+    return buf
+
+
 # programs built in this process, by (context, source, options): a check launches
 # the same instrumented program for its build, filter and range runs
 _built: dict[tuple, object] = {}
@@ -244,9 +277,7 @@ def launch(
         elif b.kind in ("global", "constant"):
             arr = np.ascontiguousarray(a)
             if var_bases is not None:  # instrumented: a guard zone after the buffer
-                buf = cl.Buffer(ctx, mf.READ_WRITE, arr.nbytes + OOB_GUARD_BYTES)
-                if arr.nbytes:
-                    cl.enqueue_copy(queue, buf, arr)
+                buf = host_backed(queue, arr.nbytes + OOB_GUARD_BYTES, arr)
             elif arr.nbytes:
                 buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=arr)
             else:
@@ -273,10 +304,7 @@ def launch(
         # the event slots after the words above, then the written-shadows, start at
         # zero (docs/internals.md §5, docs/memcheck.md)
         zeros = (slotted * EVENT_SLOTS + shadow) * 4
-        ctl_buf = cl.Buffer(ctx, mf.READ_WRITE, ctl.nbytes + zeros)
-        cl.enqueue_copy(queue, ctl_buf, ctl)
-        if zeros:
-            cl.enqueue_fill_buffer(queue, ctl_buf, np.uint32(0), ctl.nbytes, zeros)
+        ctl_buf = host_backed(queue, ctl.nbytes + zeros, ctl)
         shd_head = np.array(pre.header(), np.uint32)
         if pre.buf is None:
             shd_buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=shd_head)
@@ -367,13 +395,11 @@ def prefilter(
     kernel's __local variables and pointer parameters, `prefilter.local_order_words`) for as
     many of its `num_groups` work-groups as the device's buffer limit allows. Its
     build run logs the launch's events (so it may stand for the filter runs)."""
-    cl = _cl()
     limit = analysis_limit(queue)
     words = shadow_words(address_end, limit)
     groups = local_groups(words, local_words, num_groups, limit)
     pre = Prefilter(None, words, wgsize, SHADOW_BUILD, local_words, groups)
-    pre.buf = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, pre.nbytes)
-    cl.enqueue_fill_buffer(queue, pre.buf, np.uint32(0), 0, pre.nbytes)
+    pre.buf = host_backed(queue, pre.nbytes)
     return pre
 
 
