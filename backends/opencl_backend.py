@@ -7,6 +7,7 @@ same device. Only counters and the compact race table come back to the host.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import re
@@ -146,7 +147,9 @@ def host_backed(queue, nbytes: int, data: np.ndarray | None = None):
 
     Why: PoCL allocates a buffer in 4 KiB pages and a zero fill touches every one
     (a 50 MB shadow: ~12,800 page faults, ~18 ms of CPU); NumPy asks for 2 MiB pages
-    for its large arrays (``madvise``), where the system allows: ~26 faults, ~5 ms."""
+    for its large arrays (``madvise``), where the system allows: ~26 faults, ~5 ms.
+    The memory is the buffer's as long as the pyopencl Buffer lives, so a launch that
+    does not finish keeps its buffers for ever (`launch`)."""
     cl = _cl()
     size = max(4, nbytes)
     if queue.device.type & cl.device_type.CPU:
@@ -323,7 +326,15 @@ def launch(
     except cl.Error as exc:
         raise GpuraceError(f"launch of '{kernel}' failed: {exc}", path) from None
     what = "instrumented run" if var_bases is not None else "plain run"
-    wait(queue, kernel, what, path, timeout)
+    try:
+        wait(queue, kernel, what, path, timeout)
+    except BaseException:
+        # the kernel may still be running (a DeviceHang): the NumPy memory of its
+        # buffers (`host_backed`) must outlive it, whatever the caller does next and
+        # the interpreter's exit too (which clears every module's globals): a
+        # reference nothing ever drops
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(kargs))
+        raise
     outputs = {}
     for b in params:
         if b.kind == "global" and read_outputs and b.binding in buffers:

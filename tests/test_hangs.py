@@ -271,3 +271,42 @@ def test_a_batch_reports_the_hang_and_checks_the_inputs_after_it():
     assert "crashed" not in proc.stderr
     assert "read-write race on local memory" in proc.stdout
     assert proc.stdout.strip().endswith("2 inputs: 1 racy, 0 clean, 1 error, 0 incomplete")
+
+
+SPIN_WRITING = """\
+__kernel void spin(__global volatile int *flag, __global int *out) {
+    int id = get_global_id(0);
+    while (flag[0] == 0) { out[id] = out[id] + 1; }
+}
+"""
+SPIN_IN_PROCESS = """\
+import gc, sys, time
+import numpy as np
+import pyopencl  # so the check runs in this process (gpurace.isolate)
+from gpurace import api
+from gpurace.launch import LaunchSpec
+from gpurace.model import DeviceHang
+launch = LaunchSpec.from_dict({"kernel": "spin", "global_size": [64], "local_size": [64],
+    "arg": [{"type": "int", "fill": np.zeros(1, np.int32)},
+            {"type": "int", "fill": np.zeros(1 << 20, np.int32)}]}, path="spin.cl")
+try:
+    api.check(sys.argv[1], launch, path="spin.cl", language="opencl")
+except DeviceHang:
+    pass
+gc.collect()
+junk = [np.ones(1 << 21, np.int32) for _ in range(8)]  # the freed pages, mapped again
+del junk
+time.sleep(0.3)
+print("alive")
+"""
+
+
+def test_a_launch_that_never_ends_keeps_its_buffers_in_process():
+    """A check in the program's own process (`gpurace run`: not isolated) that ends in
+    a DeviceHang leaves PoCL's threads writing to the launch's buffers: their memory
+    (NumPy's, `opencl_backend.host_backed`) must stay theirs, not be freed under them."""
+    env = {**os.environ, "GPURACE_KERNEL_TIMEOUT": "0.3"}
+    code = [sys.executable, "-c", SPIN_IN_PROCESS, SPIN_WRITING]
+    proc = subprocess.run(code, capture_output=True, text=True, env=env, timeout=60, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "alive"
