@@ -7,7 +7,6 @@ same device. Only counters and the compact race table come back to the host.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 import re
@@ -140,41 +139,6 @@ SCALAR_DTYPES = {
 _BUILD_ERROR = re.compile(r":(\d+):(\d+):\s*(?:error:\s*)?(.*)")
 
 
-def host_backed(queue, nbytes: int, data: np.ndarray | None = None):
-    """A READ_WRITE buffer of `nbytes` holding `data`'s bytes, then zeros (all zeros
-    without `data`): on a CPU device (PoCL) in NumPy's memory (``USE_HOST_PTR``, which
-    PoCL uses as the buffer), elsewhere the driver's, filled on the queue.
-
-    Why: PoCL allocates a buffer in 4 KiB pages and a zero fill touches every one
-    (a 50 MB shadow: ~12,800 page faults, ~18 ms of CPU); NumPy asks for 2 MiB pages
-    for its large arrays (``madvise``), where the system allows: ~26 faults, ~5 ms.
-    The memory is the buffer's as long as the pyopencl Buffer lives, so a launch that
-    does not finish keeps its buffers for ever (`launch`)."""
-    cl = _cl()
-    size = max(4, nbytes)
-    if queue.device.type & cl.device_type.CPU:
-        # written here, not left to the kernel: a page read before it is written is
-        # the shared zero page, and its first write then costs every CPU a TLB flush
-        host = np.empty(-(-size // 4), np.uint32)
-        done = 0
-        if data is not None and data.nbytes:
-            done = data.nbytes
-            host.view(np.uint8)[:done] = data.reshape(-1).view(np.uint8)
-        host.view(np.uint8)[done:] = 0
-        flags = cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR
-        return cl.Buffer(queue.context, flags, hostbuf=host)  # pyopencl keeps `host`
-    buf = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, size)
-    done = 0
-    if data is not None and data.nbytes:
-        cl.enqueue_copy(queue, buf, data)
-        done = data.nbytes
-    if size - done >= 4 and done % 4 == 0:
-        cl.enqueue_fill_buffer(queue, buf, np.uint32(0), done, (size - done) // 4 * 4)
-    elif size > done:
-        cl.enqueue_fill_buffer(queue, buf, np.uint8(0), done, size - done)
-    return buf
-
-
 # programs built in this process, by (context, source, options): a check launches
 # the same instrumented program for its build, filter and range runs
 _built: dict[tuple, object] = {}
@@ -280,7 +244,9 @@ def launch(
         elif b.kind in ("global", "constant"):
             arr = np.ascontiguousarray(a)
             if var_bases is not None:  # instrumented: a guard zone after the buffer
-                buf = host_backed(queue, arr.nbytes + OOB_GUARD_BYTES, arr)
+                buf = cl.Buffer(ctx, mf.READ_WRITE, arr.nbytes + OOB_GUARD_BYTES)
+                if arr.nbytes:
+                    cl.enqueue_copy(queue, buf, arr)
             elif arr.nbytes:
                 buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=arr)
             else:
@@ -307,7 +273,10 @@ def launch(
         # the event slots after the words above, then the written-shadows, start at
         # zero (docs/internals.md §5, docs/memcheck.md)
         zeros = (slotted * EVENT_SLOTS + shadow) * 4
-        ctl_buf = host_backed(queue, ctl.nbytes + zeros, ctl)
+        ctl_buf = cl.Buffer(ctx, mf.READ_WRITE, ctl.nbytes + zeros)
+        cl.enqueue_copy(queue, ctl_buf, ctl)
+        if zeros:
+            cl.enqueue_fill_buffer(queue, ctl_buf, np.uint32(0), ctl.nbytes, zeros)
         shd_head = np.array(pre.header(), np.uint32)
         if pre.buf is None:
             shd_buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=shd_head)
@@ -326,15 +295,7 @@ def launch(
     except cl.Error as exc:
         raise GpuraceError(f"launch of '{kernel}' failed: {exc}", path) from None
     what = "instrumented run" if var_bases is not None else "plain run"
-    try:
-        wait(queue, kernel, what, path, timeout)
-    except BaseException:
-        # the kernel may still be running (a DeviceHang): the NumPy memory of its
-        # buffers (`host_backed`) must outlive it, whatever the caller does next and
-        # the interpreter's exit too (which clears every module's globals): a
-        # reference nothing ever drops
-        ctypes.pythonapi.Py_IncRef(ctypes.py_object(kargs))
-        raise
+    wait(queue, kernel, what, path, timeout)
     outputs = {}
     for b in params:
         if b.kind == "global" and read_outputs and b.binding in buffers:
@@ -406,11 +367,13 @@ def prefilter(
     kernel's __local variables and pointer parameters, `prefilter.local_order_words`) for as
     many of its `num_groups` work-groups as the device's buffer limit allows. Its
     build run logs the launch's events (so it may stand for the filter runs)."""
+    cl = _cl()
     limit = analysis_limit(queue)
     words = shadow_words(address_end, limit)
     groups = local_groups(words, local_words, num_groups, limit)
     pre = Prefilter(None, words, wgsize, SHADOW_BUILD, local_words, groups)
-    pre.buf = host_backed(queue, pre.nbytes)
+    pre.buf = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, pre.nbytes)
+    cl.enqueue_fill_buffer(queue, pre.buf, np.uint32(0), 0, pre.nbytes)
     return pre
 
 
