@@ -137,6 +137,28 @@ class Ordering:
     phases: bool = False
 
 
+#: The analysis shadow `S` covers at most this many words per logged record
+#: (`shadow_words`).
+S_WORDS_PER_RECORD = 16
+
+
+def shadow_words(span: int, n_records: int, limit: int) -> int:
+    """Words of the analysis shadow `S` for an address range of `span` bytes: `mark`
+    sets who touched each word so that words of one work-item skip the tables. A
+    word past the shadow counts as shared (`shadow_index` gives NONE, `may_conflict`
+    true): it goes to the tables, whose analysis is the same exact one, so the races
+    and counters are the same; only the tables' entries grow, by at most the log's.
+    A log of few records over a wide range (a 1M-element launch that logs a dozen
+    accesses) therefore gets a shadow of S_WORDS_PER_RECORD words per record, not
+    one zero-filled pair per word of the range (16-50 MB a check in `gpurace run`'s
+    pyopencl scans), as long as its entries stay far below a table's limit."""
+    words = max(1, min(-(-span // 4), limit // 8))
+    max_entries = limit // (ENTRY_WORDS * 4)
+    if 4 * n_records * 4 < max_entries:  # at most 4 words a record (16 bytes)
+        words = max(1, min(words, S_WORDS_PER_RECORD * n_records))
+    return words
+
+
 def _pow2_at_least(n: int) -> int:
     return 1 << max(10, (max(1, n) - 1).bit_length())
 
@@ -205,7 +227,7 @@ def analyse(
         return DeviceAnalysis([], [], 0, 0, {}, [])
     lo, hi = address_range
     end = min(hi, address_end)
-    swords = max(1, min(-(-(end - lo) // 4), limit // 8))
+    swords = shadow_words(end - lo, n_records, limit)
     dense_groups = max(0, min(hi, groups) - lo)
     dgroups = min(dense_groups, limit // (BUCKET_WORDS * 4) // (DENSE_EVENTS + 1) // 2)
     dense_slots = dgroups * (DENSE_EVENTS + 1)

@@ -20,6 +20,7 @@ With ``--per-launch``, only the hooks' cost on a launch that is not checked
 (`per_launch`), in microseconds.
 
     python bench/bench_run.py [--rounds 3] [--only NAME,...] [--per-launch]
+                              [--base DIR [--base-python PYTHON]]
 """
 
 from __future__ import annotations
@@ -158,6 +159,13 @@ def main() -> None:
         "an A/B of gpurace/ in one sitting",
     )
     ap.add_argument(
+        "--base-python",
+        default="",
+        help="the interpreter of --base's side (another venv, whose editable install maps "
+        "gpurace.backends and gpurace.shaders to that checkout: with this tree's python "
+        "only gpurace/ is the base's)",
+    )
+    ap.add_argument(
         "--no-pyc",
         action="store_true",
         help="keep the environment's PYTHONDONTWRITEBYTECODE (no bytecode cache)",
@@ -179,6 +187,8 @@ def main() -> None:
         script = str(PROGRAMS / prog.script)
         plain = [py, script]
         under = [py, "-m", "gpurace", "run", *prog.run_options, "--", "python", script]
+        base_py = args.base_python or py
+        argv = {"plain": plain, "run": under, "base": [base_py, *under[1:]]}
         pyc = not args.no_pyc
         envs: dict[str, dict[str, str] | None] = {
             "plain": child_env(pyc),
@@ -189,11 +199,11 @@ def main() -> None:
         sides: dict[str, list[Timing]] = {s: [] for s in envs}
         cwd = {s: Path(args.base).resolve() if s == "base" else ROOT for s in envs}
         for side, env in envs.items():  # warm: gpurace's cache, PoCL's, the drivers'
-            timed(plain if side == "plain" else under, env, cwd[side])
+            timed(argv[side], env, cwd[side])
         loads = [os.getloadavg()[0]]
         for _ in range(args.rounds):
             for side, env in envs.items():
-                sides[side].append(timed(plain if side == "plain" else under, env, cwd[side]))
+                sides[side].append(timed(argv[side], env, cwd[side]))
             loads.append(os.getloadavg()[0])
         same = all(t.stdout == sides["plain"][0].stdout for s in sides.values() for t in s)
         for side in envs:

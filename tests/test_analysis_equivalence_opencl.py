@@ -185,3 +185,25 @@ def test_own_copy_fields_device_equals_reference(backend, seed):
     flat[:, W_FLAGS] &= ~np.uint32(1 << F_ASYNC_SHIFT | 1 << F_OWNC_SHIFT)
     unordered = analyse(flat, VAR_SPACES)
     assert {r.key for r in unordered} < {r.key for r in expected}
+
+
+def test_a_shadow_shorter_than_the_range_changes_no_race(backend, monkeypatch):
+    """A few records over a wide range get an analysis shadow of S_WORDS_PER_RECORD
+    words a record (`analysis_driver.shadow_words`), not one per word of the range:
+    the words past it go to the tables (more live buckets), and the races, example
+    orders and --all list are the reference's and the whole-range shadow's."""
+    from gpurace.backends import analysis_driver
+
+    log = random_log(31, n=200, spread=200)  # many words of one work-item
+    wide = {"address_end": 64 << 20, "list_instances": 1 << 12}
+    limit = opencl_backend.analysis_limit(backend.device)
+    assert analysis_driver.shadow_words(64 << 20, len(log), limit) == 16 * len(log)
+    short = backend.analyse_range(log, (0, 0xFFFFFFFF), **wide)
+    monkeypatch.setattr(analysis_driver, "S_WORDS_PER_RECORD", 1 << 30)
+    whole = backend.analyse_range(log, (0, 0xFFFFFFFF), **wide)
+    assert short.saturated == whole.saturated == []
+    assert short.races == whole.races == analyse(log, VAR_SPACES)
+    assert short.races and short.orders == whole.orders
+    assert sorted(short.listed, key=repr) == sorted(whole.listed, key=repr)
+    assert short.live_buckets > whole.live_buckets  # words past the shadow: in the tables
+    assert whole.table_bytes - short.table_bytes > 60 << 20  # a 128 MiB shadow less

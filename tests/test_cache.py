@@ -182,3 +182,46 @@ def test_help_starts_no_device_api():
     )
     assert "Usage: gpurace" in p.stdout
     assert p.stdout.strip().splitlines()[-1] == "LOADED []"
+
+
+# each invocation writes its right neighbour's word: one race on storage
+SHIFT_WGSL = """@group(0) @binding(0) var<storage, read_write> data: array<u32>;
+
+@compute @workgroup_size(32)
+fn shift(@builtin(local_invocation_id) lid: vec3<u32>) {
+    data[(lid.x + 1u) % 32u] = data[lid.x] + 1u;
+}
+"""
+LAUNCH_WGSL = {
+    "entry": "shift",
+    "workgroups": [1, 1, 1],
+    "binding": [{"binding": 0, "type": "u32", "count": 32}],
+}
+
+
+def test_a_wgsl_check_from_the_cache_reports_byte_for_byte_the_same(monkeypatch, tmp_path):
+    """The WGSL rewrite is kept as OpenCL C's is: a second check does not rewrite and
+    reports the same bytes; a damaged entry is rewritten, the same report."""
+    import gpurace.instrument.wgsl as rewriter
+
+    monkeypatch.delenv("GPURACE_NO_CACHE", raising=False)
+    monkeypatch.setenv("GPURACE_CACHE_DIR", str(tmp_path / "c"))
+    path = str(tmp_path / "shift.wgsl")
+
+    def reports() -> tuple[str, str]:
+        report = api.check(SHIFT_WGSL, LaunchSpec.from_dict(LAUNCH_WGSL, path=path), path=path)
+        return format_text(report), json_report.dumps(report)
+
+    first = reports()
+    assert "read-write race on storage buffer 'data[0]'" in first[0]
+    (entry,) = (tmp_path / "c" / "wgsl-instrumented").iterdir()
+
+    def no_rewrite(*_args, **_kw):
+        raise AssertionError("the rewriter ran although its result was cached")
+
+    monkeypatch.setattr(rewriter, "instrument", no_rewrite)
+    assert reports() == first
+    monkeypatch.undo()
+    monkeypatch.setenv("GPURACE_CACHE_DIR", str(tmp_path / "c"))
+    entry.write_bytes(b"not a pickle")
+    assert reports() == first

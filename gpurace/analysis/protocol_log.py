@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from gpurace.abi import MB_EVENT_FLAGS as FLAGS
 from gpurace.abi import MB_OVER, O_MB_ARRIVE, O_MB_INIT, O_MB_WAIT_PARITY, O_MB_WAIT_TOKEN
-from gpurace.instrument.ptx.mbarriers import FLAGS
 from gpurace.model import ProtocolError, Site
 
 NO_PHASE = 0xFFFFFFFF
@@ -154,13 +154,14 @@ def _first_each(errors: list[ProtocolError]) -> list[ProtocolError]:
 def wanted(target: Any) -> bool:
     """Whether a check's launches are checked from their logs: CUDA with mbarrier waits,
     on a device other than sim (sim checks the protocol itself), or on sim with its
-    own check turned off (GPURACE_SIM_OPAQUE=2, tests: gpurace/sim/mbarrier.py)."""
-    from gpurace.sim.device import is_sim
-    from gpurace.sim.mbarrier import OPAQUE_ENV
-
+    own check turned off (GPURACE_SIM_OPAQUE=2, tests: gpurace/sim/mbarrier.py). The
+    simulator is imported only then: ~50 ms an OpenCL or WGSL check does not need."""
     ptx = target.inst.source if target.inst.language == "cuda" else ""
     if "mbarrier.try_wait" not in ptx and "mbarrier.test_wait" not in ptx:
         return False
+    from gpurace.sim.device import is_sim
+    from gpurace.sim.mbarrier import OPAQUE_ENV
+
     return not is_sim(target.handle) or os.environ.get(OPAQUE_ENV, "") == "2"
 
 

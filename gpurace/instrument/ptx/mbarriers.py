@@ -30,13 +30,10 @@ import re
 from typing import Any
 
 from gpurace.abi import (
-    EV_ORDER,
-    F_EVENT_SHIFT,
-    KIND_EVENT,
+    MB_EVENT_FLAGS,
     O_MB_ARRIVE,
     O_MB_INIT,
     O_MB_REMOTE,
-    O_MB_VAR,
     O_MB_WAIT_PARITY,
     O_MB_WAIT_TOKEN,
     ORDER_ACQUIRE,
@@ -52,7 +49,7 @@ from .ordering import event_extra
 from .parse import TYPE_BYTES, Instr, parse_instr, reg_type
 
 # an event's flags: an ORDER event of 8 bytes of shared memory at the barrier
-FLAGS = KIND_EVENT | EV_ORDER << F_EVENT_SHIFT | 4 | 8 << 8 | O_MB_VAR << 16
+FLAGS = MB_EVENT_FLAGS  # the ORDER event's W_FLAGS
 ARRIVALS = ("arrive", "arrive_drop")
 WAITS = ("test_wait", "try_wait")
 
