@@ -21,10 +21,11 @@ plain launch moves K: a memory-bound kernel on a GPU is slowed at least
 cache hits on a GPU) or, counting each buffer's distinct bytes once (`footprint`,
 the least that must cross DRAM), (R x K' + G') / K'. Atomics on the shadow cost
 more than their bytes (a read-modify-write at L2), so the floor understates them.
-Ratios per access barely depend on the launch size; `--scales` shows it.
+Ratios per access barely depend on the launch size (`--also` shows it); matmul's
+per-thread costs (its 5 variables' table entries) shrink with its `n`.
 
-    python bench/log_traffic.py [--scale 0.000244] [--scales 0.000244,0.000977]
-        [--kernels saxpy,...] [--no-prefilter]
+    python bench/log_traffic.py [--scale 0.000244] [--kernels saxpy,...]
+        [--also saxpy@0.000977,matmul@0.0039] [--no-prefilter]
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from bench_cuda import KERNELS, cases  # noqa: E402
 from gpurace import api  # noqa: E402
 from gpurace.abi import SHADOW_BUILD, SHADOW_FILTER  # noqa: E402
 from gpurace.backends import cuda_backend  # noqa: E402
-from gpurace.instrument.ptx import compile_cuda  # noqa: E402
+from gpurace.instrument.ptx import compile_cuda, instrument  # noqa: E402
 from gpurace.launch.cuda import cuda_launch_from_dict  # noqa: E402
 from gpurace.model import RECORD_WORDS  # noqa: E402
 from gpurace.options import Options  # noqa: E402
@@ -97,7 +98,15 @@ class Traffic:
         return sum(sum(r.moved.values()) for r in self.runs) + self.setup()
 
     def g_distinct(self) -> int:
-        return sum(sum(r.distinct.values()) for r in self.runs) + self.setup()
+        """gpurace's distinct bytes in global memory: its buffers' footprints in every
+        run, the log read, the shadow's zeroing and search. Not `.local`: a GPU gives
+        each resident thread slot its local memory, which later blocks reuse, so the
+        table entries stay in L1/L2 (`local_per_thread`)."""
+        own = sum(v for r in self.runs for k, v in r.distinct.items() if k != "local")
+        return own + self.setup()
+
+    def local_per_thread(self) -> float:
+        return sum(r.moved["local"] for r in self.runs) / len(self.runs) / self.threads
 
     def zeroed(self) -> int:
         """Bytes the host zeroes for the runs: log, control words, sync log (sizes
@@ -114,7 +123,8 @@ class Traffic:
         return (sum(r.user for r in self.runs) + self.g()) / max(1, self.k)
 
     def floor_distinct(self) -> float:
-        """The same with each buffer's distinct bytes (the DRAM floor)."""
+        """The same with each global buffer's distinct bytes read and written (the
+        DRAM floor: `g_distinct`)."""
         user = sum(r.user_distinct for r in self.runs)
         return (user + self.g_distinct()) / max(1, self.distinct)
 
@@ -162,19 +172,18 @@ def _modes() -> Iterator[list[tuple[str, int]]]:
         seen.append((mode, int(result.requested)))
         return result
 
-    cuda_backend.launch = launch  # type: ignore[assignment]
+    cuda_backend.launch = launch
     try:
         yield seen
     finally:
-        cuda_backend.launch = real  # type: ignore[assignment]
+        cuda_backend.launch = real
 
 
 def measure(name: str, data: dict, prefilter: bool = True) -> Traffic:
     """K and G of one bench_cuda launch on sim (a real check, the runtime interpreted)."""
     dev = sim_device.DEVICE
     ptx = compile_cuda((KERNELS / f"{name}.cu").read_text(), f"{name}.cu").ptx
-    launch = cuda_launch_from_dict(data, f"{name}.toml")
-    from gpurace.instrument.ptx import instrument
+    launch: Any = cuda_launch_from_dict(data, f"{name}.toml")
 
     inst = instrument(ptx, f"{name}.ptx")
     params = inst.params[name]
@@ -208,17 +217,18 @@ def table(rows: list[Traffic]) -> list[str]:
     """The Markdown tables for docs/performance.md: the summary, then each run."""
     lines = [
         "| kernel | threads | K: loads / stores / atomics (B) | K distinct | shared (B) | runs "
-        "| records | G (B) | G distinct | G/K | floor (R K + G) / K | floor, distinct | "
-        "zeroed per run |",
-        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| records | G (B) | G/K | (R K + G) / K | G distinct, global | DRAM floor | "
+        ".local B/thread | zeroed per run |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for t in rows:
         runs = " + ".join(r.mode for r in t.runs)
         lines.append(
             f"| {t.kernel} | {t.threads:,} | {t.loads:,} / {t.stores:,} / {t.atomics:,} | "
             f"{t.distinct:,} | {t.shared:,} | {runs} | {t.records:,} | {t.g():,} | "
-            f"{t.g_distinct():,} | {t.g() / max(1, t.k):.1f} | {t.floor():.1f} | "
-            f"{t.floor_distinct():.1f} | {t.zeroed() / len(t.runs):,.0f} |"
+            f"{t.g() / max(1, t.k):.1f} | {t.floor():.1f} | {t.g_distinct():,} | "
+            f"{t.floor_distinct():.2f} | {t.local_per_thread():.0f} | "
+            f"{t.zeroed() / len(t.runs):,.0f} |"
         )
     lines += [
         "",
@@ -243,14 +253,16 @@ def floors(scale: float = SCALE, kernels: str = "") -> dict[str, Traffic]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=float, default=SCALE)
-    ap.add_argument("--scales", default="", help="more scales, for --kernels' first kernel")
+    ap.add_argument("--also", default="", help="more launches: KERNEL@SCALE,...")
     ap.add_argument("--kernels", default="saxpy,reduce,matmul,stencil,histogram")
     ap.add_argument("--no-prefilter", action="store_true", help="every access logged")
     args = ap.parse_args()
-    want = args.kernels.split(",")
-    rows = [measure(n, d, not args.no_prefilter) for n, d in cases(args.scale) if n in want]
-    for s in [float(x) for x in args.scales.split(",") if x]:
-        rows += [measure(n, d, not args.no_prefilter) for n, d in cases(s) if n == want[0]]
+    want = [(k, args.scale) for k in args.kernels.split(",")]
+    want += [(k, float(s)) for k, s in (x.split("@") for x in args.also.split(",") if x)]
+    rows = []
+    for kernel, scale in want:
+        data = dict(cases(scale))[kernel]
+        rows.append(measure(kernel, data, not args.no_prefilter))
     print(f"sim, scale {args.scale:g}, prefilter {'off' if args.no_prefilter else 'on'}\n")
     print("\n".join(table(rows)))
 

@@ -5,9 +5,11 @@ prologue); and counting is off unless asked for, changing no result."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpurace import api
 from gpurace.backends import cuda_backend
-from gpurace.instrument.ptx import instrument
+from gpurace.instrument.ptx import compile_cuda, instrument
 from gpurace.launch.cuda import cuda_launch_from_dict
 from gpurace.report import to_json
 from gpurace.sim import device as sim_device
@@ -21,7 +23,7 @@ SAXPY = r"""extern "C" __global__ void saxpy(float a, const float *x, float *y, 
 }"""
 
 
-def _launch():  # type: ignore[no-untyped-def]
+def _launch() -> Any:
     return cuda_launch_from_dict(
         {"kernel": "saxpy", "grid": [1], "block": [N], "arg": [
             {"name": "a", "value": 2.0},
@@ -34,11 +36,11 @@ def test_plain_saxpy_bytes() -> None:
     """x (argument 1) read once, y (argument 2) read and written once: 4 bytes a
     thread each; nothing else."""
     launch = _launch()
-    inst = instrument(SAXPY, "saxpy.cu")
-    params = inst.params["saxpy"]
+    ptx = compile_cuda(SAXPY, "saxpy.cu").ptx
+    params = instrument(ptx, "saxpy.ptx").params["saxpy"]
     args = cuda_backend.launch_args(launch)
     with counting() as t:
-        cuda_backend.launch(sim_device.DEVICE, inst.original_ptx, "k.ptx", "saxpy", params,
+        cuda_backend.launch(sim_device.DEVICE, ptx, "k.ptx", "saxpy", params,
                             args, launch.grid, launch.block)  # fmt: skip
     (run,) = t.launches
     assert dict(run.bytes) == {("arg1", "load"): 4 * N, ("arg2", "load"): 4 * N,
@@ -92,9 +94,9 @@ def test_counting_changes_no_result() -> None:
         {"name": "x", "type": "float", "count": 32, "fill": "random", "seed": 1},
         {"name": "y", "type": "float", "count": 1}]}  # fmt: skip
 
-    def check():  # type: ignore[no-untyped-def]
-        report = api.check(RACY, cuda_launch_from_dict(launch, "racy.toml"), path="racy.cu",
-                           device="sim")  # fmt: skip
+    def check() -> dict:
+        spec: Any = cuda_launch_from_dict(launch, "racy.toml")
+        report = api.check(RACY, spec, path="racy.cu", device="sim")
         doc = to_json(report)
         return {k: doc[k] for k in ("races", "out_of_bounds", "scope", "exit_code")}
 
