@@ -240,6 +240,24 @@ def table(rows: list[Traffic]) -> list[str]:
         for r in t.runs:
             cells = " | ".join(f"{r.moved[o]:,} ({r.atomic[o]:,}; {r.distinct[o]:,})" for o in OWN)
             lines.append(f"| {t.kernel} | {r.mode} | {r.records:,} | {cells} | {r.user:,} |")
+    lines += [
+        "",
+        "DRAM floor's terms, distinct bytes per byte of K' (runs summed):",
+        "",
+        "| kernel | K' again (R) | shadow | log | ctl, sync, other | log read by the analysis "
+        "| shadow zeroed and searched | floor |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for t in rows:
+        k = max(1, t.distinct)
+        part = {o: sum(r.distinct[o] for r in t.runs) / k for o in OWN}
+        again = sum(r.user_distinct for r in t.runs) / k
+        lines.append(
+            f"| {t.kernel} | {again:.2f} | {part['shadow']:.2f} | {part['log']:.2f} | "
+            f"{part['ctl'] + part['sync'] + part['global']:.2f} | "
+            f"{t.records * RECORD_WORDS * 4 / k:.2f} | {2 * t.shadow_bytes / k:.2f} | "
+            f"{t.floor_distinct():.2f} |"
+        )
     return lines
 
 
