@@ -3,8 +3,9 @@ move, by buffer and by operation (bench/log_traffic.py; docs/performance.md "Log
 traffic: the bound").
 
 Off unless `counting` sets ``Memory.traffic`` (gpurace/sim/memory.py): then every
-load, store and atomic that sim executes (`Memory.load`/`store`, memops' atomics)
-adds its bytes here, and `_gr_rec`/`_gr_init` are interpreted rather than run
+load, store and atomic that sim executes adds its bytes here (`Memory.load`/`store`,
+through which also go copies, `ldmatrix` and the matrix operands; memops' atomics;
+not the state words of an mbarrier, which gpurace/sim/mbarrier.py keeps apart), and `_gr_rec`/`_gr_init` are interpreted rather than run
 natively (gpurace/sim/intrinsics.py), so that the runtime's own memory instructions
 are the ones counted. Off, it costs one attribute test per memory instruction (and
 per runtime call) and counts nothing.
