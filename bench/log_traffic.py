@@ -11,21 +11,23 @@ with the runtime's `_gr_rec` interpreted so that its own instructions are counte
   unfiltered run where the check needs them), the bytes in gpurace's buffers:
   shadow (the prefilter's `_gr_shd`), log, control words, sync log, other global
   memory, and the `.local` bytes the instrumented kernel adds; plus the log the
-  analysis reads (records x 32 bytes, once; its other passes read its own tables)
-  and the bytes the host zeroes for each run (log, control words, sync log) and
-  once a check (the shadow; the search after a build run reads it once more).
+  analysis reads (records x 32 bytes, read once: at least that) and the bytes the
+  host zeroes for each run (log, control words, sync log; reported apart) and once a
+  check (the shadow; the search after a build run reads it once more).
 
 A run re-executes the kernel, so a check of R runs moves R x K + G bytes where the
-plain launch moves K: a memory-bound kernel on a GPU is slowed at least
-(R x K + G) / K (bytes requested by instructions: repeated reads of a word are
-cache hits on a GPU) or, counting each buffer's distinct bytes once (`footprint`,
-the least that must cross DRAM), (R x K' + G') / K'. Atomics on the shadow cost
-more than their bytes (a read-modify-write at L2), so the floor understates them.
+plain launch moves K. By bytes the instructions request, (R x K + G) / K (repeated
+reads of a word are cache hits on a GPU: not a floor). By each global buffer's
+distinct bytes read plus distinct bytes written (`footprint`, the least that must
+cross DRAM once the buffers exceed L2; `.local` apart), the DRAM floor
+(R x K' + G') / K': a memory-bound kernel on a GPU is slowed at least that much.
+Atomics on the shadow cost more than their bytes (a read-modify-write at L2), so the
+floor understates them.
 Ratios per access barely depend on the launch size (`--also` shows it); matmul's
 per-thread costs (its 5 variables' table entries) shrink with its `n`.
 
     python bench/log_traffic.py [--scale 0.000244] [--kernels saxpy,...]
-        [--also saxpy@0.000977,matmul@0.0039] [--no-prefilter]
+        [--also saxpy@0.000977,matmul@0.015625] [--no-prefilter]
 """
 
 from __future__ import annotations

@@ -5,9 +5,10 @@ traffic: the bound").
 Off unless `counting` sets ``Memory.traffic`` (gpurace/sim/memory.py): then every
 load, store and atomic that sim executes adds its bytes here (`Memory.load`/`store`,
 through which also go copies, `ldmatrix` and the matrix operands; memops' atomics;
-not the state words of an mbarrier, which gpurace/sim/mbarrier.py keeps apart), and `_gr_rec`/`_gr_init` are interpreted rather than run
-natively (gpurace/sim/intrinsics.py), so that the runtime's own memory instructions
-are the ones counted. Off, it costs one attribute test per memory instruction (and
+not the state words of an mbarrier, which gpurace/sim/mbarrier.py keeps apart), and
+`_gr_rec`/`_gr_init` are interpreted rather than run natively
+(gpurace/sim/intrinsics.py), so that the runtime's own memory instructions are the
+ones counted. Off, it costs one attribute test per memory instruction (and
 per runtime call) and counts nothing.
 
 What is counted is what the instructions request, every lane's bytes (an atomic's
