@@ -4,9 +4,14 @@ Both sides are timed the same way in one run on one GPU: upload the inputs, laun
 wait, read the outputs back (plain), plus the log, its analysis and the race
 readback (gpurace). The kernels are compiled to PTX once, outside the timing, and
 both sides load that PTX. If `compute-sanitizer` is on the PATH, its racecheck is
-timed on the same kernels. Prints a Markdown table for docs/performance.md.
+timed on the same kernels. Beside each ratio, the kernels' own: the check's
+instrumented launches over the plain launch, by CUDA events (no uploads, no
+read-backs, no analysis), and the floor that gpurace's memory traffic sets for it
+(bench/log_traffic.py, measured on the sim device at a small scale first: the least
+slowdown of a memory-bound kernel whose buffers do not fit in L2) and how far above
+it the kernel ratio is. Prints a Markdown table for docs/performance.md.
 
-    python bench/bench_cuda.py [--scale 1.0] [--repeat 3] [--device NAME]
+    python bench/bench_cuda.py [--scale 1.0] [--repeat 3] [--device NAME] [--no-floors]
 """
 
 from __future__ import annotations
@@ -18,7 +23,10 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -59,7 +67,27 @@ def cases(scale: float) -> list[tuple[str, dict]]:
     ]  # fmt: skip
 
 
-def timed(fn, repeat: int) -> tuple[float, object]:
+@contextmanager
+def launch_seconds() -> Iterator[list[float]]:
+    """The kernel time (CUDA events, `CudaLaunchResult.seconds`) of every launch made
+    through `cuda_backend.launch` in the block (a check's Target looks it up when the
+    check starts)."""
+    got: list[float] = []
+    real = cuda_backend.launch
+
+    def launch(*args, **kw):
+        result = real(*args, **kw)
+        got.append(result.seconds)
+        return result
+
+    cuda_backend.launch = launch
+    try:
+        yield got
+    finally:
+        cuda_backend.launch = real
+
+
+def timed(fn, repeat: int) -> tuple[float, Any]:
     times, result = [], None
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -98,6 +126,18 @@ def sanitizer_seconds(name: str, ptx_path: Path, launch: dict, timeout: float) -
     return f"{secs * 1e3:.0f}"
 
 
+def traffic_floors(kernels: str) -> dict[str, float]:
+    """Each kernel's DRAM floor from bench/log_traffic.py (sim, its default scale: the
+    ratios per access barely depend on the size); none if it cannot run here."""
+    try:
+        from log_traffic import floors
+
+        return {k: t.floor_distinct() for k, t in floors(kernels=kernels).items()}
+    except Exception as exc:  # a bench column, not a check: say why and go on
+        print(f"(log traffic floors not measured: {type(exc).__name__}: {exc})\n")
+        return {}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=float, default=1.0)
@@ -106,14 +146,19 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="folder for the compiled PTX")
     ap.add_argument("--kernels", default="saxpy,reduce,matmul,stencil,histogram")
     ap.add_argument("--sanitizer-timeout", type=float, default=SANITIZER_TIMEOUT)
+    ap.add_argument("--no-floors", action="store_true", help="skip log_traffic's floors")
     args = ap.parse_args()
+    floor = {} if args.no_floors else traffic_floors(args.kernels)
     dev, dev_name = cuda_backend.get_device(args.device)
     arch = cuda_backend.arch_of(dev)
     out = Path(args.out or "/tmp/gpurace-bench")
     out.mkdir(parents=True, exist_ok=True)
     print(f"device: {dev_name}\n")
-    print("| kernel | threads | records | plain ms | gpurace ms | ratio | racecheck ms | result |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    print(
+        "| kernel | threads | records | plain ms | gpurace ms | ratio | kernel ratio | "
+        "traffic floor | kernel ratio / floor | racecheck ms | result |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     ratios = []
     for name, data in cases(args.scale):
         if name not in args.kernels.split(","):
@@ -136,18 +181,23 @@ def main() -> None:
             return api.check(ptx, cuda_launch_from_dict(data, f"{name}.toml"), path=f"{name}.ptx")
 
         plain(), checked()  # warm up: module loads, analysis build, allocations
-        t_plain, _ = timed(plain, args.repeat)
-        t_check, report = timed(checked, args.repeat)
+        with launch_seconds() as k_plain:
+            t_plain, _ = timed(plain, args.repeat)
+        with launch_seconds() as k_check:
+            t_check, report = timed(checked, args.repeat)
         ratio = t_check / t_plain
+        k_ratio = sum(k_check) / max(1e-12, sum(k_plain))  # both: `repeat` launches or checks
         ratios.append(ratio)
         s = report.scope
         verdict = ("complete" if s.complete else "INCOMPLETE") + (
             f", {len(report.races)} races" if report.races else ""
         )
         san = sanitizer_seconds(name, ptx_path, data, args.sanitizer_timeout)
+        f = floor.get(name)
+        close = f"{f:.1f} | {k_ratio / f:.2f}" if f else "- | -"
         print(
             f"| {name} | {s.work_items:,} | {s.accesses_logged:,} | {t_plain * 1e3:.1f} | "
-            f"{t_check * 1e3:.1f} | {ratio:.1f} | {san} | {verdict} |",
+            f"{t_check * 1e3:.1f} | {ratio:.1f} | {k_ratio:.1f} | {close} | {san} | {verdict} |",
             flush=True,
         )
     print(f"\nmedian ratio: {statistics.median(ratios):.1f}x (target <= 5x)")

@@ -8,7 +8,8 @@
 #    determinism checks on the GPU's Vulkan adapter;
 #  - OpenCL: the OpenCL corpus on the GPU's OpenCL driver, when the machine has one;
 #  - then the benchmarks: bench_cuda.py (compute-sanitizer's racecheck beside it when
-#    present), bench_wgsl.py, bench_repeat.py.
+#    present; each kernel's log-traffic floor, measured on sim first by
+#    bench/log_traffic.py, beside its kernel-time ratio), bench_wgsl.py, bench_repeat.py.
 # The test sections run side by side; the benchmarks after them, alone.
 # Logs go to $OUT (default hwtests/out), one file per section.
 #

@@ -82,6 +82,8 @@ class SimKernel:
         sim = self.sim
         sim.mem.drop_transient()
         bits: list = [a if hasattr(a, "encode") else _bits(a, sim) for a in args]
+        if sim.mem.traffic is not None:  # counted (gpurace/sim/traffic.py): name the buffers
+            sim.mem.traffic.begin(self.name, list(args))
         for i, a in enumerate(bits):  # a tensor map: of a buffer argument's address
             if hasattr(a, "encode"):
                 bits[i] = a.encode(bits[a.tensor])

@@ -68,8 +68,15 @@ def recognise(fn: Function) -> Handler | None:
 
 def run_intrinsic(handler: Handler | None, mem: Memory, params: dict[str, np.ndarray],
                   lanes: np.ndarray) -> bool:  # fmt: skip
-    """Execute a call natively if there is a handler and the switch is on."""
-    return handler is not None and Intrinsics.on and handler(mem, params, lanes)
+    """Execute a call natively if there is a handler and the switch is on (and no
+    traffic is counted: the interpreted runtime's loads and stores are what
+    gpurace/sim/traffic.py counts)."""
+    return (
+        handler is not None
+        and Intrinsics.on
+        and mem.traffic is None
+        and handler(mem, params, lanes)
+    )
 
 
 # -- reading arguments and buffers ------------------------------------------------

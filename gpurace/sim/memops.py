@@ -204,9 +204,12 @@ def _atom(ins: Instr, dec: Decoder) -> Run:
         bv = b(fr, g)
         cv = c(fr, g) if c is not None else None
         old = np.zeros(len(g), U64)
-        for buf, offs, sel in fr.batch.mem.locate(space, addr, g, n):
+        mem = fr.batch.mem
+        for buf, offs, sel in mem.locate(space, addr, g, n):
             old[sel] = _rmw(buf, offs, n, t, f, int_add, bv[sel],
                             cv[sel] if cv is not None else None)  # fmt: skip
+            if mem.traffic is not None:
+                mem.traffic.add(mem, buf, "atomic", offs, n)
         if d is not None:
             d(fr, g, old)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpurace.sim.traffic import Traffic
 from gpurace.sim.values import U64, Shortcuts, SimError, uint_dtype
 
 GLOBAL_BASE = 1 << 32
@@ -31,6 +32,10 @@ CLUSTER_SHIFT = 24  # a shared::cluster address: (rank + 1) << CLUSTER_SHIFT | o
 class Memory:
     """Global regions (kept across launches unless transient) and the running batch's
     shared and local memory."""
+
+    # byte counters of every Memory, off (None) unless gpurace/sim/traffic.py's
+    # `counting` sets them
+    traffic: Traffic | None = None
 
     def __init__(self) -> None:
         self.regions: list[tuple[int, np.ndarray, bool]] = []  # (addr, u8 view, transient)
@@ -104,6 +109,8 @@ class Memory:
                     local_size: int, cluster: int = 1) -> None:  # fmt: skip
         """Fresh shared memory for `blocks` blocks (whole clusters of `cluster`) and
         local memory for their lanes."""
+        if self.traffic is not None and self.traffic.launches:
+            self.traffic.launches[-1].seal()
         self.cluster = cluster
         self.shared_size = shared_size
         self.shared = np.zeros(blocks * shared_size, np.uint8)
@@ -185,6 +192,8 @@ class Memory:
         out = np.zeros(len(addr), U64)
         for buf, off, sel in self.locate(space, addr, lanes, n):
             out[sel] = gather(buf, off, n)
+            if self.traffic is not None:
+                self.traffic.add(self, buf, "load", off, n)
         return out
 
     def store(self, space: str | None, addr: np.ndarray, lanes: np.ndarray, n: int,
@@ -193,6 +202,8 @@ class Memory:
         lanes storing to one address, the higher one's value stays)."""
         for buf, off, sel in self.locate(space, addr, lanes, n):
             scatter(buf, off, n, bits[sel])
+            if self.traffic is not None:
+                self.traffic.add(self, buf, "store", off, n)
 
 
 def gather(buf: np.ndarray, off: np.ndarray, n: int) -> np.ndarray:
