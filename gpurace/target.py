@@ -11,8 +11,11 @@ from collections.abc import Callable, Sequence
 from math import prod
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from gpurace.abi import F_BYTE_MASK, F_KIND_MASK, F_VAR_SHIFT, W_FLAGS, W_OFFSET
 from gpurace.interfaces import Backend, Results, Target
-from gpurace.model import Event, GpuraceError, Instrumented, Space
+from gpurace.model import Event, GpuraceError, Instrumented, Kind, Space
 from gpurace.options import Options
 
 if TYPE_CHECKING:
@@ -201,3 +204,21 @@ def initial_contents(
         return int.from_bytes(raw[offset : offset + n], "little")
 
     return initial
+
+
+def realias(records: np.ndarray, aliased: dict[int, tuple[int, int]]) -> np.ndarray:
+    """Log records (n, 8) with each access through an aliased binding rewritten as the
+    same bytes of the buffer it views (that variable, offset + the alias's offset):
+    the analysis pairs accesses by (variable, word), so both bindings' accesses must
+    name one variable to meet (design.md: a race is on memory, not on names). WGSL's
+    aliased bindings and OpenCL's aliased arguments (one home for both)."""
+    out = records.copy()
+    flags = records[:, W_FLAGS]
+    var = (flags >> F_VAR_SHIFT) & F_BYTE_MASK
+    access = (flags & F_KIND_MASK) != int(Kind.EVENT)
+    keep = np.uint32(~(F_BYTE_MASK << F_VAR_SHIFT) & 0xFFFFFFFF)  # all but the var field
+    for v, (owner, offset) in aliased.items():
+        hit = access & (var == v)
+        out[hit, W_FLAGS] = (flags[hit] & keep) | np.uint32(owner << F_VAR_SHIFT)
+        out[hit, W_OFFSET] += np.uint32(offset)
+    return out

@@ -10,13 +10,13 @@ import pickle
 import re
 from collections.abc import Sequence
 from math import prod
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from gpurace.interfaces import Backend, Target
 from gpurace.launch import LaunchSpec, load_launch, resolve_entry, scalar_bytes, validate_opencl
 from gpurace.launch.ndrange import NdRange
 from gpurace.launch.sim import bind_sim_args
-from gpurace.model import Binding, Instrumented
+from gpurace.model import Binding, GpuraceError, Instrumented, Space
 from gpurace.options import Options
 from gpurace.target import (
     filtered_target,
@@ -24,11 +24,13 @@ from gpurace.target import (
     kernel_shadows,
     launcher,
     linear_layout,
+    realias,
     require_launch_of,
 )
 
 if TYPE_CHECKING:  # the backends import pyopencl: only where a check runs (isolate.py)
     from gpurace.backends.analysis_driver import DeviceAnalysis
+    from gpurace.backends.common import LaunchResult
 
 Grid = tuple[int, int, int]
 name = "opencl"
@@ -202,6 +204,41 @@ def opencl_extents(inst: Instrumented, kernel: str, launch: LaunchSpec) -> list[
     return extents
 
 
+def aliased_params(
+    inst: Instrumented, kernel: str, launch: LaunchSpec
+) -> dict[int, tuple[int, int]]:
+    """The tracked variable of each aliased argument (``alias = N``; `gpurace run`: one
+    ``cl.Buffer``, or overlapping sub-buffers of one, passed for two parameters) -> the
+    variable of argument N and the byte offset there. The kernel attributes an access
+    by address to the first tracked parameter whose range holds it, which may be either;
+    `realias` then names every access as the owner's bytes, as for WGSL's aliases.
+
+    A buffer declared uninitialised that is aliased is an error at its table, as on
+    WGSL: one written-shadow per parameter would not see writes through the other."""
+    var_of = {
+        v.binding: v.id
+        for v in inst.variables
+        if v.kernel == kernel and v.space == Space.GLOBAL and v.binding is not None
+    }
+    out: dict[int, tuple[int, int]] = {}
+    for arg in launch.args:
+        buf = arg.buffer
+        if buf is None or buf.alias is None:
+            continue
+        owner = launch.args[buf.alias[1]]
+        for a in (arg, owner):
+            if a.buffer is not None and a.buffer.uninit:
+                raise GpuraceError(
+                    f'argument {a.index}: fill = "uninit" is checked only for a buffer no '
+                    "other argument aliases; give it a fill",
+                    launch.path,
+                    a.line,
+                )
+        if arg.index in var_of and owner.index in var_of:
+            out[var_of[arg.index]] = (var_of[owner.index], buf.offset)
+    return out
+
+
 def target(
     source: str,
     launch: LaunchSpec,
@@ -233,17 +270,38 @@ def target(
     limits.check_opencl_launch(queue.device, dev_name, launch, local, params)
     args = opencl_args(launch, params)
     extents = opencl_extents(inst, kernel, launch)
-    bases, total = linear_layout(extents, prod(groups))
+    aliased = aliased_params(inst, kernel, launch)
+    bases, total = linear_layout(
+        [0 if v in aliased else n for v, n in enumerate(extents)], prod(groups)
+    )
+    for v, (owner, offset) in aliased.items():  # no addresses of its own: its owner's
+        bases[v] = bases[owner] + offset
     limits.check_address_space(total, launch.path, launch.key_lines.get("arg", 0))
-    run = launcher(
+    views = {
+        a.index: (a.buffer.alias[1], a.buffer.offset)
+        for a in launch.args
+        if a.buffer is not None and a.buffer.alias is not None
+    }
+    launch_once = launcher(
         backend.launch, queue, inst.source, path, kernel, params, args, launch.global_size,
         local, options=launch.options, var_bases=bases, var_sizes=extents,
         timeout=options.kernel_timeout_s, read_outputs=read_outputs, elided=inst.elided,
+        aliases=views or None,
         initcheck=(
             kernel_shadows(inst, kernel, launch.args, launch.path, extents, prod(groups))
             if "initcheck" in options.tools else None
         ),
     )  # fmt: skip
+
+    def run(
+        lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0, prefilter: Any = None
+    ) -> LaunchResult:
+        result = launch_once(lo, hi, capacity, bins, width, prefilter)
+        if aliased and not bins:  # the log names the owner's variable (`realias`)
+            records = realias(backend.read_log(queue, result), aliased)
+            result.log = backend.upload_log(queue, records)
+        return result
+
     t = filtered_target(
         backend, queue, dev_name, inst, kernel, local, groups, bases, total,
         local_order_words(inst.variables, extents), run, options, results,
