@@ -1,8 +1,8 @@
 """One OpenCL buffer passed for two parameters (``alias = N`` in a launch file;
 `gpurace run`: one cl.Buffer twice, or sub-buffers of one) is checked as one buffer:
 launch-file parsing and its errors at their lines, the check's exact races, what
-`gpurace run` finds in a pyopencl program, the replays' refusal, and CUDA's honest
-"not modelled" (cupy arguments that share memory: an incomplete result)."""
+`gpurace run` finds in a pyopencl program, the replays' refusal, and the same for
+CUDA (launch files on the sim device, cupy arrays that share memory)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,11 @@ import pytest
 from gpurace import api
 from gpurace.launch import load_launch, validate_opencl
 from gpurace.launch.alias import aliases_of, arg_label, refuse_replay
+from gpurace.launch.cuda import cuda_launch_from_dict
 from gpurace.model import Binding, GpuraceError
 from gpurace.report.common import CLASS_NAMES
-from gpurace.run import hooks_cupy
 from gpurace.run.opencl_spec import OpenCLLaunch
 from gpurace.run.session import Options, Session
-from tests import fake_cupy
 from tests.corpus import site_kind
 from tests.test_run import ENV, PROGRAMS, ROOT, block, run
 
@@ -279,42 +278,76 @@ def test_repeat_refuses_an_aliased_launch_file_at_its_line(tmp_path: Path) -> No
         "argument 1 aliases argument 0: determinism replays do not bind one buffer at two "
         "arguments yet; check its races with gpurace check / --tool race"
     )
-
-
-def test_cupy_arguments_sharing_memory_are_found() -> None:
-    cp = fake_cupy
-    x, y = cp.zeros(64, np.float32), cp.zeros(64, np.float32)
-    assert hooks_cupy._aliased(cp, (x, y, 3)) == ""
-    assert hooks_cupy._aliased(cp, (x[:32], x[32:], y)) == ""
-    assert hooks_cupy._aliased(cp, (y, 1, x, x)) == (
-        "arguments 2 and 3 are the same array: checked as two copies (gpurace does not "
-        "model aliased CUDA arguments), races between accesses through them are not seen"
+    cuda = cuda_launch_from_dict(
+        {"grid": [1], "block": [32], "arg": [{"type": "int", "count": 4}, {"alias": 0}]}, "k.toml"
     )
-    assert hooks_cupy._aliased(cp, (x[16:48], y, x[:32])).startswith(
-        "arguments 0 and 2 are overlapping ranges of one allocation: checked as two copies"
-    )
+    with pytest.raises(GpuraceError, match="argument 1 aliases argument 0: determinism"):
+        refuse_replay(cuda)
 
 
-def test_run_says_an_aliased_cupy_launch_is_incomplete() -> None:
-    """Not modelled for CUDA: launch 0's race through x passed twice is not seen, and
-    the result says so (incomplete, exit 2) instead of clean."""
-    cmd = [sys.executable, str(PROGRAMS / "cupy_boot.py"), "gpurace", "run", "--launches", "0"]
+SHIFT_CU = """\
+extern "C" __global__ void shift(const float *a, float *b, int n)
+{
+    int i = threadIdx.x;
+    if (i < n) b[i] = a[(i + 1) % n] + 1.0f;
+}
+"""
+
+
+def cuda_races(args: list[dict]) -> list[tuple]:
+    """Races of SHIFT_CU on the sim device, one block of 32 threads, n = 16: (class,
+    instances, pairs, the variable named, its byte)."""
+    launch = cuda_launch_from_dict({"grid": [1], "block": [32], "arg": args}, "k.toml")
+    report = api.check(SHIFT_CU, launch, path="shift.cu")
+    assert report.scope.complete, report.scope
+    return [
+        (CLASS_NAMES[r.cls], r.instances, r.pairs, report.variables[r.var].name, r.address)
+        for r in report.races
+    ]
+
+
+def test_cuda_aliased_arguments_are_one_memory_on_sim() -> None:
+    """CUDA launch files take the same alias tables: b[i] is a[i], so thread i's store
+    meets thread i - 1's load (16 words, one warp); the owner second names them b's."""
+    x = {"type": "float", "count": 32, "fill": "arange"}
+    n = {"value": 16}
+    assert cuda_races([{"alias": 1, "size": 64}, x, n]) == [("global-intra", 16, 16, "b", 0)]
+    assert cuda_races([x, {"alias": 0, "size": 64}, n]) == [("global-intra", 16, 16, "a", 0)]
+    assert cuda_races([x, {"alias": 0, "offset": 64}, n]) == []  # disjoint halves
+    assert cuda_races([x, {"type": "float", "count": 32}, n]) == []  # its own array
+
+
+CUPY = PROGRAMS / "cupy_aliased.py"
+CUPY_PY = "tests/run_programs/cupy_aliased.py"
+
+
+def test_run_checks_cupy_arrays_sharing_memory_as_one() -> None:
+    """x passed twice, and x[:16] with x, race through the shared memory (equal races,
+    reported once, as launch 0's); disjoint views and two arrays are clean; views that
+    overlap without one holding the other are not checked, with the reason."""
+    boot = [sys.executable, str(PROGRAMS / "cupy_boot.py"), "gpurace", "run", "--launches", "0"]
     p = subprocess.run(
-        [*cmd, "--", "python", str(PROGRAMS / "cupy_aliased.py")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=ENV,
+        [*boot, "--", "python", str(CUPY)], cwd=ROOT, capture_output=True, text=True, env=ENV
     )
-    assert p.returncode == 2, p.stderr
+    assert p.returncode == 1, p.stderr
     assert p.stdout == "cupy_aliased: done\n"
-    assert "== kernel 'shift' (tests/run_programs/cupy_aliased.py): 2 launches, 2 checked" in (
-        p.stderr
-    )
+    assert f"== kernel 'shift' ({CUPY_PY}): 5 launches, 4 checked (launch 0, 1, 2, 4)" in p.stderr
     assert (
-        "  not instrumented (1):\n    launch 0: arguments 0 and 1 are the same array: checked "
-        "as two copies (gpurace does not model aliased CUDA arguments), races between "
-        "accesses through them are not seen\n"
+        "not checked: launch 3: error: argument 1 and argument 0 bind overlapping ranges "
+        "of one buffer, neither holding the other"
     ) in p.stderr
-    assert "result: INCOMPLETE: 1 construct not instrumented" in p.stderr
-    assert "no races in kernel 'shift'" in p.stderr
+    at = f"at {CUPY_PY}:14:5"
+    line = "      if (i < n) b[i] = a[(i + 1) % n] + 1.0f;"
+    first = f"{CUPY_PY}:14:5: error: read-write race on global memory 'a[0]' (byte 0)"
+    assert block(p.stderr, first)[1:] == [
+        "  kernel 'shift', launch 0: same warp, no __syncwarp() or __syncthreads() between",
+        f"  read   by global (31,0,0) local (31,0,0) group (0,0,0)  {at}",
+        line,
+        f"  write  by global (0,0,0) local (0,0,0) group (0,0,0)  {at}",
+        line,
+        "  (+31 more addresses, 32 work-item pairs)",
+    ]
+    assert p.stderr.rstrip().endswith(
+        "gpurace run: 1 kernel, 4 launches checked; 1 race (1 error, 0 warnings); "
+        "1 launch not checked"
+    )

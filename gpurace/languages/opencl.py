@@ -16,14 +16,16 @@ from gpurace.interfaces import Backend, Target
 from gpurace.launch import LaunchSpec, load_launch, resolve_entry, scalar_bytes, validate_opencl
 from gpurace.launch.ndrange import NdRange
 from gpurace.launch.sim import bind_sim_args
-from gpurace.model import Binding, GpuraceError, Instrumented, Space
+from gpurace.model import Binding, Instrumented
 from gpurace.options import Options
 from gpurace.target import (
+    aliased_layout,
+    aliased_params,
+    argument_views,
     filtered_target,
     initial_contents,
     kernel_shadows,
     launcher,
-    linear_layout,
     realias,
     require_launch_of,
 )
@@ -204,41 +206,6 @@ def opencl_extents(inst: Instrumented, kernel: str, launch: LaunchSpec) -> list[
     return extents
 
 
-def aliased_params(
-    inst: Instrumented, kernel: str, launch: LaunchSpec
-) -> dict[int, tuple[int, int]]:
-    """The tracked variable of each aliased argument (``alias = N``; `gpurace run`: one
-    ``cl.Buffer``, or overlapping sub-buffers of one, passed for two parameters) -> the
-    variable of argument N and the byte offset there. The kernel attributes an access
-    by address to the first tracked parameter whose range holds it, which may be either;
-    `realias` then names every access as the owner's bytes, as for WGSL's aliases.
-
-    A buffer declared uninitialised that is aliased is an error at its table, as on
-    WGSL: one written-shadow per parameter would not see writes through the other."""
-    var_of = {
-        v.binding: v.id
-        for v in inst.variables
-        if v.kernel == kernel and v.space == Space.GLOBAL and v.binding is not None
-    }
-    out: dict[int, tuple[int, int]] = {}
-    for arg in launch.args:
-        buf = arg.buffer
-        if buf is None or buf.alias is None:
-            continue
-        owner = launch.args[buf.alias[1]]
-        for a in (arg, owner):
-            if a.buffer is not None and a.buffer.uninit:
-                raise GpuraceError(
-                    f'argument {a.index}: fill = "uninit" is checked only for a buffer no '
-                    "other argument aliases; give it a fill",
-                    launch.path,
-                    a.line,
-                )
-        if arg.index in var_of and owner.index in var_of:
-            out[var_of[arg.index]] = (var_of[owner.index], buf.offset)
-    return out
-
-
 def target(
     source: str,
     launch: LaunchSpec,
@@ -271,17 +238,9 @@ def target(
     args = opencl_args(launch, params)
     extents = opencl_extents(inst, kernel, launch)
     aliased = aliased_params(inst, kernel, launch)
-    bases, total = linear_layout(
-        [0 if v in aliased else n for v, n in enumerate(extents)], prod(groups)
-    )
-    for v, (owner, offset) in aliased.items():  # no addresses of its own: its owner's
-        bases[v] = bases[owner] + offset
+    bases, total = aliased_layout(extents, prod(groups), aliased)
     limits.check_address_space(total, launch.path, launch.key_lines.get("arg", 0))
-    views = {
-        a.index: (a.buffer.alias[1], a.buffer.offset)
-        for a in launch.args
-        if a.buffer is not None and a.buffer.alias is not None
-    }
+    views = argument_views(launch)
     launch_once = launcher(
         backend.launch, queue, inst.source, path, kernel, params, args, launch.global_size,
         local, options=launch.options, var_bases=bases, var_sizes=extents,

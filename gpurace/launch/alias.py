@@ -19,7 +19,7 @@ import numpy as np
 
 from gpurace.model import GpuraceError
 
-from .spec import CL_SCALARS, DTYPES, BufferSpec, element_type
+from .spec import DTYPES, BufferSpec, element_type
 from .tables import _is_int
 
 #: The keys an alias table may have (no count, fill or seed: the buffer has them).
@@ -28,6 +28,8 @@ ALIAS_KEYS = ("group", "binding", "alias", "offset", "size", "type")
 ARG_ALIAS_KEYS = ("name", "alias", "offset", "size", "type")
 
 Err = Callable[..., GpuraceError]
+#: A language's element types: a type name -> (dtype as stored, lanes), None if unknown.
+Types = Callable[[str], "tuple[np.dtype, int] | None"]
 
 
 def alias_table(
@@ -64,11 +66,14 @@ def alias_table(
     return BufferSpec(group, binding, typ or "", size, empty, line, alias=where, offset=offset)
 
 
-def alias_arg(table: Mapping[str, Any], index: int, line: int, err: Err) -> BufferSpec:
-    """An OpenCL ``[[arg]]`` table with ``alias = N``: parameter ``index`` gets (a
-    range of) argument N's buffer, as a program passes one ``cl.Buffer`` (or
-    sub-buffers of one) for two parameters. Checked as `alias_table`; the buffer is
-    group 0, binding N (an OpenCL argument's BufferSpec, `ArgSpec`)."""
+def alias_arg(
+    table: Mapping[str, Any], index: int, line: int, err: Err, types: Types = element_type
+) -> BufferSpec:
+    """An OpenCL or CUDA ``[[arg]]`` table with ``alias = N``: parameter ``index`` gets
+    (a range of) argument N's buffer, as a program passes one ``cl.Buffer`` (or
+    sub-buffers of one, or one cupy array or views of it) for two parameters. Checked
+    as `alias_table`; the buffer is group 0, binding N (an argument's BufferSpec,
+    `ArgSpec`); ``types`` gives a type name's (dtype, lanes) as stored."""
     what = f"argument {index}"
     for key in table:
         if key not in ARG_ALIAS_KEYS:
@@ -85,21 +90,21 @@ def alias_arg(table: Mapping[str, Any], index: int, line: int, err: Err) -> Buff
         )
     if target == index:
         raise err(f"{what}: an argument cannot alias itself; name another [[arg]] table", "alias")
-    offset, size, typ = _view(table, what, err, opencl=True)
+    offset, size, typ = _view(table, what, err, types)
     empty = np.zeros(0, np.uint8)
     return BufferSpec(0, index, typ or "", size, empty, line, alias=(0, int(target)), offset=offset)
 
 
 def _view(
-    table: Mapping[str, Any], what: str, err: Err, opencl: bool = False
+    table: Mapping[str, Any], what: str, err: Err, types: Types | None = None
 ) -> tuple[int, int, str | None]:
     """(offset, size or -1 for the rest, type or None) of an alias table: the same
-    rules for a WGSL binding and an OpenCL argument, except that OpenCL's types are
-    OpenCL C's and its sizes need not be multiples of 4 (a uchar buffer); an OpenCL
-    offset is a sub-buffer's origin, whose alignment the device decides
-    (`gpurace.limits.check_opencl_launch`)."""
-    word = 1 if opencl else 4
-    four = "" if opencl else ", a multiple of 4"
+    rules for a WGSL binding and an OpenCL or CUDA argument (``types``: its language's
+    element types), except that an argument's sizes need not be multiples of 4 (a
+    uchar buffer), and its offset is a sub-buffer's origin or a pointer's offset,
+    whose alignment the device decides (`gpurace.limits.check_opencl_launch`)."""
+    word = 1 if types is not None else 4
+    four = "" if types is not None else ", a multiple of 4"
     offset = table.get("offset", 0)
     if not _is_int(offset) or offset < 0 or offset % word:
         raise err(f"{what}: offset must be a byte offset >= 0{four}, not {offset!r}", "offset")
@@ -107,10 +112,9 @@ def _view(
     if "size" in table and (not _is_int(size) or size <= 0 or size % word):
         raise err(f"{what}: size must be a byte count > 0{four}, not {size!r}", "size")
     typ = table.get("type")
-    names = [*CL_SCALARS, "or a vector such as float4"] if opencl else list(DTYPES)
-    known = element_type if opencl else DTYPES.get
-    if typ is not None and (not isinstance(typ, str) or known(typ) is None):
-        raise err(f"{what}: unknown type {typ!r} (element types: {', '.join(names)})", "type")
+    if typ is not None and (not isinstance(typ, str) or (types or DTYPES.get)(typ) is None):
+        names = "the [[arg]] tables' types" if types is not None else ", ".join(DTYPES)
+        raise err(f"{what}: unknown type {typ!r} (element types: {names})", "type")
     return offset, size, typ
 
 
@@ -127,12 +131,13 @@ def resolve_aliases(
     err: Callable[[str, BufferSpec], GpuraceError],
     label: Callable[[tuple[int, int]], str] = _binding,
     table: str = "[[binding]]",
+    types: Types = element_type,
 ) -> None:
     """Give each alias its view of the buffer it names (in place); ``err(msg, alias)``
     raises at the alias table's line. An alias of an alias is refused rather than
     followed: one table owns each buffer, every alias names that one. ``label`` names
-    a buffer in messages (``group 0, binding 1``; OpenCL's ``argument 1``) and
-    ``table`` the kind of table a buffer has."""
+    a buffer in messages (``group 0, binding 1``; OpenCL's ``argument 1``),
+    ``table`` the kind of table a buffer has and ``types`` the element types."""
     owners = {(b.group, b.binding): b for b in buffers}
     for buf in buffers:
         if buf.alias is None:
@@ -161,7 +166,7 @@ def resolve_aliases(
                 buf,
             )
         buf.type = buf.type or target.type
-        found = element_type(buf.type)
+        found = types(buf.type)
         assert found is not None  # the table's type, or the owner's: both checked
         dtype, lanes = found
         if size % (dtype.itemsize * lanes):
@@ -242,8 +247,8 @@ def refuse_replay(spec: Any) -> None:
     argument), so an alias would be a copy the kernel's writes through the other
     binding never reach, a different program than the user's. Raised at the first
     alias's line."""
-    opencl = getattr(spec, "language", "wgsl") == "opencl"
-    name, what = (arg_label, "arguments") if opencl else (_binding, "bindings")
+    by_args = bool(getattr(spec, "args", None))  # OpenCL's and CUDA's [[arg]] tables
+    name, what = (arg_label, "arguments") if by_args else (_binding, "bindings")
     for buf in getattr(spec, "buffers", ()):
         if getattr(buf, "alias", None) is not None:
             raise GpuraceError(

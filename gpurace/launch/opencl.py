@@ -105,8 +105,9 @@ class ArgDialect:
     ``type_names`` are listed when a type is unknown; ``local`` allows ``local = BYTES``
     (an OpenCL ``__local`` pointer); ``vector_values`` allows a list as ``value`` (an
     OpenCL vector parameter); ``encode`` turns the filled values into the stored ones
-    (CUDA bf16: filled in float32, stored as its upper 16 bits); ``alias`` allows
-    ``alias = N`` (another argument's buffer, `gpurace.launch.alias.alias_arg`).
+    (CUDA bf16: filled in float32, stored as its upper 16 bits); ``stored_type`` maps
+    a type name to (dtype, lanes) as stored (for ``alias = N``, another argument's
+    buffer seen as that type: `gpurace.launch.alias.alias_arg`).
     """
 
     element_type: Callable[[str], tuple[np.dtype, int] | None]
@@ -114,7 +115,7 @@ class ArgDialect:
     local: bool = False
     vector_values: bool = False
     encode: Callable[[str, np.ndarray], np.ndarray] | None = None
-    alias: bool = False
+    stored_type: Callable[[str], tuple[np.dtype, int] | None] | None = None
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -122,7 +123,7 @@ class ArgDialect:
         return (
             ("name", "type", "count", "fill", "seed", "value")
             + (("local",) if self.local else ())
-            + (("alias", "offset", "size") if self.alias else ())
+            + ("alias", "offset", "size")
         )
 
     @property
@@ -135,9 +136,7 @@ class ArgDialect:
         return '[[arg]] with type = "float", count = 256 (a buffer) or value = N'
 
 
-OPENCL_ARGS = ArgDialect(
-    element_type, tuple(CL_SCALARS), local=True, vector_values=True, alias=True
-)
+OPENCL_ARGS = ArgDialect(element_type, tuple(CL_SCALARS), local=True, vector_values=True)
 
 #: a parameter's name in ``name = ...``: a C identifier (PTX names may hold ``$`` too)
 _PARAM_NAME = re.compile(r"[A-Za-z_$][\w$]*", re.ASCII)
@@ -156,12 +155,16 @@ def parse_args(
         f"arg must be a list of tables: write one {dialect.example}",
     )
     args = [_arg(t, i, dialect, path, base_dir, lines) for i, t in enumerate(tables)]
-    if dialect.alias:
-        _resolve_arg_aliases(args, path, lines)
+    _resolve_arg_aliases(args, path, lines, dialect.stored_type or dialect.element_type)
     return args
 
 
-def _resolve_arg_aliases(args: list[ArgSpec], path: str, lines: KeyLines) -> None:
+def _resolve_arg_aliases(
+    args: list[ArgSpec],
+    path: str,
+    lines: KeyLines,
+    types: Callable[[str], tuple[np.dtype, int] | None],
+) -> None:
     """Give each ``alias = N`` argument its view of argument N's buffer (in place):
     N must be a buffer of its own (not a value, a __local size or another alias)."""
 
@@ -179,7 +182,7 @@ def _resolve_arg_aliases(args: list[ArgSpec], path: str, lines: KeyLines) -> Non
                     f"{form}, not a buffer; alias an argument with its own buffer table",
                     buf,
                 )
-    resolve_aliases(buffers, err, arg_label, "[[arg]]")
+    resolve_aliases(buffers, err, arg_label, "[[arg]]", types)
 
 
 def _arg(
@@ -201,9 +204,11 @@ def _arg(
     what = f"argument {index}" + (f" '{name}'" if name else "")
     line = lines.arg_key(index)
 
-    if dialect.alias and "alias" in table:
-        return ArgSpec(index, name, "buffer", buffer=alias_arg(table, index, line, err), line=line)
-    if dialect.alias and ("offset" in table or "size" in table):
+    if "alias" in table:
+        types = dialect.stored_type or dialect.element_type
+        buf = alias_arg(table, index, line, err, types)
+        return ArgSpec(index, name, "buffer", buffer=buf, line=line)
+    if "offset" in table or "size" in table:
         key = "offset" if "offset" in table else "size"
         raise err(f"{what}: '{key}' is a key of an alias table: add alias = N", key)
     given = {

@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gpurace.model import GpuraceError
 from gpurace.report.common import relpath
 from gpurace.run.session import Kernel, Session
 
@@ -108,11 +109,9 @@ def install(session: Session) -> Callable[[], None]:
         index = session.next_launch(k, shape)
         if index is None:
             return call()
-        aliased = ""
         try:
             with session.suspended():
                 what = _snapshot(cupy, k, src, grid, block, args, kw)
-                aliased = _aliased(cupy, args)
         except Exception as err:  # the program's launch reports its own errors
             what = f"its arguments could not be read back: {type(err).__name__}: {err}"
         try:
@@ -124,7 +123,7 @@ def install(session: Session) -> Callable[[], None]:
         if isinstance(what, str):
             session.skip(k, index, what)
         else:
-            session.launch_cuda(k, index, what, aliased)
+            session.launch_cuda(k, index, what)
         return result
 
     class RawKernel(orig_kernel):  # type: ignore[misc,valid-type]
@@ -215,16 +214,28 @@ def _snapshot(
     cupy: Any, kernel: Kernel, src: Source, grid: Any, block: Any, args: Any, kw: dict
 ) -> dict[str, Any] | str:
     """The launch as a CUDA launch file's table, its arrays read back now; a str says
-    why it cannot be checked."""
+    why it cannot be checked. Arrays whose device ranges overlap (one array twice,
+    overlapping views of one allocation) become aliases of the widest of them
+    (`gpurace.launch.alias.aliases_of`), so the check sees one memory."""
+    from gpurace.launch.alias import aliases_of, arg_label
+
     tables: list[dict[str, Any]] = []
-    pending = []
+    ranges: dict[tuple[int, int], tuple[object, int, int]] = {}
     for i, arg in enumerate(args if isinstance(args, Sequence) else [args]):
         table = _arg(cupy, i, arg)
         if isinstance(table, str):
             return table
         tables.append(table)
-        if "fill" in table:
-            pending.append(table)
+        if "fill" in table:  # one address space: its overlapping ranges are aliases
+            ranges[(0, i)] = (cupy, _address(arg), int(arg.nbytes))
+    try:
+        views = aliases_of(ranges, arg_label)
+    except GpuraceError as err:
+        return str(err)
+    for (_, i), ((_, owner), offset) in views.items():
+        size = tables[i].pop("fill").nbytes
+        tables[i] |= {"alias": owner, "offset": offset, "size": size}
+    pending = [t for t in tables if "fill" in t]
     cupy.cuda.Device().synchronize()  # every stream's earlier work has written the arrays
     for table in pending:
         table["fill"] = _host(table["fill"], table["type"])
@@ -268,32 +279,11 @@ def _arg(cupy: Any, index: int, arg: Any) -> dict[str, Any] | str:
     )
 
 
-def _aliased(cupy: Any, args: Any) -> str:
-    """Why the launch is not checked whole when two array arguments share memory (the
-    same array twice, or overlapping views of one allocation), "" when none do: the
-    check gives each argument a copy of its own, so a race between accesses through
-    the two would go unseen (not modelled for CUDA; docs/run.md)."""
-    spans = []
-    for i, arg in enumerate(args if isinstance(args, Sequence) else [args]):
-        if isinstance(arg, cupy.ndarray):
-            ptr = getattr(getattr(arg, "data", None), "ptr", None)
-            if ptr is None:  # tests/fake_cupy.py: its host memory stands for the device's
-                ptr = arg.__array_interface__["data"][0]
-            spans.append((int(ptr), int(ptr) + int(arg.nbytes), i))
-    spans.sort()
-    for (lo, hi, i), (lo2, hi2, j) in zip(spans, spans[1:], strict=False):
-        if lo2 < hi:
-            a, b = sorted((i, j))
-            how = (
-                "the same array"
-                if (lo, hi) == (lo2, hi2)
-                else "overlapping ranges of one allocation"
-            )
-            return (
-                f"arguments {a} and {b} are {how}: checked as two copies (gpurace does not "
-                "model aliased CUDA arguments), races between accesses through them are not seen"
-            )
-    return ""
+def _address(arg: Any) -> int:
+    """An array's device address: cupy's ``data.ptr``; in tests/fake_cupy.py, whose
+    host memory stands for the device's, its NumPy data pointer."""
+    ptr = getattr(getattr(arg, "data", None), "ptr", None)
+    return int(ptr if ptr is not None else arg.__array_interface__["data"][0])
 
 
 def _host(array: Any, typ: str) -> Any:

@@ -294,28 +294,20 @@ class Session:
             return
         self._guarded(kernel, index, lambda: self.opencl_spec(kernel, launch))
 
-    def launch_cuda(
-        self, kernel: Kernel, index: int, launch: dict[str, Any], aliased: str = ""
-    ) -> None:
+    def launch_cuda(self, kernel: Kernel, index: int, launch: dict[str, Any]) -> None:
         """Check one CUDA launch from its snapshot: a CUDA launch file's table (kernel,
         grid, block, shared_bytes, options, name_expressions, one ``arg`` table per
-        parameter with NumPy arrays as fills; docs/launch-files.md). ``aliased``: why
-        arguments that share memory are checked as copies (not modelled for CUDA):
-        the report is then incomplete with that reason, and not replayed."""
+        parameter with NumPy arrays as fills, or ``alias`` tables; docs/launch-files.md)."""
         from gpurace.launch.cuda import cuda_launch_from_dict
 
         base = self.script_dir or os.getcwd()
-        self._guarded(
-            kernel, index, lambda: cuda_launch_from_dict(launch, kernel.file, base), aliased
-        )
+        self._guarded(kernel, index, lambda: cuda_launch_from_dict(launch, kernel.file, base))
 
-    def _guarded(
-        self, kernel: Kernel, index: int, spec: Callable[[], Any], unmodelled: str = ""
-    ) -> None:
+    def _guarded(self, kernel: Kernel, index: int, spec: Callable[[], Any]) -> None:
         """Build the launch's spec and check it; any failure is a skip with its reason."""
         with self.lock, self.suspended():
             try:
-                self._check(kernel, index, spec(), unmodelled)
+                self._check(kernel, index, spec())
             except GpuraceError as err:
                 self.skip(kernel, index, str(err))
             except Exception as err:  # a gpurace bug must not take the program down
@@ -325,9 +317,7 @@ class Session:
 
     # -- checking ---------------------------------------------------------------
 
-    def _check(self, kernel: Kernel, index: int, spec: Any, unmodelled: str = "") -> None:
-        """Check one launch; ``unmodelled``: what of it the check does not model (the
-        report's scope lists it: incomplete)."""
+    def _check(self, kernel: Kernel, index: int, spec: Any) -> None:
         from gpurace import api
 
         assert kernel.source is not None
@@ -336,8 +326,6 @@ class Session:
             from gpurace.launch.alias import refuse_replay
 
             refuse_replay(spec)  # before the race check: a launch is checked whole or not
-            if unmodelled:
-                raise GpuraceError(f"{unmodelled}; determinism replays are not run")
         check = opts.check.with_(device=opts.device, uniform_writes=opts.uniform_writes)
         if opts.checks:
             check = check.with_(tools=opts.checks)
@@ -349,8 +337,6 @@ class Session:
                 language=kernel.language,
                 options=check,
             )
-            if unmodelled:
-                report.scope.not_instrumented.append(f"launch {index}: {unmodelled}")
             for race in report.races:
                 race.launch = index  # the text report's "launch N"
             for oob in report.out_of_bounds + report.uninitialised:
