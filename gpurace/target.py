@@ -266,7 +266,7 @@ def realias(records: np.ndarray, aliased: dict[int, tuple[int, int]]) -> np.ndar
     same bytes of the buffer it views (that variable, offset + the alias's offset):
     the analysis pairs accesses by (variable, word), so both bindings' accesses must
     name one variable to meet (design.md: a race is on memory, not on names). WGSL's
-    aliased bindings and OpenCL's aliased arguments (one home for both)."""
+    aliased bindings and OpenCL's and CUDA's aliased arguments (one home for all)."""
     out = records.copy()
     flags = records[:, W_FLAGS]
     var = (flags >> F_VAR_SHIFT) & F_BYTE_MASK

@@ -14,7 +14,9 @@ What is wrapped (undone by the returned callable):
   per kernel. At a selected one, before the program's launch: the device is
   synchronized, every ``cupy.ndarray`` argument is read back with ``.get()`` (the
   contents it holds right before the launch) with its dtype, numbers are kept as
-  values. Then the program's launch runs unchanged, and once cupy accepted it the
+  values; arrays whose device ranges overlap (one array twice, overlapping views)
+  are aliases of the widest of them, checked as one memory. Then the program's
+  launch runs unchanged, and once cupy accepted it the
   snapshot goes to the session (``Session.launch_cuda``), which checks it on
   gpurace's own device (``--tool race``: ``api.check``; ``determinism``:
   ``determinism.repeat_cuda``); a launch cupy rejects is listed as not checked, with its
