@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -292,6 +292,7 @@ def launch(
     cluster: tuple[int, int, int] | None = None,
     initcheck: tuple[list[int], list[int]] | None = None,
     cooperative: bool | None = None,
+    aliases: Mapping[int, tuple[int, int]] | None = None,
 ) -> CudaLaunchResult:
     """Run `kernel` of `ptx` once, as `opencl_backend.launch` does: `args[i]` is a
     NumPy array for a pointer parameter (copied back in `outputs[(0, i)]`) or a
@@ -305,7 +306,10 @@ def launch(
     (cooperative groups' grid.sync()); None makes one where the kernel reads the grid
     workspace (`gridsync.uses_grid_sync`). `initcheck`
     (each tracked variable's bytes and written-shadows: `abi.place_written`) gives the
-    checked variables their shadows, cleared, after the event slots (docs/memcheck.md)."""
+    checked variables their shadows, cleared, after the event slots (docs/memcheck.md).
+    `aliases`: parameter index -> (the index whose array it is passed, byte offset): it
+    gets a view of that array's device memory, no array of its own, as a program that
+    passes one cupy array twice (docs/launch-files.md, "Aliased arguments")."""
     from gpurace.instrument.ptx.gridsync import uses_grid_sync
 
     cp = array_api(device)
@@ -316,19 +320,26 @@ def launch(
         fn.seed = schedule_seed
         fn.cluster = cluster
         fn.cooperative = cooperative
-    dev_arrays: dict[int, object] = {}
-    kargs: list[object] = []
+    dev_arrays: dict[int, Any] = {}
+    given: dict[int, object] = {}  # each parameter's kernel argument
+    aliases = aliases or {}
     with device:
-        for b in params:
+        for b in sorted(params, key=lambda p: p.binding in aliases):  # owners first
             a = args[b.binding]
-            if isinstance(a, np.ndarray):
+            if isinstance(a, np.ndarray) and b.binding in aliases:
+                owner, offset = aliases[b.binding]
+                host = np.ascontiguousarray(a)
+                raw = dev_arrays[owner].reshape(-1).view(np.uint8)
+                view = raw[offset : offset + host.nbytes].view(host.dtype).reshape(host.shape)
+                dev_arrays[b.binding] = given[b.binding] = view
+            elif isinstance(a, np.ndarray):
                 arr = _buffer(cp, np.ascontiguousarray(a), var_bases is not None)
-                dev_arrays[b.binding] = arr
-                kargs.append(arr)
+                dev_arrays[b.binding] = given[b.binding] = arr
             elif hasattr(a, "encode"):  # a tensor map (TiledMap): encoded by sim's kernel
-                kargs.append(a)
+                given[b.binding] = a
             else:
-                kargs.append(scalar_arg(b, a))
+                given[b.binding] = scalar_arg(b, a)
+        kargs: list[object] = [given[b.binding] for b in params]
         log = ctl = sync = None
         nv = 0
         if var_bases is not None:

@@ -11,7 +11,7 @@ import functools
 import os
 import re
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,9 +193,9 @@ def elision_holds(
     """Whether the launch lets the rewriter's elided parameters go untracked
     (docs/internals.md §5, "Read-only elision"): some parameter is elided, and no
     other pointer argument's buffer is the buffer of an elided one. `launch` creates
-    one buffer per argument (`gpurace run` checks a snapshot of each argument), so
-    the test holds for every launch this backend makes; it is here so that a backend
-    that binds the program's own buffers keeps the rule."""
+    one buffer per argument, except for aliased arguments (one buffer, or sub-buffers
+    of it: sub-buffers are other objects, so `launch` elides nothing in a launch with
+    aliases rather than ask this test)."""
     mine = {b.binding for b in params if b.var is not None and b.var in elided}
     if not mine:
         return False
@@ -225,6 +225,7 @@ def launch(
     timeout: float | None = None,
     initcheck: tuple[list[int], list[int]] | None = None,
     elided: Sequence[int] = (),
+    aliases: Mapping[int, tuple[int, int]] | None = None,
 ) -> LaunchResult:
     """Run `kernel` once. `args[i]`: a numpy array for a global/constant pointer
     (global ones come back in `outputs[(0, i)]`), a number for a scalar, a byte count
@@ -240,7 +241,10 @@ def launch(
     written-shadows: `abi.place_written`) gives the checked variables their shadows
     after the event slots and builds the program with _GR_INITCHECK (docs/memcheck.md).
     `elided` (`Instrumented.elided`): the tracked variables whose loads the prefilter's
-    runs may leave untracked, built with _GR_ELIDE when `elision_holds`."""
+    runs may leave untracked, built with _GR_ELIDE when `elision_holds`. `aliases`:
+    parameter index -> (the index whose buffer it is passed, byte offset): it gets that
+    buffer (offset 0) or a sub-buffer of it, no buffer of its own, as a program that
+    passes one cl.Buffer twice (docs/launch-files.md, "Aliased arguments")."""
     cl = _cl()
     ctx = queue.context
     mf = cl.mem_flags
@@ -252,11 +256,20 @@ def launch(
     else:
         initcheck = None
     buffers: dict[int, tuple[object, np.ndarray]] = {}
-    kargs: list[object] = []
-    for b in params:
+    given: dict[int, object] = {}  # each parameter's kernel argument
+    aliases = aliases or {}
+    for b in sorted(params, key=lambda p: p.binding in aliases):  # owners first
         a = args[b.binding]
-        if b.kind in ("global", "constant") and a is None:
-            kargs.append(None)  # a NULL pointer
+        if b.kind in ("global", "constant") and b.binding in aliases:
+            owner, offset = aliases[b.binding]
+            arr = np.ascontiguousarray(a)
+            view: Any = buffers[owner][0]
+            if offset:  # OpenCL: at a multiple of the device's base address alignment
+                view = view.get_sub_region(offset, max(1, arr.nbytes))
+            buffers[b.binding] = (view, arr)
+            given[b.binding] = view
+        elif b.kind in ("global", "constant") and a is None:
+            given[b.binding] = None  # a NULL pointer
         elif b.kind in ("global", "constant"):
             arr = np.ascontiguousarray(a)
             if var_bases is not None:  # instrumented: a guard zone after the buffer
@@ -268,12 +281,13 @@ def launch(
             else:
                 buf = cl.Buffer(ctx, mf.READ_WRITE, 16)
             buffers[b.binding] = (buf, arr)
-            kargs.append(buf)
+            given[b.binding] = buf
         elif b.kind == "local":
-            kargs.append(cl.LocalMemory(max(1, int(a))))
+            given[b.binding] = cl.LocalMemory(max(1, int(a)))
         else:
-            kargs.append(_scalar(b, a))
-    if var_bases is not None and elision_holds(params, buffers, elided):
+            given[b.binding] = _scalar(b, a)
+    kargs: list[object] = [given[b.binding] for b in params]
+    if var_bases is not None and not aliases and elision_holds(params, buffers, elided):
         options = [*options, "-D_GR_ELIDE=1"]
     source, options = program_for(source, options, shape)
     k = cl.Kernel(build(queue, source, path, options), kernel)

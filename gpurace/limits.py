@@ -277,6 +277,15 @@ def check_opencl_launch(
                 f"the buffer of argument {arg.index} in bytes", arg.buffer.nbytes,
                 int(dev.max_mem_alloc_size), name, path, arg.line, "lower count",
             )  # fmt: skip
+            align = int(dev.mem_base_addr_align) // 8  # bits
+            if arg.buffer.alias is not None and arg.buffer.offset % align:
+                raise GpuraceError(
+                    f"the offset {arg.buffer.offset} of the alias at argument {arg.index} is "
+                    f"not a multiple of {align} bytes, '{name}''s CL_DEVICE_MEM_BASE_ADDR_ALIGN "
+                    "(a sub-buffer's origin must be); use a multiple",
+                    path,
+                    arg.line,
+                )
         elif arg.kind == "local":
             local_bytes += arg.local_bytes or 0
     at_most(

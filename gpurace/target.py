@@ -11,8 +11,11 @@ from collections.abc import Callable, Sequence
 from math import prod
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from gpurace.abi import F_BYTE_MASK, F_KIND_MASK, F_VAR_SHIFT, W_FLAGS, W_OFFSET
 from gpurace.interfaces import Backend, Results, Target
-from gpurace.model import Event, GpuraceError, Instrumented, Space
+from gpurace.model import Event, GpuraceError, Instrumented, Kind, Space
 from gpurace.options import Options
 
 if TYPE_CHECKING:
@@ -43,6 +46,17 @@ def require_launch_of(launch: LaunchSpec, language: str) -> None:
             f"this launch file describes {described}; {needs} (docs/launch-files.md)",
             launch.path,
         )
+
+
+def aliased_layout(
+    extents: list[int], groups: int, aliased: dict[int, tuple[int, int]]
+) -> tuple[list[int], int]:
+    """`linear_layout` where each aliased variable (`aliased_params`) takes no addresses
+    of its own: its base is its owner's plus its offset."""
+    bases, total = linear_layout([0 if v in aliased else n for v, n in enumerate(extents)], groups)
+    for v, (owner, offset) in aliased.items():
+        bases[v] = bases[owner] + offset
+    return bases, total
 
 
 def linear_layout(extents: list[int], groups: int) -> tuple[list[int], int]:
@@ -201,3 +215,65 @@ def initial_contents(
         return int.from_bytes(raw[offset : offset + n], "little")
 
     return initial
+
+
+def aliased_params(inst: Instrumented, kernel: str, launch: Any) -> dict[int, tuple[int, int]]:
+    """The tracked variable of each aliased argument (``alias = N``; `gpurace run`: one
+    ``cl.Buffer`` or cupy array, or overlapping sub-buffers or views of one, passed for
+    two parameters) -> the variable of argument N and the byte offset there, for OpenCL
+    and CUDA. Their kernels attribute an access by address to the first tracked
+    parameter whose range holds it, which may be either; `realias` then names every
+    access as the owner's bytes, as for WGSL's aliases.
+
+    A buffer declared uninitialised that is aliased is an error at its table, as on
+    WGSL: one written-shadow per parameter would not see writes through the other."""
+    var_of = {
+        v.binding: v.id
+        for v in inst.variables
+        if v.kernel == kernel and v.space == Space.GLOBAL and v.binding is not None
+    }
+    out: dict[int, tuple[int, int]] = {}
+    for arg in launch.args:
+        buf = arg.buffer
+        if buf is None or buf.alias is None:
+            continue
+        owner = launch.args[buf.alias[1]]
+        for a in (arg, owner):
+            if a.buffer is not None and a.buffer.uninit:
+                raise GpuraceError(
+                    f'argument {a.index}: fill = "uninit" is checked only for a buffer no '
+                    "other argument aliases; give it a fill",
+                    launch.path,
+                    a.line,
+                )
+        if arg.index in var_of and owner.index in var_of:
+            out[var_of[arg.index]] = (var_of[owner.index], buf.offset)
+    return out
+
+
+def argument_views(launch: Any) -> dict[int, tuple[int, int]]:
+    """Each aliased argument's index -> (the index of the argument whose buffer it is
+    passed, byte offset): what a backend's ``launch(aliases=...)`` takes."""
+    return {
+        a.index: (a.buffer.alias[1], a.buffer.offset)
+        for a in launch.args
+        if a.buffer is not None and a.buffer.alias is not None
+    }
+
+
+def realias(records: np.ndarray, aliased: dict[int, tuple[int, int]]) -> np.ndarray:
+    """Log records (n, 8) with each access through an aliased binding rewritten as the
+    same bytes of the buffer it views (that variable, offset + the alias's offset):
+    the analysis pairs accesses by (variable, word), so both bindings' accesses must
+    name one variable to meet (design.md: a race is on memory, not on names). WGSL's
+    aliased bindings and OpenCL's and CUDA's aliased arguments (one home for all)."""
+    out = records.copy()
+    flags = records[:, W_FLAGS]
+    var = (flags >> F_VAR_SHIFT) & F_BYTE_MASK
+    access = (flags & F_KIND_MASK) != int(Kind.EVENT)
+    keep = np.uint32(~(F_BYTE_MASK << F_VAR_SHIFT) & 0xFFFFFFFF)  # all but the var field
+    for v, (owner, offset) in aliased.items():
+        hit = access & (var == v)
+        out[hit, W_FLAGS] = (flags[hit] & keep) | np.uint32(owner << F_VAR_SHIFT)
+        out[hit, W_OFFSET] += np.uint32(offset)
+    return out

@@ -13,11 +13,14 @@ from gpurace.launch.cuda import CudaLaunch, load_cuda_launch
 from gpurace.model import GpuraceError, Instrumented, RaceClass
 from gpurace.options import Options
 from gpurace.target import (
+    aliased_layout,
+    aliased_params,
+    argument_views,
     filtered_target,
     initial_contents,
     kernel_shadows,
     launcher,
-    linear_layout,
+    realias,
 )
 
 if TYPE_CHECKING:  # the backends import pyopencl: only where a check runs (isolate.py)
@@ -170,7 +173,8 @@ def target(
     sizes = cuda_backend.var_sizes(
         inst, kernel, params, args, launch.shared_bytes, prod(launch.grid)
     )
-    bases, total = linear_layout(sizes, prod(launch.grid))
+    aliased = aliased_params(inst, kernel, launch)  # one array for two parameters
+    bases, total = aliased_layout(sizes, prod(launch.grid), aliased)
     block, grid = launch.block, launch.grid
     sync_seen: dict[str, int] = {}
 
@@ -181,7 +185,7 @@ def target(
         **({"cluster": launch.cluster} if launch.cluster else {}),
         **({"cooperative": launch.cooperative} if launch.cooperative is not None else {}),
         initcheck=kernel_shadows(inst, kernel, launch.args, launch.path, sizes, prod(grid))
-        if checked else None,
+        if checked else None, aliases=argument_views(launch) or None,
     )  # fmt: skip
 
     def run(
@@ -196,6 +200,9 @@ def target(
                 f"{path}: {stopped}: the launch stopped there, what the kernel would have "
                 "done after it is not checked"
             )
+        if aliased and not bins:  # the log names the owner's variable (`realias`)
+            records = realias(backend.read_log(dev, result), aliased)
+            result.log = backend.upload_log(dev, records)
         sync_seen.update(result.sync_events)
         for code, what in UNMODELLED_SYNC.items():
             n = sync_seen.get(cuda_backend.SYNC_NAMES[code], 0)

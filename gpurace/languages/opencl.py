@@ -10,7 +10,7 @@ import pickle
 import re
 from collections.abc import Sequence
 from math import prod
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from gpurace.interfaces import Backend, Target
 from gpurace.launch import LaunchSpec, load_launch, resolve_entry, scalar_bytes, validate_opencl
@@ -19,16 +19,20 @@ from gpurace.launch.sim import bind_sim_args
 from gpurace.model import Binding, Instrumented
 from gpurace.options import Options
 from gpurace.target import (
+    aliased_layout,
+    aliased_params,
+    argument_views,
     filtered_target,
     initial_contents,
     kernel_shadows,
     launcher,
-    linear_layout,
+    realias,
     require_launch_of,
 )
 
 if TYPE_CHECKING:  # the backends import pyopencl: only where a check runs (isolate.py)
     from gpurace.backends.analysis_driver import DeviceAnalysis
+    from gpurace.backends.common import LaunchResult
 
 Grid = tuple[int, int, int]
 name = "opencl"
@@ -233,17 +237,30 @@ def target(
     limits.check_opencl_launch(queue.device, dev_name, launch, local, params)
     args = opencl_args(launch, params)
     extents = opencl_extents(inst, kernel, launch)
-    bases, total = linear_layout(extents, prod(groups))
+    aliased = aliased_params(inst, kernel, launch)
+    bases, total = aliased_layout(extents, prod(groups), aliased)
     limits.check_address_space(total, launch.path, launch.key_lines.get("arg", 0))
-    run = launcher(
+    views = argument_views(launch)
+    launch_once = launcher(
         backend.launch, queue, inst.source, path, kernel, params, args, launch.global_size,
         local, options=launch.options, var_bases=bases, var_sizes=extents,
         timeout=options.kernel_timeout_s, read_outputs=read_outputs, elided=inst.elided,
+        aliases=views or None,
         initcheck=(
             kernel_shadows(inst, kernel, launch.args, launch.path, extents, prod(groups))
             if "initcheck" in options.tools else None
         ),
     )  # fmt: skip
+
+    def run(
+        lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0, prefilter: Any = None
+    ) -> LaunchResult:
+        result = launch_once(lo, hi, capacity, bins, width, prefilter)
+        if aliased and not bins:  # the log names the owner's variable (`realias`)
+            records = realias(backend.read_log(queue, result), aliased)
+            result.log = backend.upload_log(queue, records)
+        return result
+
     t = filtered_target(
         backend, queue, dev_name, inst, kernel, local, groups, bases, total,
         local_order_words(inst.variables, extents), run, options, results,

@@ -10,14 +10,17 @@ from dataclasses import replace
 from math import prod
 from typing import TYPE_CHECKING, cast
 
-import numpy as np
-
-from gpurace.abi import F_BYTE_MASK, F_KIND_MASK, F_VAR_SHIFT, W_FLAGS, W_OFFSET
 from gpurace.interfaces import Backend, Target
 from gpurace.launch import LaunchSpec, load_launch, resolve_entry, validate_against
-from gpurace.model import GpuraceError, Instrumented, Kind, Space
+from gpurace.model import GpuraceError, Instrumented, Space
 from gpurace.options import Options
-from gpurace.target import filtered_target, launcher, linear_layout, require_launch_of
+from gpurace.target import (  # noqa: F401 - realias: where tests found it
+    filtered_target,
+    launcher,
+    linear_layout,
+    realias,
+    require_launch_of,
+)
 
 if TYPE_CHECKING:  # the backends import pyopencl: only where a check runs (isolate.py)
     from gpurace.backends.analysis_driver import DeviceAnalysis
@@ -165,23 +168,6 @@ def aliased_vars(inst: Instrumented, launch: LaunchSpec) -> dict[int, tuple[int,
         for b in launch.buffers
         if b.alias is not None and (b.group, b.binding) in var_of and b.alias in var_of
     }
-
-
-def realias(records: np.ndarray, aliased: dict[int, tuple[int, int]]) -> np.ndarray:
-    """Log records (n, 8) with each access through an aliased binding rewritten as the
-    same bytes of the buffer it views (that variable, offset + the alias's offset):
-    the analysis pairs accesses by (variable, word), so both bindings' accesses must
-    name one variable to meet (design.md: a race is on memory, not on names)."""
-    out = records.copy()
-    flags = records[:, W_FLAGS]
-    var = (flags >> F_VAR_SHIFT) & F_BYTE_MASK
-    access = (flags & F_KIND_MASK) != int(Kind.EVENT)
-    keep = np.uint32(~(F_BYTE_MASK << F_VAR_SHIFT) & 0xFFFFFFFF)  # all but the var field
-    for v, (owner, offset) in aliased.items():
-        hit = access & (var == v)
-        out[hit, W_FLAGS] = (flags[hit] & keep) | np.uint32(owner << F_VAR_SHIFT)
-        out[hit, W_OFFSET] += np.uint32(offset)
-    return out
 
 
 def target(

@@ -83,7 +83,9 @@ def _fill_type(name: str) -> tuple[np.dtype, int] | None:
 
 
 #: the [[arg]] tables of a CUDA launch file: buffers and scalar values, no __local form
-CUDA_ARGS = ArgDialect(_fill_type, tuple(CUDA_SCALARS), encode=_encode_bf16)
+CUDA_ARGS = ArgDialect(
+    _fill_type, tuple(CUDA_SCALARS), encode=_encode_bf16, stored_type=element_type
+)
 
 
 @dataclass

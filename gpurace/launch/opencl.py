@@ -14,6 +14,7 @@ import numpy as np
 
 from gpurace.model import Binding, GpuraceError
 
+from .alias import alias_arg, arg_label, resolve_aliases
 from .fills import _filled, is_uninit
 from .ndrange import NdRange, check_uniform
 from .spec import CL_SCALARS, ArgSpec, BufferSpec, LaunchSpec, element_type
@@ -104,7 +105,9 @@ class ArgDialect:
     ``type_names`` are listed when a type is unknown; ``local`` allows ``local = BYTES``
     (an OpenCL ``__local`` pointer); ``vector_values`` allows a list as ``value`` (an
     OpenCL vector parameter); ``encode`` turns the filled values into the stored ones
-    (CUDA bf16: filled in float32, stored as its upper 16 bits).
+    (CUDA bf16: filled in float32, stored as its upper 16 bits); ``stored_type`` maps
+    a type name to (dtype, lanes) as stored (for ``alias = N``, another argument's
+    buffer seen as that type: `gpurace.launch.alias.alias_arg`).
     """
 
     element_type: Callable[[str], tuple[np.dtype, int] | None]
@@ -112,12 +115,15 @@ class ArgDialect:
     local: bool = False
     vector_values: bool = False
     encode: Callable[[str, np.ndarray], np.ndarray] | None = None
+    stored_type: Callable[[str], tuple[np.dtype, int] | None] | None = None
 
     @property
     def keys(self) -> tuple[str, ...]:
         """Keys an ``[[arg]]`` table may have."""
-        return ("name", "type", "count", "fill", "seed", "value") + (
-            ("local",) if self.local else ()
+        return (
+            ("name", "type", "count", "fill", "seed", "value")
+            + (("local",) if self.local else ())
+            + ("alias", "offset", "size")
         )
 
     @property
@@ -148,7 +154,35 @@ def parse_args(
         lines,
         f"arg must be a list of tables: write one {dialect.example}",
     )
-    return [_arg(t, i, dialect, path, base_dir, lines) for i, t in enumerate(tables)]
+    args = [_arg(t, i, dialect, path, base_dir, lines) for i, t in enumerate(tables)]
+    _resolve_arg_aliases(args, path, lines, dialect.stored_type or dialect.element_type)
+    return args
+
+
+def _resolve_arg_aliases(
+    args: list[ArgSpec],
+    path: str,
+    lines: KeyLines,
+    types: Callable[[str], tuple[np.dtype, int] | None],
+) -> None:
+    """Give each ``alias = N`` argument its view of argument N's buffer (in place):
+    N must be a buffer of its own (not a value, a __local size or another alias)."""
+
+    def err(msg: str, buf: BufferSpec) -> GpuraceError:
+        return GpuraceError(msg, path, lines.arg_key(buf.binding, "alias"))
+
+    buffers = [a.buffer for a in args if a.buffer is not None]
+    for buf in buffers:
+        if buf.alias is not None and buf.alias[1] < len(args):
+            target = args[buf.alias[1]]
+            if target.kind != "buffer":
+                form = _FORMS[target.kind]
+                raise err(
+                    f"argument {buf.binding}: alias names argument {buf.alias[1]}, which is "
+                    f"{form}, not a buffer; alias an argument with its own buffer table",
+                    buf,
+                )
+    resolve_aliases(buffers, err, arg_label, "[[arg]]", types)
 
 
 def _arg(
@@ -170,6 +204,13 @@ def _arg(
     what = f"argument {index}" + (f" '{name}'" if name else "")
     line = lines.arg_key(index)
 
+    if "alias" in table:
+        types = dialect.stored_type or dialect.element_type
+        buf = alias_arg(table, index, line, err, types)
+        return ArgSpec(index, name, "buffer", buffer=buf, line=line)
+    if "offset" in table or "size" in table:
+        key = "offset" if "offset" in table else "size"
+        raise err(f"{what}: '{key}' is a key of an alias table: add alias = N", key)
     given = {
         "buffer": any(k in table for k in ("type", "count", "fill", "seed")),
         "value": "value" in table,
@@ -303,6 +344,25 @@ def _param(p: Binding) -> str:
     return f"'{p.name}' (__{p.kind} {p.elem_type} *)"
 
 
+def _check_alias_spaces(launch: LaunchSpec, params: Sequence[Binding]) -> None:
+    """An alias joins a ``__constant`` and a ``__global`` parameter: refused, since
+    gpurace tracks no ``__constant`` access (docs/internals.md §5), so a store
+    through the ``__global`` one and a load through the other would never meet."""
+    for arg in launch.args:
+        buf = arg.buffer
+        if buf is None or buf.alias is None:
+            continue
+        mine, theirs = params[arg.index], params[buf.alias[1]]
+        if {mine.kind, theirs.kind} == {"global", "constant"}:
+            raise GpuraceError(
+                f"parameter {arg.index} {_param(mine)} aliases parameter {buf.alias[1]} "
+                f"{_param(theirs)}: gpurace does not track __constant accesses, so races "
+                "between them would go unseen; give each its own buffer table",
+                launch.path,
+                arg.line,
+            )
+
+
 def validate_opencl(
     launch: LaunchSpec,
     params: Sequence[Binding],
@@ -353,6 +413,7 @@ def validate_opencl(
                 path,
                 arg.line,
             )
+    _check_alias_spaces(launch, params)
     gsize = launch.global_size or (1, 1, 1)
     if reqd is not None and any(reqd):
         if launch.local_size is not None and launch.local_size != tuple(reqd):

@@ -14,7 +14,9 @@ What is wrapped (undone by the returned callable):
   per kernel. At a selected one, before the program's launch: the device is
   synchronized, every ``cupy.ndarray`` argument is read back with ``.get()`` (the
   contents it holds right before the launch) with its dtype, numbers are kept as
-  values. Then the program's launch runs unchanged, and once cupy accepted it the
+  values; arrays whose device ranges overlap (one array twice, overlapping views)
+  are aliases of the widest of them, checked as one memory. Then the program's
+  launch runs unchanged, and once cupy accepted it the
   snapshot goes to the session (``Session.launch_cuda``), which checks it on
   gpurace's own device (``--tool race``: ``api.check``; ``determinism``:
   ``determinism.repeat_cuda``); a launch cupy rejects is listed as not checked, with its
@@ -37,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gpurace.model import GpuraceError
 from gpurace.report.common import relpath
 from gpurace.run.session import Kernel, Session
 
@@ -213,16 +216,28 @@ def _snapshot(
     cupy: Any, kernel: Kernel, src: Source, grid: Any, block: Any, args: Any, kw: dict
 ) -> dict[str, Any] | str:
     """The launch as a CUDA launch file's table, its arrays read back now; a str says
-    why it cannot be checked."""
+    why it cannot be checked. Arrays whose device ranges overlap (one array twice,
+    overlapping views of one allocation) become aliases of the widest of them
+    (`gpurace.launch.alias.aliases_of`), so the check sees one memory."""
+    from gpurace.launch.alias import aliases_of, arg_label
+
     tables: list[dict[str, Any]] = []
-    pending = []
+    ranges: dict[tuple[int, int], tuple[object, int, int]] = {}
     for i, arg in enumerate(args if isinstance(args, Sequence) else [args]):
         table = _arg(cupy, i, arg)
         if isinstance(table, str):
             return table
         tables.append(table)
-        if "fill" in table:
-            pending.append(table)
+        if "fill" in table:  # one address space: its overlapping ranges are aliases
+            ranges[(0, i)] = (cupy, _address(arg), int(arg.nbytes))
+    try:
+        views = aliases_of(ranges, arg_label)
+    except GpuraceError as err:
+        return str(err)
+    for (_, i), ((_, owner), offset) in views.items():
+        size = tables[i].pop("fill").nbytes
+        tables[i] |= {"alias": owner, "offset": offset, "size": size}
+    pending = [t for t in tables if "fill" in t]
     cupy.cuda.Device().synchronize()  # every stream's earlier work has written the arrays
     for table in pending:
         table["fill"] = _host(table["fill"], table["type"])
@@ -264,6 +279,13 @@ def _arg(cupy: Any, index: int, arg: Any) -> dict[str, Any] | str:
         f"argument {index} is a {type(arg).__name__}: gpurace checks cupy.ndarray and "
         "number arguments only"
     )
+
+
+def _address(arg: Any) -> int:
+    """An array's device address: cupy's ``data.ptr``; in tests/fake_cupy.py, whose
+    host memory stands for the device's, its NumPy data pointer."""
+    ptr = getattr(getattr(arg, "data", None), "ptr", None)
+    return int(ptr if ptr is not None else arg.__array_interface__["data"][0])
 
 
 def _host(array: Any, typ: str) -> Any:

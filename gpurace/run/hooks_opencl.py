@@ -17,8 +17,11 @@ What is wrapped (undone by the returned callable):
 * ``Kernel.__call__`` and ``pyopencl.enqueue_nd_range_kernel`` are the launches:
   counted per kernel, and at a selected one the queue is finished, every buffer
   argument is read back to the host (``enqueue_copy`` on the program's queue, while
-  the hooks are off). Then the program's launch runs unchanged, so its results are
-  unchanged, and once the driver accepted it the snapshot goes to the session, which
+  the hooks are off), with its root ``cl_mem``, offset and size (`_range`), so that
+  arguments sharing memory (one buffer twice, overlapping sub-buffers) are checked
+  as one buffer (`gpurace.run.opencl_spec`). Then the program's launch runs
+  unchanged, so its results are unchanged, and once the driver accepted it the
+  snapshot goes to the session, which
   checks it on its own device (a launch the driver rejects is listed as not checked,
   with its error, which reaches the program as usual).
 
@@ -199,6 +202,7 @@ def install(session: Session) -> Callable[[], None]:
         if index is None:
             return None
         snapshot: list[tuple[str, Any]] | str | None = None
+        ranges: dict[int, tuple[object, int, int]] = {}
         glob = lsz = None
         try:
             with session.suspended():
@@ -213,13 +217,13 @@ def install(session: Session) -> Callable[[], None]:
                     else:
                         note = f"local size None: the driver chose {list(lsz)} (a probe kernel"
                         session.note(k, index, note + " of the same global size on its queue)")
-                snapshot = None if why else _snapshot(queue, kernel, args_of(kernel))
+                snapshot = None if why else _snapshot(queue, kernel, args_of(kernel), ranges)
         except Exception as err:  # the program's launch reports its own errors
             why = f"its arguments could not be read back: {type(err).__name__}: {err}"
         if isinstance(snapshot, str) or why:
             return Pending(k, index, why or str(snapshot))
         assert glob is not None and snapshot is not None
-        return Pending(k, index, OpenCLLaunch(glob, lsz, options, snapshot))
+        return Pending(k, index, OpenCLLaunch(glob, lsz, options, snapshot, ranges))
 
     def driver_local_size(queue: Any, kernel: Any, glob: tuple[int, ...]) -> Any:
         """The local size the program's driver picks for ``glob`` without one: PROBE's
@@ -383,8 +387,11 @@ def _expand(kernel: Any, args: Sequence[Any]) -> list[Any] | None:
     return out
 
 
-def _snapshot(queue: Any, kernel: Any, saved: dict[int, Any]) -> list[tuple[str, Any]] | str:
-    """Each argument as the launch sees it (buffers read back now); a str says why not."""
+def _snapshot(
+    queue: Any, kernel: Any, saved: dict[int, Any], ranges: dict[int, tuple[object, int, int]]
+) -> list[tuple[str, Any]] | str:
+    """Each argument as the launch sees it (buffers read back now); a str says why not.
+    ``ranges`` gets each buffer argument's (root, offset, size) (`_range`)."""
     import numpy as np
     import pyopencl as cl
 
@@ -392,12 +399,14 @@ def _snapshot(queue: Any, kernel: Any, saved: dict[int, Any]) -> list[tuple[str,
 
     queue.finish()
     args: list[tuple[str, Any]] = []
+    roots: dict[int, object] = {}
     for i in range(kernel.num_args):
         value = saved.get(i)
         if isinstance(value, cl.Buffer):
             host = np.empty(value.size, np.uint8)
             cl.enqueue_copy(queue, host, value)
             args.append(("buffer", host.view(Kept)))  # the check's own: typed, not copied
+            ranges[i] = _range(cl, value, roots)
         elif isinstance(value, cl.LocalMemory):
             args.append(("local", int(value.size)))
         elif _scalar(value) is not None:
@@ -409,6 +418,16 @@ def _snapshot(queue: Any, kernel: Any, saved: dict[int, Any]) -> list[tuple[str,
                 "LocalMemory arguments only"
             )
     return args
+
+
+def _range(cl: Any, buf: Any, roots: dict[int, object]) -> tuple[object, int, int]:
+    """(root, byte offset, byte size) of a buffer argument: a sub-buffer's root is its
+    parent, at its CL_MEM_OFFSET; the root is one object per ``cl_mem`` (``roots``), as
+    two Python objects may wrap one (`gpurace.launch.alias.aliases_of` compares ids)."""
+    parent = buf.get_info(cl.mem_info.ASSOCIATED_MEMOBJECT)
+    offset = int(buf.get_info(cl.mem_info.OFFSET)) if parent is not None else 0
+    ptr = int((parent if parent is not None else buf).int_ptr)
+    return roots.setdefault(ptr, ptr), offset, int(buf.size)
 
 
 def _unsupported(kernel: Any, offset: Any) -> str:

@@ -38,6 +38,7 @@ from gpurace.options import TOOLS as CHECK_TOOLS
 from gpurace.options import Options as CheckOptions
 from gpurace.options import parse_tools
 from gpurace.report.common import relpath
+from gpurace.run.opencl_spec import OpenCLLaunch, opencl_spec
 
 #: the default: the check's classes, no replays (determinism is opt-in)
 DEFAULT_TOOL = "race,memcheck,initcheck"
@@ -131,22 +132,6 @@ class Kernel:
     def tags(self) -> str:
         """What the report adds to the name: ``[stride=2]``, ``[source 2]``."""
         return "".join(f" [{t}]" for t in (self.variant, self.twin and f"source {self.twin}") if t)
-
-
-@dataclass
-class OpenCLLaunch:
-    """One OpenCL launch as a hook saw it, for ``Session.launch_opencl``.
-
-    ``args`` in parameter order: ("buffer", its bytes just before the launch: a
-    uint8 array the check may keep and view as typed, or bytes),
-    ("scalar", a number or a list for a vector) or ("local", __local bytes).
-    ``local_size`` None: the kernel's reqd_work_group_size must give it.
-    """
-
-    global_size: tuple[int, ...]
-    local_size: tuple[int, ...] | None
-    options: list[str]
-    args: list[tuple[str, Any]]
 
 
 class Session:
@@ -312,7 +297,7 @@ class Session:
     def launch_cuda(self, kernel: Kernel, index: int, launch: dict[str, Any]) -> None:
         """Check one CUDA launch from its snapshot: a CUDA launch file's table (kernel,
         grid, block, shared_bytes, options, name_expressions, one ``arg`` table per
-        parameter with NumPy arrays as fills; docs/launch-files.md)."""
+        parameter with NumPy arrays as fills, or ``alias`` tables; docs/launch-files.md)."""
         from gpurace.launch.cuda import cuda_launch_from_dict
 
         base = self.script_dir or os.getcwd()
@@ -421,48 +406,10 @@ class Session:
         )
 
     def opencl_spec(self, kernel: Kernel, launch: OpenCLLaunch) -> Any:
-        """An OpenCL LaunchSpec: each buffer argument's snapshot typed as its parameter's
-        element (so races name 'data'[5]); a struct element is carried as uint words
-        (or bytes), exactly; scalars and __local sizes as the program passed them."""
-        import numpy as np
-
-        from gpurace.launch import LaunchSpec, cl_type_name, element_type
-
+        """An OpenCL LaunchSpec of the snapshot (`gpurace.run.opencl_spec`)."""
         inst = self.instrumented(kernel, launch.options)
         params = inst.params.get(kernel.entry, [])
-        tables: list[dict[str, Any]] = []
-        for i, (kind, value) in enumerate(launch.args):
-            if kind == "scalar":
-                tables.append({"value": value})
-            elif kind == "local":
-                tables.append({"local": value})
-            else:
-                typ = cl_type_name(params[i].elem_type) if i < len(params) else "uchar"
-                found = element_type(typ)
-                if found is None:
-                    typ = "uint" if len(value) % 4 == 0 else "uchar"
-                    found = element_type(typ)
-                assert found is not None
-                dtype, lanes = found
-                n = len(value) - len(value) % (dtype.itemsize * lanes)
-                if n == 0:
-                    raise GpuraceError(
-                        f"argument {i}: a buffer of {len(value)} bytes holds no {typ}"
-                    )
-                if isinstance(value, np.ndarray):  # the hook's own copy (Kept): typed, kept
-                    fill = value[:n].view(dtype)
-                else:
-                    fill = np.frombuffer(value[:n], dtype).copy()
-                tables.append({"type": typ, "fill": fill})
-        data: dict[str, Any] = {
-            "kernel": kernel.entry,
-            "global_size": list(launch.global_size),
-            "options": list(launch.options),
-            "arg": tables,
-        }
-        if launch.local_size is not None:
-            data["local_size"] = list(launch.local_size)
-        return LaunchSpec.from_dict(data, path=kernel.file)
+        return opencl_spec(kernel.file, kernel.entry, params, launch)
 
     def instrumented(self, kernel: Kernel, options: Sequence[str] = ()) -> Any:
         from gpurace import api
