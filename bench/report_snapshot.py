@@ -11,8 +11,8 @@ Cases: every labelled launch of tests/corpus/{wgsl,opencl,cuda} and the Triton P
 tests/corpus/ptx with the launches of tests/test_ptx_rewriter.py. WGSL runs on wgpu
 (lavapipe), OpenCL on PoCL; CUDA and PTX run on the CPU as tests/test_cuda_backend_host.py
 runs them: a stand-in cupy whose kernels run on the PTX interpreter, the analysis
-kernels on PoCL. Kernel paths are given relative to the checkout root, and reports
-are written relative to it.
+kernels on PoCL; launches with a TMA tensor map (sim's layout) run on sim. Kernel
+paths are given relative to the checkout root, and reports are written relative to it.
 
 Normalised, because it legitimately differs between runs or checkouts, and nothing
 else:
@@ -42,9 +42,12 @@ sys.path.insert(0, str(ROOT))  # this checkout's gpurace and tests, not the scri
 
 from gpurace import api  # noqa: E402
 from gpurace.model import Report  # noqa: E402
+from gpurace.options import Options  # noqa: E402
 from gpurace.report import format_text, json_report, sarif  # noqa: E402
 from tests.corpus import CORPUS, cases  # noqa: E402
 
+#: a tensormap [[arg]] is a TMA tensor map in sim's layout: only sim runs such a launch
+SIM = Options.from_env().with_(device="sim")
 #: what each language's reports look like in its corpus directory
 LANGUAGES = {"wgsl": ".wgsl", "opencl": ".cl", "cuda": ".cu"}
 
@@ -71,16 +74,12 @@ def _fake_cuda() -> None:
             buf = opencl_backend.upload_log(queue, records)
         return opencl_backend.analyse_on_device(queue, buf, n, bases, uniform, **kw)
 
-    real_get_device = cuda_backend.get_device
-
-    def get_device(name=None):  # type: ignore[no-untyped-def]
-        if name is not None and name.lower() == "sim":  # TMA maps: sim's layout only
-            return real_get_device(name)
-        return _Device(), "fake GPU"
-
     cuda_backend._cupy = lambda: FAKE_CUPY
     cuda_backend._modules = {}
-    cuda_backend.get_device = get_device
+    real = cuda_backend.get_device  # sim by name: the TMA tensor maps' cases (SIM below)
+    cuda_backend.get_device = lambda name=None: (
+        real(name) if name == "sim" else (_Device(), "fake GPU")
+    )
     cuda_backend.max_records_per_pass = lambda dev: 1 << 16
     cuda_backend.analysis_limit = lambda dev: 1 << 24
     cuda_backend.analyse_on_device = analyse
@@ -103,8 +102,8 @@ def _checker(language: str, kernel: Path, launch_path: Path) -> Callable[[], Rep
             from gpurace.launch.cuda import load_cuda_launch
 
             spec = load_cuda_launch(launch_path)
-            if any(a.kind == "tensormap" for a in spec.args):  # a map in sim's layout
-                return api.check(kernel.read_text(), spec, path=_relative(kernel), device="sim")
+            if any(a.kind == "tensormap" for a in spec.args):  # maps in sim's layout
+                return api.check(kernel.read_text(), spec, path=_relative(kernel), options=SIM)
         else:
             from gpurace.launch import load_launch
 

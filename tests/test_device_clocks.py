@@ -26,6 +26,7 @@ from gpurace.model import Event, Kind, RaceClass
 from tests.analysis_backends import opencl
 from tests.logs import VAR_SPACES as RANDOM_SPACES
 from tests.order_logs import VAR_SPACES, access, atomic, log
+from tests.synchronisation import assert_same_races, logging, synchronisation
 from tests.test_release_acquire import (
     fenced,
     last_block,
@@ -99,6 +100,58 @@ def test_locks_and_flags_device_equals_reference():
     assert isinstance(happens.clocks(spin_lock(3, keeper=2), zero), happens.Choices)
     assert device_equals_reference(spin_lock(3, keeper=2), VAR_SPACES) == []
     assert len(device_equals_reference(spin_lock(3, ORDER_RELAXED), VAR_SPACES)) == 2
+
+
+def interleaved(recs: np.ndarray, seed: int) -> np.ndarray:
+    """The log's records in another interleaving of its work-items, each keeping its
+    own order: what another run of the same synchronisation could log (PoCL's groups
+    start in another order, a spinning work-item logs later)."""
+    rng = np.random.default_rng(seed)
+    own: dict[tuple[int, int], list[int]] = {}
+    for i, (grp, lid) in enumerate(recs[:, [4, 3]].tolist()):
+        own.setdefault((grp, lid), []).append(i)
+    queues = [q[::-1] for q in own.values()]
+    order = []
+    while queues:
+        k = int(rng.integers(len(queues)))
+        order.append(queues[k].pop())
+        if not queues[k]:
+            queues.pop(k)
+    return recs[order]
+
+
+def decided(recs: np.ndarray, spaces: dict) -> list[tuple]:
+    """The host's races with their explanations (`happens.decide`)."""
+    found = happens.decide(recs, spaces, False, zero, where=lambda i: f"site {i}")
+    assert found is not None and found[1] == []
+    return [(r, r.ordering) for r in found[0]]
+
+
+def test_the_interleaving_of_a_log_picks_no_example_nor_explanation():
+    """Threads are numbered in (group, local index) order, not in the order they first
+    log (happens._Log): their stamps break the ties between a race's candidate
+    examples, and a run's interleaving decided the example (docs/ordering.md, "Which
+    example"). A relaxed spin lock logged backwards (group 2 first: before, group 2
+    was the example), a lock with a bypassing store, and random logs in other
+    interleavings: the same races, examples and explanations, on the host and on the
+    device with the clock table."""
+    relaxed = spin_lock(3, ORDER_RELAXED)
+    want = decided(relaxed, VAR_SPACES)
+    assert [(r.group_a, r.group_b) for r, _ in want] == [(0, 1), (0, 1)]
+    backwards = np.concatenate([relaxed[relaxed[:, 4] == g] for g in (2, 1, 0)])
+    assert decided(backwards, VAR_SPACES) == want
+    assert device_equals_reference(backwards, VAR_SPACES) == [r for r, _ in want]
+    from tests.test_locks import lock
+
+    bypass = lock(8, 2, bypass=True)
+    want = decided(bypass, VAR_SPACES)
+    assert all(decided(interleaved(bypass, k), VAR_SPACES) == want for k in range(3))
+    for seed in range(3):
+        recs = monotone(with_order_events(seed))
+        want = decided(recs, RANDOM_SPACES)
+        assert len(want) > 50
+        assert all(decided(interleaved(recs, k), RANDOM_SPACES) == want for k in range(2))
+    assert device_equals_reference(interleaved(recs, 2), RANDOM_SPACES) == [r for r, _ in want]
 
 
 def test_lock_words_are_decided_on_the_device():
@@ -188,8 +241,13 @@ def test_corpus_logs_device_equals_reference(case):
     source, spec = case.kernel.read_text(), lang.read_launch(str(case.launch_path))
     t = lang.target(source, spec, str(case.kernel), registry.backend_for(lang, opts), None, opts)
     result = t.run(0, FULL_RANGE, 1 << 16)  # the 64-block lock kernels log ~18,000
-    n = result.requested
-    assert 0 < n <= 1 << 16
+    # where PoCL ran two groups at once, a look-back or a lock spins while the group it
+    # waits for is descheduled: ~300,000 records, not whole here. The device and the
+    # reference then take the same first records (as a check's overflowing pass does);
+    # the verdict is the kernel's on a whole log only
+    whole = 0 < result.requested <= 1 << 16
+    n = min(result.requested, 1 << 16)
+    assert n > 0
     found = t.analyse(result, n, 0, FULL_RANGE)
     records = t.backend.read_log(t.handle, result)[:n]
     spaces = {v.id: v.space for v in t.inst.variables}
@@ -205,14 +263,14 @@ def test_corpus_logs_device_equals_reference(case):
     want = t.results(want) if t.results else want  # CUDA drops storage-exchange warnings
     got = found.races
     assert got == want.races
-    if case.id in ("relacq_local_mp_clean", "relacq_local_fence_clean"):
+    if whole and case.id in ("relacq_local_mp_clean", "relacq_local_fence_clean"):
         # a real log where the __local clocks order a pair of __local accesses that the
         # local epochs (barriers: the device before the table's __local bank) leave
         barriers = {(r.cls, r.var) for r in reference.analyse(records, spaces)}
         msg = next(v.id for v in t.inst.variables if v.name == "msg")
         assert (RaceClass.LOCAL, msg) in barriers
     assert [r.ordering for r in got] == [r.ordering for r in want.races]
-    assert bool(got) == case.id.endswith("_race")
+    assert bool(got) == case.id.endswith("_race") or not whole
     if found.clocks is not None:  # the extract holds every ORDER event of the log
         assert clocktable.is_order_event(found.clocks.log).sum() == found.clocks.events
         assert found.clocks.events == clocktable.is_order_event(records).sum() > 0
@@ -228,13 +286,19 @@ def test_too_large_a_table_is_decided_on_the_host_and_says_why(monkeypatch):
 
     case = next(c for c in cases("opencl", ".cl") if c.id == "relacq_lastblock_nofence_race")
     source, spec = case.load()
-    device = api.check(source, spec, path=str(case.kernel), backend=opencl_backend)
+    runs: list[np.ndarray] = []
+    backend = logging(opencl_backend, runs)
+    device = api.check(source, spec, path=str(case.kernel), backend=backend)
     assert device.scope.ordering == "device" and "ORDER events" in device.scope.ordering_note
+    analysed = runs[-1]  # the last run of a check is the one analysed
     monkeypatch.setattr(clocktable, "MAX_PROBES", 4)
-    host = api.check(source, spec, path=str(case.kernel), backend=opencl_backend)
+    host = api.check(source, spec, path=str(case.kernel), backend=backend)
     assert host.scope.ordering == "host" and host.scope.ordered_on_host
     assert "work-item segments (the device's table holds 4)" in host.scope.ordering_note
-    assert host.races == device.races and host.races
+    # two runs: the same example where both drew the tickets in one order
+    alike = synchronisation(analysed) == synchronisation(runs[-1])
+    assert_same_races(host.races, device.races, alike)
+    assert host.races
     assert [r.ordering for r in host.races] == [r.ordering for r in device.races]
     text = "\n".join(scope_lines(host))
     assert "decided on the host by the NumPy reference: " in text

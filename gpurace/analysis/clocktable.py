@@ -17,8 +17,9 @@ at its own ORDER events and at block barriers, so every access between the same 
 ORDER events at the same barrier count has the same stamp. Probes at barrier counts
 where the group logged nothing add barrier joins with nothing between them, which
 order no pair differently. The probes take the positions of the log's first record
-of each work-item, so the threads are numbered as the reference numbers them on the
-whole log (its entry order and its explanations depend on that).
+of each work-item, so the groups are walked in the order the reference walks them on
+the whole log; threads are numbered in (group, local index) order on both
+(`happens._Log`), which entry order, examples and explanations depend on.
 
 Lock words (`locks.Locked`) and OpenCL's `__local` view (`local_clocks.Split`) are
 carried too: each stamp lists the critical sections it lies inside (the lock rule is

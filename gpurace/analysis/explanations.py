@@ -69,8 +69,10 @@ def why(log: _Log, hb: Order, x: int, y: int, where: Callable[[int], str]) -> st
     for the nearest such pair; else the nearest read of y's group from any write; ""
     when y's group read nothing."""
     group = {t: g for (g, _), t in log.thread_of.items()}
-    near_x = [x] + [t for t in log.groups[group[x]] if t != x]
-    near_y = [y] + [t for t in log.groups[group[y]] if t != y]
+    # the others of each group in thread order ((group, local index): happens._Log),
+    # not the log's, so that the interleaving of a run does not pick the explanation
+    near_x = [x] + [t for t in sorted(log.groups[group[x]]) if t != x]
+    near_y = [y] + [t for t in sorted(log.groups[group[y]]) if t != y]
     for yy in near_y:
         for xx in near_x:
             writes = {o.idx: o for o in log.ops.values() if o.thread == xx and o.writes}
@@ -83,10 +85,17 @@ def why(log: _Log, hb: Order, x: int, y: int, where: Callable[[int], str]) -> st
     for yy in near_y:  # else the nearest read of y's group from any write
         for r in reversed([o for o in log.reads if o.thread == yy]):
             cands = candidates(log, r, hb)
-            w = next((every[c] for c in reversed(cands) if c in every), None)
+            w = min((every[c] for c in cands if c in every), key=_first, default=None)
             if w is not None:
                 return _why(log, w, r, cands, where)
     return ""
+
+
+def _first(w: Op) -> tuple[int, int]:
+    """Which of several writes an explanation names: that of the thread first in
+    (group, local index) order (`happens._Log`'s numbering), its last one; not the
+    log's last, which a run's interleaving picks."""
+    return w.thread, -w.idx
 
 
 def _why(log: _Log, w: Op, r: Op, cands: list[int], where: Callable[[int], str]) -> str:
@@ -124,8 +133,9 @@ def _why(log: _Log, w: Op, r: Op, cands: list[int], where: Callable[[int], str])
     others = [c for c in cands if c != w.idx]
     if others:
         every = {o.idx: o for ws in log.writes.values() for o in ws}
-        o = others[-1]
-        what = "the initial contents" if o == INITIAL else f"the write at {where(every[o].site)}"
+        what = "the initial contents"  # the last candidate, where it is one
+        if INITIAL not in others:
+            what = f"the write at {where(min((every[c] for c in others), key=_first).site)}"
         return (
             f"the value {r.read_value} read at {where(r.site)} may also come from {what}: "
             f"not known to be the release at {where(w.site)}, so it acquires nothing"

@@ -17,7 +17,7 @@ to the least fixpoint, so no edge justifies itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -164,7 +164,12 @@ class _Log:
 
     def __init__(self, rows: list[list[int]], initial: Initial | None, local: bool = True) -> None:
         self.initial = initial
-        self.thread_of: dict[tuple[int, int], int] = {}
+        # threads are numbered in (group, local index) order, not in the order they
+        # first log: stamps break the ties between entries and examples (reference.py),
+        # and a log's interleaving (which group ran first, how long one spun) must not
+        # pick the example; the groups are still walked in the log's order (`groups`)
+        seen = dict.fromkeys(_work_items(rows, local))
+        self.thread_of: dict[tuple[int, int], int] = {w: t for t, w in enumerate(sorted(seen))}
         self.timeline: dict[int, list[tuple[int, int]]] = {}  # thread -> (bars, idx)
         self.ops: dict[int, Op] = {}
         self.writes: dict[int, list[Op]] = {}  # var -> writes (atomic and plain)
@@ -177,7 +182,7 @@ class _Log:
                 continue  # barriers: joins follow from the barrier counts
             if not local and kind != Kind.EVENT and (flags >> 2) & 1:
                 continue  # its epoch is the local one: no place among the barriers
-            t = self.thread_of.setdefault((grp, lid), len(self.thread_of))
+            t = self.thread_of[(grp, lid)]
             size, var = (flags >> 8) & 0xFF, (flags >> 16) & 0xFF
             if kind == Kind.EVENT:
                 bars = extra >> O_BARRIERS_SHIFT
@@ -208,9 +213,9 @@ class _Log:
         for ws in self.writes.values():
             for w in ws:
                 self.at.setdefault((w.var, w.offset, w.size), []).append(w)
-        self.groups: dict[int, list[int]] = {}
-        for (grp, _lid), t in self.thread_of.items():
-            self.groups.setdefault(grp, []).append(t)
+        self.groups: dict[int, list[int]] = {}  # in the log's order: releases come first
+        for grp, lid in seen:
+            self.groups.setdefault(grp, []).append(self.thread_of[(grp, lid)])
         self.mb: dict[int, list[int]] = {}  # a successful mbarrier wait -> its arrivals
         # asynchronous copies' threads (docs/async.md): O_MB_COPY event -> thread
         self.copy_of = mbarriers.copy_threads(self.ops, len(self.thread_of))
@@ -235,6 +240,17 @@ class _Log:
             ]
         same = self.valued.get(where, {}).get(r.read_value & _mask(r.size), [])
         return sorted(self._loose[where] + same, key=lambda w: w.idx)
+
+
+def _work_items(rows: list[list[int]], local: bool) -> Iterator[tuple[int, int]]:
+    """The (group, local index) of each record `_Log` reads, in log order: not the
+    barrier and exit events, nor (`local` False) the `__local` accesses."""
+    for _site, flags, _off, lid, grp, *_ in rows:
+        if flags & 3 == Kind.EVENT:
+            if (flags >> 24) & 0xF == Event.ORDER:
+                yield grp, lid
+        elif local or not (flags >> 2) & 1:
+            yield grp, lid
 
 
 def _mask(size: int) -> int:
