@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpurace.launch import LaunchSpec, load_launch
-from gpurace.model import Event, Kind, Report, Site
+from gpurace.model import Event, Kind, Race, Report, Site
 from gpurace.report.common import CLASS_NAMES
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -58,19 +58,20 @@ def site_kind(site: Site, kind: Kind) -> str:
     return kind.name.lower()
 
 
+def race_sides(report: Report, race: Race) -> list[tuple[str, str]]:
+    """A race's two sides, (line:col, kind) each, in sorted order (orientation-free)."""
+    a, b = report.sites[race.site_a], report.sites[race.site_b]
+    return sorted(
+        [
+            (f"{a.line}:{a.col}", site_kind(a, race.kind_a)),
+            (f"{b.line}:{b.col}", site_kind(b, race.kind_b)),
+        ]
+    )
+
+
 def reported(report: Report) -> list[tuple]:
     """The report's races as comparable, orientation-free tuples."""
-    out = []
-    for r in report.races:
-        a, b = report.sites[r.site_a], report.sites[r.site_b]
-        sides = sorted(
-            [
-                (f"{a.line}:{a.col}", site_kind(a, r.kind_a)),
-                (f"{b.line}:{b.col}", site_kind(b, r.kind_b)),
-            ]
-        )
-        out.append((CLASS_NAMES[r.cls], *sides))
-    return sorted(out)
+    return sorted((CLASS_NAMES[r.cls], *race_sides(report, r)) for r in report.races)
 
 
 def expected(expect: dict) -> list[tuple]:

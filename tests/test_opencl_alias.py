@@ -22,7 +22,7 @@ from gpurace.model import Binding, GpuraceError
 from gpurace.report.common import CLASS_NAMES
 from gpurace.run.opencl_spec import OpenCLLaunch
 from gpurace.run.session import Options, Session
-from tests.corpus import site_kind
+from tests.corpus import race_sides
 from tests.test_run import ENV, PROGRAMS, ROOT, block, run
 
 SHIFT = """\
@@ -126,18 +126,17 @@ def check(tmp_path: Path, args: str) -> list[tuple]:
     spec = load_launch(write(tmp_path, HEAD + args))
     report = api.check(SHIFT, spec, path=str(kernel))
     assert report.scope.complete, report.scope
-    out = []
-    for r in report.races:
-        a, b = report.sites[r.site_a], report.sites[r.site_b]
-        sides = sorted(
-            [
-                (f"{a.line}:{a.col}", site_kind(a, r.kind_a)),
-                (f"{b.line}:{b.col}", site_kind(b, r.kind_b)),
-            ]
+    return sorted(
+        (
+            CLASS_NAMES[r.cls],
+            *race_sides(report, r),
+            r.instances,
+            r.pairs,
+            report.variables[r.var].name,
+            r.address,
         )
-        name = report.variables[r.var].name
-        out.append((CLASS_NAMES[r.cls], *sides, r.instances, r.pairs, name, r.address))
-    return sorted(out)
+        for r in report.races
+    )
 
 
 def test_an_aliased_argument_races_with_its_owner(tmp_path: Path) -> None:
