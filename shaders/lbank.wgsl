@@ -61,10 +61,11 @@ fn _gr_lmask(w: u32) -> u32 {
   return _gr_run.loff + (_gr_run.lgroups + _gr_grp) * _gr_run.lwords + _gr_lword(w);
 }
 
-// The entry's prologue: both banks emptied, then a barrier (in uniform control flow:
-// its conditions are constants), so that no access meets a state of the group that
-// ran before on the same workgroup memory (wgpu on lavapipe does not zero it).
-fn _gr_lstart() {
+// Part of the entry's prologue (runtime.wgsl's `_gr_start`): both banks emptied, so
+// that no access meets a state of the group that ran before on the same workgroup
+// memory (wgpu on lavapipe does not zero it); whether the banks are in use, when the
+// prologue's barrier must follow.
+fn _gr_lstart() -> bool {
   _gr_lany = false;
   _gr_lbad = false;
   if _GR_LBANK != 0u && _gr_mode != _GR_SHADOW_OFF && _gr_lmode != 0u {
@@ -73,8 +74,9 @@ fn _gr_lstart() {
         atomicStore(&_gr_lst[w], 0u);
       }
     }
-    workgroupBarrier();
+    return true;
   }
+  return false;
 }
 
 // After a workgroup barrier that began local epoch e = `_gr_ep_l` (>= 1): this

@@ -72,6 +72,26 @@ fn _gr_init(l: u32, w: vec3<u32>, n: vec3<u32>) {
   }
 }
 
+// The entry's prologue, after _gr_init: the group's event slots (in a module with
+// barriers, whose events are logged) and its banked states (lbank.wgsl) emptied,
+// then one barrier (in uniform control flow: its conditions are constants) before
+// any work-item claims a slot or touches a state. WGSL zeroes workgroup memory, but
+// wgpu on lavapipe does not: a group starts with what the group that ran before on
+// that memory left, in this launch or an earlier one (docs/compatibility.md), and a
+// slot left holding the same (ordinal, site) with a lower local index would make
+// the group's lowest work-item skip its event (docs/internals.md §1).
+fn _gr_start() {
+  let banks = _gr_lstart();
+  if _GR_LOG_EXITS && _gr_lid == 0u {
+    for (var s = 0u; s < _GR_WGSL_EVENT_SLOTS; s++) {
+      atomicStore(&_gr_evs[s], 0u);
+    }
+  }
+  if banks || _GR_LOG_EXITS {
+    workgroupBarrier();
+  }
+}
+
 // Whether this work-item logs its event (barrier ordinal or exit, at `site`): not
 // when a work-item of its group with a lower local index logged the same (kind,
 // ordinal, site), since the analysis keeps only the lowest local index of each

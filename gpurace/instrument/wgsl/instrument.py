@@ -355,7 +355,7 @@ def instrument(
             prologue = [
                 f"_gr_init({found['local_invocation_index']}, {found['workgroup_id']}, "
                 f"{found['num_workgroups']});",
-                "_gr_lstart();",
+                "_gr_start();",
             ]
             out_fns.append(fr.function(head, prologue))
         else:
