@@ -202,7 +202,7 @@ class Target:
         if found.clocks is not None:
             found = self._explain(found)
         elif ordered and not found.too_big:
-            found = self._ordered(found, result, n, None if whole else (lo, hi))
+            found = self._ordered(found, result, n, None if whole else (lo, hi), list_instances > 0)
         return self.results(found) if self.results else found
 
     @property
@@ -242,7 +242,12 @@ class Target:
         return replace(found, saturated=found.saturated + notes) if notes else found
 
     def _ordered(
-        self, found: DeviceAnalysis, result: LaunchResult, n: int, part: tuple[int, int] | None
+        self,
+        found: DeviceAnalysis,
+        result: LaunchResult,
+        n: int,
+        part: tuple[int, int] | None,
+        listing: bool,
     ) -> DeviceAnalysis:
         """A log with release/acquire ORDER events decided on the host by the reference,
         where the device could not take its clock table (`found.host_reason`;
@@ -252,21 +257,26 @@ class Target:
         from dataclasses import replace
 
         from gpurace.analysis import happens, split_order
+        from gpurace.model import Race, RaceClass
 
         records = self.backend.read_log(self.handle, result)[:n]
         spaces = {v.id: v.space for v in self.inst.variables}
         uwr = self.options.uniform_writes == "race"
         pairs = None if part is None else split_order.outside_blanked(records, self.bases, *part)
+        host_listed: list[tuple[tuple, Race]] | None = [] if listing else None
         decided = happens.decide(
             records, spaces, uwr, self.initial, self.where, self.local_clocks, self.phases,
-            pairs,
+            pairs, host_listed,
         )  # fmt: skip
         if decided is None:
             return found
         races, saturated = decided
         orders = {r.key: (r.var, r.address, 0) for r in races}
-        keys = set(orders)  # --all: the device's instances of the races that remain
-        listed = [x for x in found.listed if x[0][0] in keys]
+        # --all: the host's instances (the device's ordered by barriers only: it misses
+        # a thread's own pairs with its copies in flight, and lists pairs the clocks
+        # order); a divergence's are the device's (ordering does not touch them)
+        divergent = {r.key for r in races if r.cls == RaceClass.DIVERGENCE}
+        listed = (host_listed or []) + [x for x in found.listed if x[0][0] in divergent]
         return replace(
             found, races=races, orders=orders, saturated=found.saturated + saturated,
             listed=listed, ordering="host",

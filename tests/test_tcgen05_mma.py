@@ -161,14 +161,15 @@ def test_the_mma_is_logged_once_then_retired(clean_runs) -> None:
 
 def test_loads_of_d_before_the_wait_race_by_rows(tmp_path: Path) -> None:
     """tmem_mma_early_read_race: each of the four loads of D before the wait races with
-    the MMA's writes: warp 0's lanes but thread 0 (the issuer, not compared with its
-    own op) on rows 1..31, every other warp on its 32 rows; the missing wait named."""
+    the MMA's writes: each warp on its 32 rows, thread 0 (the issuer, compared with its
+    own op in flight: docs/async.md rules 4-7) on row 0 with them, as the race's count
+    of 512 instances says; the missing wait named."""
     kernel = CORPUS / "tmem_mma_early_read_race.cu"
     report = api.check_file(str(kernel), str(CORPUS / "tmem_mma_early_read_race.toml"))
     assert [_where(report, r) for r in report.races] == [("45:5", f"{n}:3") for n in range(51, 55)]
     race = report.races[0]
     assert warp_pairs(report, race) == [
-        WarpPair(0, w, 0, (max(32 * w, 1), 32 * w + 31), (0, 3)) for w in range(4)
+        WarpPair(0, w, 0, (32 * w, 32 * w + 31), (0, 3)) for w in range(4)
     ]
     text = format_text(report)
     assert ("no wait on the mbarrier phase that the tcgen05.commit after the tcgen05.mma/cp "

@@ -594,13 +594,15 @@ def decide(
     local: bool = True,
     phases: bool = False,
     pairs: np.ndarray | None = None,
+    listed: list[tuple[tuple, Race]] | None = None,
 ) -> tuple[list[Race], list[str]] | None:
     """The races of a log with ORDER events decided on the host (the reference with
     release/acquire ordering) and what saturated; None when the log has none. Each
     race's `ordering` names the nearest synchronisation that fails to order its
     example (`where`: a site id's "line:col"). `pairs`: the log whose accesses are
     paired, where not all of `records` (a pass's, with the accesses of other address
-    ranges blanked: gpurace/analysis/split_order.py); the clocks take `records`."""
+    ranges blanked: gpurace/analysis/split_order.py); the clocks take `records`.
+    `listed` (--all) gets the instances of the races decided (`reference.analyse`)."""
     from gpurace.analysis import reference
     from gpurace.analysis.explanations import explain
 
@@ -613,7 +615,7 @@ def decide(
             f"block barrier count of an ORDER event (over {O_BARRIERS_MAX}): release/acquire "
             "ordering not applied"
         )
-        return reference.analyse(paired, spaces, uniform_writes_race), [note]
-    found = reference.analyse(paired, spaces, uniform_writes_race, order=hb)
+        return reference.analyse(paired, spaces, uniform_writes_race, listed=listed), [note]
+    found = reference.analyse(paired, spaces, uniform_writes_race, order=hb, listed=listed)
     log = explain(found, records, hb, initial, where, local, spaces)
     return found, mbarriers.notes(log.ops, phases)

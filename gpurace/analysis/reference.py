@@ -205,11 +205,15 @@ def analyse(
     var_spaces: dict[int, Space],
     uniform_writes_race: bool = False,
     order: Order | None = None,
+    listed: list[tuple[tuple, Race]] | None = None,
 ) -> list[Race]:
     """Analyse one launch's log (an (n, 8) u32 array) and return its deduplicated races.
 
     `var_spaces` maps TrackedVar.id to its space; `order` is the log's happens-before
     beyond barriers (`happens.clocks`), None for barriers only. Races are sorted by key.
+    `listed` (--all), where given, gets each instance of a conflict race (its bucket's
+    example pair) as ((race key, rank), instance): the host's list where it decides the
+    races (`interfaces.Target._ordered`), divergence aside (ordering does not touch it).
     """
     recs = np.asarray(records, dtype=np.uint32).reshape(-1, RECORD_WORDS)
     local: dict[tuple, dict[tuple, Entry]] = {}
@@ -258,11 +262,26 @@ def analyse(
 
     races: dict[tuple, _Acc] = {}
     for (var, w, grp, epoch), entries in local.items():
-        _visit(races, entries, var, w, grp, epoch, RaceClass.LOCAL, uniform_writes_race, order)
+        _visit(
+            races, entries, var, w, grp, epoch, RaceClass.LOCAL, uniform_writes_race, order, listed
+        )
     for (var, w, grp), entries in intra.items():
-        _visit(races, entries, var, w, grp, 0, RaceClass.GLOBAL_INTRA, uniform_writes_race, order)
+        _visit(
+            races,
+            entries,
+            var,
+            w,
+            grp,
+            0,
+            RaceClass.GLOBAL_INTRA,
+            uniform_writes_race,
+            order,
+            listed,
+        )
     for (var, w), entries in inter.items():
-        _visit(races, entries, var, w, 0, 0, RaceClass.GLOBAL_INTER, uniform_writes_race, order)
+        _visit(
+            races, entries, var, w, 0, 0, RaceClass.GLOBAL_INTER, uniform_writes_race, order, listed
+        )
     _divergence(races, barriers, exits)
     return sorted((acc.race for acc in races.values()), key=lambda r: r.key)
 
@@ -284,8 +303,10 @@ def _visit(
     base_cls: RaceClass,
     uniform_writes_race: bool,
     order: Order | None = None,
+    listed: list[tuple[tuple, Race]] | None = None,
 ) -> None:
-    """Check every entry pair of one bucket; fold conflicts into `races`."""
+    """Check every entry pair of one bucket; fold conflicts into `races` (and, with
+    `listed`, each race's instance in this bucket into `listed`)."""
     es = list(entries.values())
     best: dict[tuple, tuple] = {}  # race key -> (candidate order, a, b, overlap)
     for i in range(len(es)):
@@ -335,6 +356,11 @@ def _visit(
         if rank < acc.order:
             acc.order = rank
             _set_example(acc.race, a, b, var, lo, grp, base_cls)
+        if listed is not None:
+            r = acc.race
+            inst = Race(r.cls, r.site_a, r.kind_a, r.site_b, r.kind_b, var, lo, 1, 0, 0, 0, 0, 0)
+            _set_example(inst, a, b, var, lo, grp, base_cls)
+            listed.append(((inst.key, rank), inst))
 
 
 def _order(e: Entry) -> tuple:
