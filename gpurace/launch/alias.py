@@ -233,10 +233,11 @@ def aliases_of(
             elif offset - neg <= owner[0] - owner[1]:
                 out[where] = (owner[2], offset - owner[0])
             else:
+                what = "arguments" if name is arg_label else "bindings"
                 raise GpuraceError(
                     f"{name(where)} and {name(owner[2])} bind overlapping ranges of one "
-                    "buffer, neither holding the other (gpurace can check a buffer bound at "
-                    "several bindings when one binding's range holds the others)"
+                    f"buffer, neither holding the other (gpurace can check a buffer passed "
+                    f"to several {what} when one range holds the others)"
                 )
     return out
 
