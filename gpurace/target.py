@@ -96,6 +96,28 @@ def launcher(backend_launch: Callable[..., LaunchResult], *args: Any, **fixed: A
     return launch
 
 
+def realiasing(
+    launch: Launch, backend: Backend, device: Any, aliased: dict[int, tuple[int, int]]
+) -> Launch:
+    """`launch`, with each logging run's records naming an aliased variable's accesses
+    as its owner's bytes (`realias`: the analysis pairs by variable and word) where
+    `aliased` has any; a counting run (`bins`) logs nothing to rename."""
+    if not aliased:
+        return launch
+
+    def run(
+        lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0, prefilter: Any = None
+    ) -> LaunchResult:
+        result = launch(lo, hi, capacity, bins, width, prefilter)
+        if not bins:
+            result.log = backend.upload_log(
+                device, realias(backend.read_log(device, result), aliased)
+            )
+        return result
+
+    return run
+
+
 def filtered_target(
     backend: Backend,
     device: Any,

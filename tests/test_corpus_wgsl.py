@@ -7,8 +7,9 @@ from gpurace import api
 from gpurace.analysis import analyse
 from gpurace.backends import wgpu_backend
 from gpurace.instrument.wgsl.overrides import set_overrides
-from gpurace.languages.wgsl import aliased_vars, realias
+from gpurace.languages.wgsl import aliased_vars
 from gpurace.model import RaceClass
+from gpurace.target import realias
 from tests.corpus import assert_matches_labels, cases, expected, reported
 
 CASES = cases("wgsl", ".wgsl")

@@ -14,10 +14,10 @@ import pytest
 
 from gpurace import api
 from gpurace.backends import wgpu_backend
-from gpurace.languages.wgsl import realias
 from gpurace.launch import LaunchSpec, load_launch, validate_against
 from gpurace.launch.alias import aliases_of
 from gpurace.model import Binding, Event, GpuraceError, Kind, pack_flags
+from gpurace.target import realias
 from tests.corpus import reported
 
 OWNER = 'workgroups = [1]\n[[binding]]\nbinding = 0\ntype = "u32"\ncount = 64\nfill = "arange"\n'

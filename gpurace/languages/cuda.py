@@ -20,7 +20,7 @@ from gpurace.target import (
     initial_contents,
     kernel_shadows,
     launcher,
-    realias,
+    realiasing,
 )
 
 if TYPE_CHECKING:  # the backends import pyopencl: only where a check runs (isolate.py)
@@ -178,7 +178,7 @@ def target(
     block, grid = launch.block, launch.grid
     sync_seen: dict[str, int] = {}
 
-    launch_once = launcher(
+    launch_once = realiasing(launcher(
         backend.launch, dev, inst.source, path, kernel, params, args, grid, block,
         launch.shared_bytes, var_bases=bases, var_sizes=sizes, timeout=options.kernel_timeout_s,
         **({"schedule_seed": options.schedule_seed} if options.schedule_seed else {}),
@@ -186,7 +186,7 @@ def target(
         **({"cooperative": launch.cooperative} if launch.cooperative is not None else {}),
         initcheck=kernel_shadows(inst, kernel, launch.args, launch.path, sizes, prod(grid))
         if checked else None, aliases=argument_views(launch) or None,
-    )  # fmt: skip
+    ), backend, dev, aliased)  # fmt: skip
 
     def run(
         lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0, pre_: Any = None
@@ -200,9 +200,6 @@ def target(
                 f"{path}: {stopped}: the launch stopped there, what the kernel would have "
                 "done after it is not checked"
             )
-        if aliased and not bins:  # the log names the owner's variable (`realias`)
-            records = realias(backend.read_log(dev, result), aliased)
-            result.log = backend.upload_log(dev, records)
         sync_seen.update(result.sync_events)
         for code, what in UNMODELLED_SYNC.items():
             n = sync_seen.get(cuda_backend.SYNC_NAMES[code], 0)

@@ -10,7 +10,7 @@ import pickle
 import re
 from collections.abc import Sequence
 from math import prod
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from gpurace.interfaces import Backend, Target
 from gpurace.launch import LaunchSpec, load_launch, resolve_entry, scalar_bytes, validate_opencl
@@ -26,13 +26,12 @@ from gpurace.target import (
     initial_contents,
     kernel_shadows,
     launcher,
-    realias,
+    realiasing,
     require_launch_of,
 )
 
 if TYPE_CHECKING:  # the backends import pyopencl: only where a check runs (isolate.py)
     from gpurace.backends.analysis_driver import DeviceAnalysis
-    from gpurace.backends.common import LaunchResult
 
 Grid = tuple[int, int, int]
 name = "opencl"
@@ -241,7 +240,7 @@ def target(
     bases, total = aliased_layout(extents, prod(groups), aliased)
     limits.check_address_space(total, launch.path, launch.key_lines.get("arg", 0))
     views = argument_views(launch)
-    launch_once = launcher(
+    run = realiasing(launcher(
         backend.launch, queue, inst.source, path, kernel, params, args, launch.global_size,
         local, options=launch.options, var_bases=bases, var_sizes=extents,
         timeout=options.kernel_timeout_s, read_outputs=read_outputs, elided=inst.elided,
@@ -250,16 +249,7 @@ def target(
             kernel_shadows(inst, kernel, launch.args, launch.path, extents, prod(groups))
             if "initcheck" in options.tools else None
         ),
-    )  # fmt: skip
-
-    def run(
-        lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0, prefilter: Any = None
-    ) -> LaunchResult:
-        result = launch_once(lo, hi, capacity, bins, width, prefilter)
-        if aliased and not bins:  # the log names the owner's variable (`realias`)
-            records = realias(backend.read_log(queue, result), aliased)
-            result.log = backend.upload_log(queue, records)
-        return result
+    ), backend, queue, aliased)  # fmt: skip
 
     t = filtered_target(
         backend, queue, dev_name, inst, kernel, local, groups, bases, total,

@@ -14,18 +14,16 @@ from gpurace.interfaces import Backend, Target
 from gpurace.launch import LaunchSpec, load_launch, resolve_entry, validate_against
 from gpurace.model import GpuraceError, Instrumented, Space
 from gpurace.options import Options
-from gpurace.target import (  # noqa: F401 - realias: where tests found it
+from gpurace.target import (
     filtered_target,
     launcher,
     linear_layout,
-    realias,
+    realiasing,
     require_launch_of,
 )
 
 if TYPE_CHECKING:  # the backends import pyopencl: only where a check runs (isolate.py)
     from gpurace.backends.analysis_driver import DeviceAnalysis
-    from gpurace.backends.common import LaunchResult
-    from gpurace.backends.prefilter import Prefilter
 
 name = "wgsl"
 extensions = (".wgsl",)
@@ -214,23 +212,13 @@ def target(
     views = {
         (b.group, b.binding): (b.alias, b.offset) for b in launch.buffers if b.alias is not None
     }
-    launch_once = launcher(
+    run = realiasing(launcher(
         backend.launch, dev, inst.source, path, kernel, inst.bindings, data, groups,
         log_group=inst.log_group, var_bases=bases, read_outputs=False,
         reuse_log=True,  # each pass's log is analysed before the next launch
         aliases=views or None, timeout=options.kernel_timeout_s,
         initcheck=written_shadows(inst, launch) if "initcheck" in options.tools else None,
-    )  # fmt: skip
-
-    def run(
-        lo: int, hi: int, capacity: int, bins: int = 0, width: int = 0,
-        prefilter: Prefilter | None = None,
-    ) -> LaunchResult:  # fmt: skip
-        result = launch_once(lo, hi, capacity, bins, width, prefilter)
-        if aliased and not bins:  # the log names the viewed buffer's variable
-            records = realias(backend.read_log(dev, result), aliased)
-            result.log = backend.upload_log(dev, records)
-        return result
+    ), backend, dev, aliased)  # fmt: skip
 
     return filtered_target(
         backend, dev, dev_name, inst, kernel, entries[kernel], groups, bases, total,
