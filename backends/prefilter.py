@@ -72,7 +72,8 @@ class Prefilter:
     first `words` 4-byte words of the linear address order; accesses beyond are always
     logged. The local area covers `local_words` words of local memory for each of the
     first `groups` work-groups; local accesses of other groups use the launch-wide
-    area. `buf` is the backend's buffer (a wgpu.GPUBuffer, a pyopencl.Buffer).
+    area, unless `shared` (then group 0's local area serves every group). `buf` is
+    the backend's buffer (a wgpu.GPUBuffer, a pyopencl.Buffer).
 
     A backend may leave the buffer's clear to its first run (`pending_clear`: the
     bytes after the header are zeroed in that run's submit, not one of their own),
@@ -88,6 +89,10 @@ class Prefilter:
     groups: int = 0
     pending_clear: bool = False
     conflict: bool | None = None
+    # WGSL: the launch's workgroup-memory accesses are the same in every group, and
+    # the local area's one group (group 0) stands for all (docs/internals.md §2,
+    # "Group-invariant local accesses")
+    shared: bool = False
 
     @property
     def local_offset(self) -> int:

@@ -376,7 +376,7 @@ def launch(
         # the read-only copy of the parameters: the control words up to the bins, then
         # the shadow's header (gpurace/abi.py's par_shadow)
         par = np.concatenate([ctl[: par_shadow(nv)], shd_head])
-        lmode = 0 if not local else 1 if pre.groups >= prod(workgroups) else 2
+        lmode = 0 if not local else 3 if pre.shared else 1 if pre.groups >= prod(workgroups) else 2
         constants = (
             ("_gr_count", int(histogram_bins > 0)),
             ("_gr_mode", pre.mode),

@@ -199,6 +199,10 @@ class Instrumented:
     # var<storage, read> buffers): docs/internals.md §2 and §5, "Read-only elision";
     # prefilter=False logs them as every access
     elided: tuple[int, ...] = ()
+    # WGSL: the entry points whose workgroup-memory accesses and barriers are the same
+    # in every group (instrument/wgsl/invariant.py): the prefilter keeps group 0's
+    # local area for all (docs/internals.md §2, "Group-invariant local accesses")
+    local_invariant: frozenset[str] = frozenset()
 
 
 # ---------------------------------------------------------------------------

@@ -132,6 +132,7 @@ def filtered_target(
     launch: Launch,
     options: Options,
     results: Results | None = None,
+    shared_local: bool = False,
 ) -> Target:
     """The Target of one launch on `backend`: runs go through `prefilter.filtered_run`
     on top of the language's `launch(lo, hi, capacity, bins, width, prefilter=None)`,
@@ -139,13 +140,16 @@ def filtered_target(
     `options.prefilter` is off; analyses go through `backend.analyse_on_device` and
     then `results` (the language's result policy, `Language.results`; none: the
     analysis as it is). `options`: a resolved `uniform_writes` ("race" or
-    "tolerate"), `prefilter` and `profile`."""
+    "tolerate"), `prefilter` and `profile`. `shared_local` (WGSL: the entry point's
+    workgroup-memory accesses are group-invariant): a local area for group 0 alone,
+    which stands for every group (docs/internals.md §2)."""
     from gpurace.backends.prefilter import filtered_run
 
     pre = None
     if options.prefilter:
         wgsize, n_groups = prod(workgroup_size), prod(groups)
-        pre = backend.prefilter(device, total, wgsize, local_words, n_groups)
+        pre = backend.prefilter(device, total, wgsize, local_words, 1 if shared_local else n_groups)
+        pre.shared = shared_local and pre.groups > 0
     barriers = any(s.event == Event.BARRIER for s in inst.sites)
     run = filtered_run(
         launch,

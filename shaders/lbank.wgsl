@@ -51,8 +51,7 @@ fn _gr_lbank(i: u32, mine: u32) -> bool {
 
 // Whether this group keeps banked states in this run.
 fn _gr_lbanked() -> bool {
-  return _GR_LBANK != 0u && _gr_mode != _GR_SHADOW_OFF && _gr_lmode != 0u
-      && (_gr_lmode == 1u || _gr_grp < _gr_run.lgroups)
+  return _GR_LBANK != 0u && _gr_mode != _GR_SHADOW_OFF && _gr_ltracks()
       && (_gr_mode == _GR_SHADOW_BUILD || _gr_run.loob == 0u);
 }
 
@@ -69,10 +68,10 @@ fn _gr_lstart() -> bool {
   _gr_lany = false;
   _gr_lbad = false;
   if _GR_LBANK != 0u && _gr_mode != _GR_SHADOW_OFF && _gr_lmode != 0u {
-    if _gr_lbanked() {
-      for (var w = _gr_lid; w < 2u * _GR_LBANK; w += max(1u, _gr_run.wgs)) {
-        atomicStore(&_gr_lst[w], 0u);
-      }
+    // the bound, not an `if`: a group without banks (_gr_lmode 3) leaves the loop
+    let on = _gr_lbanked();
+    for (var w = _gr_lid; w < 2u * _GR_LBANK && on; w += max(1u, _gr_run.wgs)) {
+      atomicStore(&_gr_lst[w], 0u);
     }
     return true;
   }
@@ -91,13 +90,14 @@ fn _gr_lstart() -> bool {
 // access out of bounds (header [7]: filter runs log every local access), a filter
 // run whose build run did not counts it as unseen (the host repeats it unfiltered).
 fn _gr_lclear() {
-  if _gr_lbanked() {
+  let on = _gr_lbanked();  // in the loop's bound below, as in _gr_lstart
+  if on {
     let b = ((_gr_ep_l + 1u) & 1u) * _GR_LBANK;
     let next = ((_gr_ep_l + 1u) >> 1u) << _GR_LB_TAG_SHIFT;
     let was = (((_gr_ep_l - 1u) >> 1u) << _GR_LB_TAG_SHIFT) >> _GR_LB_TAG_SHIFT;
     let bit = 1u << ((_gr_ep_l - 1u) % _GR_MASK_EPOCHS);
     var odd = false;
-    for (var w = _gr_lid; w < _GR_LBANK; w += max(1u, _gr_run.wgs)) {
+    for (var w = _gr_lid; w < _GR_LBANK && on; w += max(1u, _gr_run.wgs)) {
       let old = atomicExchange(&_gr_lst[b + w], next);
       if (old >> _GR_LB_TAG_SHIFT) != was {
         odd = true;

@@ -39,7 +39,9 @@ var<workgroup> _gr_evs: array<atomic<u32>, _GR_WGSL_EVENT_SLOTS>;
 override _gr_mode: u32 = 0u;
 override _gr_count: bool = false;
 // The shadow's per-group local area: 0 none (local accesses use the launch-wide
-// pairs), 1 it covers every group, 2 only groups below _gr_run.lgroups (run-time).
+// pairs), 1 it covers every group, 2 only groups below _gr_run.lgroups (run-time),
+// 3 group 0's stands for every group (a module whose workgroup-memory accesses are
+// the same in every group: gpurace/instrument/wgsl/invariant.py, _gr_ltracks).
 override _gr_lmode: u32 = 0u;
 
 fn _gr_init(l: u32, w: vec3<u32>, n: vec3<u32>) {
@@ -233,13 +235,21 @@ fn _gr_lstate(i: u32, mine: u32) -> bool {
 // of _gr_unseen). The mask is set with an atomicOr and no load first: lavapipe runs
 // the or's lane loop at every access, taken or not, and a load's beside it (matmul's
 // build run: ~12% of the check's CPU).
+//
+// With _gr_lmode 3 only group 0 keeps states and masks; every other group makes the
+// same accesses (the module is group-invariant), so its buckets are group 0's: it
+// skips the states (the loop's bound, not an `if`: lavapipe runs an `if`'s body
+// under a lane mask whatever the mask, but leaves a loop no lane is in), and a
+// filter run logs its access iff group 0's mask bit is set. Nor does it count unseen
+// accesses: group 0's would differ first (the pattern does not depend on data).
 fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32, lb: u32) -> bool {
   let w0 = off / 4u;
   let w1 = (off + ((flags >> _GR_F_SIZE_SHIFT) & _GR_F_BYTE_MASK) - 1u) / 4u;
+  let own = _gr_ltracks();
   if w0 >= lwn || w1 >= lwn {
     if _gr_mode == _GR_SHADOW_BUILD {
       atomicStore(&_gr_shd[_GR_SHD_LOCAL_OOB], 1u);
-    } else if _gr_run.loob == 0u {
+    } else if _gr_run.loob == 0u && own {
       _gr_unseen += 1u;
     }
     return true;
@@ -255,10 +265,15 @@ fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32, lb: u32) -> b
     bank = (epoch & 1u) * _GR_LBANK + lb - 1u;
   }
   let bit = 1u << (epoch % _GR_MASK_EPOCHS);
-  let row = _gr_run.loff + _gr_grp * _gr_run.lwords + lw0;
+  let row = _gr_run.loff + select(0u, _gr_grp, own) * _gr_run.lwords + lw0;
   let masks = _gr_run.lgroups * _gr_run.lwords;
   var needed = false;
-  for (var w = w0; w <= w1; w++) {
+  if _gr_lmode == 3u && _gr_mode == _GR_SHADOW_FILTER {
+    for (var w = w0; w <= w1 && !own; w++) {
+      needed = needed || (atomicLoad(&_gr_shd[row + w + masks]) & bit) != 0u;
+    }
+  }
+  for (var w = w0; w <= w1 && own; w++) {
     let s = row + w;
     var may = false;
     if lb != 0u {
@@ -284,6 +299,12 @@ fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32, lb: u32) -> b
   return needed;
 }
 
+// Whether this group keeps local states and masks of its own (_gr_lmode).
+fn _gr_ltracks() -> bool {
+  return _gr_lmode == 1u || (_gr_lmode == 2u && _gr_grp < _gr_run.lgroups)
+      || (_gr_lmode == 3u && _gr_grp == 0u);
+}
+
 fn _gr_rec(
   site: u32, flags: u32, off: u32, epoch: u32, value: u32, extra: u32, lw0: u32, lwn: u32,
   lb: u32
@@ -297,7 +318,7 @@ fn _gr_rec(
     keep = first < _gr_run.hi && last >= _gr_run.lo;
     at = max(first, _gr_run.lo);
     if _gr_mode != _GR_SHADOW_OFF && _gr_lmode != 0u && ((flags >> _GR_F_SPACE_SHIFT) & 1u) != 0u
-        && (_gr_lmode == 1u || _gr_grp < _gr_run.lgroups) {
+        && (_gr_lmode != 2u || _gr_grp < _gr_run.lgroups) {
       // every run updates the states of every access (whatever the range), so that
       // each run's states are the build run's
       keep = _gr_local(flags, off, epoch, lw0, lwn, lb) && keep && _gr_mode == _GR_SHADOW_FILTER;

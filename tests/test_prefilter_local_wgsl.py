@@ -16,6 +16,7 @@ from gpurace.backends import wgpu_backend
 from gpurace.backends.prefilter import SHADOW_BUILD, SHADOW_FILTER
 from gpurace.instrument.wgsl import instrument
 from gpurace.instrument.wgsl.overrides import set_overrides
+from gpurace.languages.wgsl import shared_local
 from gpurace.launch import LaunchSpec
 from gpurace.model import Kind, Space
 from gpurace.options import Options
@@ -64,7 +65,10 @@ def test_local_area_covers_every_group_and_changes_no_report(case, monkeypatch):
     filtered = api.check(source, spec, path=path, all_instances=True, backend=backend)
     inst = instrument(set_overrides(source, spec.overrides, spec.path), path)
     words = sum(ceil(v.size / 4) for v in inst.variables if v.space == Space.LOCAL)
-    assert [(p.local_words, p.groups) for p in made] == [(words, prod(spec.workgroups))]
+    # a group-invariant entry point: group 0's area stands for every group
+    shared = shared_local(inst, spec.entry or inst.entry, tuple(spec.workgroups))
+    groups = 1 if shared else prod(spec.workgroups)
+    assert [(p.local_words, p.groups, p.shared) for p in made] == [(words, groups, shared)]
     assert filtered.races == full.races
     assert filtered.instances == full.instances
     assert filtered.scope.complete == full.scope.complete
@@ -74,7 +78,8 @@ def test_local_area_covers_every_group_and_changes_no_report(case, monkeypatch):
 @pytest.mark.parametrize("case", LOCAL_CASES, ids=lambda c: c.id)
 def test_a_local_area_for_only_the_first_group_is_still_exact(case, monkeypatch):
     """G < num_groups: the first group uses the local area, the others the launch-wide
-    pairs (the `_gr_lmode` 2 path)."""
+    pairs (the `_gr_lmode` 2 path, also for a group-invariant module)."""
+    monkeypatch.setenv("GPURACE_WGSL_SHARED_LOCAL", "0")
     source, spec = case.load()
     path = str(case.kernel)
     full = _unfiltered(monkeypatch, source, spec, path, all_instances=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import pickle
 from collections.abc import Sequence
 from dataclasses import replace
@@ -222,8 +223,18 @@ def target(
 
     return filtered_target(
         backend, dev, dev_name, inst, kernel, entries[kernel], groups, bases, total,
-        local_words, run, options, results,
+        local_words, run, options, results, shared_local=shared_local(inst, kernel, groups),
     )  # fmt: skip
+
+
+def shared_local(inst: Instrumented, kernel: str, groups: tuple[int, int, int]) -> bool:
+    """Whether the prefilter's local area keeps group 0's states alone, for every group
+    of a launch of several: the entry point's workgroup-memory accesses are
+    group-invariant (instrument/wgsl/invariant.py; docs/internals.md §2).
+    ``GPURACE_WGSL_SHARED_LOCAL=0`` turns it off (the tests' reference: the same
+    reports either way)."""
+    off = os.environ.get("GPURACE_WGSL_SHARED_LOCAL", "1") == "0"
+    return not off and kernel in inst.local_invariant and prod(groups) > 1
 
 
 def results(analysis: DeviceAnalysis) -> DeviceAnalysis:

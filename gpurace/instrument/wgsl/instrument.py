@@ -14,6 +14,7 @@ from . import ast as A
 from . import banked
 from .expressions import TRACKED_SPACES, ExpressionRewriter
 from .initcheck import UninitReads
+from .invariant import variant_reason
 from .lexer import _Scanner
 from .module import ModuleRewriter, SiteTable
 from .parser import Parser, parse_bounded
@@ -396,6 +397,11 @@ def instrument(
         loops=mr.loops.sites,
         initchecked=tuple(checked),
         elided=tuple(info.id for info in m.tracked if elided(info)),
+        local_invariant=frozenset(
+            f.name
+            for f in entries
+            if variant_reason(m.scope.syms, m.functions, m.struct_builtins, f) is None
+        ),
     )
 
 
