@@ -169,6 +169,11 @@ def test_invariant_values_loops_pointers_and_calls():
             "",
             "14:5: workgroup memory accessed at an index",
         ),
+        (  # the right side of && runs only as a variant left side says
+            "    if (gid.x < 4u && tile[lid] > 0u) { rw[0] = 1u; }\n",
+            "",
+            "13:23: workgroup memory accessed under control flow",
+        ),
     ],
     ids=[
         "workgroup_id",
@@ -182,6 +187,7 @@ def test_invariant_values_loops_pointers_and_calls():
         "pointer_store",
         "atomic_result",
         "uniform_load",
+        "short_circuit",
     ],
 )
 def test_variant_entry_points_and_where(body, functions, where):

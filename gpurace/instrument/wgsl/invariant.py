@@ -156,7 +156,9 @@ class _Walk:
             return self.value(e.inner, f, ctl)
         if isinstance(e, A.Binary):
             left = self.value(e.left, f, ctl)
-            return self.value(e.right, f, ctl) and left
+            # `&&`/`||` evaluate their right side only as the left side says
+            right = ctl and left if e.op in ("&&", "||") else ctl
+            return self.value(e.right, f, right) and left
         if isinstance(e, A.Call):
             return self.call(e, f, ctl)
         if isinstance(e, A.Unary) and e.op not in "*&":
