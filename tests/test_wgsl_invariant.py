@@ -303,3 +303,37 @@ def test_the_racy_kernels_races_are_the_unfiltered_ones():
     assert shared.instances == full.instances
     sites = {(r.site_a, r.kind_a.name, r.site_b, r.kind_b.name, r.instances) for r in full.races}
     assert len(sites) == len(full.races)
+
+
+# a race in group 1 alone: its pattern is not group 0's
+GROUP_1 = """
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+var<workgroup> tile: array<u32, 8>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    if (wid.x == 1u) {
+        tile[0] = lid;
+    }
+    out[wid.x * 64u + lid] = lid;
+}
+"""
+
+
+def test_a_variant_module_keeps_each_groups_area_which_its_race_needs(monkeypatch):
+    """Why the analysis matters: group 0's area standing for group 1 here (forced)
+    would drop group 1's racing stores; the check keeps a per-group area and finds it."""
+    from gpurace.languages import wgsl
+
+    spec = LaunchSpec.from_dict(
+        {"entry": "main", "workgroups": [2, 1, 1],
+         "binding": [{"binding": 0, "type": "u32", "count": 128}]},
+        path="g1.toml",
+    )  # fmt: skip
+    assert instrument(GROUP_1, "g1.wgsl").local_invariant == frozenset()
+    report, runs = _checked(GROUP_1, spec)
+    assert runs[0] == (SHADOW_BUILD, 2, False)
+    assert [(r.cls.name, r.group_a) for r in report.races] == [("LOCAL", 1)]
+    monkeypatch.setattr(wgsl, "shared_local", lambda *a: True)
+    forced, runs = _checked(GROUP_1, spec)
+    assert runs == [(SHADOW_BUILD, 1, True)] and forced.races == []
