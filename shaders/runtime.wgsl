@@ -82,10 +82,12 @@ fn _gr_init(l: u32, w: vec3<u32>, n: vec3<u32>) {
 // the group's lowest work-item skip its event (docs/internals.md §1).
 fn _gr_start() {
   let banks = _gr_lstart();
-  if _GR_LOG_EXITS && _gr_lid == 0u {
-    for (var s = 0u; s < _GR_WGSL_EVENT_SLOTS; s++) {
-      atomicStore(&_gr_evs[s], 0u);
-    }
+  // work-item l empties slots l and up (all of them by work-item 0, the same zeros
+  // by a few others before the barrier): where only work-item 0 looped over them,
+  // lavapipe ran the five stores of its `if` under a lane mask in every batch of
+  // lanes; a loop of no iteration costs one masked pass
+  for (var s = _gr_lid; _GR_LOG_EXITS && s < _GR_WGSL_EVENT_SLOTS; s++) {
+    atomicStore(&_gr_evs[s], 0u);
   }
   if banks || _GR_LOG_EXITS {
     workgroupBarrier();
