@@ -174,11 +174,12 @@ def test_reference_deduplicates_independently_of_order():
 
 def test_checks_cost_one_compare_and_none_where_static():
     """A dynamic index gets one compare (against the fixed count or arrayLength); a
-    constant index into a fixed array none; into a runtime-sized array one."""
+    constant index into a fixed array none; into a runtime-sized array one. (`i` goes
+    up to 15 here: below the array's 8 it would need none, next test.)"""
     src = (
         "@group(0) @binding(0) var<storage, read_write> b: array<u32>;\n"
         "var<workgroup> t: array<u32, 8>;\n"
-        "@compute @workgroup_size(8)\n"
+        "@compute @workgroup_size(16)\n"
         "fn main(@builtin(local_invocation_index) i: u32) {\n"
         "  t[3] = 1u;\n  t[i] = 2u;\n  b[i] = t[7];\n  b[5] = 0u;\n}\n"
     )
@@ -193,6 +194,52 @@ def test_checks_cost_one_compare_and_none_where_static():
     assert text.count("if _gr_i0 >= 8u {") == 1
     assert text.count("if _gr_i0 >= arrayLength(&b) {") == 1
     assert text.count("if 5u >= arrayLength(&b) {") == 1
+
+
+# Each access names its index in a comment; the test lists those that keep a check.
+RANGES = """
+const T: u32 = 16u;
+@group(0) @binding(0) var<storage, read_write> b: array<u32>;
+var<workgroup> t: array<u32, 256>;
+var<workgroup> s: array<u32, 16>;
+@compute @workgroup_size(16, 16)
+fn main(@builtin(local_invocation_id) l: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) w: vec3<u32>) {
+  t[l.y * T + l.x] = 1u;           // 255 at most: none
+  t[lid] = 2u;                     // 255: none
+  s[l.x] = 3u;                     // 15: none
+  s[l.y + 1u] = 4u;                // 16: checked
+  t[lid + 1u] = 5u;                // 256: checked
+  s[w.x] = 6u;                     // a workgroup id: checked
+  s[lid % 16u] = 7u;               // 15: none
+  s[min(lid, 15u)] = 8u;           // 15: none
+  s[lid - 1u] = 9u;                // a subtraction wraps: checked
+  let r = l.y / 2u;                // 7
+  s[r * 2u + 1u] = 10u;            // 15: none
+  for (var k = 0u; k < T; k++) {
+    b[0] = t[k * T + l.x];         // 255: none (b's constant index into a runtime array: checked)
+  }
+  for (var k = 0u; k <= T; k++) {
+    s[k] = 11u;                    // 16: checked
+  }
+  for (var k = 0u; k < T; k++) {
+    k += 1u;
+    s[k] = 12u;                    // assigned in the body: checked
+  }
+}
+"""
+
+
+def test_indices_below_their_count_get_no_check():
+    """An index the module's text bounds below its fixed array's count (builtins by the
+    workgroup size, constants, lets, a `for` counter under its condition, + * / % &
+    min of those: gpurace/instrument/wgsl/ranges.py) gets no check; one it does not,
+    or that may reach the count, keeps its own."""
+    text = wgsl_instrument(RANGES, "k.wgsl").source
+    checked = re.findall(r"if (_gr_i\d|\d+u) >= (\w+\(&\w+\)|\d+u) \{", text)
+    assert sorted(b for _, b in checked) == sorted(
+        ["16u", "256u", "16u", "16u", "arrayLength(&b)", "16u", "16u"]
+    )
 
 
 def _wgsl_outputs(case):
