@@ -226,19 +226,36 @@ fn main(@builtin(local_invocation_id) l: vec3<u32>,
     k += 1u;
     s[k] = 12u;                    // assigned in the body: checked
   }
+  for (var h = 8u; h > 0u; h = h / 2u) {
+    if (lid < h) {
+      s[lid + h] = 13u;            // h 8 at most (halved), lid 7 under the if: none
+    }
+  }
+  for (var h = 8u; h > 0u; h--) {
+    s[h + 8u] = 14u;               // a decrement is not taken as lowering: checked
+  }
+  if (lid <= 15u) {
+    s[lid] = 15u;                  // 15 in the then-block: none
+  } else {
+    s[lid] = 16u;                  // but not in the else: checked
+  }
+  if (lid < 17u) {
+    s[lid] = 17u;                  // 16: checked
+  }
 }
 """
 
 
 def test_indices_below_their_count_get_no_check():
     """An index the module's text bounds below its fixed array's count (builtins by the
-    workgroup size, constants, lets, a `for` counter under its condition, + * / % &
-    min of those: gpurace/instrument/wgsl/ranges.py) gets no check; one it does not,
-    or that may reach the count, keeps its own."""
+    workgroup size, constants, lets, a `for` counter under its condition or halved
+    from its start, an immutable name under an `if`'s `x < e`, + * / % & min of
+    those: gpurace/instrument/wgsl/ranges.py) gets no check; one it does not, or that
+    may reach the count, keeps its own."""
     text = wgsl_instrument(RANGES, "k.wgsl").source
     checked = re.findall(r"if (_gr_i\d|\d+u) >= (\w+\(&\w+\)|\d+u) \{", text)
     assert sorted(b for _, b in checked) == sorted(
-        ["16u", "256u", "16u", "16u", "arrayLength(&b)", "16u", "16u"]
+        ["16u", "256u", "16u", "16u", "arrayLength(&b)", "16u", "16u", "16u", "16u", "16u"]
     )
 
 
@@ -296,12 +313,15 @@ def test_more_faults_than_slots_saturate_with_counts_as_lower_bounds():
 def test_several_faults_of_one_invocation_count_each_and_show_the_least():
     """WGSL records an invocation's faults where it exits (bounds.py): one record per
     faulting access, each with the least (signed) index of its site's faults in that
-    invocation, so the counts and examples are those of records written at each access."""
+    invocation, so the counts and examples are those of records written at each access.
+    The exit's flush walks the keys that counted one in key order: line 5's key, between
+    the two, never does."""
     src = (
         "@group(0) @binding(0) var<storage, read_write> b: array<u32>;\n"
         "@compute @workgroup_size(4)\n"
         "fn main(@builtin(local_invocation_index) i: u32) {\n"
         "  for (var k = 0u; k < 4u; k++) { b[i + k] = k; }\n"
+        "  b[i] = 0u;\n"
         "  for (var k = 0; k < 2; k++) { b[k * 6 - 1] = 9u; }\n"
         "}\n"
     )
@@ -313,6 +333,6 @@ def test_several_faults_of_one_invocation_count_each_and_show_the_least():
     found = [(o.count, o.index, o.bound, o.lid, report.sites[o.site].line) for o in
              report.out_of_bounds]  # fmt: skip
     # line 4: work-item i faults at i + k >= 4: 1 + 2 + 3 times, the least index 4 (i = 1)
-    # line 5: every work-item at -1 and 5, the least (signed) -1 at work-item 0
-    assert sorted(found) == [(6, 4, 4, 1, 4), (8, -1, 4, 0, 5)]
+    # line 6: every work-item at -1 and 5, the least (signed) -1 at work-item 0
+    assert sorted(found) == [(6, 4, 4, 1, 4), (8, -1, 4, 0, 6)]
     assert report.scope.complete

@@ -98,11 +98,12 @@ class Bounds:
         if v is not None:
             return v
         if isinstance(e, A.Ident):
+            sym = self.lookup(e.name)
+            known = [sym.hi] if sym is not None and sym.hi is not None else []
             if self._builtin(e, "local_invocation_index") and self.workgroup:
                 x, y, z = self.workgroup
-                return x * y * z - 1
-            sym = self.lookup(e.name)
-            return sym.hi if sym is not None and sym.kind in ("let", "lvar") else None
+                known.append(x * y * z - 1)
+            return min(known) if known else None
         if isinstance(e, A.Member):
             k = _COMPONENTS.get(e.name)
             if k is not None and self._builtin(e.base, "local_invocation_id") and self.workgroup:
@@ -150,21 +151,71 @@ class Bounds:
 
 
 def loop_bound(s: A.For, bounds: Bounds) -> tuple[str, int] | None:
-    """The counter of ``for (var k ...; k < n; ...)`` and its bound in the loop's body
-    (the bound of `n` less one; `n`'s for ``<=``), if the body neither assigns `k`
-    nor takes its address."""
+    """The counter `k` of ``for (var k = a; <cond>; <update>)`` and its bound in the
+    loop's body, if the body neither assigns `k` nor takes its address: the bound of
+    `n` less one under ``k < n`` (`n`'s under ``k <= n``), whatever the update; or
+    `a`'s where the update never raises `k` (``k = k / c``, ``k /= c``, ``k = k >> c``,
+    ``k >>= c``: no wrap), whatever the condition. The least of the two."""
     init, cond = s.init, s.cond
-    if not (isinstance(init, A.VarDecl) and init.kind == "var" and isinstance(cond, A.Binary)):
+    if not (isinstance(init, A.VarDecl) and init.kind == "var") or _writes(s.body, init.name):
         return None
-    left = cond.left
-    if not (isinstance(left, A.Ident) and left.name == init.name and cond.op in ("<", "<=")):
+    k = init.name
+    found = []
+    if isinstance(cond, A.Binary) and _is(cond.left, k) and cond.op in ("<", "<="):
+        n = bounds.upper(cond.right)
+        if n is not None and (cond.op == "<=" or n >= 1):
+            found.append(n - 1 if cond.op == "<" else n)
+    a = bounds.upper(init.init) if init.init is not None else None
+    if a is not None and _lowers(s.update, k):
+        found.append(a)
+    return (k, min(found)) if found else None
+
+
+def _lowers(update: A.Stmt | None, k: str) -> bool:
+    """Whether the update statement `update` can only lower (or keep) `k`."""
+    if isinstance(update, A.Assign) and _is(update.lhs, k):
+        if update.op in ("/=", ">>="):
+            return True
+        rhs = update.rhs
+        while isinstance(rhs, A.Paren):
+            rhs = rhs.inner
+        return (
+            update.op == "="
+            and isinstance(rhs, A.Binary)
+            and rhs.op in ("/", ">>")
+            and _is(rhs.left, k)
+        )
+    return False
+
+
+def refined(cond: A.Expr, bounds: Bounds) -> tuple[str, int] | None:
+    """Where ``if x < e`` (``x <= e``) holds, for an immutable `x` (a ``let`` or a
+    parameter): `x` and its bound there, that of `e` less one (`e`'s). Sound whatever
+    `e` becomes later: `x` cannot change."""
+    while isinstance(cond, A.Paren):
+        cond = cond.inner
+    if not (isinstance(cond, A.Binary) and cond.op in ("<", "<=")):
+        return None
+    x = cond.left
+    while isinstance(x, A.Paren):
+        x = x.inner
+    if not isinstance(x, A.Ident) or x.targs is not None:
+        return None
+    sym = bounds.lookup(x.name)
+    if sym is None or sym.kind not in ("let", "param"):
         return None
     n = bounds.upper(cond.right)
     if n is None or (cond.op == "<" and n == 0):
         return None
-    if _writes(s.body, init.name):
-        return None
-    return init.name, n - 1 if cond.op == "<" else n
+    hi = n - 1 if cond.op == "<" else n
+    now = bounds.upper(x)
+    return x.name, hi if now is None else min(hi, now)
+
+
+def _is(e: object, name: str) -> bool:
+    while isinstance(e, A.Paren):
+        e = e.inner
+    return isinstance(e, A.Ident) and e.name == name
 
 
 def _writes(node: object, name: str) -> bool:

@@ -14,6 +14,7 @@ root variable and its dynamic indices, passed in its place in the argument list.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from gpurace.model import Event, Kind
 
@@ -196,7 +197,15 @@ class FunctionRewriter(ExpressionRewriter):
 
     def if_stmt(self, s: A.If) -> list[str]:
         cond = self.expr(s.cond).text
+        # in the then-block, `x < e` bounds an immutable x (ranges.py); an exception
+        # leaves the scope to stmt's clean-up
+        bound = ranges.refined(s.cond, self.bounds())
+        sym = self.lookup(bound[0]) if bound is not None else None
+        if bound is not None and sym is not None:
+            self.scopes.append({bound[0]: replace(sym, hi=bound[1])})
         then = self.block(s.then)
+        if bound is not None and sym is not None:
+            self.scopes.pop()
         lines = [f"{attrs_text(s.attrs)}if {cond} " + then[0]] + then[1:]
         if isinstance(s.orelse, A.If):
             rest = self.if_stmt(s.orelse)
