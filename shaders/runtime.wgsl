@@ -85,7 +85,8 @@ fn _gr_start() {
   // work-item l empties slots l and up (all of them by work-item 0, the same zeros
   // by a few others before the barrier): where only work-item 0 looped over them,
   // lavapipe ran the five stores of its `if` under a lane mask in every batch of
-  // lanes; a loop of no iteration costs one masked pass
+  // lanes; a loop of no iteration costs one masked pass (a GPU: work-items 1-4 store
+  // ten zeros more, once per group)
   for (var s = _gr_lid; _GR_LOG_EXITS && s < _GR_WGSL_EVENT_SLOTS; s++) {
     atomicStore(&_gr_evs[s], 0u);
   }
