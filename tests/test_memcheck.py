@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import jsonschema
@@ -173,11 +174,12 @@ def test_reference_deduplicates_independently_of_order():
 
 def test_checks_cost_one_compare_and_none_where_static():
     """A dynamic index gets one compare (against the fixed count or arrayLength); a
-    constant index into a fixed array none; into a runtime-sized array one."""
+    constant index into a fixed array none; into a runtime-sized array one. (`i` goes
+    up to 15 here: below the array's 8 it would need none, next test.)"""
     src = (
         "@group(0) @binding(0) var<storage, read_write> b: array<u32>;\n"
         "var<workgroup> t: array<u32, 8>;\n"
-        "@compute @workgroup_size(8)\n"
+        "@compute @workgroup_size(16)\n"
         "fn main(@builtin(local_invocation_index) i: u32) {\n"
         "  t[3] = 1u;\n  t[i] = 2u;\n  b[i] = t[7];\n  b[5] = 0u;\n}\n"
     )
@@ -185,11 +187,76 @@ def test_checks_cost_one_compare_and_none_where_static():
     # t[i], b[i], b[5]: one guard key each, counted in private variables and recorded
     # by the exit's flush (no atomic at the guard: bounds.py)
     assert text.count(" += 1u; if _gr_on") == 3
-    assert text.count("_gr_orec(") == 1 + 3  # the definition, then the flush's keys
+    # the definition, then the flush's one call in its loop over the keys that counted
+    assert text.count("_gr_orec(") == 1 + 1
+    assert len(re.findall(r"let t\d+ = _gr_on\d+ != 0u", text)) == 3
     assert "_gr_oflush();" in text
     assert text.count("if _gr_i0 >= 8u {") == 1
     assert text.count("if _gr_i0 >= arrayLength(&b) {") == 1
     assert text.count("if 5u >= arrayLength(&b) {") == 1
+
+
+# Each access names its index in a comment; the test lists those that keep a check.
+RANGES = """
+const T: u32 = 16u;
+@group(0) @binding(0) var<storage, read_write> b: array<u32>;
+var<workgroup> t: array<u32, 256>;
+var<workgroup> s: array<u32, 16>;
+@compute @workgroup_size(16, 16)
+fn main(@builtin(local_invocation_id) l: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) w: vec3<u32>) {
+  t[l.y * T + l.x] = 1u;           // 255 at most: none
+  t[lid] = 2u;                     // 255: none
+  s[l.x] = 3u;                     // 15: none
+  s[l.y + 1u] = 4u;                // 16: checked
+  t[lid + 1u] = 5u;                // 256: checked
+  s[w.x] = 6u;                     // a workgroup id: checked
+  s[lid % 16u] = 7u;               // 15: none
+  s[min(lid, 15u)] = 8u;           // 15: none
+  s[lid - 1u] = 9u;                // a subtraction wraps: checked
+  let r = l.y / 2u;                // 7
+  s[r * 2u + 1u] = 10u;            // 15: none
+  for (var k = 0u; k < T; k++) {
+    b[0] = t[k * T + l.x];         // 255: none (b's constant index into a runtime array: checked)
+  }
+  for (var k = 0u; k <= T; k++) {
+    s[k] = 11u;                    // 16: checked
+  }
+  for (var k = 0u; k < T; k++) {
+    k += 1u;
+    s[k] = 12u;                    // assigned in the body: checked
+  }
+  for (var h = 8u; h > 0u; h = h / 2u) {
+    if (lid < h) {
+      s[lid + h] = 13u;            // h 8 at most (halved), lid 7 under the if: none
+    }
+  }
+  for (var h = 8u; h > 0u; h--) {
+    s[h + 8u] = 14u;               // a decrement is not taken as lowering: checked
+  }
+  if (lid <= 15u) {
+    s[lid] = 15u;                  // 15 in the then-block: none
+  } else {
+    s[lid] = 16u;                  // but not in the else: checked
+  }
+  if (lid < 17u) {
+    s[lid] = 17u;                  // 16: checked
+  }
+}
+"""
+
+
+def test_indices_below_their_count_get_no_check():
+    """An index the module's text bounds below its fixed array's count (builtins by the
+    workgroup size, constants, lets, a `for` counter under its condition or halved
+    from its start, an immutable name under an `if`'s `x < e`, + * / % & min of
+    those: gpurace/instrument/wgsl/ranges.py) gets no check; one it does not, or that
+    may reach the count, keeps its own."""
+    text = wgsl_instrument(RANGES, "k.wgsl").source
+    checked = re.findall(r"if (_gr_i\d|\d+u) >= (\w+\(&\w+\)|\d+u) \{", text)
+    assert sorted(b for _, b in checked) == sorted(
+        ["16u", "256u", "16u", "16u", "arrayLength(&b)", "16u", "16u", "16u", "16u", "16u"]
+    )
 
 
 def _wgsl_outputs(case):
@@ -246,12 +313,15 @@ def test_more_faults_than_slots_saturate_with_counts_as_lower_bounds():
 def test_several_faults_of_one_invocation_count_each_and_show_the_least():
     """WGSL records an invocation's faults where it exits (bounds.py): one record per
     faulting access, each with the least (signed) index of its site's faults in that
-    invocation, so the counts and examples are those of records written at each access."""
+    invocation, so the counts and examples are those of records written at each access.
+    The exit's flush walks the keys that counted one in key order: line 5's key, between
+    the two, never does."""
     src = (
         "@group(0) @binding(0) var<storage, read_write> b: array<u32>;\n"
         "@compute @workgroup_size(4)\n"
         "fn main(@builtin(local_invocation_index) i: u32) {\n"
         "  for (var k = 0u; k < 4u; k++) { b[i + k] = k; }\n"
+        "  b[i] = 0u;\n"
         "  for (var k = 0; k < 2; k++) { b[k * 6 - 1] = 9u; }\n"
         "}\n"
     )
@@ -263,6 +333,6 @@ def test_several_faults_of_one_invocation_count_each_and_show_the_least():
     found = [(o.count, o.index, o.bound, o.lid, report.sites[o.site].line) for o in
              report.out_of_bounds]  # fmt: skip
     # line 4: work-item i faults at i + k >= 4: 1 + 2 + 3 times, the least index 4 (i = 1)
-    # line 5: every work-item at -1 and 5, the least (signed) -1 at work-item 0
-    assert sorted(found) == [(6, 4, 4, 1, 4), (8, -1, 4, 0, 5)]
+    # line 6: every work-item at -1 and 5, the least (signed) -1 at work-item 0
+    assert sorted(found) == [(6, 4, 4, 1, 4), (8, -1, 4, 0, 6)]
     assert report.scope.complete

@@ -19,6 +19,7 @@ from gpurace.model import Event, GpuraceError, Kind
 from . import ast as A
 from .module import ModuleRewriter
 from .printer import expr_text
+from .ranges import Bounds
 from .runtime import SWIZZLE, Path, Runtime, Step
 from .semantics import (
     ATOMIC_OPS,
@@ -88,6 +89,8 @@ class ExpressionRewriter:
         self.rt = mod.runtime
         self.fn = fn
         self.scopes: list[dict[str, Sym]] = [{}]
+        # an entry point's workgroup size (filled.py, ranges.py); None for other functions
+        self.workgroup: tuple[int, int, int] | None = None
         for p in fn.params:
             if p.name in aliases:
                 path = aliases[p.name]
@@ -104,6 +107,12 @@ class ExpressionRewriter:
 
     def declare(self, name: str, sym: Sym) -> None:
         self.scopes[-1][name] = sym
+
+    def bounds(self) -> Bounds:
+        """Upper bounds of u32 expressions where the rewriter now is (ranges.py)."""
+        return Bounds(
+            self.fn, self.workgroup, self.lookup, lambda e: self.scope.const_value(e, self.lookup)
+        )
 
     def error(self, msg: str, node: A.Node) -> GpuraceError:
         return GpuraceError(msg, self.mod.path, node.line, node.col)
@@ -178,6 +187,10 @@ class ExpressionRewriter:
                         e.index,
                         f"statement left uninstrumented: index of unknown type ({wgsl(iv.type)})",
                     )
+                if bound[:-1].isdigit() and it.name == "u32":
+                    hi = self.bounds().upper(e.index)
+                    if hi is not None and hi < int(bound[:-1]):
+                        bound = ""  # below the count whatever its value: no check
                 path.steps.append(Step("index", iv.text, 0, stride, it.name, bound))
             path.type = elem
             return path

@@ -14,18 +14,19 @@ root variable and its dynamic indices, passed in its place in the argument list.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from gpurace.model import Event, Kind
 
 from . import ast as A
-from . import loops
+from . import loops, ranges
 from .expressions import ExpressionRewriter, Unsupported, pointer_to, ref_text
 from .filled import FillTracker
 from .module import ModuleRewriter
 from .printer import attrs_text, expr_text
 from .runtime import Path
 from .semantics import Sym
-from .types import concrete
+from .types import Scalar, concrete
 
 
 class FunctionRewriter(ExpressionRewriter):
@@ -36,8 +37,6 @@ class FunctionRewriter(ExpressionRewriter):
     ):
         super().__init__(mod, fn, aliases)
         self.is_entry = is_entry
-        # an entry point's workgroup size (filled.py); None for other functions
-        self.workgroup: tuple[int, int, int] | None = None
         self._fills: FillTracker | None = None  # the entry body's (filled.py)
         self._loop_body: A.Block | None = None  # a top-level loop's body (filled.py)
         self.ntemp = 0
@@ -182,6 +181,10 @@ class FunctionRewriter(ExpressionRewriter):
             upre, update = self.simple(s.update) if s.update is not None else ([], "")
             if upre:
                 raise self.error("unsupported for-loop update", s.update)  # type: ignore[arg-type]
+            counter = ranges.loop_bound(s, self.bounds())
+            sym = self.lookup(counter[0]) if counter is not None else None
+            if counter is not None and sym is not None and sym.kind == "lvar" and _u32(sym.type):
+                sym.hi = counter[1]  # in the body only: its scope ends with the loop
             body = self.block(s.body)
             self.scopes.pop()
             lines = [f"{at}for ({init}; {cond}; {update}) " + body[0]] + body[1:]
@@ -194,7 +197,15 @@ class FunctionRewriter(ExpressionRewriter):
 
     def if_stmt(self, s: A.If) -> list[str]:
         cond = self.expr(s.cond).text
+        # in the then-block, `x < e` bounds an immutable x (ranges.py); an exception
+        # leaves the scope to stmt's clean-up
+        bound = ranges.refined(s.cond, self.bounds())
+        sym = self.lookup(bound[0]) if bound is not None else None
+        if bound is not None and sym is not None:
+            self.scopes.append({bound[0]: replace(sym, hi=bound[1])})
         then = self.block(s.then)
+        if bound is not None and sym is not None:
+            self.scopes.pop()
         lines = [f"{attrs_text(s.attrs)}if {cond} " + then[0]] + then[1:]
         if isinstance(s.orelse, A.If):
             rest = self.if_stmt(s.orelse)
@@ -263,7 +274,8 @@ class FunctionRewriter(ExpressionRewriter):
             self.declare(d.name, Sym("const", t, value=value))
         elif d.kind == "let":
             t = declared or concrete(init.type if init else None)
-            self.declare(d.name, Sym("let", t))
+            hi = self.bounds().upper(d.init) if d.init is not None and _u32(t) else None
+            self.declare(d.name, Sym("let", t, hi=hi))
         else:
             t = declared or concrete(init.type if init else None)
             space = "function"
@@ -308,3 +320,7 @@ def _always_returns(s: A.Stmt) -> bool:
     if isinstance(s, A.If):
         return s.orelse is not None and _always_returns(s.then) and _always_returns(s.orelse)
     return False
+
+
+def _u32(t: object) -> bool:
+    return isinstance(t, Scalar) and t.name == "u32"

@@ -155,8 +155,10 @@ def prelude(nvars: int, log_exits: bool = True, banked: list[TrackedInfo] | None
 
 
 def log_bindings(group: int) -> str:
+    """The runtime's four bindings; the log as `vec4<u32>`s, two a record, so that
+    `_gr_rec` writes a record in two stores (shaders/runtime.wgsl)."""
     return (
-        f"@group({group}) @binding(0) var<storage, read_write> _gr_log: array<u32>;\n"
+        f"@group({group}) @binding(0) var<storage, read_write> _gr_log: array<vec4<u32>>;\n"
         f"@group({group}) @binding(1) var<storage, read_write> _gr_ctl: array<atomic<u32>>;\n"
         f"@group({group}) @binding(2) var<storage, read_write> _gr_shd: array<atomic<u32>>;\n"
         f"@group({group}) @binding(3) var<storage, read> _gr_par: array<u32>;\n"

@@ -68,6 +68,7 @@ class Sym:
     tracked: TrackedInfo | None = None  # for tracked module variables
     path: Path | None = None  # for tracked pointer aliases
     value: Value | None = None  # evaluated value of const/override, if known
+    hi: int | None = None  # a u32 let's or loop counter's upper bound, if known (ranges.py)
 
 
 @dataclass
