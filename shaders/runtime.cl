@@ -54,6 +54,14 @@
 #define _GR_ELIDE 0
 #endif
 #define _GR_ELIDED_LW0 (_GR_ELIDE ? 0x80000000u : 0u)
+/* Slot hints (_gr_acc): the backend defines _GR_DISJOINT=1 when no two tracked
+   variables of a space overlap in the launch (no aliased arguments) */
+#ifndef _GR_DISJOINT
+#define _GR_DISJOINT 0
+#endif
+#ifndef _GR_HINT_SHIFT
+#define _GR_HINT_SHIFT 24u
+#endif
 typedef struct {
   __global uint *log;
   volatile __global uint *ctl;
@@ -509,11 +517,37 @@ __attribute__((noinline)) void _gr_acc_log(__private _gr_state_t *s, uint space,
   }
 }
 
+/* Whether a load of `size` bytes at `a` (site `site`, with its slot hint) may skip
+   _gr_acc, which would do nothing for it: it lies inside the hinted slot (the only
+   one that holds it, _GR_DISJOINT), an elided parameter's (_GR_ELIDE), not checked
+   by initcheck, in a build or filter run. Inlined into the access helpers, where
+   the hint is a constant: the elided loads of a build run cost a few compares, not
+   a call and a search (docs/internals.md §5). */
+__attribute__((always_inline)) int _gr_elided(__private _gr_state_t *s, ulong a, uint space,
+                                              uint size, uint site) {
+#if _GR_ELIDE && _GR_DISJOINT
+  uint h = (site >> _GR_HINT_SHIFT) - 1u;
+  if (h >= _GR_SLOTS || (s->lw0[h] >> 31) == 0u || s->mode == _GR_SHADOW_OFF || s->space[h] != space)
+    return 0;
+#if _GR_INITCHECK
+  if (s->wb[h] != 0u) return 0;
+#endif
+  ulong d = a - s->addr[h];
+  return d < (ulong)s->size[h] && d + size <= (ulong)s->size[h];
+#else
+  return 0;
+#endif
+}
+
 /* Log one access of `size` bytes at address `a` (records of at most 16 bytes).
    Returns 1 when it is out of bounds (recorded by _gr_oob, not logged): the caller
-   then leaves out the access (a read gives zero). */
+   then leaves out the access (a read gives zero). `site`'s bits from _GR_HINT_SHIFT
+   may hold the rewriter's slot hint (docs/internals.md §5): 1 + the slot of the
+   variable the access names (a kernel's pointer parameter or __local variable). */
 uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site, uint kind,
              const __private uchar *bytes, uint known, uint extra) {
+  uint h = (site >> _GR_HINT_SHIFT) - 1u;
+  site &= (1u << _GR_HINT_SHIFT) - 1u;
   /* the first tracked variable of the space whose bytes hold the address: unrolled
      (PoCL's optimiser left the plain loop rolled) and without branches, the slots
      taken last to first so that the first match's fields are the ones kept, so the
@@ -524,20 +558,43 @@ uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site
 #if _GR_INITCHECK
   uint wb = 0u;
 #endif
-#pragma unroll
-  for (uint r = 0u; r < _GR_SLOTS; r++) {
-    uint j = _GR_SLOTS - 1u - r;
-    ulong d = a - s->addr[j];
-    if (s->space[j] == space && d < (ulong)s->size[j]) {
-      k = j;
-      past = d + size > (ulong)s->size[j];  /* it starts inside and ends past it */
+#if _GR_DISJOINT
+  /* the hinted slot first: when the launch's variables of a space are disjoint (the
+     host defines _GR_DISJOINT=1: no aliased arguments), the slot that holds the
+     address is the only one, so the search below would find it too; any hint is
+     sound (a wrong one, or a slot no _gr_track filled, holds nothing: the search) */
+  if (h < _GR_SLOTS) {
+    ulong d = a - s->addr[h];
+    if (s->space[h] == space && d < (ulong)s->size[h]) {
+      k = h;
+      past = d + size > (ulong)s->size[h];
       off = (uint)d;
-      id = s->id[j];
-      lbase = s->lbase[j];
-      lw0 = s->lw0[j];
+      id = s->id[h];
+      lbase = s->lbase[h];
+      lw0 = s->lw0[h];
 #if _GR_INITCHECK
-      wb = s->wb[j];
+      wb = s->wb[h];
 #endif
+    }
+  }
+  if (k == _GR_SLOTS)
+#endif
+  {
+#pragma unroll
+    for (uint r = 0u; r < _GR_SLOTS; r++) {
+      uint j = _GR_SLOTS - 1u - r;
+      ulong d = a - s->addr[j];
+      if (s->space[j] == space && d < (ulong)s->size[j]) {
+        k = j;
+        past = d + size > (ulong)s->size[j];  /* it starts inside and ends past it */
+        off = (uint)d;
+        id = s->id[j];
+        lbase = s->lbase[j];
+        lw0 = s->lw0[j];
+#if _GR_INITCHECK
+        wb = s->wb[j];
+#endif
+      }
     }
   }
   if (k == _GR_SLOTS || past) return _gr_acc_outside(s, a, space, site, kind, size);

@@ -31,7 +31,7 @@ from .builtins import ADDR, RV, BuiltinCalls
 from .edits import Edit, apply
 from .elide import const_escape
 from .predict import Branch, Predictor, waiting_functions
-from .runtime import KERNEL_PARAMS, ORDER_CL, PS, WG_BARRIER, prelude
+from .runtime import HINT_SHIFT, KERNEL_PARAMS, ORDER_CL, PS, WG_BARRIER, prelude
 from .types import (
     c_type,
     element_stride,
@@ -90,6 +90,9 @@ class Rewriter(AccessHelpers, BuiltinCalls):
         # const __global parameters whose loads need no race tracking (elide.py)
         self.elided: list[int] = []
         self.escape: str | None = None  # why none is (a conversion that drops const)
+        # a kernel's tracked parameter or __local variable (its declaration's hash) ->
+        # its slot in the kernel's _gr_state_t, for _gr_acc's hint (slot_hint)
+        self.slots: dict[int, int] = {}
 
     # ------------------------------------------------------------------ utilities
     def src(self, c) -> str:
@@ -296,7 +299,7 @@ class Rewriter(AccessHelpers, BuiltinCalls):
             cast(tuple[int, int, int], tuple(int(x) for x in m.groups())) if m else (0, 0, 0)
         )
         bindings = []
-        track = []
+        track: list[str] = []
         for i, p in enumerate(params):
             t = p.type
             if is_pointer(t):
@@ -329,6 +332,7 @@ class Rewriter(AccessHelpers, BuiltinCalls):
                     if kind == "global" and pointee.is_const_qualified() and not self.escape:
                         self.elided.append(var)
                         lw0 = "_GR_ELIDED_LW0"
+                    self.slots[p.hash] = len(track)
                     track.append(
                         f"_gr_track(_gr_s, (ulong){p.spelling}, {int(space)}u, {var}u, "
                         f"_gr_ctl[_GR_CTL_SIZES + {var}u], {lw0});"
@@ -500,6 +504,7 @@ class Rewriter(AccessHelpers, BuiltinCalls):
                 self.kernel_name,
             )
         )
+        self.slots[d.hash] = self.kernel_track
         self.insert(
             after,
             f" _gr_track(_gr_s, (ulong)&{d.spelling}, 1u, {var}u, (uint)sizeof({d.spelling}), "
@@ -611,6 +616,41 @@ class Rewriter(AccessHelpers, BuiltinCalls):
 
     def var_of(self, c) -> str:
         return self.root_name(self.src(c))
+
+    def slot_hint(self, sid: int, c) -> int:
+        """Site `sid` as the access `c` passes it to its helper: with the slot of the
+        variable it names (`p[i]`, `*p`, `v.f`, `t[i].f` of a kernel's tracked
+        pointer parameter or __local variable `p`, `t`, `v`) in the bits from
+        HINT_SHIFT, as 1 + slot, so that `_gr_acc` tries that slot before it searches
+        (shaders/runtime.cl). Only a guess: a reassigned parameter, or a slot filled
+        in another order, makes `_gr_acc` search as without one."""
+        K = self.K
+        c = self.unparen(self.strip(c))
+        # down the record fields (`v.f`) and array subscripts (`t[i][j]`) of one
+        # variable, then at most one pointer step (`p[i]`, `*p`)
+        while c.kind != K.DECL_REF_EXPR:
+            ch = self.children(c)
+            if not ch:
+                return sid
+            if c.kind == K.MEMBER_REF_EXPR:
+                if "->" in self.text[self.end(ch[0]) : self.end(c)]:
+                    return sid
+                step = False
+            elif c.kind == K.ARRAY_SUBSCRIPT_EXPR:
+                step = not is_array(self.strip(ch[0]).type)
+            elif self.is_deref(c):
+                step = True
+            else:
+                return sid
+            c = self.unparen(self.strip(ch[0]))
+            if step:
+                break
+        if c.kind != K.DECL_REF_EXPR or c.referenced is None:
+            return sid
+        slot = self.slots.get(c.referenced.hash)
+        if slot is None or slot + 1 >= 1 << (32 - HINT_SHIFT) or sid >= 1 << HINT_SHIFT:
+            return sid
+        return sid | (slot + 1) << HINT_SHIFT
 
 
 def instrument(source: str, path: str, options: Sequence[str] = ()) -> Instrumented:

@@ -1,0 +1,130 @@
+"""Slot hints on OpenCL C (docs/internals.md §5, "The per-access path"): the rewriter
+passes `_gr_acc` the slot of the variable an access names, in the site's top bits;
+`_gr_acc` tries that slot before it searches, and an elided parameter's load inside
+its slot skips `_gr_acc` altogether (`_gr_elided`). A hint is only a guess: a
+reassigned pointer or an aliased launch gives the same reports as the search."""
+
+from __future__ import annotations
+
+import re
+
+from gpurace import api
+from gpurace.backends import opencl_backend
+from gpurace.instrument import opencl
+from gpurace.instrument.opencl.runtime import HINT_SHIFT
+from gpurace.launch import LaunchSpec
+
+NAMES = """
+struct W { long v; };
+__kernel void k(__global long *in, __global float4 *q, __local float *lp) {
+  __local struct W ld[3][5];
+  __local int one;
+  ld[get_local_id(0) % 3][1].v = in[get_global_id(0)];
+  *in = 1; *(in + 2) = 3; q[0].x = 2.0f; lp[0] += 1.0f; one++;
+}
+"""
+
+
+def _close(text: str, i: int) -> int:
+    """The index of the parenthesis that closes the one at `i`."""
+    depth = 0
+    for j in range(i, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[j], 0)
+        if depth == 0:
+            return j
+    raise AssertionError("unbalanced")
+
+
+def _calls(source: str) -> list[tuple[str, list[int]]]:
+    """(pointer expression, site arguments) of each helper call of the kernel."""
+    body = source[source.index("__kernel void") :]
+    out = []
+    for m in re.finditer(r"_gr_h\d+\(&\(", body):
+        call = body[m.end() - 3 : _close(body, m.end() - 3) + 1]  # (&(ptr), ..., sites)
+        ptr = call[3 : _close(call, 2)]
+        sites = re.search(r"_gr_s((?:, \d+u)+)\)$", call)
+        assert sites, call
+        out.append((ptr, [int(x) for x in re.findall(r"(\d+)u", sites.group(1))]))
+    return out
+
+
+def test_each_access_names_its_variables_slot():
+    """Slots in the prologue's order: parameters in, q, lp, then ld and one. A field of
+    a 2-D array of records, a vector component, `*p` and a read-modify-write carry
+    1 + slot; `*(p + 2)` is left to the search."""
+    calls = _calls(opencl.instrument(NAMES, "k.cl").source)
+    hints = [(ptr, [(s >> HINT_SHIFT, s & ((1 << HINT_SHIFT) - 1)) for s in sites])
+             for ptr, sites in calls]  # fmt: skip
+    assert [(p, [h for h, _ in hs]) for p, hs in hints] == [
+        ("ld[get_local_id(0) % 3][1].v", [4]),
+        ("in[get_global_id(0)]", [1]),
+        ("*in", [1]),
+        ("*(in + 2)", [0]),
+        ("q[0]", [2]),
+        ("lp[0]", [3, 3]),
+        ("one", [5, 5]),
+    ]
+    # the sites themselves are the rewriter's ids, as without hints
+    assert sorted(s for _, hs in hints for _, s in hs) == list(range(1, 10))
+
+
+REASSIGNED = """
+__kernel void k(__global uint *a, __global uint *b, __global const uint *c) {
+    size_t i = get_global_id(0);
+    a[i] = c[i];
+    a = b;
+    a[0] = c[i + 1u];
+}
+"""
+
+
+def _spec() -> LaunchSpec:
+    return LaunchSpec.from_dict(
+        {"kernel": "k", "global_size": [16], "local_size": [8],
+         "arg": [{"name": "a", "type": "uint", "count": 16},
+                 {"name": "b", "type": "uint", "count": 16},
+                 {"name": "c", "type": "uint", "count": 16, "fill": "arange"}]},
+        path="k.toml",
+    )  # fmt: skip
+
+
+def _races(report) -> list[tuple]:
+    sites = report.sites
+    return sorted(
+        (r.cls.name, (sites[r.site_a].line, sites[r.site_b].line), r.var, r.address, r.instances)
+        for r in report.races
+    )
+
+
+def test_a_wrong_hint_attributes_the_access_as_the_search_does():
+    """`a[0]` after `a = b` carries a's slot but lands in b: it is b's (variable 1),
+    every work-item's store at b's offset 0, one race in each of the two groups and
+    one between them; c[16], one past c's end, is an out-of-bounds read of c (the
+    elided parameter's hint does not hold: _gr_acc reports it)."""
+    report = api.check(REASSIGNED, _spec(), path="k.cl")
+    assert _races(report) == [
+        ("GLOBAL_INTER", (6, 6), 1, 0, 1),
+        ("GLOBAL_INTRA", (6, 6), 1, 0, 2),
+    ]
+    [o] = report.out_of_bounds
+    assert (report.sites[o.site].line, o.index, o.bound, o.count) == (6, 64, 64, 1)
+
+
+def test_without_disjoint_variables_the_reports_are_the_same(monkeypatch):
+    """The launch's program built without _GR_DISJOINT (as an aliased launch's is):
+    `_gr_acc` takes no hint and `_gr_elided` skips nothing, and the report is the
+    hinted one."""
+    hinted = api.check(REASSIGNED, _spec(), path="k.cl")
+    real, seen = opencl_backend.build, []
+
+    def build(queue, source, path, options=()):
+        seen.append(list(options))
+        return real(queue, source, path, [o for o in options if o != "-D_GR_DISJOINT=1"])
+
+    monkeypatch.setattr(opencl_backend, "build", build)
+    unhinted = api.check(REASSIGNED, _spec(), path="k.cl")
+    assert seen and all("-D_GR_DISJOINT=1" in o for o in seen)
+    assert _races(unhinted) == _races(hinted)
+    assert [(o.site, o.index, o.bound, o.count) for o in unhinted.out_of_bounds] == [
+        (o.site, o.index, o.bound, o.count) for o in hinted.out_of_bounds
+    ]
