@@ -289,7 +289,7 @@ def launch(
     kargs: list[object] = [given[b.binding] for b in params]
     if var_bases is not None and not aliases:
         # one buffer per argument: the tracked variables of a space are disjoint, so
-        # _gr_acc may take the rewriter's slot hint (docs/internals.md §5)
+        # an elided load may go by the rewriter's slot hint (docs/internals.md §5)
         options = [*options, "-D_GR_DISJOINT=1"]
         if elision_holds(params, buffers, elided):
             options = [*options, "-D_GR_ELIDE=1"]

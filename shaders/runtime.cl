@@ -54,7 +54,7 @@
 #define _GR_ELIDE 0
 #endif
 #define _GR_ELIDED_LW0 (_GR_ELIDE ? 0x80000000u : 0u)
-/* Slot hints (_gr_acc): the backend defines _GR_DISJOINT=1 when no two tracked
+/* Slot hints (_gr_elided): the backend defines _GR_DISJOINT=1 when no two tracked
    variables of a space overlap in the launch (no aliased arguments) */
 #ifndef _GR_DISJOINT
 #define _GR_DISJOINT 0
@@ -69,7 +69,7 @@ typedef struct {
   /* this group's event slots (_gr_ev_new); evall: this work-item logs every event
      (its group or local index is past the slots' range) */
   volatile __global uint *evs;
-  uint lid, grp, ep_l, ep_g, nbar, cap, lo, hi, nbins, binw, n, mode, swords, evall;
+  uint lid, grp, ep_l, ep_g, nbar, n, mode, swords, evall;
   uint actor;  /* this work-item's actor in the launch-wide shadow: grp * (group size) + lid + 1 */
   uint evlast;  /* the (ordinal + 1, site, code) of this work-item's last slot check (_gr_ev_new) */
   uint inrange;  /* this group's id lies in the run's address range: its events are this run's */
@@ -96,6 +96,11 @@ typedef struct {
 #endif
 } _gr_state_t;
 
+/* The run's address range (abi.CTL_LO, CTL_HI), read from the control words. */
+#define _GR_LO(s) ((s)->ctl[_GR_CTL_LO])
+#define _GR_HI(s) ((s)->ctl[_GR_CTL_HI])
+
+
 void _gr_init(__private _gr_state_t *s, __global uint *log, volatile __global uint *ctl,
               volatile __global uint *shd) {
   s->log = log;
@@ -108,17 +113,16 @@ void _gr_init(__private _gr_state_t *s, __global uint *log, volatile __global ui
            + _GR_ENQUEUED_SIZE(1) * get_local_id(2)));
   s->grp = (uint)(get_group_id(0) + get_num_groups(0) * (get_group_id(1)
            + get_num_groups(1) * get_group_id(2)));
-  s->cap = ctl[_GR_CTL_CAPACITY];
-  s->lo = ctl[_GR_CTL_LO];
-  s->hi = ctl[_GR_CTL_HI];
-  s->inrange = s->grp >= s->lo && s->grp < s->hi;
-  s->nbins = ctl[_GR_CTL_NBINS];
-  s->binw = max(1u, ctl[_GR_CTL_BINW]);
-  s->ordw = s->nbins ? 0u : ctl[_GR_CTL_ORDER];  /* the same word: a counting run's bin width */
+  /* the run's log capacity, address range and bins are read where they are used
+     (_GR_LO, _gr_put): most work-items of a large launch use none of them, and each
+     copy here cost every work-item a load and a store */
+  s->inrange = s->grp >= _GR_LO(s) && s->grp < _GR_HI(s);
+  uint nbins = ctl[_GR_CTL_NBINS];
+  s->ordw = nbins ? 0u : ctl[_GR_CTL_ORDER];  /* the same word: a counting run's bin width */
   /* after the bins: the groups with event slots, then their slots */
-  uint evg = ctl[_GR_CTL_EVG0 + s->nbins];
+  uint evg = ctl[_GR_CTL_EVG0 + nbins];
   s->evall = s->grp >= evg || s->lid >= _GR_EV_ID_LIMIT;
-  s->evs = ctl + _GR_CTL_EVS0 + s->nbins + (s->evall ? 0u : s->grp * _GR_EVENT_SLOTS);
+  s->evs = ctl + _GR_CTL_EVS0 + nbins + (s->evall ? 0u : s->grp * _GR_EVENT_SLOTS);
   s->ep_l = 0u;
   s->ep_g = 0u;
   s->nbar = 0u;
@@ -298,15 +302,19 @@ __attribute__((always_inline)) int _gr_local(__private _gr_state_t *s, uint flag
   return logged && s->mode == _GR_SHADOW_FILTER;
 }
 
-void _gr_put(__private _gr_state_t *s, uint site, uint flags, uint off, uint epoch, uint value, uint extra,
-             uint at) {
-  if (s->nbins > 0u) {
-    uint bin = _GR_MIN((at - s->lo) / s->binw, s->nbins - 1u);
+/* One record (or, in a counting run, one count in its bin). Out of line: most
+   events and accesses log none, and inlined into _gr_rec it kept _gr_rec (every
+   barrier's and exit's) from being inlined into the kernel. */
+__attribute__((noinline)) void _gr_put(__private _gr_state_t *s, uint site, uint flags, uint off,
+                                       uint epoch, uint value, uint extra, uint at) {
+  uint nbins = s->ctl[_GR_CTL_NBINS];
+  if (nbins > 0u) {
+    uint bin = _GR_MIN((at - _GR_LO(s)) / _GR_MAX(1u, s->ctl[_GR_CTL_BINW]), nbins - 1u);
     atomic_inc(&s->ctl[_GR_CTL_BINS0 + bin]);
     return;
   }
   uint i = atomic_inc(&s->ctl[_GR_CTL_REQUESTED]);
-  if (i < s->cap) {
+  if (i < s->ctl[_GR_CTL_CAPACITY]) {
     __global uint *r = s->log + (ulong)i * _GR_RECORD_WORDS;
     r[_GR_W_SITE] = site;
     r[_GR_W_FLAGS] = flags;
@@ -335,7 +343,7 @@ __attribute__((always_inline)) int _gr_keep(__private _gr_state_t *s, uint flags
   uint size = (flags >> _GR_F_SIZE_SHIFT) & _GR_F_BYTE_MASK;
   uint first = lbase + (off & ~3u);
   uint last = lbase + ((off + size - 1u) & ~3u);
-  int keep = (first < s->hi && last >= s->lo) || _gr_order_store(s, flags);
+  int keep = (first < _GR_HI(s) && last >= _GR_LO(s)) || _gr_order_store(s, flags);
   if (s->mode != _GR_SHADOW_OFF && (keep || s->mode == _GR_SHADOW_BUILD))
     keep = _gr_shadow(s, flags, first, last) && s->mode == _GR_SHADOW_FILTER;
   return keep;
@@ -351,7 +359,7 @@ __attribute__((always_inline)) int _gr_keep_local(__private _gr_state_t *s, uint
   uint lfirst = lbase + (off & ~3u);
   uint llast = lbase + ((off + size - 1u) & ~3u);
   return _gr_local(s, flags, first, last)
-         && ((lfirst < s->hi && llast >= s->lo) || _gr_order_store(s, flags));
+         && ((lfirst < _GR_HI(s) && llast >= _GR_LO(s)) || _gr_order_store(s, flags));
 }
 
 /* One event record, logged in every mode, once per distinct (kind, ordinal, site)
@@ -513,7 +521,7 @@ __attribute__((noinline)) void _gr_acc_log(__private _gr_state_t *s, uint space,
     /* the value only for a record that is logged (most runs log none) */
     if (keep)
       _gr_put(s, site, flags, off + c, ep, known ? _gr_value(bytes + c, n) : 0u, extra,
-              _GR_MAX(lbase + ((off + c) & ~3u), s->lo));
+              _GR_MAX(lbase + ((off + c) & ~3u), _GR_LO(s)));
   }
 }
 
@@ -542,11 +550,10 @@ __attribute__((always_inline)) int _gr_elided(__private _gr_state_t *s, ulong a,
 /* Log one access of `size` bytes at address `a` (records of at most 16 bytes).
    Returns 1 when it is out of bounds (recorded by _gr_oob, not logged): the caller
    then leaves out the access (a read gives zero). `site`'s bits from _GR_HINT_SHIFT
-   may hold the rewriter's slot hint (docs/internals.md §5): 1 + the slot of the
-   variable the access names (a kernel's pointer parameter or __local variable). */
+   may hold the rewriter's slot hint (_gr_elided), dropped here: the search below
+   costs about what a lookup of the hinted slot did (callgrind, docs/performance.md). */
 uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site, uint kind,
              const __private uchar *bytes, uint known, uint extra) {
-  uint h = (site >> _GR_HINT_SHIFT) - 1u;
   site &= (1u << _GR_HINT_SHIFT) - 1u;
   /* the first tracked variable of the space whose bytes hold the address: unrolled
      (PoCL's optimiser left the plain loop rolled) and without branches, the slots
@@ -557,27 +564,6 @@ uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site
   uint k = _GR_SLOTS, past = 0u, off = 0u, id = 0u, lbase = 0u, lw0 = 0u;
 #if _GR_INITCHECK
   uint wb = 0u;
-#endif
-#if _GR_DISJOINT
-  /* the hinted slot first: when the launch's variables of a space are disjoint (the
-     host defines _GR_DISJOINT=1: no aliased arguments), the slot that holds the
-     address is the only one, so the search below would find it too; any hint is
-     sound (a wrong one, or a slot no _gr_track filled, holds nothing: the search) */
-  if (h < _GR_SLOTS) {
-    ulong d = a - s->addr[h];
-    if (s->space[h] == space && d < (ulong)s->size[h]) {
-      k = h;
-      past = d + size > (ulong)s->size[h];
-      off = (uint)d;
-      id = s->id[h];
-      lbase = s->lbase[h];
-      lw0 = s->lw0[h];
-#if _GR_INITCHECK
-      wb = s->wb[h];
-#endif
-    }
-  }
-  if (k == _GR_SLOTS)
 #endif
   {
 #pragma unroll

@@ -1,8 +1,9 @@
 """Slot hints on OpenCL C (docs/internals.md §5, "The per-access path"): the rewriter
-passes `_gr_acc` the slot of the variable an access names, in the site's top bits;
-`_gr_acc` tries that slot before it searches, and an elided parameter's load inside
-its slot skips `_gr_acc` altogether (`_gr_elided`). A hint is only a guess: a
-reassigned pointer or an aliased launch gives the same reports as the search."""
+passes each access's helper the slot of the variable it names, in the site's top
+bits, and an elided parameter's load that lies inside that slot skips `_gr_acc`
+altogether (`_gr_elided`, which the hint makes a few compares of constants). A hint
+is only a guess: a reassigned pointer, or a launch built without _GR_DISJOINT (an
+aliased one), gives the reports `_gr_acc` gives."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def _calls(source: str) -> list[tuple[str, list[int]]]:
 def test_each_access_names_its_variables_slot():
     """Slots in the prologue's order: parameters in, q, lp, then ld and one. A field of
     a 2-D array of records, a vector component, `*p` and a read-modify-write carry
-    1 + slot; `*(p + 2)` is left to the search."""
+    1 + slot; `*(p + 2)` carries none."""
     calls = _calls(opencl.instrument(NAMES, "k.cl").source)
     hints = [(ptr, [(s >> HINT_SHIFT, s & ((1 << HINT_SHIFT) - 1)) for s in sites])
              for ptr, sites in calls]  # fmt: skip
@@ -71,9 +72,9 @@ def test_each_access_names_its_variables_slot():
 REASSIGNED = """
 __kernel void k(__global uint *a, __global uint *b, __global const uint *c) {
     size_t i = get_global_id(0);
-    a[i] = c[i];
-    a = b;
-    a[0] = c[i + 1u];
+    a[i] = c[i] + c[i + 1u];
+    c = a;
+    b[0] = c[(i + 1u) % 16u];
 }
 """
 
@@ -96,24 +97,29 @@ def _races(report) -> list[tuple]:
     )
 
 
-def test_a_wrong_hint_attributes_the_access_as_the_search_does():
-    """`a[0]` after `a = b` carries a's slot but lands in b: it is b's (variable 1),
-    every work-item's store at b's offset 0, one race in each of the two groups and
-    one between them; c[16], one past c's end, is an out-of-bounds read of c (the
-    elided parameter's hint does not hold: _gr_acc reports it)."""
+def test_a_wrong_hint_skips_nothing():
+    """c is elided (const, never written through), and `c[...]` carries c's slot:
+    after `c = a` the load lands in a, which the kernel writes, so `_gr_elided` must
+    not skip it: a's store (line 4) races with it, in 14 buckets inside a group and 2
+    across. `c[i + 1u]` of the last work-item, one past c's end, is out of bounds
+    (the hinted slot holds its first byte only), and b[0]'s stores race."""
+    inst = opencl.instrument(REASSIGNED, "k.cl")
+    assert [v.name for v in inst.variables if v.id in inst.elided] == ["c"]
     report = api.check(REASSIGNED, _spec(), path="k.cl")
     assert _races(report) == [
+        ("GLOBAL_INTER", (4, 6), 0, 0, 2),
         ("GLOBAL_INTER", (6, 6), 1, 0, 1),
-        ("GLOBAL_INTRA", (6, 6), 1, 0, 2),
+        ("GLOBAL_INTRA", (4, 6), 0, 4, 14),
+        ("GLOBAL_INTRA", (6, 6), 1, 0, 1),
     ]
     [o] = report.out_of_bounds
-    assert (report.sites[o.site].line, o.index, o.bound, o.count) == (6, 64, 64, 1)
+    site = report.sites[o.site]
+    assert (site.line, site.col, o.index, o.bound, o.count) == (4, 19, 64, 64, 1)
 
 
 def test_without_disjoint_variables_the_reports_are_the_same(monkeypatch):
     """The launch's program built without _GR_DISJOINT (as an aliased launch's is):
-    `_gr_acc` takes no hint and `_gr_elided` skips nothing, and the report is the
-    hinted one."""
+    `_gr_elided` skips nothing, and the report is the hinted one."""
     hinted = api.check(REASSIGNED, _spec(), path="k.cl")
     real, seen = opencl_backend.build, []
 

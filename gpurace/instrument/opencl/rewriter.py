@@ -91,7 +91,7 @@ class Rewriter(AccessHelpers, BuiltinCalls):
         self.elided: list[int] = []
         self.escape: str | None = None  # why none is (a conversion that drops const)
         # a kernel's tracked parameter or __local variable (its declaration's hash) ->
-        # its slot in the kernel's _gr_state_t, for _gr_acc's hint (slot_hint)
+        # its slot in the kernel's _gr_state_t, for the access's hint (slot_hint)
         self.slots: dict[int, int] = {}
 
     # ------------------------------------------------------------------ utilities
@@ -621,9 +621,10 @@ class Rewriter(AccessHelpers, BuiltinCalls):
         """Site `sid` as the access `c` passes it to its helper: with the slot of the
         variable it names (`p[i]`, `*p`, `v.f`, `t[i].f` of a kernel's tracked
         pointer parameter or __local variable `p`, `t`, `v`) in the bits from
-        HINT_SHIFT, as 1 + slot, so that `_gr_acc` tries that slot before it searches
-        (shaders/runtime.cl). Only a guess: a reassigned parameter, or a slot filled
-        in another order, makes `_gr_acc` search as without one."""
+        HINT_SHIFT, as 1 + slot, so that a load of an elided parameter that lies in
+        that slot skips `_gr_acc` (`_gr_elided`, shaders/runtime.cl; `_gr_acc` drops
+        the bits). Only a guess: a reassigned parameter, or a slot filled in another
+        order, makes `_gr_elided` leave the load to `_gr_acc`."""
         K = self.K
         c = self.unparen(self.strip(c))
         # down the record fields (`v.f`) and array subscripts (`t[i][j]`) of one

@@ -14,7 +14,7 @@ from gpurace import abi, shaders
 from gpurace.abi import EVENT_SLOTS  # noqa: F401 - re-exported for the backends
 
 STATE = "_gr_state_t"
-#: a site's bits from here pass `_gr_acc` the slot hint (1 + slot; Rewriter.slot_hint)
+#: a site's bits from here pass the access's slot hint (1 + slot; Rewriter.slot_hint)
 HINT_SHIFT = 24
 PS = f"__private {STATE} *"  # the trailing state parameter's type
 # what every kernel gains: the log, the control words and the prefilter's shadow
