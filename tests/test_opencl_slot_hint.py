@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from gpurace import api
 from gpurace.backends import opencl_backend
 from gpurace.instrument import opencl
+from gpurace.instrument.opencl import rewriter
 from gpurace.instrument.opencl.runtime import HINT_SHIFT
 from gpurace.launch import LaunchSpec
+from gpurace.model import GpuraceError
 
 NAMES = """
 struct W { long v; };
@@ -134,3 +138,11 @@ def test_without_disjoint_variables_the_reports_are_the_same(monkeypatch):
     assert [(o.site, o.index, o.bound, o.count) for o in unhinted.out_of_bounds] == [
         (o.site, o.index, o.bound, o.count) for o in hinted.out_of_bounds
     ]
+
+
+def test_a_program_with_more_sites_than_the_hint_leaves_is_a_clear_error(monkeypatch):
+    """Sites from 2**HINT_SHIFT would reach the hint's bits: the rewrite stops with an
+    error (HINT_SHIFT made 2 here: NAMES has 10 accesses and events)."""
+    monkeypatch.setattr(rewriter, "HINT_SHIFT", 2)
+    with pytest.raises(GpuraceError, match=r"k.cl: error: 10 accesses and events: at most 4 "):
+        opencl.instrument(NAMES, "k.cl")

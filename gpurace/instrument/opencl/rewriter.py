@@ -197,6 +197,11 @@ class Rewriter(AccessHelpers, BuiltinCalls):
                 self.function(c)
             elif c.kind == K.VAR_DECL and self.in_file(c) and tracked_space(c.type) is not None:
                 self.program_var(c)
+        if len(self.sites) > 1 << HINT_SHIFT:  # _gr_acc takes the bits above for a hint
+            raise GpuraceError(
+                f"{len(self.sites)} accesses and events: at most {1 << HINT_SHIFT} per program",
+                self.path,
+            )
         nv = len(self.variables)
         for off, close, sid in self.kernel_exits if self.has_barrier else []:
             if close is None:  # the kernel's closing brace
