@@ -21,11 +21,12 @@ from gpurace.model import GpuraceError
 
 NAMES = """
 struct W { long v; };
-__kernel void k(__global long *in, __global float4 *q, __local float *lp) {
-  __local struct W ld[3][5];
-  __local int one;
-  ld[get_local_id(0) % 3][1].v = in[get_global_id(0)];
-  *in = 1; *(in + 2) = 3; q[0].x = 2.0f; lp[0] += 1.0f; one++;
+__kernel void k(__global long *out, __global const long *in, __global const struct W *w,
+                __global const float4 *q) {
+  __local long t[4];
+  t[0] = in[get_global_id(0)];
+  out[0] = *in + *(in + 2) + w[1].v + t[0];
+  out[1] = (long)q[0].x;
 }
 """
 
@@ -53,24 +54,25 @@ def _calls(source: str) -> list[tuple[str, list[int]]]:
     return out
 
 
-def test_each_access_names_its_variables_slot():
-    """Slots in the prologue's order: parameters in, q, lp, then ld and one. A field of
-    a 2-D array of records, a vector component, `*p` and a read-modify-write carry
-    1 + slot; `*(p + 2)` carries none."""
+def test_each_load_of_an_elided_parameter_names_its_slot():
+    """Slots in the prologue's order: out, in, w, q, then t. The loads of the elided
+    parameters in, w and q (an element, `*p`, a record's field, a vector component)
+    carry 1 + slot; `*(p + 2)`, the stores and the __local accesses carry none."""
     calls = _calls(opencl.instrument(NAMES, "k.cl").source)
-    hints = [(ptr, [(s >> HINT_SHIFT, s & ((1 << HINT_SHIFT) - 1)) for s in sites])
-             for ptr, sites in calls]  # fmt: skip
-    assert [(p, [h for h, _ in hs]) for p, hs in hints] == [
-        ("ld[get_local_id(0) % 3][1].v", [4]),
-        ("in[get_global_id(0)]", [1]),
-        ("*in", [1]),
+    low = (1 << HINT_SHIFT) - 1
+    assert [(p, [s >> HINT_SHIFT for s in sites]) for p, sites in calls] == [
+        ("t[0]", [0]),
+        ("in[get_global_id(0)]", [2]),
+        ("out[0]", [0]),
+        ("*in", [2]),
         ("*(in + 2)", [0]),
-        ("q[0]", [2]),
-        ("lp[0]", [3, 3]),
-        ("one", [5, 5]),
+        ("w[1].v", [3]),
+        ("t[0]", [0]),
+        ("out[1]", [0]),
+        ("q[0]", [4]),
     ]
     # the sites themselves are the rewriter's ids, as without hints
-    assert sorted(s for _, hs in hints for _, s in hs) == list(range(1, 10))
+    assert sorted(s & low for _, sites in calls for s in sites) == list(range(1, 10))
 
 
 REASSIGNED = """

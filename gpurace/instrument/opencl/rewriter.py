@@ -90,8 +90,8 @@ class Rewriter(AccessHelpers, BuiltinCalls):
         # const __global parameters whose loads need no race tracking (elide.py)
         self.elided: list[int] = []
         self.escape: str | None = None  # why none is (a conversion that drops const)
-        # a kernel's tracked parameter or __local variable (its declaration's hash) ->
-        # its slot in the kernel's _gr_state_t, for the access's hint (slot_hint)
+        # a kernel's elided parameter (its declaration's hash) -> its slot in the
+        # kernel's _gr_state_t, for its accesses' hint (slot_hint)
         self.slots: dict[int, int] = {}
 
     # ------------------------------------------------------------------ utilities
@@ -337,7 +337,7 @@ class Rewriter(AccessHelpers, BuiltinCalls):
                     if kind == "global" and pointee.is_const_qualified() and not self.escape:
                         self.elided.append(var)
                         lw0 = "_GR_ELIDED_LW0"
-                    self.slots[p.hash] = len(track)
+                        self.slots[p.hash] = len(track)
                     track.append(
                         f"_gr_track(_gr_s, (ulong){p.spelling}, {int(space)}u, {var}u, "
                         f"_gr_ctl[_GR_CTL_SIZES + {var}u], {lw0});"
@@ -509,7 +509,6 @@ class Rewriter(AccessHelpers, BuiltinCalls):
                 self.kernel_name,
             )
         )
-        self.slots[d.hash] = self.kernel_track
         self.insert(
             after,
             f" _gr_track(_gr_s, (ulong)&{d.spelling}, 1u, {var}u, (uint)sizeof({d.spelling}), "
@@ -623,13 +622,13 @@ class Rewriter(AccessHelpers, BuiltinCalls):
         return self.root_name(self.src(c))
 
     def slot_hint(self, sid: int, c) -> int:
-        """Site `sid` as the access `c` passes it to its helper: with the slot of the
-        variable it names (`p[i]`, `*p`, `v.f`, `t[i].f` of a kernel's tracked
-        pointer parameter or __local variable `p`, `t`, `v`) in the bits from
-        HINT_SHIFT, as 1 + slot, so that a load of an elided parameter that lies in
-        that slot skips `_gr_acc` (`_gr_elided`, shaders/runtime.cl; `_gr_acc` drops
-        the bits). Only a guess: a reassigned parameter, or a slot filled in another
-        order, makes `_gr_elided` leave the load to `_gr_acc`."""
+        """Site `sid` as the access `c` passes it to its helper: when it names an
+        elided parameter `p` (`p[i]`, `*p`, `p[i].f`), with p's slot in the bits from
+        HINT_SHIFT, as 1 + slot, so that a load that lies in that slot skips `_gr_acc`
+        (`_gr_elided`, shaders/runtime.cl; `_gr_acc` drops the bits). Other accesses
+        carry none: their `_gr_elided` test folds away (a test of every __local load
+        cost matmul 1.4%). Only a guess: a reassigned parameter leaves the load to
+        `_gr_acc`."""
         K = self.K
         c = self.unparen(self.strip(c))
         # down the record fields (`v.f`) and array subscripts (`t[i][j]`) of one
