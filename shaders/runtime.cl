@@ -69,7 +69,7 @@ typedef struct {
   /* this group's event slots (_gr_ev_new); evall: this work-item logs every event
      (its group or local index is past the slots' range) */
   volatile __global uint *evs;
-  uint lid, grp, ep_l, ep_g, nbar, n, mode, swords, evall;
+  uint lid, grp, ep_l, ep_g, nbar, lo, hi, n, mode, swords, evall;
   uint actor;  /* this work-item's actor in the launch-wide shadow: grp * (group size) + lid + 1 */
   uint evlast;  /* the (ordinal + 1, site, code) of this work-item's last slot check (_gr_ev_new) */
   uint inrange;  /* this group's id lies in the run's address range: its events are this run's */
@@ -96,10 +96,6 @@ typedef struct {
 #endif
 } _gr_state_t;
 
-/* The run's address range (abi.CTL_LO, CTL_HI), read from the control words. */
-#define _GR_LO(s) ((s)->ctl[_GR_CTL_LO])
-#define _GR_HI(s) ((s)->ctl[_GR_CTL_HI])
-
 
 void _gr_init(__private _gr_state_t *s, __global uint *log, volatile __global uint *ctl,
               volatile __global uint *shd) {
@@ -113,10 +109,13 @@ void _gr_init(__private _gr_state_t *s, __global uint *log, volatile __global ui
            + _GR_ENQUEUED_SIZE(1) * get_local_id(2)));
   s->grp = (uint)(get_group_id(0) + get_num_groups(0) * (get_group_id(1)
            + get_num_groups(1) * get_group_id(2)));
-  /* the run's log capacity, address range and bins are read where they are used
-     (_GR_LO, _gr_put): most work-items of a large launch use none of them, and each
-     copy here cost every work-item a load and a store */
-  s->inrange = s->grp >= _GR_LO(s) && s->grp < _GR_HI(s);
+  /* the log's capacity and the bins are read where they are used (_gr_put): most
+     work-items of a large launch use neither, and each copy here cost every
+     work-item a load and a store (the address range stays: a filter or logging
+     run's every access tests it) */
+  s->lo = ctl[_GR_CTL_LO];
+  s->hi = ctl[_GR_CTL_HI];
+  s->inrange = s->grp >= s->lo && s->grp < s->hi;
   uint nbins = ctl[_GR_CTL_NBINS];
   s->ordw = nbins ? 0u : ctl[_GR_CTL_ORDER];  /* the same word: a counting run's bin width */
   /* after the bins: the groups with event slots, then their slots */
@@ -309,7 +308,7 @@ __attribute__((noinline)) void _gr_put(__private _gr_state_t *s, uint site, uint
                                        uint epoch, uint value, uint extra, uint at) {
   uint nbins = s->ctl[_GR_CTL_NBINS];
   if (nbins > 0u) {
-    uint bin = _GR_MIN((at - _GR_LO(s)) / _GR_MAX(1u, s->ctl[_GR_CTL_BINW]), nbins - 1u);
+    uint bin = _GR_MIN((at - s->lo) / _GR_MAX(1u, s->ctl[_GR_CTL_BINW]), nbins - 1u);
     atomic_inc(&s->ctl[_GR_CTL_BINS0 + bin]);
     return;
   }
@@ -343,7 +342,7 @@ __attribute__((always_inline)) int _gr_keep(__private _gr_state_t *s, uint flags
   uint size = (flags >> _GR_F_SIZE_SHIFT) & _GR_F_BYTE_MASK;
   uint first = lbase + (off & ~3u);
   uint last = lbase + ((off + size - 1u) & ~3u);
-  int keep = (first < _GR_HI(s) && last >= _GR_LO(s)) || _gr_order_store(s, flags);
+  int keep = (first < s->hi && last >= s->lo) || _gr_order_store(s, flags);
   if (s->mode != _GR_SHADOW_OFF && (keep || s->mode == _GR_SHADOW_BUILD))
     keep = _gr_shadow(s, flags, first, last) && s->mode == _GR_SHADOW_FILTER;
   return keep;
@@ -359,7 +358,7 @@ __attribute__((always_inline)) int _gr_keep_local(__private _gr_state_t *s, uint
   uint lfirst = lbase + (off & ~3u);
   uint llast = lbase + ((off + size - 1u) & ~3u);
   return _gr_local(s, flags, first, last)
-         && ((lfirst < _GR_HI(s) && llast >= _GR_LO(s)) || _gr_order_store(s, flags));
+         && ((lfirst < s->hi && llast >= s->lo) || _gr_order_store(s, flags));
 }
 
 /* One event record, logged in every mode, once per distinct (kind, ordinal, site)
@@ -521,7 +520,7 @@ __attribute__((noinline)) void _gr_acc_log(__private _gr_state_t *s, uint space,
     /* the value only for a record that is logged (most runs log none) */
     if (keep)
       _gr_put(s, site, flags, off + c, ep, known ? _gr_value(bytes + c, n) : 0u, extra,
-              _GR_MAX(lbase + ((off + c) & ~3u), _GR_LO(s)));
+              _GR_MAX(lbase + ((off + c) & ~3u), s->lo));
   }
 }
 
