@@ -62,6 +62,9 @@
 #ifndef _GR_HINT_SHIFT
 #define _GR_HINT_SHIFT 24u
 #endif
+/* a site without its hint: in the helpers, where the site is a constant, so that it
+   costs nothing (in _gr_acc, one instruction per access) */
+#define _GR_SITE(x) ((x) & ((1u << _GR_HINT_SHIFT) - 1u))
 typedef struct {
   __global uint *log;
   volatile __global uint *ctl;
@@ -548,12 +551,11 @@ __attribute__((always_inline)) int _gr_elided(__private _gr_state_t *s, ulong a,
 
 /* Log one access of `size` bytes at address `a` (records of at most 16 bytes).
    Returns 1 when it is out of bounds (recorded by _gr_oob, not logged): the caller
-   then leaves out the access (a read gives zero). `site`'s bits from _GR_HINT_SHIFT
-   may hold the rewriter's slot hint (_gr_elided), dropped here: the search below
-   costs about what a lookup of the hinted slot did (callgrind, docs/performance.md). */
+   then leaves out the access (a read gives zero). `site` holds no slot hint (the
+   helpers drop it, _GR_SITE): the search below costs about what a lookup of the
+   hinted slot did (callgrind, docs/performance.md). */
 uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site, uint kind,
              const __private uchar *bytes, uint known, uint extra) {
-  site &= (1u << _GR_HINT_SHIFT) - 1u;
   /* the first tracked variable of the space whose bytes hold the address: unrolled
      (PoCL's optimiser left the plain loop rolled) and without branches, the slots
      taken last to first so that the first match's fields are the ones kept, so the

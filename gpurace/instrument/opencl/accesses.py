@@ -54,7 +54,7 @@ def acc_line(off: int, size: int, kind: int, site: str, sp: int, value: str | No
     # a load first asks _gr_elided whether _gr_acc would do nothing for it
     skip = f"if (!_gr_elided(s, (ulong)p + {off}u, {sp}u, {size}u, {site})) " if kind == 0 else ""
     return (
-        f"  {skip}oob |= _gr_acc(s, (ulong)p + {off}u, {sp}u, {size}u, {site}, {kind}u, "
+        f"  {skip}oob |= _gr_acc(s, (ulong)p + {off}u, {sp}u, {size}u, _GR_SITE({site}), {kind}u, "
         f"{bytes_}, {known}, 0u);"
     )
 
