@@ -99,7 +99,6 @@ typedef struct {
 #endif
 } _gr_state_t;
 
-
 void _gr_init(__private _gr_state_t *s, __global uint *log, volatile __global uint *ctl,
               volatile __global uint *shd) {
   s->log = log;
@@ -566,22 +565,20 @@ uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site
 #if _GR_INITCHECK
   uint wb = 0u;
 #endif
-  {
 #pragma unroll
-    for (uint r = 0u; r < _GR_SLOTS; r++) {
-      uint j = _GR_SLOTS - 1u - r;
-      ulong d = a - s->addr[j];
-      if (s->space[j] == space && d < (ulong)s->size[j]) {
-        k = j;
-        past = d + size > (ulong)s->size[j];  /* it starts inside and ends past it */
-        off = (uint)d;
-        id = s->id[j];
-        lbase = s->lbase[j];
-        lw0 = s->lw0[j];
+  for (uint r = 0u; r < _GR_SLOTS; r++) {
+    uint j = _GR_SLOTS - 1u - r;
+    ulong d = a - s->addr[j];
+    if (s->space[j] == space && d < (ulong)s->size[j]) {
+      k = j;
+      past = d + size > (ulong)s->size[j];  /* it starts inside and ends past it */
+      off = (uint)d;
+      id = s->id[j];
+      lbase = s->lbase[j];
+      lw0 = s->lw0[j];
 #if _GR_INITCHECK
-        wb = s->wb[j];
+      wb = s->wb[j];
 #endif
-      }
     }
   }
   if (k == _GR_SLOTS || past) return _gr_acc_outside(s, a, space, site, kind, size);
