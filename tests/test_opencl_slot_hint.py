@@ -1,6 +1,6 @@
 """Slot hints on OpenCL C (docs/internals.md §5, "The per-access path"): the rewriter
-passes each access's helper the slot of the variable it names, in the site's top
-bits, and an elided parameter's load that lies inside that slot skips `_gr_acc`
+passes the helper of each access that names an elided parameter that parameter's
+slot, in the site's top bits, and a load that lies inside the slot skips `_gr_acc`
 altogether (`_gr_elided`, which the hint makes a few compares of constants). A hint
 is only a guess: a reassigned pointer, or a launch built without _GR_DISJOINT (an
 aliased one), gives the reports `_gr_acc` gives."""
