@@ -287,8 +287,12 @@ def launch(
         else:
             given[b.binding] = _scalar(b, a)
     kargs: list[object] = [given[b.binding] for b in params]
-    if var_bases is not None and not aliases and elision_holds(params, buffers, elided):
-        options = [*options, "-D_GR_ELIDE=1"]
+    if var_bases is not None and not aliases:
+        # one buffer per argument: the tracked variables of a space are disjoint, so
+        # an elided load may go by the rewriter's slot hint (docs/internals.md §5)
+        options = [*options, "-D_GR_DISJOINT=1"]
+        if elision_holds(params, buffers, elided):
+            options = [*options, "-D_GR_ELIDE=1"]
     source, options = program_for(source, options, shape)
     k = cl.Kernel(build(queue, source, path, options), kernel)
     log_buf = ctl_buf = None

@@ -54,6 +54,17 @@
 #define _GR_ELIDE 0
 #endif
 #define _GR_ELIDED_LW0 (_GR_ELIDE ? 0x80000000u : 0u)
+/* Slot hints (_gr_elided): the backend defines _GR_DISJOINT=1 when no two tracked
+   variables of a space overlap in the launch (no aliased arguments) */
+#ifndef _GR_DISJOINT
+#define _GR_DISJOINT 0
+#endif
+#ifndef _GR_HINT_SHIFT
+#define _GR_HINT_SHIFT 24u
+#endif
+/* a site without its hint: in the helpers, where the site is a constant, so that it
+   costs nothing (in _gr_acc, one instruction per access) */
+#define _GR_SITE(x) ((x) & ((1u << _GR_HINT_SHIFT) - 1u))
 typedef struct {
   __global uint *log;
   volatile __global uint *ctl;
@@ -61,7 +72,7 @@ typedef struct {
   /* this group's event slots (_gr_ev_new); evall: this work-item logs every event
      (its group or local index is past the slots' range) */
   volatile __global uint *evs;
-  uint lid, grp, ep_l, ep_g, nbar, cap, lo, hi, nbins, binw, n, mode, swords, evall;
+  uint lid, grp, ep_l, ep_g, nbar, lo, hi, n, mode, swords, evall;
   uint actor;  /* this work-item's actor in the launch-wide shadow: grp * (group size) + lid + 1 */
   uint evlast;  /* the (ordinal + 1, site, code) of this work-item's last slot check (_gr_ev_new) */
   uint inrange;  /* this group's id lies in the run's address range: its events are this run's */
@@ -100,17 +111,19 @@ void _gr_init(__private _gr_state_t *s, __global uint *log, volatile __global ui
            + _GR_ENQUEUED_SIZE(1) * get_local_id(2)));
   s->grp = (uint)(get_group_id(0) + get_num_groups(0) * (get_group_id(1)
            + get_num_groups(1) * get_group_id(2)));
-  s->cap = ctl[_GR_CTL_CAPACITY];
+  /* the log's capacity and the bins are read where they are used (_gr_put): most
+     work-items of a large launch use neither, and each copy here cost every
+     work-item a load and a store (the address range stays: a filter or logging
+     run's every access tests it) */
   s->lo = ctl[_GR_CTL_LO];
   s->hi = ctl[_GR_CTL_HI];
   s->inrange = s->grp >= s->lo && s->grp < s->hi;
-  s->nbins = ctl[_GR_CTL_NBINS];
-  s->binw = max(1u, ctl[_GR_CTL_BINW]);
-  s->ordw = s->nbins ? 0u : ctl[_GR_CTL_ORDER];  /* the same word: a counting run's bin width */
+  uint nbins = ctl[_GR_CTL_NBINS];
+  s->ordw = nbins ? 0u : ctl[_GR_CTL_ORDER];  /* the same word: a counting run's bin width */
   /* after the bins: the groups with event slots, then their slots */
-  uint evg = ctl[_GR_CTL_EVG0 + s->nbins];
+  uint evg = ctl[_GR_CTL_EVG0 + nbins];
   s->evall = s->grp >= evg || s->lid >= _GR_EV_ID_LIMIT;
-  s->evs = ctl + _GR_CTL_EVS0 + s->nbins + (s->evall ? 0u : s->grp * _GR_EVENT_SLOTS);
+  s->evs = ctl + _GR_CTL_EVS0 + nbins + (s->evall ? 0u : s->grp * _GR_EVENT_SLOTS);
   s->ep_l = 0u;
   s->ep_g = 0u;
   s->nbar = 0u;
@@ -290,15 +303,19 @@ __attribute__((always_inline)) int _gr_local(__private _gr_state_t *s, uint flag
   return logged && s->mode == _GR_SHADOW_FILTER;
 }
 
-void _gr_put(__private _gr_state_t *s, uint site, uint flags, uint off, uint epoch, uint value, uint extra,
-             uint at) {
-  if (s->nbins > 0u) {
-    uint bin = _GR_MIN((at - s->lo) / s->binw, s->nbins - 1u);
+/* One record (or, in a counting run, one count in its bin). Out of line: most
+   events and accesses log none, and inlined into _gr_rec it kept _gr_rec (every
+   barrier's and exit's) from being inlined into the kernel. */
+__attribute__((noinline)) void _gr_put(__private _gr_state_t *s, uint site, uint flags, uint off,
+                                       uint epoch, uint value, uint extra, uint at) {
+  uint nbins = s->ctl[_GR_CTL_NBINS];
+  if (nbins > 0u) {
+    uint bin = _GR_MIN((at - s->lo) / _GR_MAX(1u, s->ctl[_GR_CTL_BINW]), nbins - 1u);
     atomic_inc(&s->ctl[_GR_CTL_BINS0 + bin]);
     return;
   }
   uint i = atomic_inc(&s->ctl[_GR_CTL_REQUESTED]);
-  if (i < s->cap) {
+  if (i < s->ctl[_GR_CTL_CAPACITY]) {
     __global uint *r = s->log + (ulong)i * _GR_RECORD_WORDS;
     r[_GR_W_SITE] = site;
     r[_GR_W_FLAGS] = flags;
@@ -509,9 +526,33 @@ __attribute__((noinline)) void _gr_acc_log(__private _gr_state_t *s, uint space,
   }
 }
 
+/* Whether a load of `size` bytes at `a` (site `site`, with its slot hint) may skip
+   _gr_acc, which would do nothing for it: it lies inside the hinted slot (the only
+   one that holds it, _GR_DISJOINT), an elided parameter's (_GR_ELIDE), not checked
+   by initcheck, in a build or filter run. Inlined into the access helpers, where
+   the hint is a constant: the elided loads of a build run cost a few compares, not
+   a call and a search (docs/internals.md §5). */
+__attribute__((always_inline)) int _gr_elided(__private _gr_state_t *s, ulong a, uint space,
+                                              uint size, uint site) {
+#if _GR_ELIDE && _GR_DISJOINT
+  uint h = (site >> _GR_HINT_SHIFT) - 1u;
+  if (h >= _GR_SLOTS || (s->lw0[h] >> 31) == 0u || s->mode == _GR_SHADOW_OFF || s->space[h] != space)
+    return 0;
+#if _GR_INITCHECK
+  if (s->wb[h] != 0u) return 0;
+#endif
+  ulong d = a - s->addr[h];
+  return d < (ulong)s->size[h] && d + size <= (ulong)s->size[h];
+#else
+  return 0;
+#endif
+}
+
 /* Log one access of `size` bytes at address `a` (records of at most 16 bytes).
    Returns 1 when it is out of bounds (recorded by _gr_oob, not logged): the caller
-   then leaves out the access (a read gives zero). */
+   then leaves out the access (a read gives zero). `site` holds no slot hint (the
+   helpers drop it, _GR_SITE): the search below costs about what a lookup of the
+   hinted slot did (callgrind, docs/performance.md). */
 uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site, uint kind,
              const __private uchar *bytes, uint known, uint extra) {
   /* the first tracked variable of the space whose bytes hold the address: unrolled

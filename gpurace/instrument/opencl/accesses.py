@@ -51,9 +51,11 @@ def acc_line(off: int, size: int, kind: int, site: str, sp: int, value: str | No
     then leaves out the access (OOB_HEAD declares it)."""
     bytes_ = f"(const __private uchar *)&{value} + {off}" if value else "0"
     known = "1u" if value else "0u"
+    # a load first asks _gr_elided whether _gr_acc would do nothing for it
+    skip = f"if (!_gr_elided(s, (ulong)p + {off}u, {sp}u, {size}u, {site})) " if kind == 0 else ""
     return (
-        f"  oob |= _gr_acc(s, (ulong)p + {off}u, {sp}u, {size}u, {site}, {kind}u, {bytes_}, "
-        f"{known}, 0u);"
+        f"  {skip}oob |= _gr_acc(s, (ulong)p + {off}u, {sp}u, {size}u, _GR_SITE({site}), {kind}u, "
+        f"{bytes_}, {known}, 0u);"
     )
 
 
@@ -106,6 +108,7 @@ class AccessHelpers(RewriterAPI):
 
             h = self.helper(f"ldv|{VT}|{sel}|{self.pquals(vt)}", make_vec)
             b = base
+            sid = self.slot_hint(sid, b)
 
             def build_vec(sub, h=h, b=b, sid=sid):
                 return f"{h}(&({sub(b.extent.start.offset, self.end(b))}), _gr_s, {sid}u)"
@@ -125,6 +128,7 @@ class AccessHelpers(RewriterAPI):
             )
 
         h = self.helper(f"ld|{T}|{self.pquals(c.type)}", make)
+        sid = self.slot_hint(sid, c)
 
         def build(sub, h=h, c=c, sid=sid):
             return f"{h}(&({sub(c.extent.start.offset, self.end(c))}), _gr_s, {sid}u)"
@@ -172,6 +176,7 @@ class AccessHelpers(RewriterAPI):
 
             h = self.helper(f"st|{T}|{self.pquals(c.type)}", make)
         ctype = c.type
+        sid = self.slot_hint(sid, target)
 
         def build(sub, h=h, target=target, rhs=rhs, sid=sid):
             ptr = sub(target.extent.start.offset, self.end(target))
@@ -231,6 +236,7 @@ class AccessHelpers(RewriterAPI):
         ss = self.site(Kind.STORE, s, e, self.var_of(c))
         h = self.rmw_helper(c, sel, base, int(space), op, rhs.type, "cmp")
         target = base if sel else c
+        sl, ss = self.slot_hint(sl, target), self.slot_hint(ss, target)
 
         def build(sub, h=h, target=target, rhs=rhs):
             ptr = sub(target.extent.start.offset, self.end(target))
@@ -250,6 +256,7 @@ class AccessHelpers(RewriterAPI):
             c, sel, base, int(space), ("pre" if prefix else "post") + op, None, "inc"
         )
         target = base if sel else c
+        sl, ss = self.slot_hint(sl, target), self.slot_hint(ss, target)
 
         def build(sub, h=h, target=target):
             ptr = sub(target.extent.start.offset, self.end(target))

@@ -31,7 +31,7 @@ from .builtins import ADDR, RV, BuiltinCalls
 from .edits import Edit, apply
 from .elide import const_escape
 from .predict import Branch, Predictor, waiting_functions
-from .runtime import KERNEL_PARAMS, ORDER_CL, PS, WG_BARRIER, prelude
+from .runtime import HINT_SHIFT, KERNEL_PARAMS, ORDER_CL, PS, WG_BARRIER, prelude
 from .types import (
     c_type,
     element_stride,
@@ -90,6 +90,9 @@ class Rewriter(AccessHelpers, BuiltinCalls):
         # const __global parameters whose loads need no race tracking (elide.py)
         self.elided: list[int] = []
         self.escape: str | None = None  # why none is (a conversion that drops const)
+        # a kernel's elided parameter (its declaration's hash) -> its slot in the
+        # kernel's _gr_state_t, for its accesses' hint (slot_hint)
+        self.slots: dict[int, int] = {}
 
     # ------------------------------------------------------------------ utilities
     def src(self, c) -> str:
@@ -194,6 +197,11 @@ class Rewriter(AccessHelpers, BuiltinCalls):
                 self.function(c)
             elif c.kind == K.VAR_DECL and self.in_file(c) and tracked_space(c.type) is not None:
                 self.program_var(c)
+        if len(self.sites) > 1 << HINT_SHIFT:  # _gr_acc takes the bits above for a hint
+            raise GpuraceError(
+                f"{len(self.sites)} accesses and events: at most {1 << HINT_SHIFT} per program",
+                self.path,
+            )
         nv = len(self.variables)
         for off, close, sid in self.kernel_exits if self.has_barrier else []:
             if close is None:  # the kernel's closing brace
@@ -296,7 +304,7 @@ class Rewriter(AccessHelpers, BuiltinCalls):
             cast(tuple[int, int, int], tuple(int(x) for x in m.groups())) if m else (0, 0, 0)
         )
         bindings = []
-        track = []
+        track: list[str] = []
         for i, p in enumerate(params):
             t = p.type
             if is_pointer(t):
@@ -329,6 +337,7 @@ class Rewriter(AccessHelpers, BuiltinCalls):
                     if kind == "global" and pointee.is_const_qualified() and not self.escape:
                         self.elided.append(var)
                         lw0 = "_GR_ELIDED_LW0"
+                        self.slots[p.hash] = len(track)
                     track.append(
                         f"_gr_track(_gr_s, (ulong){p.spelling}, {int(space)}u, {var}u, "
                         f"_gr_ctl[_GR_CTL_SIZES + {var}u], {lw0});"
@@ -611,6 +620,42 @@ class Rewriter(AccessHelpers, BuiltinCalls):
 
     def var_of(self, c) -> str:
         return self.root_name(self.src(c))
+
+    def slot_hint(self, sid: int, c) -> int:
+        """Site `sid` as the access `c` passes it to its helper: when it names an
+        elided parameter `p` (`p[i]`, `*p`, `p[i].f`), with p's slot in the bits from
+        HINT_SHIFT, as 1 + slot, so that a load that lies in that slot skips `_gr_acc`
+        (`_gr_elided`, shaders/runtime.cl; `_gr_acc` drops the bits). Other accesses
+        carry none: their `_gr_elided` test folds away (a test of every __local load
+        cost matmul 1.4%). Only a guess: a reassigned parameter leaves the load to
+        `_gr_acc`."""
+        K = self.K
+        c = self.unparen(self.strip(c))
+        # down the record fields (`v.f`) and array subscripts (`t[i][j]`) of one
+        # variable, then at most one pointer step (`p[i]`, `*p`)
+        while c.kind != K.DECL_REF_EXPR:
+            ch = self.children(c)
+            if not ch:
+                return sid
+            if c.kind == K.MEMBER_REF_EXPR:
+                if "->" in self.text[self.end(ch[0]) : self.end(c)]:
+                    return sid
+                step = False
+            elif c.kind == K.ARRAY_SUBSCRIPT_EXPR:
+                step = not is_array(self.strip(ch[0]).type)
+            elif self.is_deref(c):
+                step = True
+            else:
+                return sid
+            c = self.unparen(self.strip(ch[0]))
+            if step:
+                break
+        if c.kind != K.DECL_REF_EXPR or c.referenced is None:
+            return sid
+        slot = self.slots.get(c.referenced.hash)
+        if slot is None or slot + 1 >= 1 << (32 - HINT_SHIFT) or sid >= 1 << HINT_SHIFT:
+            return sid
+        return sid | (slot + 1) << HINT_SHIFT
 
 
 def instrument(source: str, path: str, options: Sequence[str] = ()) -> Instrumented:

@@ -14,6 +14,8 @@ from gpurace import abi, shaders
 from gpurace.abi import EVENT_SLOTS  # noqa: F401 - re-exported for the backends
 
 STATE = "_gr_state_t"
+#: a site's bits from here pass the access's slot hint (1 + slot; Rewriter.slot_hint)
+HINT_SHIFT = 24
 PS = f"__private {STATE} *"  # the trailing state parameter's type
 # what every kernel gains: the log, the control words and the prefilter's shadow
 KERNEL_PARAMS = (
@@ -70,7 +72,10 @@ def prelude(nvars: int, slots: int, copies: bool = False) -> str:
     (the state type, prologue helpers, the record appender and the access logger).
     A program with async copies (`copies`) gets the pending-copy table (`_GR_ASYNC`
     1); the others keep a state without it."""
-    own = f"#define _GR_SLOTS {slots}u\n#define _GR_ASYNC {int(copies)}\n"
+    own = (
+        f"#define _GR_SLOTS {slots}u\n#define _GR_ASYNC {int(copies)}\n"
+        f"#define _GR_HINT_SHIFT {HINT_SHIFT}u\n"
+    )
     return abi.runtime_c(nvars) + own + shaders.text("runtime.cl")
 
 
