@@ -232,8 +232,10 @@ fn _gr_lstate(i: u32, mine: u32) -> bool {
 // conflict; mode 2 updates the states the same way, counts in [3] a bucket that may
 // conflict whose bit the build run did not set, and says whether a word's bit is
 // set (the access is logged). An access beyond its variable is always logged (the
-// analysis may see it alias another variable's word): a build run says so in [7],
-// and then filter runs log every local access; a filter run that meets one the
+// analysis may see it alias another variable's word): a build run says so in [7]
+// (where the invocation exits, _gr_lflush: an atomic store here cost every local
+// access of every group its lane loop on lavapipe), and then filter runs log every
+// local access; a filter run that meets one the
 // build run did not counts it in [3] (_GR_SHD_LOCAL_OOB, _GR_SHD_UNSEEN; [3] by way
 // of _gr_unseen). The mask is set with an atomicOr and no load first: lavapipe runs
 // the or's lane loop at every access, taken or not, and a load's beside it (matmul's
@@ -251,7 +253,7 @@ fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32, lb: u32) -> b
   let own = _gr_ltracks();
   if w0 >= lwn || w1 >= lwn {
     if _gr_mode == _GR_SHADOW_BUILD {
-      atomicStore(&_gr_shd[_GR_SHD_LOCAL_OOB], 1u);
+      _gr_lbad = true;  // header [7], set where the invocation exits (_gr_lflush)
     } else if _gr_run.loob == 0u && own {
       _gr_unseen += 1u;
     }

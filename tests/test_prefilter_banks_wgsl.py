@@ -56,15 +56,39 @@ def _const(source: str, name: str) -> str:
     return next(line for line in source.splitlines() if line.startswith(f"const {name}:"))
 
 
+# the same with `flag` written by a work-item that depends on the group: not
+# group-invariant (gpurace/instrument/wgsl/invariant.py)
+VARIANT = (
+    RACY["last"]
+    .replace("lid: u32) {", "lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {")
+    .replace("if (lid == 0u) {", "if (lid == wid.x) {")
+)
+
+
 def test_only_a_variable_accessed_in_a_loop_without_a_barrier_is_banked():
-    inst = instrument(RACY["last"], "tiles.wgsl")
+    inst = instrument(VARIANT, "tiles.wgsl")
+    assert inst.local_invariant == frozenset()
     assert _const(inst.source, "_GR_LBANK") == "const _GR_LBANK: u32 = 64u;"
     # flag is local word 0, tile words 1-64 (the local order), tile's bank words 0-63
     assert "if w < 64u { return w - 0u + 1u; }" in inst.source
     assert ", 0u, 1u, 0u);" in inst.source and ", 1u, 64u, 1u);" in inst.source
     # a loop that calls a barrier (the reduction's) banks nothing
-    looped = RACY["last"].replace("s += tile[(lid + k) % 64u];", "workgroupBarrier();")
+    looped = VARIANT.replace("s += tile[(lid + k) % 64u];", "workgroupBarrier();")
     assert _const(instrument(looped, "t.wgsl").source, "_GR_LBANK").endswith(" 0u;")
+
+
+def test_a_group_invariant_entry_banks_every_workgroup_variable():
+    """Group 0 alone keeps states there, and every group pays for the code of the
+    state path (lavapipe), shorter with banks: a tree reduction's too (banked.py)."""
+    inst = instrument(RACY["last"], "tiles.wgsl")
+    assert inst.local_invariant == frozenset({"main"})
+    assert _const(inst.source, "_GR_LBANK") == "const _GR_LBANK: u32 = 65u;"
+    # flag: local word 0, bank word 0; tile: local words 1-64, bank words 1-64
+    assert "if w < 1u { return w - 0u + 0u; }" in inst.source
+    assert "if w < 65u { return w - 1u + 1u; }" in inst.source
+    assert ", 0u, 1u, 1u);" in inst.source and ", 1u, 64u, 2u);" in inst.source
+    looped = RACY["last"].replace("s += tile[(lid + k) % 64u];", "workgroupBarrier();")
+    assert _const(instrument(looped, "t.wgsl").source, "_GR_LBANK").endswith(" 65u;")
 
 
 def test_banks_that_do_not_fit_beside_the_module_s_own_words_are_not_made(monkeypatch):
