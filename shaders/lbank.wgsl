@@ -27,7 +27,9 @@ var<workgroup> _gr_lst: array<atomic<u32>, _GR_LBANK_SIZE>;
 // for a local index the 10 bits do not hold), set by _gr_init
 var<private> _gr_lact: u32;
 // a build run: whether a banked access of this invocation's epoch may conflict, and
-// whether one of any epoch met a state out of order
+// whether one of any epoch met a state out of order, a clear found one, or a local
+// access went beyond its variable (header [7], set where the invocation exits: an
+// atomic store at each access or barrier cost every group its lane loop on lavapipe)
 var<private> _gr_lany: bool;
 var<private> _gr_lbad: bool;
 
@@ -105,7 +107,11 @@ fn _gr_lclear() {
         atomicOr(&_gr_shd[_gr_lmask(w)], bit);
       }
     }
-    _gr_lodd(odd);
+    if _gr_mode == _GR_SHADOW_BUILD {
+      _gr_lbad = _gr_lbad || odd;  // header [7] where the invocation exits (_gr_lflush)
+    } else {
+      _gr_lodd(odd);
+    }
   }
   _gr_lany = false;
 }
