@@ -273,33 +273,57 @@ fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32, lb: u32) -> b
   let row = _gr_run.loff + select(0u, _gr_grp, own) * _gr_run.lwords + lw0;
   let masks = _gr_run.lgroups * _gr_run.lwords;
   var needed = false;
-  if _gr_lmode == 3u && _gr_mode == _GR_SHADOW_FILTER {
-    for (var w = w0; w <= w1 && !own; w++) {
-      needed = needed || (atomicLoad(&_gr_shd[row + w + masks]) & bit) != 0u;
+  // An access of at most 4 bytes lies in one word (WGSL aligns every scalar to its
+  // size: an f16 to 2): no loop. `flags` is a constant where Mesa inlines this, so
+  // one of the two forms below is compiled per call; lavapipe runs a loop's body once
+  // even when no lane enters it (its exit test is at the bottom) and the loop's
+  // masks cost beside it (reduce's check: ~0.9x of its CPU with the `if`s)
+  if ((flags >> _GR_F_SIZE_SHIFT) & _GR_F_BYTE_MASK) <= 4u {
+    if _gr_lmode == 3u && _gr_mode == _GR_SHADOW_FILTER && !own {
+      needed = (atomicLoad(&_gr_shd[row + w0 + masks]) & bit) != 0u;
+    }
+    if own {
+      needed = _gr_lword1(row, w0, masks, bank, mine, bit, lb);
+    }
+  } else {
+    if _gr_lmode == 3u && _gr_mode == _GR_SHADOW_FILTER {
+      for (var w = w0; w <= w1 && !own; w++) {
+        needed = needed || (atomicLoad(&_gr_shd[row + w + masks]) & bit) != 0u;
+      }
+    }
+    for (var w = w0; w <= w1 && own; w++) {
+      let one = _gr_lword1(row, w, masks, bank, mine, bit, lb);
+      needed = needed || one;
     }
   }
-  for (var w = w0; w <= w1 && own; w++) {
-    let s = row + w;
-    var may = false;
-    if lb != 0u {
-      may = _gr_lbank(bank + w, mine);
-    } else {
-      may = _gr_lstate(s, mine);
+  return needed;
+}
+
+// One word `w` of a _gr_local access (state word `row + w`, its mask `masks` words
+// on; bank word `bank + w` when `lb` != 0): whether its bucket may hold a conflict
+// (mode 1), or its mask bit is set (mode 2).
+fn _gr_lword1(row: u32, w: u32, masks: u32, bank: u32, mine: u32, bit: u32, lb: u32) -> bool {
+  let s = row + w;
+  var may = false;
+  var needed = false;
+  if lb != 0u {
+    may = _gr_lbank(bank + w, mine);
+  } else {
+    may = _gr_lstate(s, mine);
+  }
+  if lb != 0u && _gr_mode == _GR_SHADOW_BUILD {
+    // a build run sets a banked word's mask bit where the bank is cleared or where
+    // the invocation exits (shaders/lbank.wgsl): no atomic here
+    _gr_lany = _gr_lany || may;
+  } else if may {
+    if _gr_mode == _GR_SHADOW_BUILD {
+      atomicOr(&_gr_shd[s + masks], bit);
+    } else if (atomicOr(&_gr_shd[s + masks], bit) & bit) == 0u {
+      _gr_unseen += 1u;
     }
-    if lb != 0u && _gr_mode == _GR_SHADOW_BUILD {
-      // a build run sets a banked word's mask bit where the bank is cleared or where
-      // the invocation exits (shaders/lbank.wgsl): no atomic here
-      _gr_lany = _gr_lany || may;
-    } else if may {
-      needed = true;
-      if _gr_mode == _GR_SHADOW_BUILD {
-        atomicOr(&_gr_shd[s + masks], bit);
-      } else if (atomicOr(&_gr_shd[s + masks], bit) & bit) == 0u {
-        _gr_unseen += 1u;
-      }
-    } else if _gr_mode == _GR_SHADOW_FILTER && (atomicLoad(&_gr_shd[s + masks]) & bit) != 0u {
-      needed = true;
-    }
+    needed = true;
+  } else if _gr_mode == _GR_SHADOW_FILTER && (atomicLoad(&_gr_shd[s + masks]) & bit) != 0u {
+    needed = true;
   }
   return needed;
 }
