@@ -135,18 +135,36 @@ fn _gr_shadow(flags: u32, first: u32, last: u32) -> bool {
   if ((flags >> _GR_F_SPACE_SHIFT) & 1u) == 0u {
     actor = _gr_grp * _gr_run.wgs + _gr_lid + 1u;
   }
+  // (needed, unseen) over the words; an access of at most 4 bytes lies in one word
+  // (WGSL aligns every scalar to its size) and takes no loop: `flags` is a constant
+  // where Mesa inlines this, and lavapipe runs a loop's body once even when no lane
+  // enters it, its masks beside it (as in _gr_local)
+  var got = vec2<bool>(false, false);
+  if ((flags >> _GR_F_SIZE_SHIFT) & _GR_F_BYTE_MASK) <= 4u {
+    got = _gr_sword(first / 4u, bit, actor);
+  } else {
+    let n = (last - first) / 4u + 1u;
+    for (var k = 0u; k < n; k++) {
+      got = got | _gr_sword(first / 4u + k, bit, actor);
+    }
+  }
+  if got.y {
+    _gr_unseen += 1u;
+  }
+  return got.x;
+}
+
+// Word `i` of the linear address order for _gr_shadow (an access's kind `bit`, its
+// `actor`): (needed, unseen) as that function says.
+fn _gr_sword(i: u32, bit: u32, actor: u32) -> vec2<bool> {
   var needed = false;
   var unseen = false;
-  let n = (last - first) / 4u + 1u;
-  for (var k = 0u; k < n; k++) {
-    let i = first / 4u + k;
-    if i >= _gr_run.swords {
-      needed = true;
-      if _gr_mode == _GR_SHADOW_BUILD {
-        atomicStore(&_gr_shd[_GR_SHD_UNSEEN], 1u);  // a word beyond the shadow
-      }
-      continue;
+  if i >= _gr_run.swords {
+    needed = true;
+    if _gr_mode == _GR_SHADOW_BUILD {
+      atomicStore(&_gr_shd[_GR_SHD_UNSEEN], 1u);  // a word beyond the shadow
     }
+  } else {
     let s = _GR_SHADOW_HEAD + _GR_PAIR_WORDS * i;
     if _gr_mode == _GR_SHADOW_BUILD {
       // the load first: many invocations mark the same hot words (histogram's bins),
@@ -177,10 +195,7 @@ fn _gr_shadow(flags: u32, first: u32, last: u32) -> bool {
       }
     }
   }
-  if unseen {
-    _gr_unseen += 1u;
-  }
-  return needed;
+  return vec2<bool>(needed, unseen);
 }
 
 // The local area's state machine (docs/internals.md §2) for state word `i` and an
