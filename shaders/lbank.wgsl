@@ -70,7 +70,8 @@ fn _gr_lstart() -> bool {
   _gr_lany = false;
   _gr_lbad = false;
   if _GR_LBANK != 0u && _gr_mode != _GR_SHADOW_OFF && _gr_lmode != 0u {
-    // the bound, not an `if`: a group without banks (_gr_lmode 3) leaves the loop
+    // a group without banks (_gr_lmode 3) runs no iteration (on lavapipe: one pass
+    // under an empty lane mask, as for an `if`)
     let on = _gr_lbanked();
     for (var w = _gr_lid; w < 2u * _GR_LBANK && on; w += max(1u, _gr_run.wgs)) {
       atomicStore(&_gr_lst[w], 0u);

@@ -258,9 +258,10 @@ fn _gr_lstate(i: u32, mine: u32) -> bool {
 //
 // With _gr_lmode 3 only group 0 keeps states and masks; every other group makes the
 // same accesses (the module is group-invariant), so its buckets are group 0's: it
-// skips the states (the loop's bound, not an `if`: lavapipe runs an `if`'s body
-// under a lane mask whatever the mask, but leaves a loop no lane is in), and a
-// filter run logs its access iff group 0's mask bit is set. Nor does it count unseen
+// skips the states (on a GPU a branch; lavapipe runs the state path's code all the
+// same, an `if`'s body or a loop's first pass under an empty lane mask: what the
+// other groups pay is that code, hence banks there, banked.py), and a filter run
+// logs its access iff group 0's mask bit is set. Nor does it count unseen
 // accesses: group 0's would differ first (the pattern does not depend on data).
 fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32, lb: u32) -> bool {
   let w0 = off / 4u;

@@ -21,7 +21,10 @@ variable (gpurace/instrument/wgsl/instrument.py): there group 0 alone keeps stat
 an empty lane mask (lavapipe runs a loop's body once even when no lane enters it,
 and every atomic in it as a loop over the lanes): a banked access has one atomic
 there, a shadow state three (a load, a compare-exchange, the mask's or). A tree
-reduction's check: 0.80-0.83x of its CPU (bench/kernels/reduce.wgsl, docs/performance.md).
+reduction's check: about 0.8x of its CPU (bench/kernels/reduce.wgsl,
+docs/performance.md). A lavapipe-led choice: on a GPU the other groups branch around
+either form, and the banks' workgroup memory (within `runtime.BANK_BUDGET`) can only
+lower a kernel's occupancy where workgroup memory is what bounds it.
 """
 
 from __future__ import annotations
