@@ -27,7 +27,9 @@ var<workgroup> _gr_lst: array<atomic<u32>, _GR_LBANK_SIZE>;
 // for a local index the 10 bits do not hold), set by _gr_init
 var<private> _gr_lact: u32;
 // a build run: whether a banked access of this invocation's epoch may conflict, and
-// whether one of any epoch met a state out of order
+// whether one of any epoch met a state out of order, a clear found one, or a local
+// access went beyond its variable (header [7], set where the invocation exits: an
+// atomic store at each access or barrier cost every group its lane loop on lavapipe)
 var<private> _gr_lany: bool;
 var<private> _gr_lbad: bool;
 
@@ -68,7 +70,8 @@ fn _gr_lstart() -> bool {
   _gr_lany = false;
   _gr_lbad = false;
   if _GR_LBANK != 0u && _gr_mode != _GR_SHADOW_OFF && _gr_lmode != 0u {
-    // the bound, not an `if`: a group without banks (_gr_lmode 3) leaves the loop
+    // a group without banks (_gr_lmode 3) runs no iteration (on lavapipe: one pass
+    // under an empty lane mask, as for an `if`)
     let on = _gr_lbanked();
     for (var w = _gr_lid; w < 2u * _GR_LBANK && on; w += max(1u, _gr_run.wgs)) {
       atomicStore(&_gr_lst[w], 0u);
@@ -105,7 +108,11 @@ fn _gr_lclear() {
         atomicOr(&_gr_shd[_gr_lmask(w)], bit);
       }
     }
-    _gr_lodd(odd);
+    if _gr_mode == _GR_SHADOW_BUILD {
+      _gr_lbad = _gr_lbad || odd;  // header [7] where the invocation exits (_gr_lflush)
+    } else {
+      _gr_lodd(odd);
+    }
   }
   _gr_lany = false;
 }

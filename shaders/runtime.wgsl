@@ -135,18 +135,36 @@ fn _gr_shadow(flags: u32, first: u32, last: u32) -> bool {
   if ((flags >> _GR_F_SPACE_SHIFT) & 1u) == 0u {
     actor = _gr_grp * _gr_run.wgs + _gr_lid + 1u;
   }
+  // (needed, unseen) over the words; an access of at most 4 bytes lies in one word
+  // (WGSL aligns every scalar to its size) and takes no loop: `flags` is a constant
+  // where Mesa inlines this, and lavapipe runs a loop's body once even when no lane
+  // enters it, its masks beside it (as in _gr_local)
+  var got = vec2<bool>(false, false);
+  if ((flags >> _GR_F_SIZE_SHIFT) & _GR_F_BYTE_MASK) <= 4u {
+    got = _gr_sword(first / 4u, bit, actor);
+  } else {
+    let n = (last - first) / 4u + 1u;
+    for (var k = 0u; k < n; k++) {
+      got = got | _gr_sword(first / 4u + k, bit, actor);
+    }
+  }
+  if got.y {
+    _gr_unseen += 1u;
+  }
+  return got.x;
+}
+
+// Word `i` of the linear address order for _gr_shadow (an access's kind `bit`, its
+// `actor`): (needed, unseen) as that function says.
+fn _gr_sword(i: u32, bit: u32, actor: u32) -> vec2<bool> {
   var needed = false;
   var unseen = false;
-  let n = (last - first) / 4u + 1u;
-  for (var k = 0u; k < n; k++) {
-    let i = first / 4u + k;
-    if i >= _gr_run.swords {
-      needed = true;
-      if _gr_mode == _GR_SHADOW_BUILD {
-        atomicStore(&_gr_shd[_GR_SHD_UNSEEN], 1u);  // a word beyond the shadow
-      }
-      continue;
+  if i >= _gr_run.swords {
+    needed = true;
+    if _gr_mode == _GR_SHADOW_BUILD {
+      atomicStore(&_gr_shd[_GR_SHD_UNSEEN], 1u);  // a word beyond the shadow
     }
+  } else {
     let s = _GR_SHADOW_HEAD + _GR_PAIR_WORDS * i;
     if _gr_mode == _GR_SHADOW_BUILD {
       // the load first: many invocations mark the same hot words (histogram's bins),
@@ -177,10 +195,7 @@ fn _gr_shadow(flags: u32, first: u32, last: u32) -> bool {
       }
     }
   }
-  if unseen {
-    _gr_unseen += 1u;
-  }
-  return needed;
+  return vec2<bool>(needed, unseen);
 }
 
 // The local area's state machine (docs/internals.md §2) for state word `i` and an
@@ -232,8 +247,10 @@ fn _gr_lstate(i: u32, mine: u32) -> bool {
 // conflict; mode 2 updates the states the same way, counts in [3] a bucket that may
 // conflict whose bit the build run did not set, and says whether a word's bit is
 // set (the access is logged). An access beyond its variable is always logged (the
-// analysis may see it alias another variable's word): a build run says so in [7],
-// and then filter runs log every local access; a filter run that meets one the
+// analysis may see it alias another variable's word): a build run says so in [7]
+// (where the invocation exits, _gr_lflush: an atomic store here cost every local
+// access of every group its lane loop on lavapipe), and then filter runs log every
+// local access; a filter run that meets one the
 // build run did not counts it in [3] (_GR_SHD_LOCAL_OOB, _GR_SHD_UNSEEN; [3] by way
 // of _gr_unseen). The mask is set with an atomicOr and no load first: lavapipe runs
 // the or's lane loop at every access, taken or not, and a load's beside it (matmul's
@@ -241,9 +258,10 @@ fn _gr_lstate(i: u32, mine: u32) -> bool {
 //
 // With _gr_lmode 3 only group 0 keeps states and masks; every other group makes the
 // same accesses (the module is group-invariant), so its buckets are group 0's: it
-// skips the states (the loop's bound, not an `if`: lavapipe runs an `if`'s body
-// under a lane mask whatever the mask, but leaves a loop no lane is in), and a
-// filter run logs its access iff group 0's mask bit is set. Nor does it count unseen
+// skips the states (on a GPU a branch; lavapipe runs the state path's code all the
+// same, an `if`'s body or a loop's first pass under an empty lane mask: what the
+// other groups pay is that code, hence banks there, banked.py), and a filter run
+// logs its access iff group 0's mask bit is set. Nor does it count unseen
 // accesses: group 0's would differ first (the pattern does not depend on data).
 fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32, lb: u32) -> bool {
   let w0 = off / 4u;
@@ -251,7 +269,7 @@ fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32, lb: u32) -> b
   let own = _gr_ltracks();
   if w0 >= lwn || w1 >= lwn {
     if _gr_mode == _GR_SHADOW_BUILD {
-      atomicStore(&_gr_shd[_GR_SHD_LOCAL_OOB], 1u);
+      _gr_lbad = true;  // header [7], set where the invocation exits (_gr_lflush)
     } else if _gr_run.loob == 0u && own {
       _gr_unseen += 1u;
     }
@@ -271,33 +289,57 @@ fn _gr_local(flags: u32, off: u32, epoch: u32, lw0: u32, lwn: u32, lb: u32) -> b
   let row = _gr_run.loff + select(0u, _gr_grp, own) * _gr_run.lwords + lw0;
   let masks = _gr_run.lgroups * _gr_run.lwords;
   var needed = false;
-  if _gr_lmode == 3u && _gr_mode == _GR_SHADOW_FILTER {
-    for (var w = w0; w <= w1 && !own; w++) {
-      needed = needed || (atomicLoad(&_gr_shd[row + w + masks]) & bit) != 0u;
+  // An access of at most 4 bytes lies in one word (WGSL aligns every scalar to its
+  // size: an f16 to 2): no loop. `flags` is a constant where Mesa inlines this, so
+  // one of the two forms below is compiled per call; lavapipe runs a loop's body once
+  // even when no lane enters it (its exit test is at the bottom) and the loop's
+  // masks cost beside it (reduce's check: ~0.9x of its CPU with the `if`s)
+  if ((flags >> _GR_F_SIZE_SHIFT) & _GR_F_BYTE_MASK) <= 4u {
+    if _gr_lmode == 3u && _gr_mode == _GR_SHADOW_FILTER && !own {
+      needed = (atomicLoad(&_gr_shd[row + w0 + masks]) & bit) != 0u;
+    }
+    if own {
+      needed = _gr_lword1(row, w0, masks, bank, mine, bit, lb);
+    }
+  } else {
+    if _gr_lmode == 3u && _gr_mode == _GR_SHADOW_FILTER {
+      for (var w = w0; w <= w1 && !own; w++) {
+        needed = needed || (atomicLoad(&_gr_shd[row + w + masks]) & bit) != 0u;
+      }
+    }
+    for (var w = w0; w <= w1 && own; w++) {
+      let one = _gr_lword1(row, w, masks, bank, mine, bit, lb);
+      needed = needed || one;
     }
   }
-  for (var w = w0; w <= w1 && own; w++) {
-    let s = row + w;
-    var may = false;
-    if lb != 0u {
-      may = _gr_lbank(bank + w, mine);
-    } else {
-      may = _gr_lstate(s, mine);
+  return needed;
+}
+
+// One word `w` of a _gr_local access (state word `row + w`, its mask `masks` words
+// on; bank word `bank + w` when `lb` != 0): whether its bucket may hold a conflict
+// (mode 1), or its mask bit is set (mode 2).
+fn _gr_lword1(row: u32, w: u32, masks: u32, bank: u32, mine: u32, bit: u32, lb: u32) -> bool {
+  let s = row + w;
+  var may = false;
+  var needed = false;
+  if lb != 0u {
+    may = _gr_lbank(bank + w, mine);
+  } else {
+    may = _gr_lstate(s, mine);
+  }
+  if lb != 0u && _gr_mode == _GR_SHADOW_BUILD {
+    // a build run sets a banked word's mask bit where the bank is cleared or where
+    // the invocation exits (shaders/lbank.wgsl): no atomic here
+    _gr_lany = _gr_lany || may;
+  } else if may {
+    if _gr_mode == _GR_SHADOW_BUILD {
+      atomicOr(&_gr_shd[s + masks], bit);
+    } else if (atomicOr(&_gr_shd[s + masks], bit) & bit) == 0u {
+      _gr_unseen += 1u;
     }
-    if lb != 0u && _gr_mode == _GR_SHADOW_BUILD {
-      // a build run sets a banked word's mask bit where the bank is cleared or where
-      // the invocation exits (shaders/lbank.wgsl): no atomic here
-      _gr_lany = _gr_lany || may;
-    } else if may {
-      needed = true;
-      if _gr_mode == _GR_SHADOW_BUILD {
-        atomicOr(&_gr_shd[s + masks], bit);
-      } else if (atomicOr(&_gr_shd[s + masks], bit) & bit) == 0u {
-        _gr_unseen += 1u;
-      }
-    } else if _gr_mode == _GR_SHADOW_FILTER && (atomicLoad(&_gr_shd[s + masks]) & bit) != 0u {
-      needed = true;
-    }
+    needed = true;
+  } else if _gr_mode == _GR_SHADOW_FILTER && (atomicLoad(&_gr_shd[s + masks]) & bit) != 0u {
+    needed = true;
   }
   return needed;
 }

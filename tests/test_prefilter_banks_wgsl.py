@@ -56,15 +56,39 @@ def _const(source: str, name: str) -> str:
     return next(line for line in source.splitlines() if line.startswith(f"const {name}:"))
 
 
+# the same with `flag` written by a work-item that depends on the group: not
+# group-invariant (gpurace/instrument/wgsl/invariant.py)
+VARIANT = (
+    RACY["last"]
+    .replace("lid: u32) {", "lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {")
+    .replace("if (lid == 0u) {", "if (lid == wid.x) {")
+)
+
+
 def test_only_a_variable_accessed_in_a_loop_without_a_barrier_is_banked():
-    inst = instrument(RACY["last"], "tiles.wgsl")
+    inst = instrument(VARIANT, "tiles.wgsl")
+    assert inst.local_invariant == frozenset()
     assert _const(inst.source, "_GR_LBANK") == "const _GR_LBANK: u32 = 64u;"
     # flag is local word 0, tile words 1-64 (the local order), tile's bank words 0-63
     assert "if w < 64u { return w - 0u + 1u; }" in inst.source
     assert ", 0u, 1u, 0u);" in inst.source and ", 1u, 64u, 1u);" in inst.source
     # a loop that calls a barrier (the reduction's) banks nothing
-    looped = RACY["last"].replace("s += tile[(lid + k) % 64u];", "workgroupBarrier();")
+    looped = VARIANT.replace("s += tile[(lid + k) % 64u];", "workgroupBarrier();")
     assert _const(instrument(looped, "t.wgsl").source, "_GR_LBANK").endswith(" 0u;")
+
+
+def test_a_group_invariant_entry_banks_every_workgroup_variable():
+    """Group 0 alone keeps states there, and every group pays for the code of the
+    state path (lavapipe), shorter with banks: a tree reduction's too (banked.py)."""
+    inst = instrument(RACY["last"], "tiles.wgsl")
+    assert inst.local_invariant == frozenset({"main"})
+    assert _const(inst.source, "_GR_LBANK") == "const _GR_LBANK: u32 = 65u;"
+    # flag: local word 0, bank word 0; tile: local words 1-64, bank words 1-64
+    assert "if w < 1u { return w - 0u + 0u; }" in inst.source
+    assert "if w < 65u { return w - 1u + 1u; }" in inst.source
+    assert ", 0u, 1u, 1u);" in inst.source and ", 1u, 64u, 2u);" in inst.source
+    looped = RACY["last"].replace("s += tile[(lid + k) % 64u];", "workgroupBarrier();")
+    assert _const(instrument(looped, "t.wgsl").source, "_GR_LBANK").endswith(" 65u;")
 
 
 def test_banks_that_do_not_fit_beside_the_module_s_own_words_are_not_made(monkeypatch):
@@ -133,3 +157,51 @@ def test_a_clear_out_of_barrier_order_logs_every_local_access():
     # accesses: every local access
     local = 64 + 4 * 64 + 64 + 65
     assert filtered.scope.accesses_logged >= local
+
+
+# a tree reduction over 4 groups: group-invariant, so banked (banked.py), and its
+# race (no barrier between a level's stores and the next level's loads)
+TREE = """
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+var<workgroup> t: array<u32, 64>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    t[lid] = lid + wid.x;
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s = s / 2u) {
+        if (lid < s) {
+            t[lid] = t[lid] + t[lid + s];
+        }
+        LEVEL
+    }
+    if (lid == 0u) {
+        out[wid.x] = t[0];
+    }
+}
+"""
+TREE_SPEC = LaunchSpec.from_dict(
+    {"entry": "main", "workgroups": [4, 1, 1],
+     "binding": [{"binding": 0, "type": "u32", "count": 4}]},
+    path="tree.toml",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("level", ["workgroupBarrier();", ""], ids=["clean", "racy"])
+def test_a_group_invariant_reduction_s_banks_report_what_the_shadow_s_states_do(level, monkeypatch):
+    """Banks or shadow states (no room for banks: `runtime.BANK_BUDGET`) for group
+    0's local area, standing for all four groups: the races and instances of either
+    are the unfiltered check's."""
+    source = TREE.replace("LEVEL", level)
+    banked = api.check(source, TREE_SPEC, path="tree.wgsl", all_instances=True)
+    assert _const(instrument(source, "tree.wgsl").source, "_GR_LBANK").endswith(" 64u;")
+    full = api.check(source, TREE_SPEC, path="tree.wgsl", all_instances=True, options=UNFILTERED)
+    monkeypatch.setattr(runtime, "BANK_BUDGET", 0)
+    # the same lines and columns, another text: the rewrite cached for `source` is banked
+    states_source = source + "// the shadow's states\n"
+    assert _const(instrument(states_source, "tree.wgsl").source, "_GR_LBANK").endswith(" 0u;")
+    states = api.check(states_source, TREE_SPEC, path="tree.wgsl", all_instances=True)
+    assert [r.cls.name for r in full.races] == ([] if level else ["LOCAL"])
+    for report in (banked, states):
+        assert report.races == full.races and report.instances == full.instances
+        assert report.scope.complete

@@ -14,6 +14,17 @@ or written inside a loop whose body reaches no barrier (no barrier call, nor a c
 of the module's own functions, which might hold one): such a loop repeats its
 accesses within one epoch. Either choice gives the same verdicts; this one only
 decides what the check costs.
+
+A module with a group-invariant entry point (invariant.py) banks every workgroup
+variable (gpurace/instrument/wgsl/instrument.py): there group 0 alone keeps states
+(`_gr_lmode` 3), and what the other groups pay is the state path's code, run under
+an empty lane mask (lavapipe runs a loop's body once even when no lane enters it,
+and every atomic in it as a loop over the lanes): a banked access has one atomic
+there, a shadow state three (a load, a compare-exchange, the mask's or). A tree
+reduction's check: about 0.8x of its CPU (bench/kernels/reduce.wgsl,
+docs/performance.md). A lavapipe-led choice: on a GPU the other groups branch around
+either form, and the banks' workgroup memory (within `runtime.BANK_BUDGET`) can only
+lower a kernel's occupancy where workgroup memory is what bounds it.
 """
 
 from __future__ import annotations

@@ -75,6 +75,7 @@ class _Module:
         self.max_group = -1
         self.local_words = 0  # L: the words of the module's local order
         self.banked: list[TrackedInfo] = []  # variables with banked states (banked.py)
+        self.invariant: frozenset[str] = frozenset()  # group-invariant entries (invariant.py)
         self.struct_builtins: dict[str, dict[str, str]] = {}  # struct -> builtin -> member
         self._declare()
 
@@ -137,7 +138,16 @@ class _Module:
         for info, first in zip(local, firsts, strict=True):
             info.lw0, info.lwn = first, -(-size_of(info.type) // 4)
         # the variables whose states are banked (banked.py), in a bank order of their own
-        again = banked.repeated(self.functions, {info.name for info in local})
+        names = {info.name for info in local}
+        again = banked.repeated(self.functions, names)
+        self.invariant = frozenset(
+            f.name
+            for f in self.functions.values()
+            if _attr(f.attrs, "compute") is not None
+            and variant_reason(self.scope.syms, self.functions, self.struct_builtins, f) is None
+        )
+        if self.invariant:
+            again = names  # group 0 alone keeps states: see banked.py
         chosen = [info for info in local if info.name in again]
         bfirsts, bank_words = local_order([size_of(info.type) for info in chosen])
         if not bank_fits(self.local_words, bank_words):
@@ -397,11 +407,7 @@ def instrument(
         loops=mr.loops.sites,
         initchecked=tuple(checked),
         elided=tuple(info.id for info in m.tracked if elided(info)),
-        local_invariant=frozenset(
-            f.name
-            for f in entries
-            if variant_reason(m.scope.syms, m.functions, m.struct_builtins, f) is None
-        ),
+        local_invariant=m.invariant,
     )
 
 
