@@ -93,6 +93,9 @@ class Prefilter:
     # the local area's one group (group 0) stands for all (docs/internals.md §2,
     # "Group-invariant local accesses")
     shared: bool = False
+    # OpenCL: the build run's uninitialised-read area, which its filter runs report
+    # instead of checking every read again (docs/memcheck.md, "Filter runs")
+    uninit: Any = None
 
     @property
     def local_offset(self) -> int:

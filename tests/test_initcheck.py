@@ -373,6 +373,34 @@ def test_without_race_the_launch_runs_once_logging_nothing(monkeypatch):
     assert len(ranges) == 2 and both.races and len(both.uninitialised) == 1  # shadow, log
 
 
+def test_an_opencl_filter_run_reports_the_build_runs_uninitialised_reads(monkeypatch):
+    """The racy pair sum needs a filter run after its build run. The filter run repeats
+    the launch, so it lays out no written-shadow (no read is tested again) and reports
+    the build run's uninitialised reads: the labelled finding, found once."""
+    from gpurace.backends import opencl_backend
+    from gpurace.backends.prefilter import SHADOW_BUILD, SHADOW_FILTER
+
+    real_launch, real_place = opencl_backend.launch, opencl_backend.place_written
+    runs, placed = [], []
+
+    def launch(*args, **kwargs):
+        runs.append(kwargs["prefilter"].mode)
+        return real_launch(*args, **kwargs)
+
+    def place(*args):
+        placed.append(runs[-1])
+        return real_place(*args)
+
+    monkeypatch.setattr(opencl_backend, "launch", launch)
+    monkeypatch.setattr(opencl_backend, "place_written", place)
+    report = _check("opencl/race_and_uninit", "race,initcheck")
+    assert runs == [SHADOW_BUILD, SHADOW_FILTER] and placed == [SHADOW_BUILD]
+    case = next(c for c in CASES if c.id == "race_and_uninit" and c.language == "opencl")
+    expect = case.load()[1].expect
+    assert _uninit_labels(report) == _expected_uninit(expect) != []
+    assert reported(report) == expected(expect) != []
+
+
 @pytest.mark.parametrize("written", [7, 8])
 def test_an_opencl_leaf_across_two_shadow_words_is_tested_in_both(written):
     """A 16-byte vload4 of tile[6..9] spans bytes 24-39: shadow words 0 and 1. With
