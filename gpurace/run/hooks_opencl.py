@@ -390,7 +390,8 @@ def _expand(kernel: Any, args: Sequence[Any]) -> list[Any] | None:
 def _snapshot(
     queue: Any, kernel: Any, saved: dict[int, Any], ranges: dict[int, tuple[object, int, int]]
 ) -> list[tuple[str, Any]] | str:
-    """Each argument as the launch sees it (buffers read back now); a str says why not.
+    """Each argument as the launch sees it (buffers read back now, a buffer passed twice
+    once: an in-place scan's input and output); a str says why not.
     ``ranges`` gets each buffer argument's (root, offset, size) (`_range`)."""
     import numpy as np
     import pyopencl as cl
@@ -400,12 +401,16 @@ def _snapshot(
     queue.finish()
     args: list[tuple[str, Any]] = []
     roots: dict[int, object] = {}
+    read: dict[int, np.ndarray] = {}  # cl_mem -> its bytes: one buffer passed twice is read once
     for i in range(kernel.num_args):
         value = saved.get(i)
         if isinstance(value, cl.Buffer):
-            host = np.empty(value.size, np.uint8)
-            cl.enqueue_copy(queue, host, value)
-            args.append(("buffer", host.view(Kept)))  # the check's own: typed, not copied
+            host = read.get(int(value.int_ptr))
+            if host is None:
+                host = np.empty(value.size, np.uint8)
+                cl.enqueue_copy(queue, host, value)
+                host = read[int(value.int_ptr)] = host.view(Kept)
+            args.append(("buffer", host))  # the check's own: typed, not copied
             ranges[i] = _range(cl, value, roots)
         elif isinstance(value, cl.LocalMemory):
             args.append(("local", int(value.size)))
