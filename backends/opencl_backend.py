@@ -256,6 +256,9 @@ def launch(
     else:
         initcheck = None
     buffers: dict[int, tuple[object, np.ndarray]] = {}
+    # the uploads' events: pyopencl's keep their host arrays alive (and a dropped one
+    # waits for its copy), so they are held until the launch is waited for
+    uploads: list[object] = []
     given: dict[int, object] = {}  # each parameter's kernel argument
     aliases = aliases or {}
     for b in sorted(params, key=lambda p: p.binding in aliases):  # owners first
@@ -274,8 +277,8 @@ def launch(
             arr = np.ascontiguousarray(a)
             if var_bases is not None:  # instrumented: a guard zone after the buffer
                 buf = cl.Buffer(ctx, mf.READ_WRITE, arr.nbytes + OOB_GUARD_BYTES)
-                if arr.nbytes:
-                    cl.enqueue_copy(queue, buf, arr)
+                if arr.nbytes:  # on the driver's thread while this one builds the program
+                    uploads.append(cl.enqueue_copy(queue, buf, arr, is_blocking=False))
             elif arr.nbytes:
                 buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=arr)
             else:
