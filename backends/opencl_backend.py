@@ -19,9 +19,13 @@ import numpy as np
 
 from gpurace import apis, shaders, watchdog
 from gpurace.abi import (
+    CONFLICT_SEARCH,
+    CONFLICT_SEEN,
     CTL_REQUESTED,
     EVENT_SLOTS,
     OOB_AREA_WORDS,
+    SHADOW_HEAD,
+    SHD_CONFLICT,
     SHD_UNSEEN,
     UNINIT_AREA_WORDS,
     c_defines,
@@ -445,9 +449,22 @@ def shadow_may_conflict(queue, pre: Prefilter) -> bool:
     """Whether a built shadow has a word where a conflict is possible (several
     actors, and a store or atomics beside plain accesses; or a local word's mask
     bit), or its build run touched a word beyond the shadow ([3]). When neither, a
-    filter run would log nothing but the events the build run logged."""
-    if _shadow_word(queue, pre, SHD_UNSEEN):
+    filter run would log nothing but the events the build run logged.
+
+    The build run notes such a word as it leaves one (`CONFLICT_SEEN` in [7]:
+    shaders/runtime.cl's `_gr_conflict`), so the header answers; only a program
+    built without 64-bit atomics (`CONFLICT_SEARCH`) has the shadow searched
+    (`shadow_search`)."""
+    head = np.empty(SHADOW_HEAD, np.uint32)
+    _cl().enqueue_copy(queue, head, pre.buf, is_blocking=True)
+    if head[SHD_UNSEEN] or head[SHD_CONFLICT] & CONFLICT_SEEN:
         return True
+    return bool(head[SHD_CONFLICT] & CONFLICT_SEARCH) and shadow_search(queue, pre)
+
+
+def shadow_search(queue, pre: Prefilter) -> bool:
+    """The device search of a built shadow for a word that may conflict (the pairs
+    and the local masks), one flag read back."""
     cl = _cl()
     key = queue.context.int_ptr
     if key not in _shadow_programs:

@@ -198,9 +198,23 @@ int _gr_ev_new(__private _gr_state_t *s, uint code, uint ordinal, uint site) {
   }
 }
 
+/* A build run's note that it left a word that may conflict (bit `b` of header word
+   [7], docs/internals.md §5): the host then reads the header, not the whole shadow.
+   A load first: the word is set once and then only read, not written by every
+   access that meets a conflict. */
+__attribute__((always_inline)) void _gr_conflict(volatile __global uint *shd, uint b) {
+  if ((shd[_GR_SHD_CONFLICT] & b) == 0u) atomic_or(&shd[_GR_SHD_CONFLICT], b);
+}
+
+/* Whether a word's (actor, kinds) may conflict: several actors, and a store or an
+   atomic beside plain loads (the host's search, backends/prefilter.py, tests the same). */
+#define _GR_PAIR_MAY(who, kinds) \
+  ((who) == _GR_MULTI && (((kinds) & _GR_KB_STORE) != 0u || ((kinds) & 5u) == 5u))
+
 /* The launch-wide shadow (docs/internals.md §5), a word pair (actor, kinds) per 4
    bytes of the linear address order. Mode 1 marks the words an access touches
-   (nothing is logged; a word beyond the shadow sets [3]); mode 2 says whether the
+   (nothing is logged; a word beyond the shadow sets [3]; the compare-exchange that
+   leaves a pair that may conflict sets [7]'s _GR_CONFLICT_SEEN); mode 2 says whether the
    access touches a word where a conflict is possible or one the shadow does not
    cover (only those accesses are logged), and counts in [3] the accesses that touch
    a word in a way mode 1 did not see. */
@@ -229,10 +243,18 @@ __attribute__((always_inline)) int _gr_shadow(__private _gr_state_t *s, uint fla
                    | (who == 0u || who == actor ? actor : _GR_MULTI);
         if (nw == cur) break;
         ulong old = _GR_CAS64(pair, cur, nw);
-        if (old == cur) break;
+        if (old == cur) {
+          /* pairs only grow, so the pair a search would find is one that some
+             successful compare-exchange wrote: the one that wrote it notes it */
+          if (_GR_PAIR_MAY((uint)nw, (uint)(nw >> 32))) _gr_conflict(shd, _GR_CONFLICT_SEEN);
+          break;
+        }
         cur = old;
       }
 #else
+      /* two atomics on two words: which one completes a pair that may conflict is
+         not known here, so the host searches the shadow (_GR_CONFLICT_SEARCH) */
+      _gr_conflict(shd, _GR_CONFLICT_SEARCH);
       if ((shd[w + 1u] & bit) == 0u) atomic_or(&shd[w + 1u], bit);
       uint cur = shd[w];
       while (cur != actor && cur != _GR_MULTI) {
@@ -246,7 +268,7 @@ __attribute__((always_inline)) int _gr_shadow(__private _gr_state_t *s, uint fla
 #endif
     } else {
       uint who = shd[w], kinds = shd[w + 1u];
-      if (who == _GR_MULTI && ((kinds & _GR_KB_STORE) != 0u || (kinds & 5u) == 5u)) needed = 1;
+      if (_GR_PAIR_MAY(who, kinds)) needed = 1;
       else if ((who != actor && who != _GR_MULTI) || (kinds & bit) == 0u) unseen = 1;
     }
   }
@@ -292,8 +314,12 @@ __attribute__((always_inline)) int _gr_local(__private _gr_state_t *s, uint flag
     uint kinds = (nw >> _GR_LS_KIND_SHIFT) & 7u;
     may = may || ((nw & _GR_LS_MULTI) == _GR_LS_MULTI && ((kinds & _GR_KB_STORE) != 0u || (kinds & 5u) == 5u));
     if (may) {
-      if ((*mask & bit) == 0u && (atomic_or(mask, bit) & bit) == 0u && s->mode == _GR_SHADOW_FILTER)
-        unseen = 1;
+      /* the bit set first here: a filter run counts it unseen; a build run (masks
+         start at zero) notes a mask the host's search would find */
+      if ((*mask & bit) == 0u && (atomic_or(mask, bit) & bit) == 0u) {
+        if (s->mode == _GR_SHADOW_FILTER) unseen = 1;
+        else _gr_conflict(shd, _GR_CONFLICT_SEEN);
+      }
       logged = 1;
     } else if (s->mode == _GR_SHADOW_FILTER && (*mask & bit) != 0u) {
       logged = 1;
