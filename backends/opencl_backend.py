@@ -37,7 +37,7 @@ from gpurace.abi import (
     ctl_uninit,
     place_written,
 )
-from gpurace.backends import analysis_driver
+from gpurace.backends import analysis_driver, cl_pool
 from gpurace.backends.analysis_driver import (
     C_KERNELS,
     P_ROW,
@@ -261,6 +261,7 @@ def launch(
         initcheck = None
     buffers: dict[int, tuple[object, np.ndarray]] = {}
     given: dict[int, object] = {}  # each parameter's kernel argument
+    pooled: list[tuple[object, int]] = []  # from cl_pool, handed back once finished
     aliases = aliases or {}
     for b in sorted(params, key=lambda p: p.binding in aliases):  # owners first
         a = args[b.binding]
@@ -277,7 +278,8 @@ def launch(
         elif b.kind in ("global", "constant"):
             arr = np.ascontiguousarray(a)
             if var_bases is not None:  # instrumented: a guard zone after the buffer
-                buf = cl.Buffer(ctx, mf.READ_WRITE, arr.nbytes + OOB_GUARD_BYTES)
+                buf = cl_pool.take(cl, ctx, arr.nbytes + OOB_GUARD_BYTES)
+                pooled.append((buf, arr.nbytes + OOB_GUARD_BYTES))
                 if arr.nbytes:
                     cl.enqueue_copy(queue, buf, arr)
             elif arr.nbytes:
@@ -315,7 +317,8 @@ def launch(
         # the event slots after the words above, then the written-shadows, start at
         # zero (docs/internals.md §5, docs/memcheck.md)
         zeros = (slotted * EVENT_SLOTS + shadow) * 4
-        ctl_buf = cl.Buffer(ctx, mf.READ_WRITE, ctl.nbytes + zeros)
+        ctl_buf = cl_pool.take(cl, ctx, ctl.nbytes + zeros)  # written whole below
+        pooled.append((ctl_buf, ctl.nbytes + zeros))
         cl.enqueue_copy(queue, ctl_buf, ctl)
         if zeros:
             cl.enqueue_fill_buffer(queue, ctl_buf, np.uint32(0), ctl.nbytes, zeros)
@@ -360,6 +363,8 @@ def launch(
         if pre.mode == SHADOW_FILTER:
             result.unseen = _shadow_word(queue, pre, SHD_UNSEEN)
     queue.finish()
+    for buf, nbytes in pooled:  # no command uses them now
+        cl_pool.give(ctx, buf, nbytes)
     return result
 
 
@@ -414,8 +419,10 @@ def prefilter(
     words = shadow_words(address_end, limit)
     groups = local_groups(words, local_words, num_groups, limit)
     pre = Prefilter(None, words, wgsize, SHADOW_BUILD, local_words, groups)
-    pre.buf = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, pre.nbytes)
+    pre.buf = cl_pool.take(cl, queue.context, pre.nbytes)
     cl.enqueue_fill_buffer(queue, pre.buf, np.uint32(0), 0, pre.nbytes)
+    # back to the pool with the check: every run of it waits for its commands
+    cl_pool.give_when_gone(pre, queue.context, pre.buf, pre.nbytes)
     return pre
 
 
