@@ -43,6 +43,17 @@
 #ifndef _GR_INITCHECK
 #define _GR_INITCHECK 0  /* 1: some variable has a written-shadow (docs/memcheck.md) */
 #endif
+/* What the program's kernels can do, from the rewriter (instrument/opencl/runtime.py's
+   prelude; 1 when not said, as in tests that build the runtime alone): _GR_EVENTS 0,
+   no kernel logs an event (no barrier, async copy or release/acquire), so the prologue
+   sets up no event slots; _GR_LOCALS 0, no __local variable or parameter is tracked,
+   so it sets up no local area. Each saves every work-item a few loads and stores. */
+#ifndef _GR_EVENTS
+#define _GR_EVENTS 1
+#endif
+#ifndef _GR_LOCALS
+#define _GR_LOCALS 1
+#endif
 #ifndef _GR_ENQUEUED_SIZE
 #define _GR_ENQUEUED_SIZE(d) get_local_size(d)
 #endif
@@ -120,10 +131,15 @@ void _gr_init(__private _gr_state_t *s, __global uint *log, volatile __global ui
   s->inrange = s->grp >= s->lo && s->grp < s->hi;
   uint nbins = ctl[_GR_CTL_NBINS];
   s->ordw = nbins ? 0u : ctl[_GR_CTL_ORDER];  /* the same word: a counting run's bin width */
+#if _GR_EVENTS
   /* after the bins: the groups with event slots, then their slots */
   uint evg = ctl[_GR_CTL_EVG0 + nbins];
   s->evall = s->grp >= evg || s->lid >= _GR_EV_ID_LIMIT;
   s->evs = ctl + _GR_CTL_EVS0 + nbins + (s->evall ? 0u : s->grp * _GR_EVENT_SLOTS);
+#else
+  s->evall = 1u;  /* no slots: an event, were there one, would always be logged */
+  s->evs = ctl;
+#endif
   s->ep_l = 0u;
   s->ep_g = 0u;
   s->nbar = 0u;
@@ -138,12 +154,16 @@ void _gr_init(__private _gr_state_t *s, __global uint *log, volatile __global ui
   s->swords = shd[_GR_SHD_WORDS];
   s->actor = s->grp * shd[_GR_SHD_WGSIZE] + s->lid + 1u;
   /* the per-group local area (backends/prefilter.py), used when this group has one */
+#if _GR_LOCALS
   s->lwords = shd[_GR_SHD_LWORDS];
   uint lgroups = shd[_GR_SHD_LGROUPS];
   if (s->mode == _GR_SHADOW_OFF || s->grp >= lgroups) s->lwords = 0u;
   s->lstate = shd[_GR_SHD_LOFF] + s->grp * s->lwords;
   s->lmask = lgroups * s->lwords;
   s->lactor = _GR_MIN(s->lid + 1u, _GR_LS_MULTI);
+#else
+  s->lwords = 0u;  /* no local area: a local access, were there one, takes the pairs */
+#endif
 }
 
 /* Words of tracked variable `id` in a group's local order (its launch extent). */
