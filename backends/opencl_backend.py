@@ -191,6 +191,23 @@ def _scalar(b: Binding, value) -> np.ndarray:
     return np.frombuffer(bytes(value), np.uint8)  # a struct (or raw bytes): as given
 
 
+@functools.lru_cache(maxsize=8)
+def _serial_device(platform: str, device_type: int) -> bool:
+    cl = _cl()
+    return "portable computing language" in platform.lower() and bool(
+        device_type & cl.device_type.CPU
+    )
+
+
+def group_serial(device) -> bool:
+    """Whether `device` runs each work-group on one thread, its work-items one after
+    another: PoCL's CPU devices (a work-group is one call of the kernel's work-group
+    function, loops over the work-items between barriers). The runtime then updates
+    the words of a group's own by plain loads and stores (`_GR_GROUP_SERIAL`,
+    docs/internals.md §5)."""
+    return _serial_device(device.platform.name, int(device.type))
+
+
 def elision_holds(
     params: list[Binding], buffers: dict[int, tuple[object, np.ndarray]], elided: Sequence[int]
 ) -> bool:
@@ -293,6 +310,8 @@ def launch(
         else:
             given[b.binding] = _scalar(b, a)
     kargs: list[object] = [given[b.binding] for b in params]
+    if var_bases is not None and group_serial(queue.device):
+        options = [*options, "-D_GR_GROUP_SERIAL=1"]
     if var_bases is not None and not aliases:
         # one buffer per argument: the tracked variables of a space are disjoint, so
         # an elided load may go by the rewriter's slot hint (docs/internals.md §5)

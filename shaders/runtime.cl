@@ -54,6 +54,24 @@
 #ifndef _GR_LOCALS
 #define _GR_LOCALS 1
 #endif
+/* 1 (the backend, on PoCL's CPU devices): a work-group runs on one thread, its
+   work-items one after another (PoCL's work-group functions: loops over the
+   work-items between barriers), so the words only its own work-items touch (its
+   local area's states and masks, its __local variables' written-shadows) are
+   updated by a volatile load and store, not an atomic (docs/internals.md §5). */
+#ifndef _GR_GROUP_SERIAL
+#define _GR_GROUP_SERIAL 0
+#endif
+/* *p |= m on a word of the group's own (see _GR_GROUP_SERIAL): the old value */
+__attribute__((always_inline)) uint _gr_group_or(volatile __global uint *p, uint m) {
+#if _GR_GROUP_SERIAL
+  uint old = *p;
+  *p = old | m;
+  return old;
+#else
+  return atomic_or(p, m);
+#endif
+}
 #ifndef _GR_ENQUEUED_SIZE
 #define _GR_ENQUEUED_SIZE(d) get_local_size(d)
 #endif
@@ -327,16 +345,21 @@ __attribute__((always_inline)) int _gr_local(__private _gr_state_t *s, uint flag
         break;
       }
       if (nw == cur) break;
+#if _GR_GROUP_SERIAL
+      *st = nw;
+      break;
+#else
       uint old = _GR_CAS32(st, cur, nw);
       if (old == cur) break;
       cur = old;
+#endif
     }
     uint kinds = (nw >> _GR_LS_KIND_SHIFT) & 7u;
     may = may || ((nw & _GR_LS_MULTI) == _GR_LS_MULTI && ((kinds & _GR_KB_STORE) != 0u || (kinds & 5u) == 5u));
     if (may) {
       /* the bit set first here: a filter run counts it unseen; a build run (masks
          start at zero) notes a mask the host's search would find */
-      if ((*mask & bit) == 0u && (atomic_or(mask, bit) & bit) == 0u) {
+      if ((*mask & bit) == 0u && (_gr_group_or(mask, bit) & bit) == 0u) {
         if (s->mode == _GR_SHADOW_FILTER) unseen = 1;
         else _gr_conflict(shd, _GR_CONFLICT_SEEN);
       }
@@ -528,8 +551,16 @@ void _gr_written(__private _gr_state_t *s, uint k, uint off, uint size, uint sit
     uint w = off >> 5u, m = _gr_wmask(off & 31u, _GR_MIN(e - (w << 5u), 32u));
     for (;;) {
       if ((ctl[base + w] & m) != m) {
-        uint set = popcount(m & ~atomic_or(&ctl[base + w], m));
-        if (set && atomic_add(fill, set) + set == full) s->wb[k] = 0u;
+        uint set, filled;
+        if (_GR_GROUP_SERIAL && s->space[k]) {  /* a __local variable's: the group's own */
+          set = popcount(m & ~_gr_group_or(&ctl[base + w], m));
+          filled = *fill + set;
+          *fill = filled;
+        } else {
+          set = popcount(m & ~atomic_or(&ctl[base + w], m));
+          filled = set ? atomic_add(fill, set) + set : 0u;
+        }
+        if (set && filled == full) s->wb[k] = 0u;
       }
       if ((++w << 5u) >= e) break;
       m = _gr_wmask(0u, _GR_MIN(e - (w << 5u), 32u));

@@ -298,10 +298,14 @@ __kernel void drive(__global const uint *ops, uint n, volatile __global uint *ct
 LOAD, STORE, ATOMIC = 0, 1, 2
 
 
-@pytest.fixture(scope="module")
-def driver():
+@pytest.fixture(scope="module", params=[0, 1], ids=["atomic", "group-serial"])
+def driver(request):
+    """The driver with the state machine's atomics, and with the plain loads and
+    stores of a device that runs a group on one thread (_GR_GROUP_SERIAL: the
+    backend's choice on PoCL): the same states, masks and counts."""
     queue, _ = opencl_backend.get_device()
-    program = opencl_backend.build(queue, prelude(1, 1) + DRIVER, "driver.cl")
+    head = f"#define _GR_GROUP_SERIAL {request.param}\n"
+    program = opencl_backend.build(queue, head + prelude(1, 1) + DRIVER, "driver.cl")
     return queue, program
 
 
@@ -392,3 +396,13 @@ def test_a_check_split_into_address_ranges_is_the_same(monkeypatch):
     assert split.scope.passes > 1 and split.scope.complete
     assert modes[0] == SHADOW_BUILD and set(modes[1:]) == {SHADOW_FILTER}
     assert split.races == full.races and split.instances == full.instances
+
+
+def test_pocl_cpu_devices_run_a_group_on_one_thread():
+    """The backend builds the runtime's group-serial updates for PoCL's CPU devices
+    (the tests' device), and for no other platform."""
+    queue, _ = opencl_backend.get_device()
+    dev = queue.device
+    assert "Portable Computing Language" in dev.platform.name
+    assert opencl_backend.group_serial(dev)
+    assert not opencl_backend._serial_device("Oclgrind", int(dev.type))
