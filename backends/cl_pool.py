@@ -25,7 +25,9 @@ from typing import Any
 
 KEEP_BYTES = 256 << 20  # idle bytes kept per process
 
-_lock = threading.Lock()
+# reentrant: a collection inside `give` or `take` may run `give_when_gone`'s
+# finalizer on this thread while it holds the lock
+_lock = threading.RLock()
 # (context, bytes) -> idle buffers; ordered oldest-first for the cap
 _idle: OrderedDict[tuple[int, int], list[Any]] = OrderedDict()
 _kept = 0
@@ -51,9 +53,11 @@ def give(ctx: Any, buf: Any, nbytes: int) -> None:
     global _kept
     if nbytes > KEEP_BYTES:
         return
-    key = (ctx.int_ptr, nbytes)
+    key, fresh = (ctx.int_ptr, nbytes), [buf]
     with _lock:
-        _idle.setdefault(key, []).append(buf)
+        bufs = _idle.setdefault(key, fresh)
+        if bufs is not fresh:
+            bufs.append(buf)
         _idle.move_to_end(key)
         _kept += nbytes
         while _kept > KEEP_BYTES:
