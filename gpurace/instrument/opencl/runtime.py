@@ -81,9 +81,11 @@ def prelude(
         f"#define _GR_HINT_SHIFT {HINT_SHIFT}u\n"
         f"#define _GR_EVENTS {int(events)}\n#define _GR_LOCALS {int(local)}\n"
     )
-    return abi.runtime_c(nvars) + own + shaders.text("runtime.cl")
+    return abi.runtime_c(nvars) + own + shaders.text("runtime.cl") + RUNTIME_EVENTS
 
 
+# the events' part of the runtime, after runtime.cl in every program
+RUNTIME_EVENTS = shaders.text("runtime_events.cl")
 # work_group_barrier exists only from OpenCL C 2.0 on: emitted when used
 WG_BARRIER = shaders.text("runtime_cl2.cl")
 # release/acquire of C11 atomics and fences (docs/ordering.md): emitted when used
