@@ -19,9 +19,13 @@ import numpy as np
 
 from gpurace import apis, shaders, watchdog
 from gpurace.abi import (
+    CONFLICT_SEARCH,
+    CONFLICT_SEEN,
     CTL_REQUESTED,
     EVENT_SLOTS,
     OOB_AREA_WORDS,
+    SHADOW_HEAD,
+    SHD_CONFLICT,
     SHD_UNSEEN,
     UNINIT_AREA_WORDS,
     c_defines,
@@ -33,7 +37,7 @@ from gpurace.abi import (
     ctl_uninit,
     place_written,
 )
-from gpurace.backends import analysis_driver
+from gpurace.backends import analysis_driver, cl_pool
 from gpurace.backends.analysis_driver import (
     C_KERNELS,
     P_ROW,
@@ -187,6 +191,23 @@ def _scalar(b: Binding, value) -> np.ndarray:
     return np.frombuffer(bytes(value), np.uint8)  # a struct (or raw bytes): as given
 
 
+@functools.lru_cache(maxsize=8)
+def _serial_device(platform: str, device_type: int) -> bool:
+    cl = _cl()
+    return "portable computing language" in platform.lower() and bool(
+        device_type & cl.device_type.CPU
+    )
+
+
+def group_serial(device) -> bool:
+    """Whether `device` runs each work-group on one thread, its work-items one after
+    another: PoCL's CPU devices (a work-group is one call of the kernel's work-group
+    function, loops over the work-items between barriers). The runtime then updates
+    the words of a group's own by plain loads and stores (`_GR_GROUP_SERIAL`,
+    docs/internals.md §5)."""
+    return _serial_device(device.platform.name, int(device.type))
+
+
 def elision_holds(
     params: list[Binding], buffers: dict[int, tuple[object, np.ndarray]], elided: Sequence[int]
 ) -> bool:
@@ -260,6 +281,7 @@ def launch(
     # waits for its copy), so they are held until the launch is waited for
     uploads: list[object] = []
     given: dict[int, object] = {}  # each parameter's kernel argument
+    pooled: list[tuple[object, int]] = []  # from cl_pool, handed back once finished
     aliases = aliases or {}
     for b in sorted(params, key=lambda p: p.binding in aliases):  # owners first
         a = args[b.binding]
@@ -276,7 +298,8 @@ def launch(
         elif b.kind in ("global", "constant"):
             arr = np.ascontiguousarray(a)
             if var_bases is not None:  # instrumented: a guard zone after the buffer
-                buf = cl.Buffer(ctx, mf.READ_WRITE, arr.nbytes + OOB_GUARD_BYTES)
+                buf = cl_pool.take(cl, ctx, arr.nbytes + OOB_GUARD_BYTES)
+                pooled.append((buf, arr.nbytes + OOB_GUARD_BYTES))
                 if arr.nbytes:  # on the driver's thread while this one builds the program
                     uploads.append(cl.enqueue_copy(queue, buf, arr, is_blocking=False))
             elif arr.nbytes:
@@ -290,6 +313,8 @@ def launch(
         else:
             given[b.binding] = _scalar(b, a)
     kargs: list[object] = [given[b.binding] for b in params]
+    if var_bases is not None and group_serial(queue.device):
+        options = [*options, "-D_GR_GROUP_SERIAL=1"]
     if var_bases is not None and not aliases:
         # one buffer per argument: the tracked variables of a space are disjoint, so
         # an elided load may go by the rewriter's slot hint (docs/internals.md §5)
@@ -319,7 +344,8 @@ def launch(
         # the event slots after the words above, then the written-shadows, start at
         # zero (docs/internals.md §5, docs/memcheck.md)
         zeros = (slotted * EVENT_SLOTS + shadow) * 4
-        ctl_buf = cl.Buffer(ctx, mf.READ_WRITE, ctl.nbytes + zeros)
+        ctl_buf = cl_pool.take(cl, ctx, ctl.nbytes + zeros)  # written whole below
+        pooled.append((ctl_buf, ctl.nbytes + zeros))
         cl.enqueue_copy(queue, ctl_buf, ctl)
         if zeros:
             cl.enqueue_fill_buffer(queue, ctl_buf, np.uint32(0), ctl.nbytes, zeros)
@@ -368,6 +394,8 @@ def launch(
         if pre.mode == SHADOW_FILTER:
             result.unseen = _shadow_word(queue, pre, SHD_UNSEEN)
     queue.finish()
+    for buf, nbytes in pooled:  # no command uses them now
+        cl_pool.give(ctx, buf, nbytes)
     return result
 
 
@@ -422,8 +450,10 @@ def prefilter(
     words = shadow_words(address_end, limit)
     groups = local_groups(words, local_words, num_groups, limit)
     pre = Prefilter(None, words, wgsize, SHADOW_BUILD, local_words, groups)
-    pre.buf = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, pre.nbytes)
+    pre.buf = cl_pool.take(cl, queue.context, pre.nbytes)
     cl.enqueue_fill_buffer(queue, pre.buf, np.uint32(0), 0, pre.nbytes)
+    # back to the pool with the check: every run of it waits for its commands
+    cl_pool.give_when_gone(pre, queue.context, pre.buf, pre.nbytes)
     return pre
 
 
@@ -457,9 +487,22 @@ def shadow_may_conflict(queue, pre: Prefilter) -> bool:
     """Whether a built shadow has a word where a conflict is possible (several
     actors, and a store or atomics beside plain accesses; or a local word's mask
     bit), or its build run touched a word beyond the shadow ([3]). When neither, a
-    filter run would log nothing but the events the build run logged."""
-    if _shadow_word(queue, pre, SHD_UNSEEN):
+    filter run would log nothing but the events the build run logged.
+
+    The build run notes such a word as it leaves one (`CONFLICT_SEEN` in [7]:
+    shaders/runtime.cl's `_gr_conflict`), so the header answers; only a program
+    built without 64-bit atomics (`CONFLICT_SEARCH`) has the shadow searched
+    (`shadow_search`)."""
+    head = np.empty(SHADOW_HEAD, np.uint32)
+    _cl().enqueue_copy(queue, head, pre.buf, is_blocking=True)
+    if head[SHD_UNSEEN] or head[SHD_CONFLICT] & CONFLICT_SEEN:
         return True
+    return bool(head[SHD_CONFLICT] & CONFLICT_SEARCH) and shadow_search(queue, pre)
+
+
+def shadow_search(queue, pre: Prefilter) -> bool:
+    """The device search of a built shadow for a word that may conflict (the pairs
+    and the local masks), one flag read back."""
     cl = _cl()
     key = queue.context.int_ptr
     if key not in _shadow_programs:

@@ -11,14 +11,17 @@ of a generated name or uses one that does not exist. docs/internals.md §1, §2 
 
 Where the backends still differ, the difference is named here:
 
-- `SHD_LOCAL_OOB` (shadow header word 7) is set only by WGSL kernels: a
-  workgroup access beyond its variable (robustness clamps the real access). The
-  OpenCL and CUDA runtimes attribute every access by address, so they never meet
-  one and leave it 0. Since memcheck (docs/memcheck.md) a WGSL access whose index
-  is out of range is caught by its bounds check and never logged, so the word is a
-  backstop that no checked access sets. A WGSL build run also sets it when its
-  banked local states (shaders/lbank.wgsl) meet accesses and clears out of barrier
-  order (barrier divergence): either way, filter runs log every local access.
+- `SHD_LOCAL_OOB` (shadow header word 7) is set by WGSL kernels on a workgroup
+  access beyond its variable (robustness clamps the real access). Since memcheck
+  (docs/memcheck.md) a WGSL access whose index is out of range is caught by its
+  bounds check and never logged, so the word is a backstop that no checked access
+  sets. A WGSL build run also sets it when its banked local states
+  (shaders/lbank.wgsl) meet accesses and clears out of barrier order (barrier
+  divergence): either way, filter runs log every local access. The OpenCL and CUDA
+  runtimes attribute every access by address, so they never meet such an access.
+  CUDA leaves the word 0; OpenCL uses it as `SHD_CONFLICT`: its build run sets
+  `CONFLICT_SEEN` when it leaves a word that may conflict, so that the host reads
+  the header, not the whole shadow.
 - The out-of-bounds area (`CTL_OOB`, `OOB_*`) is written by WGSL kernels (by index,
   in elements) and OpenCL and CUDA kernels (by address, in bytes).
 - The uninitialised-read area (`CTL_UNINIT`, `UNINIT_*`) and the written-shadows
@@ -433,8 +436,13 @@ SHD_UNSEEN = 3
 SHD_LWORDS = 4  # local words per group `L`
 SHD_LGROUPS = 5  # groups with a local area `G`
 SHD_LOFF = 6  # the local area's first word (SHADOW_HEAD + 2 W)
-SHD_LOCAL_OOB = 7  # WGSL only: the build run met a local access beyond its variable, or
+SHD_LOCAL_OOB = 7  # WGSL: the build run met a local access beyond its variable, or
 # banked local states out of barrier order: filter runs log every local access
+# OpenCL: the same word, bit 0 set by the build run that leaves a word that may conflict
+# (so the host reads the header, not the whole shadow: `opencl_backend.shadow_may_conflict`);
+# bit 1 set by a run without 64-bit atomics, whose flag is left to the device search
+SHD_CONFLICT = SHD_LOCAL_OOB
+CONFLICT_SEEN, CONFLICT_SEARCH = 1, 2
 SHADOW_OFF, SHADOW_BUILD, SHADOW_FILTER = 0, 1, 2
 PAIR_WORDS = 2  # launch-wide area: (actor, kinds) per word
 MULTI = 0xFFFFFFFF  # an actor word: several actors
@@ -539,7 +547,8 @@ GROUPS: dict[str, list[str]] = {
     ).split(),
     "shadow": (
         "SHADOW_HEAD SHD_MODE SHD_WORDS SHD_WGSIZE SHD_UNSEEN SHD_LWORDS SHD_LGROUPS SHD_LOFF "
-        "SHD_LOCAL_OOB SHADOW_OFF SHADOW_BUILD SHADOW_FILTER PAIR_WORDS MULTI "
+        "SHD_LOCAL_OOB SHD_CONFLICT CONFLICT_SEEN CONFLICT_SEARCH "
+        "SHADOW_OFF SHADOW_BUILD SHADOW_FILTER PAIR_WORDS MULTI "
         "KB_LOAD KB_STORE KB_ATOMIC LS_MULTI LS_KIND_SHIFT LS_EPOCH_SHIFT MASK_EPOCHS"
     ).split(),
     "analysis": (

@@ -43,6 +43,35 @@
 #ifndef _GR_INITCHECK
 #define _GR_INITCHECK 0  /* 1: some variable has a written-shadow (docs/memcheck.md) */
 #endif
+/* What the program's kernels can do, from the rewriter (instrument/opencl/runtime.py's
+   prelude; 1 when not said, as in tests that build the runtime alone): _GR_EVENTS 0,
+   no kernel logs an event (no barrier, async copy or release/acquire), so the prologue
+   sets up no event slots; _GR_LOCALS 0, no __local variable or parameter is tracked,
+   so it sets up no local area. Each saves every work-item a few loads and stores. */
+#ifndef _GR_EVENTS
+#define _GR_EVENTS 1
+#endif
+#ifndef _GR_LOCALS
+#define _GR_LOCALS 1
+#endif
+/* 1 (the backend, on PoCL's CPU devices): a work-group runs on one thread, its
+   work-items one after another (PoCL's work-group functions: loops over the
+   work-items between barriers), so the words only its own work-items touch (its
+   local area's states and masks, its __local variables' written-shadows) are
+   updated by a volatile load and store, not an atomic (docs/internals.md §5). */
+#ifndef _GR_GROUP_SERIAL
+#define _GR_GROUP_SERIAL 0
+#endif
+/* *p |= m on a word of the group's own (see _GR_GROUP_SERIAL): the old value */
+__attribute__((always_inline)) uint _gr_group_or(volatile __global uint *p, uint m) {
+#if _GR_GROUP_SERIAL
+  uint old = *p;
+  *p = old | m;
+  return old;
+#else
+  return atomic_or(p, m);
+#endif
+}
 #ifndef _GR_ENQUEUED_SIZE
 #define _GR_ENQUEUED_SIZE(d) get_local_size(d)
 #endif
@@ -120,10 +149,15 @@ void _gr_init(__private _gr_state_t *s, __global uint *log, volatile __global ui
   s->inrange = s->grp >= s->lo && s->grp < s->hi;
   uint nbins = ctl[_GR_CTL_NBINS];
   s->ordw = nbins ? 0u : ctl[_GR_CTL_ORDER];  /* the same word: a counting run's bin width */
+#if _GR_EVENTS
   /* after the bins: the groups with event slots, then their slots */
   uint evg = ctl[_GR_CTL_EVG0 + nbins];
   s->evall = s->grp >= evg || s->lid >= _GR_EV_ID_LIMIT;
   s->evs = ctl + _GR_CTL_EVS0 + nbins + (s->evall ? 0u : s->grp * _GR_EVENT_SLOTS);
+#else
+  s->evall = 1u;  /* no slots: an event, were there one, would always be logged */
+  s->evs = ctl;
+#endif
   s->ep_l = 0u;
   s->ep_g = 0u;
   s->nbar = 0u;
@@ -138,12 +172,16 @@ void _gr_init(__private _gr_state_t *s, __global uint *log, volatile __global ui
   s->swords = shd[_GR_SHD_WORDS];
   s->actor = s->grp * shd[_GR_SHD_WGSIZE] + s->lid + 1u;
   /* the per-group local area (backends/prefilter.py), used when this group has one */
+#if _GR_LOCALS
   s->lwords = shd[_GR_SHD_LWORDS];
   uint lgroups = shd[_GR_SHD_LGROUPS];
   if (s->mode == _GR_SHADOW_OFF || s->grp >= lgroups) s->lwords = 0u;
   s->lstate = shd[_GR_SHD_LOFF] + s->grp * s->lwords;
   s->lmask = lgroups * s->lwords;
   s->lactor = _GR_MIN(s->lid + 1u, _GR_LS_MULTI);
+#else
+  s->lwords = 0u;  /* no local area: a local access, were there one, takes the pairs */
+#endif
 }
 
 /* Words of tracked variable `id` in a group's local order (its launch extent). */
@@ -192,15 +230,34 @@ int _gr_ev_new(__private _gr_state_t *s, uint code, uint ordinal, uint site) {
     if ((cur >> _GR_EV_SITE_SHIFT) == (mine >> _GR_EV_SITE_SHIFT)
         && (cur & _GR_EV_LID_MASK) <= s->lid)
       return 0;  // logged by it or me
+#if _GR_GROUP_SERIAL
+    *p = mine;  /* the group's own slot (evall returned above) */
+    return 1;
+#else
     uint old = atomic_cmpxchg(p, cur, mine);
     if (old == cur) return 1;
     cur = old;
+#endif
   }
 }
 
+/* A build run's note that it left a word that may conflict (bit `b` of header word
+   [7], docs/internals.md §5): the host then reads the header, not the whole shadow.
+   A load first: the word is set once and then only read, not written by every
+   access that meets a conflict. */
+__attribute__((always_inline)) void _gr_conflict(volatile __global uint *shd, uint b) {
+  if ((shd[_GR_SHD_CONFLICT] & b) == 0u) atomic_or(&shd[_GR_SHD_CONFLICT], b);
+}
+
+/* Whether a word's (actor, kinds) may conflict: several actors, and a store or an
+   atomic beside plain loads (the host's search, backends/prefilter.py, tests the same). */
+#define _GR_PAIR_MAY(who, kinds) \
+  ((who) == _GR_MULTI && (((kinds) & _GR_KB_STORE) != 0u || ((kinds) & 5u) == 5u))
+
 /* The launch-wide shadow (docs/internals.md §5), a word pair (actor, kinds) per 4
    bytes of the linear address order. Mode 1 marks the words an access touches
-   (nothing is logged; a word beyond the shadow sets [3]); mode 2 says whether the
+   (nothing is logged; a word beyond the shadow sets [3]; the compare-exchange that
+   leaves a pair that may conflict sets [7]'s _GR_CONFLICT_SEEN); mode 2 says whether the
    access touches a word where a conflict is possible or one the shadow does not
    cover (only those accesses are logged), and counts in [3] the accesses that touch
    a word in a way mode 1 did not see. */
@@ -229,10 +286,18 @@ __attribute__((always_inline)) int _gr_shadow(__private _gr_state_t *s, uint fla
                    | (who == 0u || who == actor ? actor : _GR_MULTI);
         if (nw == cur) break;
         ulong old = _GR_CAS64(pair, cur, nw);
-        if (old == cur) break;
+        if (old == cur) {
+          /* pairs only grow, so the pair a search would find is one that some
+             successful compare-exchange wrote: the one that wrote it notes it */
+          if (_GR_PAIR_MAY((uint)nw, (uint)(nw >> 32))) _gr_conflict(shd, _GR_CONFLICT_SEEN);
+          break;
+        }
         cur = old;
       }
 #else
+      /* two atomics on two words: which one completes a pair that may conflict is
+         not known here, so the host searches the shadow (_GR_CONFLICT_SEARCH) */
+      _gr_conflict(shd, _GR_CONFLICT_SEARCH);
       if ((shd[w + 1u] & bit) == 0u) atomic_or(&shd[w + 1u], bit);
       uint cur = shd[w];
       while (cur != actor && cur != _GR_MULTI) {
@@ -246,7 +311,7 @@ __attribute__((always_inline)) int _gr_shadow(__private _gr_state_t *s, uint fla
 #endif
     } else {
       uint who = shd[w], kinds = shd[w + 1u];
-      if (who == _GR_MULTI && ((kinds & _GR_KB_STORE) != 0u || (kinds & 5u) == 5u)) needed = 1;
+      if (_GR_PAIR_MAY(who, kinds)) needed = 1;
       else if ((who != actor && who != _GR_MULTI) || (kinds & bit) == 0u) unseen = 1;
     }
   }
@@ -285,15 +350,24 @@ __attribute__((always_inline)) int _gr_local(__private _gr_state_t *s, uint flag
         break;
       }
       if (nw == cur) break;
+#if _GR_GROUP_SERIAL
+      *st = nw;
+      break;
+#else
       uint old = _GR_CAS32(st, cur, nw);
       if (old == cur) break;
       cur = old;
+#endif
     }
     uint kinds = (nw >> _GR_LS_KIND_SHIFT) & 7u;
     may = may || ((nw & _GR_LS_MULTI) == _GR_LS_MULTI && ((kinds & _GR_KB_STORE) != 0u || (kinds & 5u) == 5u));
     if (may) {
-      if ((*mask & bit) == 0u && (atomic_or(mask, bit) & bit) == 0u && s->mode == _GR_SHADOW_FILTER)
-        unseen = 1;
+      /* the bit set first here: a filter run counts it unseen; a build run (masks
+         start at zero) notes a mask the host's search would find */
+      if ((*mask & bit) == 0u && (_gr_group_or(mask, bit) & bit) == 0u) {
+        if (s->mode == _GR_SHADOW_FILTER) unseen = 1;
+        else _gr_conflict(shd, _GR_CONFLICT_SEEN);
+      }
       logged = 1;
     } else if (s->mode == _GR_SHADOW_FILTER && (*mask & bit) != 0u) {
       logged = 1;
@@ -482,8 +556,16 @@ void _gr_written(__private _gr_state_t *s, uint k, uint off, uint size, uint sit
     uint w = off >> 5u, m = _gr_wmask(off & 31u, _GR_MIN(e - (w << 5u), 32u));
     for (;;) {
       if ((ctl[base + w] & m) != m) {
-        uint set = popcount(m & ~atomic_or(&ctl[base + w], m));
-        if (set && atomic_add(fill, set) + set == full) s->wb[k] = 0u;
+        uint set, filled;
+        if (_GR_GROUP_SERIAL && s->space[k]) {  /* a __local variable's: the group's own */
+          set = popcount(m & ~_gr_group_or(&ctl[base + w], m));
+          filled = *fill + set;
+          *fill = filled;
+        } else {
+          set = popcount(m & ~atomic_or(&ctl[base + w], m));
+          filled = set ? atomic_add(fill, set) + set : 0u;
+        }
+        if (set && filled == full) s->wb[k] = 0u;
       }
       if ((++w << 5u) >= e) break;
       m = _gr_wmask(0u, _GR_MIN(e - (w << 5u), 32u));
@@ -610,147 +692,4 @@ uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site
   }
   _gr_acc_log(s, space, size, site, kind, bytes, known, extra, off, id, lbase, lw0);
   return 0u;
-}
-
-/* After an atomic of a program with release/acquire (docs/ordering.md): its ORDER
-   event, at its variable and offset (none when it lies in no tracked variable), with
-   the value it read, the value it wrote and `extra` (op, scope, order, the O_* bits);
-   the global epoch is its block-barrier count. `flags` 0: a fence (no location). */
-void _gr_order_event(__private _gr_state_t *s, uint flags, uint off, uint site, uint read,
-                     uint written, uint extra) {
-  uint ev = _GR_KIND_EVENT | (_GR_EV_ORDER << _GR_F_EVENT_SHIFT) | flags;
-  /* a __local atomic's barriers are the local epoch: it orders __local memory only */
-  uint ep = ((flags >> _GR_F_SPACE_SHIFT) & 1u) ? s->ep_l : s->ep_g;
-  uint bars = min(ep, (uint)_GR_O_BARRIERS_MAX) << _GR_O_BARRIERS_SHIFT;
-  _gr_rec(s, site, ev, off, read, written, extra | bars);
-}
-
-void _gr_order(__private _gr_state_t *s, ulong a, uint space, uint size, uint site, uint read,
-               uint written, uint extra) {
-  uint found = 0u, off = 0u, id = 0u;
-  for (uint k = 0u; k < _GR_SLOTS; k++) {  /* constant trip count: see _gr_acc */
-    if (!found && k < s->n && s->space[k] == space && a >= s->addr[k]
-        && a - s->addr[k] + size <= (ulong)s->size[k]) {
-      found = 1u;
-      off = (uint)(a - s->addr[k]);
-      id = s->id[k];
-    }
-  }
-  if (found)
-    _gr_order_event(s, (space << _GR_F_SPACE_SHIFT) | (size << _GR_F_SIZE_SHIFT) | (id << _GR_F_VAR_SHIFT),
-                    off, site, read, written, extra);
-}
-
-void _gr_exit(__private _gr_state_t *s, uint site) {
-  _gr_rec(s, site, _GR_KIND_EVENT | (1u << _GR_F_EVENT_SHIFT), 0u, s->nbar, 0u, 0u);
-}
-
-void _gr_event(__private _gr_state_t *s, uint site, uint extra) {
-  _gr_rec(s, site, _GR_KIND_EVENT, 0u, s->nbar, 0u, extra);
-}
-
-/* A branch's condition, once the event its direction reaches next is logged
-   (docs/internals.md §5): code 0 nothing, 1 an exit, 4 | spaces a barrier. PoCL
-   takes a branch around a barrier to be uniform and computes what it depends on
-   for one work-item only; the branch therefore reads the condition back from a
-   volatile copy, so that the logging here uses each work-item's own value. */
-int _gr_pred(int c, __private _gr_state_t *s, uint ts, uint tc, uint fs, uint fc) {
-  volatile int v = c;
-  int d = v;
-  uint site = d ? ts : fs, code = d ? tc : fc;
-  if (code == 1u) _gr_exit(s, site);
-  else if (code >= 4u) _gr_event(s, site, code & 3u);
-  return v;
-}
-
-uint _gr_fence_bits(cl_mem_fence_flags f) {
-  return ((f & CLK_LOCAL_MEM_FENCE) ? 1u : 0u) | ((f & CLK_GLOBAL_MEM_FENCE) ? 2u : 0u);
-}
-
-#if _GR_ASYNC
-/* Log pending copy `i`'s accesses, by local index 0 for the group, on the sides whose
-   space's epoch is in `spaces` (1 local, 2 global): at the call, and again after each
-   barrier the group passes before the wait that completes the copy, so that the
-   copy's window spans those epochs (docs/internals.md §5). */
-void _gr_copy_log(__private _gr_state_t *s, uint i, uint spaces) {
-  if (s->lid != 0u) return;
-  for (uint j = 0u; j < 2u; j++) {
-    uint sp = s->cp_space[i][j];
-    if (sp > 1u || (spaces & (sp ? 1u : 2u)) == 0u) continue;
-    for (uint k = 0u; k < s->cp_n[i]; k++)
-      _gr_acc(s, s->cp_addr[i][j] + (ulong)k * s->cp_step[i][j], sp, s->cp_size[i][j],
-              s->cp_site[i][j], j, 0, 0u, 0u);
-  }
-}
-
-/* Record in the _GR_CTL_COPIES word that a copy window is not modelled: the reason's
-   bit and, for the first short wait, its event and pending-copy counts. */
-void _gr_copy_unmodelled(__private _gr_state_t *s, uint bit, uint n, uint m) {
-  volatile __global uint *p = s->ctl + _GR_CTL_COPIES;
-  uint cur = *p;
-  for (;;) {
-    uint nw = cur | bit;
-    if (bit == _GR_COPY_SHORT_WAIT && (cur & _GR_COPY_SHORT_WAIT) == 0u)
-      nw |= (min(n, _GR_COPY_COUNT_MASK) << _GR_COPY_N_SHIFT) | (min(m, _GR_COPY_COUNT_MASK) << _GR_COPY_M_SHIFT);
-    if (nw == cur) return;
-    uint old = atomic_cmpxchg(p, cur, nw);
-    if (old == cur) return;
-    cur = old;
-  }
-}
-
-/* A copy called: logged in the epochs of the call and kept pending (the table's
-   last slot is scratch: a copy that finds the table full is logged there, not kept,
-   and its window is not modelled). */
-void _gr_copy(__private _gr_state_t *s, uint n, ulong a0, uint t0, uint z0, uint sp0, uint site0,
-              ulong a1, uint t1, uint z1, uint sp1, uint site1) {
-  uint i = s->ncp;
-  s->cp_n[i] = n;
-  s->cp_addr[i][0] = a0; s->cp_step[i][0] = t0; s->cp_size[i][0] = z0;
-  s->cp_space[i][0] = sp0; s->cp_site[i][0] = site0;
-  s->cp_addr[i][1] = a1; s->cp_step[i][1] = t1; s->cp_size[i][1] = z1;
-  s->cp_space[i][1] = sp1; s->cp_site[i][1] = site1;
-  _gr_copy_log(s, i, 3u);
-  if (i < _GR_COPY_TABLE) s->ncp++;
-  else _gr_copy_unmodelled(s, _GR_COPY_FULL, 0u, 0u);
-}
-#endif
-
-/* After a barrier that advanced the epochs in `x` (1 local, 2 global): the next
-   ordinal, the epochs, and the pending copies logged again in the new epochs. */
-void _gr_passed(__private _gr_state_t *s, uint x) {
-  s->nbar++;
-  s->ep_l += x & 1u;
-  s->ep_g += x >> 1;
-#if _GR_ASYNC
-  for (uint i = 0u; i < s->ncp; i++) _gr_copy_log(s, i, x);
-#endif
-}
-
-// wait_group_events: a work-group function that completes the async copies; treated
-// as a barrier of both spaces (docs/internals.md §5). Events cannot be told apart in
-// OpenCL C: the wait completes every pending copy, and one with fewer events than
-// copies pending makes the result incomplete.
-void _gr_wait_events(int n, event_t *events, __private _gr_state_t *s, uint site) {
-  _gr_event(s, site, 3u);
-  wait_group_events(n, events);
-#if _GR_ASYNC
-  if ((uint)max(n, 0) < s->ncp) _gr_copy_unmodelled(s, _GR_COPY_SHORT_WAIT, (uint)max(n, 0), s->ncp);
-  s->ncp = 0u;
-#endif
-  _gr_passed(s, 3u);
-}
-
-/* Before a barrier with fence `f`: its event, logged with the epochs it advances
-   (returned: 1 local, 2 global), for _gr_passed after the barrier. */
-uint _gr_arrive(cl_mem_fence_flags f, __private _gr_state_t *s, uint site) {
-  uint x = _gr_fence_bits(f);
-  _gr_event(s, site, x);
-  return x;
-}
-
-void _gr_barrier(cl_mem_fence_flags f, __private _gr_state_t *s, uint site) {
-  uint x = _gr_arrive(f, s, site);
-  barrier(f);
-  _gr_passed(s, x);
 }

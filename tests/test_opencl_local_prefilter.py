@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gpurace import api
-from gpurace.abi import PAIR_WORDS, SHD_UNSEEN
+from gpurace.abi import CONFLICT_SEEN, PAIR_WORDS, SHD_CONFLICT, SHD_UNSEEN
 from gpurace.backends import opencl_backend
 from gpurace.backends.prefilter import (
     SHADOW_BUILD,
@@ -298,16 +298,20 @@ __kernel void drive(__global const uint *ops, uint n, volatile __global uint *ct
 LOAD, STORE, ATOMIC = 0, 1, 2
 
 
-@pytest.fixture(scope="module")
-def driver():
+@pytest.fixture(scope="module", params=[0, 1], ids=["atomic", "group-serial"])
+def driver(request):
+    """The driver with the state machine's atomics, and with the plain loads and
+    stores of a device that runs a group on one thread (_GR_GROUP_SERIAL: the
+    backend's choice on PoCL): the same states, masks and counts."""
     queue, _ = opencl_backend.get_device()
-    program = opencl_backend.build(queue, prelude(1, 1) + DRIVER, "driver.cl")
+    head = f"#define _GR_GROUP_SERIAL {request.param}\n"
+    program = opencl_backend.build(queue, head + prelude(1, 1) + DRIVER, "driver.cl")
     return queue, program
 
 
-def _drive(driver, mode: int, ops, mask: int = 0) -> tuple[list[int], int, int, int]:
+def _drive(driver, mode: int, ops, mask: int = 0) -> tuple[list[int], int, int, int, int]:
     """Run `ops` in order in one work-item of group 0 (one local word, one group);
-    (logged per op, the word's state, its mask, the unseen counter)."""
+    (logged per op, the word's state, its mask, the unseen counter, header word [7])."""
     import pyopencl as cl
 
     queue, program = driver
@@ -331,6 +335,7 @@ def _drive(driver, mode: int, ops, mask: int = 0) -> tuple[list[int], int, int, 
         int(shd[state]),
         int(shd[mask_word]),
         int(shd[SHD_UNSEEN]),
+        int(shd[SHD_CONFLICT]),
     )
 
 
@@ -348,16 +353,19 @@ def test_state_machine_marks_the_epochs_that_may_conflict(driver):
         (7, 36, LOAD), (7, 36, STORE),  # one work-item (bit 4 aliases epoch 4's)
         (8, 40, STORE),
     ]  # fmt: skip
-    logged, state, mask, unseen = _drive(driver, SHADOW_BUILD, ops)
+    logged, state, mask, unseen, conflict = _drive(driver, SHADOW_BUILD, ops)
     assert logged == [0] * len(ops)  # a build run never logs an access
     assert mask == (1 << 3) | (1 << 4) and unseen == 0
+    assert conflict == CONFLICT_SEEN  # the host need not search the masks
+    _, _, mask, _, conflict = _drive(driver, SHADOW_BUILD, ops[:6])
+    assert mask == 0 and conflict == 0
     assert state == _state(9, 2, 40)
     # an access of an older epoch than the state's (only under barrier divergence):
     # the state stays, the access's epoch is marked
-    logged, state, mask, _ = _drive(driver, SHADOW_BUILD, [(1, 7, STORE), (2, 5, LOAD)])
-    assert (state, mask) == (_state(2, 2, 7), 1 << 5)
+    logged, state, mask, _, conflict = _drive(driver, SHADOW_BUILD, [(1, 7, STORE), (2, 5, LOAD)])
+    assert (state, mask, conflict) == (_state(2, 2, 7), 1 << 5, CONFLICT_SEEN)
     # local indices from 0x1ffe count as several work-items
-    _, state, mask, _ = _drive(driver, SHADOW_BUILD, [(0x1FFE, 9, STORE)])
+    _, state, mask, _, _ = _drive(driver, SHADOW_BUILD, [(0x1FFE, 9, STORE)])
     assert (state, mask) == (_state(0x1FFF, 2, 9), 1 << 9)
 
 
@@ -370,9 +378,9 @@ def test_filter_runs_log_marked_epochs_and_count_new_ones(driver):
         (0, 2, LOAD),  # marked, though this run has one work-item there: logged
         (1, 3, STORE), (2, 3, STORE),  # a conflict the build run did not see
     ]  # fmt: skip
-    logged, _, mask, unseen = _drive(driver, SHADOW_FILTER, ops, built)
+    logged, _, mask, unseen, conflict = _drive(driver, SHADOW_FILTER, ops, built)
     assert logged == [1, 1, 0, 0, 1, 0, 1]
-    assert mask == built | (1 << 3) and unseen == 1
+    assert mask == built | (1 << 3) and unseen == 1 and conflict == 0
 
 
 def test_a_check_split_into_address_ranges_is_the_same(monkeypatch):
@@ -388,3 +396,13 @@ def test_a_check_split_into_address_ranges_is_the_same(monkeypatch):
     assert split.scope.passes > 1 and split.scope.complete
     assert modes[0] == SHADOW_BUILD and set(modes[1:]) == {SHADOW_FILTER}
     assert split.races == full.races and split.instances == full.instances
+
+
+def test_pocl_cpu_devices_run_a_group_on_one_thread():
+    """The backend builds the runtime's group-serial updates for PoCL's CPU devices
+    (the tests' device), and for no other platform."""
+    queue, _ = opencl_backend.get_device()
+    dev = queue.device
+    assert "Portable Computing Language" in dev.platform.name
+    assert opencl_backend.group_serial(dev)
+    assert not opencl_backend._serial_device("Oclgrind", int(dev.type))

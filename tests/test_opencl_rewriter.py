@@ -961,3 +961,36 @@ def test_compact_source_without_whitespace(queue):
         recs,
         [st((1, 36), "x", 0, 4, 0, 1), st((1, 36), "x", 4, 4, 1, 1), st((1, 83), "x", 8, 4, 0, 2)],
     )
+
+
+@pytest.mark.parametrize(
+    ("body", "events", "local"),
+    [
+        ("__kernel void k(__global float *y) { y[get_global_id(0)] = 1.0f; }", 0, 0),
+        (
+            "__kernel void k(__global float *y) { __local float t[4];"
+            " t[get_local_id(0) % 4u] = 1.0f; y[0] = t[0]; }",
+            0,
+            1,
+        ),
+        (
+            "__kernel void k(__global float *y) { y[get_global_id(0)] = 1.0f;"
+            " barrier(CLK_GLOBAL_MEM_FENCE); }",
+            1,
+            0,
+        ),
+        (
+            "__kernel void k(__global atomic_int *y) {"
+            " atomic_store_explicit(y, 1, memory_order_release); }",
+            1,
+            0,
+        ),
+    ],
+)
+def test_the_prologue_is_told_what_the_program_can_do(body, events, local):
+    """_GR_EVENTS: a kernel logs events (a barrier; release/acquire ORDER events);
+    _GR_LOCALS: a __local variable is tracked. Without, the prologue sets up no event
+    slots or local area for each work-item (shaders/runtime.cl's _gr_init)."""
+    inst = instrument(body, "k.cl", ["-cl-std=CL2.0"])
+    assert f"#define _GR_EVENTS {events}\n" in inst.source
+    assert f"#define _GR_LOCALS {local}\n" in inst.source

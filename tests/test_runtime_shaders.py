@@ -154,26 +154,33 @@ __kernel void m(__global float *x, __global uint *_gr_log, volatile __global uin
   _gr_acc(s, (ulong)x, 0u, 4u, 1u, 0u, 0, 0u, 0u);
   _gr_acc(s, (ulong)(x + 1u + g), 0u, 4u, 2u, 1u, (const __private uchar *)&v, 1u, 0u);
   if (g == 0u) _gr_acc(s, (ulong)(x + 1u), 0u, 4u, 3u, 0u, 0, 0u, 0u);
+  if (RACY && g == 5u) _gr_acc(s, (ulong)x, 0u, 4u, 4u, 1u, (const __private uchar *)&v, 1u, 0u);
 }
 """
 
 
-@pytest.mark.parametrize(("pair64", "sync"), [(1, 1), (0, 1), (1, 0)])
-def test_the_opencl_build_run_marks_each_shadow_pair(pair64, sync):
+@pytest.mark.parametrize(
+    ("pair64", "sync", "racy"), [(1, 1, 0), (1, 1, 1), (0, 1, 0), (0, 1, 1), (1, 0, 1)]
+)
+def test_the_opencl_build_run_marks_each_shadow_pair(pair64, sync, racy):
     """A build run's shadow pairs (actor, kinds), with the pair marked by one 64-bit
     compare-exchange (_GR_PAIR64 1, PoCL has the extension; clang's inlined __sync
     builtin, or OpenCL C's atom_cmpxchg with _GR_SYNC_CAS 0) and by the two 32-bit
     atomics of a device without it: a word every work-item loads is MULTI with the
-    load bit; work-item 0's word, stored and loaded by it, its actor with both bits;
-    every other stored word its own work-item's actor (group * 4 + local + 1)."""
+    load bit (and the store bit when work-item 5 also stores it: `racy`); work-item
+    0's word, stored and loaded by it, its actor with both bits; every other stored
+    word its own work-item's actor (group * 4 + local + 1). The header's [7] notes the
+    racy word (the 64-bit path), or asks the host to search (the 32-bit path), and
+    `shadow_may_conflict` agrees with the device search of the pairs."""
     import pyopencl as cl
 
     from gpurace.backends import opencl_backend
+    from gpurace.backends.prefilter import Prefilter
 
     queue, _ = opencl_backend.get_device()
-    head = f"#define _GR_PAIR64 {pair64}\n#define _GR_SYNC_CAS {sync}\n"
+    head = f"#define _GR_PAIR64 {pair64}\n#define _GR_SYNC_CAS {sync}\n#define RACY {racy}\n"
     source = head + cl_runtime.prelude(1, 1) + CL_MARK
-    program = opencl_backend.build(queue, source, f"mark{pair64}{sync}.cl")
+    program = opencl_backend.build(queue, source, f"mark{pair64}{sync}{racy}.cl")
     ctx, mf = queue.context, cl.mem_flags
     ctl = np.array(abi.control_words(0, (0, 0xFFFFFFFF), 0, 0, [0], [36], 0), np.uint32)
     shd = np.zeros(abi.SHADOW_HEAD + abi.PAIR_WORDS * 9, np.uint32)
@@ -186,8 +193,14 @@ def test_the_opencl_build_run_marks_each_shadow_pair(pair64, sync):
     cl.enqueue_copy(queue, shd, bufs[3], is_blocking=True)
     pairs = shd[abi.SHADOW_HEAD :].reshape(9, 2).tolist()
     load, store = abi.KB_LOAD, abi.KB_STORE
-    assert pairs == [[abi.MULTI, load], [1, load | store]] + [[g + 1, store] for g in range(1, 8)]
+    first = [abi.MULTI, load | store] if racy else [abi.MULTI, load]
+    assert pairs == [first, [1, load | store]] + [[g + 1, store] for g in range(1, 8)]
     assert shd[abi.SHD_UNSEEN] == 0
+    flag = abi.CONFLICT_SEEN if racy else 0
+    assert shd[abi.SHD_CONFLICT] == (flag if pair64 else abi.CONFLICT_SEARCH)
+    pre = Prefilter(bufs[3], 9, 4, abi.SHADOW_FILTER)
+    assert opencl_backend.shadow_search(queue, pre) == bool(racy)
+    assert opencl_backend.shadow_may_conflict(queue, pre) == bool(racy)
 
 
 CL_OVERLAP = """

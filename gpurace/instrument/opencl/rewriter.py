@@ -213,7 +213,9 @@ class Rewriter(AccessHelpers, BuiltinCalls):
             line = self.smap.line_col(off)[0]
             self.insert(off, f"{text}\n#line {line}\n")
         body = apply(self.text, self.edits)
-        head = prelude(nv, self.max_slots, self.uses_copies)
+        local = any(v.space == Space.LOCAL for v in self.variables)
+        events = self.has_barrier or self.uses_order
+        head = prelude(nv, self.max_slots, self.uses_copies, events, local)
         head += WG_BARRIER if self.uses_wg_barrier else ""
         head += f"#define _GR_ORDER {int(self.uses_order)}\n"
         head += ORDER_CL if self.uses_order else ""

@@ -66,19 +66,26 @@ def atomic_op(name: str) -> int | None:
     return None
 
 
-def prelude(nvars: int, slots: int, copies: bool = False) -> str:
+def prelude(
+    nvars: int, slots: int, copies: bool = False, events: bool = True, local: bool = True
+) -> str:
     """The logging runtime of a program with `nvars` tracked variables, at most `slots`
     of them in one kernel: the ABI's #defines, `_GR_SLOTS`, then ``shaders/runtime.cl``
     (the state type, prologue helpers, the record appender and the access logger).
     A program with async copies (`copies`) gets the pending-copy table (`_GR_ASYNC`
-    1); the others keep a state without it."""
+    1); the others keep a state without it. Without `events` (no kernel logs one)
+    or `local` (no tracked __local variable) the prologue leaves out the event
+    slots or the local area (`_GR_EVENTS`, `_GR_LOCALS` 0)."""
     own = (
         f"#define _GR_SLOTS {slots}u\n#define _GR_ASYNC {int(copies)}\n"
         f"#define _GR_HINT_SHIFT {HINT_SHIFT}u\n"
+        f"#define _GR_EVENTS {int(events)}\n#define _GR_LOCALS {int(local)}\n"
     )
-    return abi.runtime_c(nvars) + own + shaders.text("runtime.cl")
+    return abi.runtime_c(nvars) + own + shaders.text("runtime.cl") + RUNTIME_EVENTS
 
 
+# the events' part of the runtime, after runtime.cl in every program
+RUNTIME_EVENTS = shaders.text("runtime_events.cl")
 # work_group_barrier exists only from OpenCL C 2.0 on: emitted when used
 WG_BARRIER = shaders.text("runtime_cl2.cl")
 # release/acquire of C11 atomics and fences (docs/ordering.md): emitted when used
