@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gpurace import abi, api
-from gpurace.backends import opencl_backend
+from gpurace.backends import cl_args, opencl_backend
 from gpurace.backends.prefilter import SHADOW_BUILD, SHADOW_FILTER
 from gpurace.instrument import opencl
 from gpurace.instrument.opencl import rewriter
@@ -193,6 +193,6 @@ def test_the_launch_keeps_the_full_variant_when_an_argument_shares_an_elided_buf
     params = inst.params["saxpy"]
     a, b = object(), object()
     arr = np.zeros(4, np.float32)
-    assert opencl_backend.elision_holds(params, {0: (a, arr), 1: (b, arr)}, inst.elided)
-    assert not opencl_backend.elision_holds(params, {0: (a, arr), 1: (a, arr)}, inst.elided)
-    assert not opencl_backend.elision_holds(params, {0: (a, arr), 1: (b, arr)}, ())
+    assert cl_args.elision_holds(params, {0: (a, arr), 1: (b, arr)}, inst.elided)
+    assert not cl_args.elision_holds(params, {0: (a, arr), 1: (a, arr)}, inst.elided)
+    assert not cl_args.elision_holds(params, {0: (a, arr), 1: (b, arr)}, ())

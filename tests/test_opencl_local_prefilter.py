@@ -9,7 +9,7 @@ import pytest
 
 from gpurace import api
 from gpurace.abi import CONFLICT_SEEN, PAIR_WORDS, SHD_CONFLICT, SHD_UNSEEN
-from gpurace.backends import opencl_backend
+from gpurace.backends import cl_args, opencl_backend
 from gpurace.backends.prefilter import (
     SHADOW_BUILD,
     SHADOW_FILTER,
@@ -404,5 +404,5 @@ def test_pocl_cpu_devices_run_a_group_on_one_thread():
     queue, _ = opencl_backend.get_device()
     dev = queue.device
     assert "Portable Computing Language" in dev.platform.name
-    assert opencl_backend.group_serial(dev)
-    assert not opencl_backend._serial_device("Oclgrind", int(dev.type))
+    assert cl_args.group_serial(dev)
+    assert not cl_args._serial_device("Oclgrind", int(dev.type))

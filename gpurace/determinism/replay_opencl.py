@@ -85,7 +85,7 @@ class OpenclReplayer:
         import pyopencl as cl
 
         from gpurace import api
-        from gpurace.backends import opencl_backend
+        from gpurace.backends import cl_args, opencl_backend
 
         self.cl = cl
         self.queue = queue
@@ -128,7 +128,7 @@ class OpenclReplayer:
                 # a __local argument's value is its byte count
                 kargs.append(cl.LocalMemory(max(1, int(cast(int, value)))))
             else:
-                kargs.append(opencl_backend._scalar(b, value))
+                kargs.append(cl_args.scalar_argument(b, value))
         self.kernel.set_args(*kargs)
 
         hash_program = _hash_program(ctx)
