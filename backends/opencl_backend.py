@@ -37,7 +37,7 @@ from gpurace.abi import (
     ctl_uninit,
     place_written,
 )
-from gpurace.backends import analysis_driver, cl_pool
+from gpurace.backends import analysis_driver, cl_binaries, cl_pool
 from gpurace.backends.analysis_driver import (
     C_KERNELS,
     P_ROW,
@@ -152,7 +152,7 @@ def build(queue, source: str, path: str, options: Sequence[str] = ()):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            program = cl.Program(queue.context, source).build(options=list(options))
+            program = cl_binaries.build(cl, queue.context, source, path, options)
             if len(_built) >= _BUILT_KEEP:
                 del _built[next(iter(_built))]
             _built[key] = program

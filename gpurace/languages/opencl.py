@@ -64,7 +64,7 @@ def _cached(
 
     if cache.directory() is None:
         return None, None
-    included = _included(source, path, options) if _INCLUDE.search(source) else ""
+    included = included_text(source, path, options)
     if included is None:
         return None, None
     name = _cache_key(source + included, path, options)
@@ -75,6 +75,12 @@ def _cached(
             if isinstance(inst, Instrumented):
                 return name, inst
     return name, None
+
+
+def included_text(source: str, path: str, options: Sequence[str]) -> str | None:
+    """The text of the files `source` #includes ("" when none), which a cache entry
+    made from `source` must be keyed by too; None when one cannot be found here."""
+    return _included(source, path, options) if _INCLUDE.search(source) else ""
 
 
 def _rewrite(source: str, path: str, options: Sequence[str], name: str | None) -> Instrumented:

@@ -113,7 +113,11 @@ def install(session: Session) -> Callable[[], None]:
     """Wrap pyopencl to report to ``session``; returns the function that unwraps."""
     import pyopencl as cl
 
+    from gpurace.backends import cl_binaries
+
     undo: list[Callable[[], None]] = []
+    cl_binaries.enable()  # programs a pipeline's every run builds again (its module doc)
+    undo.append(lambda: cl_binaries.enable(False))
     programs: dict[int, tuple[Any, str | None, str, list[str]]] = {}  # int_ptr -> info
     local = threading.local()  # .calling > 0 inside Kernel.__call__ (this thread's)
     built = [0]  # programs built so far: the N of "<OpenCL program N>"
