@@ -56,16 +56,9 @@ def build(cl, ctx, source: str, path: str, options: Sequence[str]) -> object:
     from gpurace import cache
 
     binary = cache.load(name)
-    if binary:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                program = cl.Program(ctx, list(ctx.devices), [binary]).build(options=list(options))
-        except cl.Error:  # a binary the driver refuses is a miss
-            pass
-        else:
-            program._source = source  # pyopencl's Kernel() looks it up
-            return program
+    program = from_binary(cl, ctx, binary, source, options) if binary else None
+    if program is not None:
+        return program
     program = cl.Program(ctx, source).build(options=list(options))
     if binary is None:  # the first process: a mark, no binary
         cache.store(name, b"")
@@ -77,21 +70,48 @@ def build(cl, ctx, source: str, path: str, options: Sequence[str]) -> object:
     return program
 
 
+def from_binary(cl, ctx, binary: bytes, source: str, options: Sequence[str]) -> object | None:
+    """The program of `binary` (made from `source`) built for `ctx`'s one device;
+    None when the driver refuses it (a miss: the caller builds from source)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program = cl.Program(ctx, list(ctx.devices), [binary]).build(options=list(options))
+    except cl.Error:
+        return None
+    # as a source program has it: pyopencl's Kernel() looks it up, and on a binary
+    # program the lookup would try to make a kernel named "_source"
+    program._source = source
+    return program
+
+
+def binary_of(cl, program) -> bytes | None:
+    """A built program's binary for its (one) device; PoCL compiles a generic
+    work-group function of every kernel to make it."""
+    binaries = program.get_info(cl.program_info.BINARIES)
+    return bytes(binaries[0]) if binaries and binaries[0] else None
+
+
 def _hand_over() -> None:
-    """Start the detached child that makes the queued programs' binaries."""
+    """Start the detached child that makes the queued programs' binaries (a
+    temporary file or a process that cannot be made: no binaries, no error)."""
     if not _pending:
         return
-    fd, path = tempfile.mkstemp(prefix="gpurace-binaries-", suffix=".pickle")
-    with os.fdopen(fd, "wb") as f:
-        pickle.dump(list(_pending), f)
+    work = list(_pending)
     _pending.clear()
-    subprocess.Popen(
-        [sys.executable, "-m", "gpurace.backends.cl_binaries", path],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # outlives the run, which does not wait for it
-    )
+    try:
+        fd, path = tempfile.mkstemp(prefix="gpurace-binaries-", suffix=".pickle")
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(work, f)
+        subprocess.Popen(
+            [sys.executable, "-m", "gpurace.backends.cl_binaries", path],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # outlives the run, which does not wait for it
+        )
+    except OSError:
+        pass
 
 
 def make_binaries(pending: Sequence[tuple[str, str, str, list[str], str]]) -> int:
@@ -110,12 +130,11 @@ def make_binaries(pending: Sequence[tuple[str, str, str, list[str], str]]) -> in
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                program = cl.Program(cl.Context([dev]), source).build(options=options)
-                binaries = program.get_info(cl.program_info.BINARIES)
+                binary = binary_of(cl, cl.Program(cl.Context([dev]), source).build(options=options))
         except cl.Error:
             continue
-        if binaries and binaries[0]:
-            cache.store(name, bytes(binaries[0]))
+        if binary:
+            cache.store(name, binary)
             stored += 1
     return stored
 

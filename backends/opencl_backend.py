@@ -505,22 +505,15 @@ def companion_program(ctx, source: str) -> object:
         "opencl-program", p.name, p.version, dev.name, dev.version, dev.driver_version, source
     )
     binary = cache.load(name)
-    if binary is not None:
-        try:
-            program = cl.Program(ctx, [dev], [binary]).build()
-        except cl.Error:
-            pass
-        else:
-            # as a source program has it: pyopencl's Kernel() looks it up, and on a
-            # binary program the lookup would try to make a kernel named "_source"
-            program._source = source
-            return program
+    program = cl_binaries.from_binary(cl, ctx, binary, source, ()) if binary else None
+    if program is not None:
+        return program
     program = cl.Program(ctx, source).build()
     # PoCL compiles each kernel once more (for any work-group size) to make the
     # binary: a cost paid once per device and gpurace version
-    binaries = program.get_info(cl.program_info.BINARIES)
-    if binaries and binaries[0]:
-        cache.store(name, bytes(binaries[0]))
+    binary = cl_binaries.binary_of(cl, program)
+    if binary:
+        cache.store(name, binary)
     return program
 
 
