@@ -17,6 +17,7 @@ from gpurace.instrument.wgsl import instrument, runtime
 from gpurace.launch import LaunchSpec
 from gpurace.options import Options
 from tests.patched import Patched
+from tests.wgsl_reduce import RACY_REDUCE, REDUCE, reduce_spec
 
 UNFILTERED = Options(prefilter=False)
 
@@ -159,49 +160,21 @@ def test_a_clear_out_of_barrier_order_logs_every_local_access():
     assert filtered.scope.accesses_logged >= local
 
 
-# a tree reduction over 4 groups: group-invariant, so banked (banked.py), and its
-# race (no barrier between a level's stores and the next level's loads)
-TREE = """
-@group(0) @binding(0) var<storage, read_write> out: array<u32>;
-var<workgroup> t: array<u32, 64>;
-
-@compute @workgroup_size(64)
-fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    t[lid] = lid + wid.x;
-    workgroupBarrier();
-    for (var s = 32u; s > 0u; s = s / 2u) {
-        if (lid < s) {
-            t[lid] = t[lid] + t[lid + s];
-        }
-        LEVEL
-    }
-    if (lid == 0u) {
-        out[wid.x] = t[0];
-    }
-}
-"""
-TREE_SPEC = LaunchSpec.from_dict(
-    {"entry": "main", "workgroups": [4, 1, 1],
-     "binding": [{"binding": 0, "type": "u32", "count": 4}]},
-    path="tree.toml",
-)  # fmt: skip
-
-
-@pytest.mark.parametrize("level", ["workgroupBarrier();", ""], ids=["clean", "racy"])
-def test_a_group_invariant_reduction_s_banks_report_what_the_shadow_s_states_do(level, monkeypatch):
+@pytest.mark.parametrize("text", [REDUCE, RACY_REDUCE], ids=["clean", "racy"])
+def test_a_group_invariant_reduction_s_banks_report_what_the_shadow_s_states_do(text, monkeypatch):
     """Banks or shadow states (no room for banks: `runtime.BANK_BUDGET`) for group
     0's local area, standing for all four groups: the races and instances of either
     are the unfiltered check's."""
-    source = TREE.replace("LEVEL", level)
-    banked = api.check(source, TREE_SPEC, path="tree.wgsl", all_instances=True)
-    assert _const(instrument(source, "tree.wgsl").source, "_GR_LBANK").endswith(" 64u;")
-    full = api.check(source, TREE_SPEC, path="tree.wgsl", all_instances=True, options=UNFILTERED)
+    spec = reduce_spec(4)
+    banked = api.check(text, spec, path="reduce.wgsl", all_instances=True)
+    assert _const(instrument(text, "reduce.wgsl").source, "_GR_LBANK").endswith(" 64u;")
+    full = api.check(text, spec, path="reduce.wgsl", all_instances=True, options=UNFILTERED)
     monkeypatch.setattr(runtime, "BANK_BUDGET", 0)
-    # the same lines and columns, another text: the rewrite cached for `source` is banked
-    states_source = source + "// the shadow's states\n"
-    assert _const(instrument(states_source, "tree.wgsl").source, "_GR_LBANK").endswith(" 0u;")
-    states = api.check(states_source, TREE_SPEC, path="tree.wgsl", all_instances=True)
-    assert [r.cls.name for r in full.races] == ([] if level else ["LOCAL"])
+    # the same lines and columns, another text: the rewrite cached for `text` is banked
+    states_source = text + "// the shadow's states\n"
+    assert _const(instrument(states_source, "reduce.wgsl").source, "_GR_LBANK").endswith(" 0u;")
+    states = api.check(states_source, spec, path="reduce.wgsl", all_instances=True)
+    assert [r.cls.name for r in full.races] == ([] if text is REDUCE else ["LOCAL"])
     for report in (banked, states):
         assert report.races == full.races and report.instances == full.instances
         assert report.scope.complete

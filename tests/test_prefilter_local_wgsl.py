@@ -22,6 +22,7 @@ from gpurace.model import Kind, Space
 from gpurace.options import Options
 from tests.corpus import cases
 from tests.patched import Patched
+from tests.wgsl_reduce import RACY_REDUCE, REDUCE, reduce_spec
 
 LOCAL_CASES = [c for c in cases("wgsl", ".wgsl") if "var<workgroup>" in c.load()[0]]
 
@@ -91,43 +92,11 @@ def test_a_local_area_for_only_the_first_group_is_still_exact(case, monkeypatch)
     assert filtered.instances == full.instances
 
 
-REDUCE = """
-@group(0) @binding(0) var<storage, read> src: array<u32>;
-@group(0) @binding(1) var<storage, read_write> sums: array<u32>;
-
-var<workgroup> tile: array<u32, 64>;
-
-@compute @workgroup_size(64)
-fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
-    tile[lid] = src[wg.x * 64u + lid];
-    workgroupBarrier();
-    for (var s = 32u; s > 0u; s >>= 1u) {
-        if (lid < s) {
-            tile[lid] = tile[lid] + tile[lid + s];
-        }
-        workgroupBarrier();
-    }
-    if (lid == 0u) {
-        sums[wg.x] = tile[0];
-    }
-}
-"""
-
-
-def _reduce_spec(groups: int) -> LaunchSpec:
-    return LaunchSpec.from_dict(
-        {"entry": "main", "workgroups": [groups, 1, 1],
-         "binding": [{"binding": 0, "type": "u32", "count": 64 * groups, "fill": "arange"},
-                     {"binding": 1, "type": "u32", "count": groups}]},
-        path="reduce.toml",
-    )  # fmt: skip
-
-
 def test_a_reduction_logs_only_its_events_in_one_instrumented_launch(monkeypatch):
     """Every tile word is rewritten each barrier step by another work-item: no bucket
     may conflict, so the build run's log (events only: one per barrier and one exit
     per group) stands for the check."""
-    spec = _reduce_spec(8)
+    spec = reduce_spec(8)
     calls, backend = _record_launches()
     report = api.check(REDUCE, spec, path="reduce.wgsl", backend=backend)
     assert [mode for mode, _ in calls] == [SHADOW_BUILD]
@@ -141,14 +110,8 @@ def test_a_reduction_logs_only_its_events_in_one_instrumented_launch(monkeypatch
     assert full.scope.accesses_logged > 8 * 64 * 3
 
 
-RACY_REDUCE = REDUCE.replace(
-    "            tile[lid] = tile[lid] + tile[lid + s];\n        }\n        workgroupBarrier();",
-    "            tile[lid] = tile[lid] + tile[lid + s];\n        }",
-)
-
-
 def test_a_reduction_without_its_step_barrier_logs_only_the_racing_buckets(monkeypatch):
-    spec = _reduce_spec(4)
+    spec = reduce_spec(4)
     full = _unfiltered(monkeypatch, RACY_REDUCE, spec, "reduce.wgsl", all_instances=True)
     calls, backend = _record_launches()
     filtered = api.check(RACY_REDUCE, spec, path="reduce.wgsl", all_instances=True, backend=backend)
