@@ -34,6 +34,15 @@ def _fail(message: str) -> NoReturn:
     sys.exit(EXIT_ERROR)
 
 
+def _exit_now(message: str) -> NoReturn:
+    """Print one error line to stderr and exit 2 at once: no interpreter teardown,
+    which would release a device that is still running (or stuck in) a launch."""
+    click.echo(message, err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_ERROR)
+
+
 def _api() -> Any:
     # import_module (not ``from gpurace import api``) so tests can substitute the module
     return importlib.import_module("gpurace.api")
@@ -52,12 +61,10 @@ def _guarded(fn: Callable[[], int]) -> NoReturn:
     except BrokenPipeError:  # the reader went away (`gpurace check ... | head -0`)
         _quiet_exit()
     except DeviceHang as err:  # the GPU context is stuck: exiting normally would wait on it
-        click.echo(str(err), err=True)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(EXIT_ERROR)
-    except KeyboardInterrupt as err:
-        _fail(f"error: interrupted{' (SIGTERM)' if isinstance(err, Terminated) else ''}")
+        _exit_now(str(err))
+    except KeyboardInterrupt as err:  # a launch may still be running (a WGSL check runs
+        # in this process): tearing its device down under it can crash the exit (SIGSEGV)
+        _exit_now(f"error: interrupted{' (SIGTERM)' if isinstance(err, Terminated) else ''}")
     except Exception as err:  # the last line of defence: never a traceback by default
         _fail(_error_line(err))
     sys.exit(code)
