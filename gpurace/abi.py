@@ -448,6 +448,11 @@ PAIR_WORDS = 2  # launch-wide area: (actor, kinds) per word
 MULTI = 0xFFFFFFFF  # an actor word: several actors
 # a kinds word (and a local state's kinds field): bit 1 << model.Kind
 KB_LOAD, KB_STORE, KB_ATOMIC = 1, 2, 4
+# OpenCL: bit 31 of a load's kind argument to `_gr_acc` (never in a record): the same
+# work-item stores to the same lvalue later in the same full expression (`y[i] = a *
+# y[i]`, `y[i] += v`; the rewriter's `then_store`), so a build run marks the store's
+# kind with the load's and the store finds its mark made (docs/internals.md §5)
+ACC_THEN_STORE = 1 << 31
 # a local state: bits 0-12 actor (lid + 1; LS_MULTI several), 13-15 kinds, 16-31 epoch
 LS_MULTI = 0x1FFF
 LS_KIND_SHIFT = 13
@@ -548,7 +553,7 @@ GROUPS: dict[str, list[str]] = {
     "shadow": (
         "SHADOW_HEAD SHD_MODE SHD_WORDS SHD_WGSIZE SHD_UNSEEN SHD_LWORDS SHD_LGROUPS SHD_LOFF "
         "SHD_LOCAL_OOB SHD_CONFLICT CONFLICT_SEEN CONFLICT_SEARCH "
-        "SHADOW_OFF SHADOW_BUILD SHADOW_FILTER PAIR_WORDS MULTI "
+        "SHADOW_OFF SHADOW_BUILD SHADOW_FILTER PAIR_WORDS MULTI ACC_THEN_STORE "
         "KB_LOAD KB_STORE KB_ATOMIC LS_MULTI LS_KIND_SHIFT LS_EPOCH_SHIFT MASK_EPOCHS"
     ).split(),
     "analysis": (

@@ -263,7 +263,7 @@ __attribute__((always_inline)) void _gr_conflict(volatile __global uint *shd, ui
    a word in a way mode 1 did not see. */
 __attribute__((always_inline)) int _gr_shadow(__private _gr_state_t *s, uint flags, uint first, uint last) {
   volatile __global uint *shd = s->shd;
-  uint bit = 1u << (flags & _GR_F_KIND_MASK);
+  uint bit = (1u << (flags & _GR_F_KIND_MASK)) | ((flags & _GR_ACC_THEN_STORE) ? _GR_KB_STORE : 0u);
   uint actor = ((flags >> _GR_F_SPACE_SHIFT) & 1u) ? s->lid + 1u : s->actor;
   int needed = 0, unseen = 0;
   for (uint i = first / 4u; i <= last / 4u; i++) {
@@ -330,7 +330,8 @@ __attribute__((always_inline)) int _gr_shadow(__private _gr_state_t *s, uint fla
 __attribute__((always_inline)) int _gr_local(__private _gr_state_t *s, uint flags, uint first, uint last) {
   volatile __global uint *shd = s->shd;
   uint a = s->lactor;
-  uint k = 1u << (_GR_LS_KIND_SHIFT + (flags & _GR_F_KIND_MASK));
+  uint k = (1u << (flags & _GR_F_KIND_MASK)) | ((flags & _GR_ACC_THEN_STORE) ? _GR_KB_STORE : 0u);
+  k <<= _GR_LS_KIND_SHIFT;
   uint e = s->ep_l & 0xffffu;
   uint bit = 1u << (s->ep_l % _GR_MASK_EPOCHS);
   int logged = 0, unseen = 0;
@@ -643,6 +644,8 @@ uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site
      compiler keeps the state's table in registers (indexed by a run-time slot it
      stayed in memory, the most of an access's cost on PoCL). An address below a
      variable's start wraps to a difference beyond its size (sizes are 32-bit). */
+  uint then = kind & _GR_ACC_THEN_STORE;  /* a build run's mark only: never in a record */
+  kind &= ~_GR_ACC_THEN_STORE;
   uint k = _GR_SLOTS, past = 0u, off = 0u, id = 0u, lbase = 0u, lw0 = 0u;
 #if _GR_INITCHECK
   uint wb = 0u;
@@ -683,7 +686,7 @@ uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site
     /* a build run's access of one chunk: what the loop below does for it (a build
        run keeps nothing: _gr_keep_local and _gr_keep only mark the local area or the
        launch-wide shadow), without the record's fields */
-    uint f = kind | (space << _GR_F_SPACE_SHIFT), llast = lw0 + (off + size - 1u) / 4u;
+    uint f = kind | (space << _GR_F_SPACE_SHIFT) | then, llast = lw0 + (off + size - 1u) / 4u;
     if (space && s->lwords && llast < s->lwords)
       _gr_local(s, f, lw0 + off / 4u, llast);
     else

@@ -5,6 +5,9 @@ access's sites and the edit that calls its generated helper."""
 
 from __future__ import annotations
 
+import re
+
+from gpurace.abi import ACC_THEN_STORE
 from gpurace.model import Kind
 
 from .builtins import RV
@@ -12,6 +15,16 @@ from .edits import Edit
 from .rewriter_api import RewriterAPI
 from .runtime import PS
 from .types import access_size, c_type, is_record, leaves, own_space, pointer_to
+
+#: calls a store's right-hand side may make and still mark its loads ACC_THEN_STORE:
+#: work-item functions, which neither touch memory nor wait at a barrier
+PURE_CALLS = frozenset(
+    f"get_{n}"
+    for n in (
+        "global_id local_id group_id global_size local_size num_groups global_offset "
+        "work_dim enqueued_local_size global_linear_id local_linear_id"
+    ).split()
+)
 
 _COMPONENTS = {"x": 0, "y": 1, "z": 2, "w": 3, "r": 0, "g": 1, "b": 2, "a": 3}
 
@@ -73,6 +86,24 @@ def zero(T: str, record: bool) -> str:
     )
 
 
+def lvalue_text(text: str) -> str:
+    """An lvalue's text without blanks or enclosing parentheses: what two uses of the
+    same lvalue in one full expression share (`y[i]`, `y[ i ]`, `(y[i])`)."""
+    t = re.sub(r"\s+", "", text)
+    while t.startswith("(") and t.endswith(")") and _balanced(t[1:-1]):
+        t = t[1:-1]
+    return t
+
+
+def _balanced(t: str) -> bool:
+    depth = 0
+    for ch in t:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
 class AccessHelpers(RewriterAPI):
     """Mixin of the Rewriter: the helper of each kind of plain access."""
 
@@ -117,9 +148,11 @@ class AccessHelpers(RewriterAPI):
             self.edits.append(Edit(c.extent.start.offset, self.end(c), build_vec))
             return
         T = c_type(c.type)
+        # the lvalue a store in this full expression writes later (docs/internals.md §5)
+        kind = ACC_THEN_STORE if self.then_store == (lvalue_text(self.src(c)), sp, T) else 0
 
-        def make(name, T=T, t=c.type):
-            body = self.leaf_lines(t, 0, "site", sp, None)
+        def make(name, T=T, t=c.type, kind=kind):
+            body = self.leaf_lines(t, kind, "site", sp, None)
             return (
                 f"{T} {name}({pointer_to(T, 'const ' + self.pquals(t))}p, {PS}s, uint site) {{\n"
                 + OOB_HEAD
@@ -127,7 +160,7 @@ class AccessHelpers(RewriterAPI):
                 + f"\n  if (oob) {zero(T, is_record(t))}\n  return *p;\n}}"
             )
 
-        h = self.helper(f"ld|{T}|{self.pquals(c.type)}", make)
+        h = self.helper(f"ld|{T}|{self.pquals(c.type)}|{kind}", make)
         sid = self.slot_hint(sid, c)
 
         def build(sub, h=h, c=c, sid=sid):
@@ -184,8 +217,40 @@ class AccessHelpers(RewriterAPI):
             return f"{h}(&({ptr}), {val}, _gr_s, {sid}u)"
 
         self.parts(c)
-        self.visit(rhs, RV)
+        outer = self.then_store
+        self.then_store = None if sel else self.then_store_key(node, c, sp)
+        try:
+            self.visit(rhs, RV)
+        finally:
+            self.then_store = outer
         self.edits.append(Edit(node.extent.start.offset, self.end(node), build))
+
+    def then_store_key(self, node, lhs, sp: int) -> tuple[str, int, str] | None:
+        """What a load in assignment `node`'s right-hand side must match to be marked
+        ACC_THEN_STORE: the stored lvalue's text, space and type, when the assignment
+        changes nothing else before its store (no call but a work-item function, no
+        assignment, increment or decrement, no macro left unexpanded), so that a load of
+        the same text reads the bytes the store then writes. Only a build run's shadow
+        marks use it, and a mark made early is never wrong: were the addresses to
+        differ, the store would still make its own (docs/internals.md §5)."""
+        s, e = node.extent.start.offset, self.end(node)
+        if is_record(lhs.type) or any(ms < e and s < me for ms, me in self.macro_uses):
+            return None
+        K = self.K
+        todo = [*self.children(node)]
+        while todo:
+            c = todo.pop()
+            k = c.kind
+            if (
+                (k == K.CALL_EXPR and c.spelling not in PURE_CALLS)
+                or k == K.COMPOUND_ASSIGNMENT_OPERATOR
+                or k.is_statement()
+                or (k == K.BINARY_OPERATOR and self.op_between(*self.children(c)) == "=")
+                or (k == K.UNARY_OPERATOR and ("++" in self.src(c) or "--" in self.src(c)))
+            ):
+                return None
+            todo.extend(self.children(c))
+        return lvalue_text(self.src(lhs)), sp, c_type(lhs.type)
 
     def rmw_helper(self, c, sel, base, sp, op: str, vtype, key: str) -> str:
         """Helper for `x op= v` (vtype given) or `++`/`--` (op "pre++" etc.)."""
@@ -193,14 +258,14 @@ class AccessHelpers(RewriterAPI):
             vt = base.type
             VT, ST = c_type(vt), c_type(c.type)
             idx = swizzle(sel, vt.get_canonical().element_count)
-            ld = self.run_lines(vt, idx, 0, "sl", sp, None)
+            ld = self.run_lines(vt, idx, ACC_THEN_STORE, "sl", sp, None)
             stl = self.run_lines(vt, idx, 1, "ss", sp, "t")
             read, write = f"(*p).{sel}", f"(*p).{sel} = r;"
             ptype, T = f"{self.pquals(vt)} {VT} *", ST
             fill = f"  {VT} t = ({VT})(0);\n  t.{sel} = r;\n"
         else:
             T = c_type(c.type)
-            ld = self.leaf_lines(c.type, 0, "sl", sp, None)
+            ld = self.leaf_lines(c.type, ACC_THEN_STORE, "sl", sp, None)
             stl = self.leaf_lines(c.type, 1, "ss", sp, "r")
             read, write = "*p", "*p = r;"
             ptype = pointer_to(T, self.pquals(c.type))

@@ -68,6 +68,7 @@ class Rewriter(AccessHelpers, BuiltinCalls):
             for c in tu.cursor.get_children()
             if c.kind == self.K.MACRO_INSTANTIATION and self.in_file(c)
         ]
+        self.then_store: tuple[str, int, str] | None = None
         self.edits: list[Edit] = []
         self.sites: list[Site] = []
         self.variables: list[TrackedVar] = []

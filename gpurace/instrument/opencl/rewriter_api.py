@@ -24,6 +24,9 @@ class RewriterAPI:
     user_functions: set[str]
     uses_copies: bool
     uses_order: bool
+    macro_uses: list[tuple[int, int]]
+    # while a store's right-hand side is visited: its lvalue (accesses.then_store_key)
+    then_store: tuple[str, int, str] | None
 
     if TYPE_CHECKING:
 
@@ -40,6 +43,8 @@ class RewriterAPI:
         def helper(self, key: str, make) -> str: ...
 
         def children(self, c) -> list: ...
+
+        def op_between(self, lhs, rhs) -> str: ...
 
         def strip(self, c): ...
 
