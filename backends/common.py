@@ -39,6 +39,9 @@ class LaunchResult:
     # (docs/protocols.md)
     protocol: list[ProtocolError] = field(default_factory=list)
     protocol_search: str = ""
+    # a build run that stands for its filter runs: its log holds barrier and exit
+    # events, no access (gpurace/analysis/events_only.py)
+    events_only: bool = False
 
 
 class Described(Protocol):

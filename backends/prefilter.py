@@ -35,7 +35,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -218,7 +218,7 @@ def filtered_run(
             built = timed("build run", 0, full_range, capacity if has_barriers else 0, 0, 0, pre)
             pre.mode = SHADOW_FILTER
             stands = built.requested <= built.capacity  # its events all fit
-            quiet.append(built if stands and not searched(pre) else None)
+            quiet.append(replace(built, events_only=True) if stands and not searched(pre) else None)
         built = quiet[0]
         if built is not None and bins == 0:
             if lo >= events_end or built.requested == 0:

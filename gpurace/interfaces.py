@@ -184,6 +184,15 @@ class Target:
             from gpurace.backends.analysis_driver import Ordering
 
             more["ordering"] = Ordering(self.initial, self.local_clocks, self.phases)
+        if result.events_only and not ordered:
+            from gpurace.analysis import events_only
+
+            log = self.backend.read_log(self.handle, result)[:n]
+            if events_only.diverges(log, lo, hi) is False:
+                from gpurace.backends.analysis_driver import DeviceAnalysis
+
+                found = DeviceAnalysis([], [], 0, 0, {}, [])  # nothing to report
+                return self.results(found) if self.results else found
         found = self.backend.analyse_on_device(
             self.handle,
             result.log,
