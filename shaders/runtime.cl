@@ -107,6 +107,9 @@ typedef struct {
   uint inrange;  /* this group's id lies in the run's address range: its events are this run's */
   uint ordw;  /* a logging run's order word (abi.CTL_ORDER): 0 outside an ordered split launch */
   uint lwords;
+  /* a build run's load marked its words with the store that follows it (ACC_THEN_STORE)
+     at this address: that store has nothing left to do (_gr_marked); 0: none */
+  ulong then_at;
   /* this group's local area: its first state word in the shadow, the distance from a
      state to its mask, and this work-item's actor there (computed once, _gr_init) */
   uint lstate, lmask, lactor;
@@ -162,6 +165,7 @@ void _gr_init(__private _gr_state_t *s, __global uint *log, volatile __global ui
   s->ep_g = 0u;
   s->nbar = 0u;
   s->evlast = 0u;
+  s->then_at = 0ul;
   s->n = 0u;
   /* a slot no _gr_track fills has size 0: no address lies in it (_gr_acc's search) */
   for (uint k = 0u; k < _GR_SLOTS; k++) s->size[k] = 0u;
@@ -631,6 +635,16 @@ __attribute__((always_inline)) int _gr_elided(__private _gr_state_t *s, ulong a,
 #endif
 }
 
+/* Whether a store at `a` may skip _gr_acc, which would do nothing for it: the load of
+   the same lvalue in its assignment (ACC_THEN_STORE) left its build run's marks made
+   at `a` (`then_at`, set only in build runs). Consumes the note. Inlined into the
+   store helpers of such assignments (docs/internals.md §5). */
+__attribute__((always_inline)) int _gr_marked(__private _gr_state_t *s, ulong a) {
+  ulong t = s->then_at;
+  s->then_at = 0ul;
+  return t != 0ul && t == a;
+}
+
 /* Log one access of `size` bytes at address `a` (records of at most 16 bytes).
    Returns 1 when it is out of bounds (recorded by _gr_oob, not logged): the caller
    then leaves out the access (a read gives zero). `site` holds no slot hint (the
@@ -691,6 +705,14 @@ uint _gr_acc(__private _gr_state_t *s, ulong a, uint space, uint size, uint site
       _gr_local(s, f, lw0 + off / 4u, llast);
     else
       _gr_shadow(s, f, lbase + (off & ~3u), lbase + ((off + size - 1u) & ~3u));
+    /* the store that follows finds its marks made where nothing can undo them before
+       it: a launch-wide pair only grows; a group's local state changes only by its own
+       work-items, which run one after another on PoCL's CPU devices. Not where the
+       store must set its written bits (initcheck) */
+#if _GR_INITCHECK
+    if (wb) then = 0u;
+#endif
+    if (then && (!space || _GR_GROUP_SERIAL)) s->then_at = a;
     return 0u;
   }
   _gr_acc_log(s, space, size, site, kind, bytes, known, extra, off, id, lbase, lw0);

@@ -1,7 +1,8 @@
 """A load whose store follows (docs/internals.md §5, `ACC_THEN_STORE`): the rewriter
 marks the load of an lvalue that the same assignment stores to afterwards and nothing
-else in it changes, and a build run's marks with it are the marks without it, word for
-word; logging runs never see the bit."""
+else in it changes, and the store may then skip `_gr_acc` (`_gr_marked`); a build run's
+marks with both are the marks without them, word for word, and so are the filter and
+logging runs that follow; logs never carry the bit."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ import pytest
 from gpurace import abi, api
 from gpurace.abi import ACC_THEN_STORE
 from gpurace.backends import opencl_backend
-from gpurace.backends.prefilter import local_order_words
+from gpurace.backends.prefilter import SHADOW_FILTER, local_order_words
 from gpurace.instrument import opencl
 from gpurace.launch import LaunchSpec
 from gpurace.model import Kind
+from gpurace.target import kernel_shadows
 
 FLAG = f"{ACC_THEN_STORE}u"
 
@@ -30,19 +32,20 @@ def _call_text(src: str, at: int) -> str:
     return src[at + 3 : i - 1]
 
 
-def marked_lvalues(source: str) -> list[str]:
-    """The lvalues, in the kernel's order, whose load helper carries ACC_THEN_STORE."""
+def marked_lvalues(source: str, needle: str = FLAG) -> list[str]:
+    """The lvalues, in the kernel's order, whose helper holds `needle`: ACC_THEN_STORE
+    (a marked load), `_gr_marked(` (a store that may skip _gr_acc)."""
     src = opencl.instrument(source, "k.cl").source
     kernel = src.index("__kernel")
     marked = set()
     for m in re.finditer(r"^[\w ]+ (_gr_h\d+)\(", src[:kernel], re.M):
-        if FLAG in src[m.start() : src.index("\n}\n", m.start())]:
+        if needle in src[m.start() : src.index("\n}\n", m.start())]:
             marked.add(m.group(1))
     out = []
     for name in sorted(marked):
         at = src.find(name + "(&(", kernel)
         while at >= 0:
-            out.append((at, _call_text(src, at + len(name))))
+            out.append((at, "".join(_call_text(src, at + len(name)).split())))
             at = src.find(name + "(&(", at + 1)
     return [text for _, text in sorted(out)]
 
@@ -79,15 +82,19 @@ __kernel void k(__global float *y, __global float *z, __global float4 *v, float 
     ],
 )
 def test_the_load_of_the_stored_lvalue_is_marked_and_nothing_else(stmt, marked):
-    assert marked_lvalues(KERNEL.format(stmt=stmt)) == marked
+    source = KERNEL.format(stmt=stmt)
+    assert marked_lvalues(source) == marked
+    assert marked_lvalues(source, "_gr_marked(") == marked  # and its store may skip
 
 
 RACY = """
 __kernel void k(__global float *y, __global const uint *idx, __global uint *hits) {
-    __local float tile[16];
+    __local float tile[16], sum[16];
     uint i = get_global_id(0), lid = get_local_id(0);
     tile[lid] = y[i];
+    sum[lid] = sum[lid] + 1.0f;  /* an uninitialised read: the store then writes it */
     barrier(CLK_LOCAL_MEM_FENCE);
+    y[i] += sum[lid];
     tile[lid] = tile[lid] + tile[(lid + 1u) % 16u];  /* reads a word its owner writes */
     y[i] = y[i] * 2.0f + tile[lid];
     y[idx[i]] = y[idx[i]] + 1.0f;  /* duplicates in idx: several work-items a word */
@@ -107,9 +114,10 @@ def _spec() -> LaunchSpec:
     )  # fmt: skip
 
 
-def _run(source: str) -> tuple[np.ndarray, np.ndarray]:
-    """A build run's whole shadow (header, pairs, local states and masks) and an
-    unfiltered run's log, of the instrumented `source`."""
+def _run(source: str) -> dict[str, np.ndarray]:
+    """Of the instrumented `source`: a build run's whole shadow (header, pairs, local
+    states and masks) and uninitialised-read area, then a filter run's log and unseen
+    count, and an unfiltered run's log; __local variables are initchecked."""
     queue, _ = opencl_backend.get_device()
     inst = opencl.instrument(RACY, "k.cl")
     spec = _spec()
@@ -117,30 +125,53 @@ def _run(source: str) -> tuple[np.ndarray, np.ndarray]:
     extents = api.opencl_extents(inst, "k", spec)
     bases, total = api.linear_layout(extents, 16)
     pre = opencl_backend.prefilter(queue, total, 16, local_order_words(inst.variables, extents), 4)
+    shadows = kernel_shadows(inst, "k", spec.args, "k.toml", extents, 4)
 
     def launch(prefilter=None):
         return opencl_backend.launch(
             queue, source, "k.cl", "k", params, api.opencl_args(spec, params), (64, 1, 1),
             (16, 1, 1), var_bases=bases, var_sizes=extents, log_capacity=1 << 12,
-            prefilter=prefilter,
+            prefilter=prefilter, initcheck=shadows,
         )  # fmt: skip
 
-    launch(pre)
+    built = launch(pre)
     words = np.empty(pre.nbytes // 4, np.uint32)
     opencl_backend._cl().enqueue_copy(queue, words, pre.buf)
-    log = opencl_backend.read_log(queue, launch())
-    return words, log
+    pre.mode = SHADOW_FILTER
+    filtered = launch(pre)
+    return {
+        "shadow": words,
+        "uninit": built.uninit,
+        "filtered": _sorted(opencl_backend.read_log(queue, filtered)),
+        "unseen": np.array([filtered.unseen]),
+        "unfiltered": _sorted(opencl_backend.read_log(queue, launch())),
+    }
 
 
-def test_marks_made_early_are_the_marks_made_at_the_store():
+def _sorted(log: np.ndarray) -> np.ndarray:
+    """A log's records in order, without the stored values: the racy stores' values
+    depend on how the groups interleave, which differs from run to run."""
+    log = log.copy()
+    log[:, abi.W_VALUE] = 0
+    return np.array(sorted(map(tuple, log.tolist())), np.uint32).reshape(-1, 8)
+
+
+@pytest.mark.parametrize("serial", [True, False], ids=["group-serial", "atomics"])
+def test_marks_made_early_are_the_marks_made_at_the_store(serial, monkeypatch):
+    """The same runs with the loads unmarked (so every store marks its own words):
+    the same shadow, the same uninitialised reads, the same logs; with PoCL's
+    group-serial updates (a local store may skip too) and without (global only)."""
+    monkeypatch.setattr(opencl_backend, "group_serial", lambda device: serial)
     source = opencl.instrument(RACY, "k.cl").source
-    assert source.count(FLAG) == 3  # the helpers of tile's, y's and hits' loads
-    shadow, log = _run(source)
-    plain_shadow, plain_log = _run(source.replace(FLAG, "0u"))
+    assert source.count(FLAG) == 4  # the helpers of tile's, y's, y's += and hits' loads
+    marked, plain = _run(source), _run(source.replace(FLAG, "0u"))
     # the race on tile and y's shared words: the build run notes a possible conflict
-    assert shadow[abi.SHD_CONFLICT] & abi.CONFLICT_SEEN
-    assert (shadow == plain_shadow).all()
-    # an unfiltered run logs what it did without the bit, and never the bit itself
-    assert sorted(map(tuple, log.tolist())) == sorted(map(tuple, plain_log.tolist()))
+    assert marked["shadow"][abi.SHD_CONFLICT] & abi.CONFLICT_SEEN
+    assert marked["uninit"][0] == 64 and marked["unseen"][0] == 0  # sum's first reads
+    assert len(marked["filtered"]) > 0
+    for what in marked:
+        assert (marked[what] == plain[what]).all(), what
+    # logs never carry the bit
+    log = marked["unfiltered"]
     accesses = log[(log[:, abi.W_FLAGS] & abi.F_KIND_MASK) != Kind.EVENT]
     assert len(accesses) > 0 and not (accesses[:, abi.W_FLAGS] >> 24).any()

@@ -56,16 +56,21 @@ def runs(indices: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-def acc_line(off: int, size: int, kind: int, site: str, sp: int, value: str | None) -> str:
+def acc_line(
+    off: int, size: int, kind: int, site: str, sp: int, value: str | None, marked: bool = False
+) -> str:
     """A helper's `_gr_acc` call for the `size` bytes at byte `off` of the access at
     `p` (with the stored bytes of `value` for a store): one record line, whatever
     part of the access (a record leaf, a run of vector components) it logs. It sets
     the helper's `oob` when the part is out of bounds (docs/memcheck.md): the helper
-    then leaves out the access (OOB_HEAD declares it)."""
+    then leaves out the access (OOB_HEAD declares it). `marked`: a store whose
+    assignment's load of the same lvalue is marked ACC_THEN_STORE."""
     bytes_ = f"(const __private uchar *)&{value} + {off}" if value else "0"
     known = "1u" if value else "0u"
-    # a load first asks _gr_elided whether _gr_acc would do nothing for it
+    # a load first asks _gr_elided whether _gr_acc would do nothing for it, a marked
+    # store _gr_marked whether its load made its marks
     skip = f"if (!_gr_elided(s, (ulong)p + {off}u, {sp}u, {size}u, {site})) " if kind == 0 else ""
+    skip = f"if (!_gr_marked(s, (ulong)p + {off}u)) " if marked else skip
     return (
         f"  {skip}oob |= _gr_acc(s, (ulong)p + {off}u, {sp}u, {size}u, _GR_SITE({site}), {kind}u, "
         f"{bytes_}, {known}, 0u);"
@@ -107,13 +112,20 @@ def _balanced(t: str) -> bool:
 class AccessHelpers(RewriterAPI):
     """Mixin of the Rewriter: the helper of each kind of plain access."""
 
-    def leaf_lines(self, t, kind: int, site: str, sp: int, value: str | None) -> list[str]:
+    def leaf_lines(
+        self, t, kind: int, site: str, sp: int, value: str | None, marked: bool = False
+    ) -> list[str]:
         ls = leaves(t) if is_record(t) else [(0, access_size(t))]
-        return [acc_line(off, size, kind, site, sp, value) for off, size in ls]
+        return [acc_line(off, size, kind, site, sp, value, marked) for off, size in ls]
 
-    def run_lines(self, vt, indices, kind, site, sp, value: str | None) -> list[str]:
+    def run_lines(
+        self, vt, indices, kind, site, sp, value: str | None, marked: bool = False
+    ) -> list[str]:
         es = vt.get_canonical().element_type.get_size()
-        return [acc_line(first * es, n * es, kind, site, sp, value) for first, n in runs(indices)]
+        return [
+            acc_line(first * es, n * es, kind, site, sp, value, marked)
+            for first, n in runs(indices)
+        ]
 
     def pquals(self, t) -> str:
         q = own_space(t)
@@ -150,6 +162,7 @@ class AccessHelpers(RewriterAPI):
         T = c_type(c.type)
         # the lvalue a store in this full expression writes later (docs/internals.md §5)
         kind = ACC_THEN_STORE if self.then_store == (lvalue_text(self.src(c)), sp, T) else 0
+        self.then_loads += kind == ACC_THEN_STORE
 
         def make(name, T=T, t=c.type, kind=kind):
             body = self.leaf_lines(t, kind, "site", sp, None)
@@ -179,6 +192,14 @@ class AccessHelpers(RewriterAPI):
         sid = self.site(Kind.STORE, c.extent.start.offset, self.end(c), self.var_of(c))
         sp = int(space)
         target = base if sel else c
+        self.parts(c)
+        outer, loads = self.then_store, self.then_loads
+        self.then_store = None if sel else self.then_store_key(node, c, sp)
+        try:
+            self.visit(rhs, RV)
+        finally:
+            self.then_store = outer
+        marked = self.then_loads > loads  # its right-hand side loads what it stores
         if sel:
             vt = base.type
             VT, ST = c_type(vt), c_type(c.type)
@@ -199,7 +220,7 @@ class AccessHelpers(RewriterAPI):
             T = c_type(c.type)
 
             def make(name, T=T, t=c.type):
-                body = self.leaf_lines(t, 1, "site", sp, "v")
+                body = self.leaf_lines(t, 1, "site", sp, "v", marked)
                 return (
                     f"{T} {name}({pointer_to(T, self.pquals(t))}p, {T} v, {PS}s, uint site) {{\n"
                     + OOB_HEAD
@@ -207,7 +228,7 @@ class AccessHelpers(RewriterAPI):
                     + "\n  if (!oob) *p = v;\n  return v;\n}"
                 )
 
-            h = self.helper(f"st|{T}|{self.pquals(c.type)}", make)
+            h = self.helper(f"st|{T}|{self.pquals(c.type)}|{marked}", make)
         ctype = c.type
         sid = self.slot_hint(sid, target)
 
@@ -216,13 +237,6 @@ class AccessHelpers(RewriterAPI):
             val = self.cast(ctype, sub(rhs.extent.start.offset, self.end(rhs)))
             return f"{h}(&({ptr}), {val}, _gr_s, {sid}u)"
 
-        self.parts(c)
-        outer = self.then_store
-        self.then_store = None if sel else self.then_store_key(node, c, sp)
-        try:
-            self.visit(rhs, RV)
-        finally:
-            self.then_store = outer
         self.edits.append(Edit(node.extent.start.offset, self.end(node), build))
 
     def then_store_key(self, node, lhs, sp: int) -> tuple[str, int, str] | None:
@@ -259,14 +273,14 @@ class AccessHelpers(RewriterAPI):
             VT, ST = c_type(vt), c_type(c.type)
             idx = swizzle(sel, vt.get_canonical().element_count)
             ld = self.run_lines(vt, idx, ACC_THEN_STORE, "sl", sp, None)
-            stl = self.run_lines(vt, idx, 1, "ss", sp, "t")
+            stl = self.run_lines(vt, idx, 1, "ss", sp, "t", marked=True)
             read, write = f"(*p).{sel}", f"(*p).{sel} = r;"
             ptype, T = f"{self.pquals(vt)} {VT} *", ST
             fill = f"  {VT} t = ({VT})(0);\n  t.{sel} = r;\n"
         else:
             T = c_type(c.type)
             ld = self.leaf_lines(c.type, ACC_THEN_STORE, "sl", sp, None)
-            stl = self.leaf_lines(c.type, 1, "ss", sp, "r")
+            stl = self.leaf_lines(c.type, 1, "ss", sp, "r", marked=True)
             read, write = "*p", "*p = r;"
             ptype = pointer_to(T, self.pquals(c.type))
             fill = ""

@@ -69,6 +69,7 @@ class Rewriter(AccessHelpers, BuiltinCalls):
             if c.kind == self.K.MACRO_INSTANTIATION and self.in_file(c)
         ]
         self.then_store: tuple[str, int, str] | None = None
+        self.then_loads = 0  # loads marked ACC_THEN_STORE so far
         self.edits: list[Edit] = []
         self.sites: list[Site] = []
         self.variables: list[TrackedVar] = []
