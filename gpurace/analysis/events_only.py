@@ -43,5 +43,7 @@ def diverges(records: np.ndarray, lo: int, hi: int) -> bool | None:
     if ((bkey[1:] == bkey[:-1]) & (bsite[1:] != bsite[:-1])).any():
         return True
     ekey = key[mine & (code == Event.EXIT)]
-    at = np.minimum(np.searchsorted(bkey, ekey), max(len(bkey) - 1, 0))
-    return bool(len(bkey)) and bool((bkey[at] == ekey).any())
+    if not len(bkey) or not len(ekey):
+        return False
+    at = np.minimum(np.searchsorted(bkey, ekey), len(bkey) - 1)
+    return bool((bkey[at] == ekey).any())
