@@ -302,7 +302,7 @@ __attribute__((always_inline)) int _gr_shadow(__private _gr_state_t *s, uint fla
       /* two atomics on two words: which one completes a pair that may conflict is
          not known here, so the host searches the shadow (_GR_CONFLICT_SEARCH) */
       _gr_conflict(shd, _GR_CONFLICT_SEARCH);
-      if ((shd[w + 1u] & bit) == 0u) atomic_or(&shd[w + 1u], bit);
+      if ((shd[w + 1u] & bit) != bit) atomic_or(&shd[w + 1u], bit);  /* all: a then-store load has two */
       uint cur = shd[w];
       while (cur != actor && cur != _GR_MULTI) {
         if (cur != 0u) {

@@ -114,7 +114,7 @@ def _spec() -> LaunchSpec:
     )  # fmt: skip
 
 
-def _run(source: str) -> dict[str, np.ndarray]:
+def _run(source: str, options: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
     """Of the instrumented `source`: a build run's whole shadow (header, pairs, local
     states and masks) and uninitialised-read area, then a filter run's log and unseen
     count, and an unfiltered run's log; __local variables are initchecked."""
@@ -131,7 +131,7 @@ def _run(source: str) -> dict[str, np.ndarray]:
         return opencl_backend.launch(
             queue, source, "k.cl", "k", params, api.opencl_args(spec, params), (64, 1, 1),
             (16, 1, 1), var_bases=bases, var_sizes=extents, log_capacity=1 << 12,
-            prefilter=prefilter, initcheck=shadows,
+            prefilter=prefilter, initcheck=shadows, options=options,
         )  # fmt: skip
 
     built = launch(pre)
@@ -141,30 +141,46 @@ def _run(source: str) -> dict[str, np.ndarray]:
     filtered = launch(pre)
     return {
         "shadow": words,
-        "uninit": built.uninit,
+        "uninit": _uninit(built.uninit),
         "filtered": _sorted(opencl_backend.read_log(queue, filtered)),
         "unseen": np.array([filtered.unseen]),
         "unfiltered": _sorted(opencl_backend.read_log(queue, launch())),
     }
 
 
-def _sorted(log: np.ndarray) -> np.ndarray:
-    """A log's records in order, without the stored values: the racy stores' values
-    depend on how the groups interleave, which differs from run to run."""
+def _uninit(area: np.ndarray) -> np.ndarray:
+    """The uninitialised-read area's count, then its records in order (the groups'
+    threads fill the slots in either order)."""
+    n = min(int(area[0]), abi.UNINIT_SLOTS)
+    records = area[1 : 1 + n * abi.RECORD_WORDS].reshape(n, abi.RECORD_WORDS)
+    return np.concatenate([area[:1], _sorted(records, drop_values=False).reshape(-1)])
+
+
+def _sorted(log: np.ndarray, drop_values: bool = True) -> np.ndarray:
+    """A log's records in order, by default without the stored values: the racy
+    stores' values depend on how the groups interleave, which differs from run to run."""
     log = log.copy()
-    log[:, abi.W_VALUE] = 0
+    if drop_values:
+        log[:, abi.W_VALUE] = 0
     return np.array(sorted(map(tuple, log.tolist())), np.uint32).reshape(-1, 8)
 
 
-@pytest.mark.parametrize("serial", [True, False], ids=["group-serial", "atomics"])
-def test_marks_made_early_are_the_marks_made_at_the_store(serial, monkeypatch):
+@pytest.mark.parametrize(
+    "serial, pair64",
+    [(True, 1), (False, 1), (True, 0)],
+    ids=["group-serial", "atomics", "32-bit-pairs"],
+)
+def test_marks_made_early_are_the_marks_made_at_the_store(serial, pair64, monkeypatch):
     """The same runs with the loads unmarked (so every store marks its own words):
     the same shadow, the same uninitialised reads, the same logs; with PoCL's
-    group-serial updates (a local store may skip too) and without (global only)."""
+    group-serial updates (a local store may skip too) and without (global only), and
+    with a pair marked by two 32-bit atomics (a device without 64-bit ones), where the
+    load sets two kind bits of which one may be set already."""
     monkeypatch.setattr(opencl_backend, "group_serial", lambda device: serial)
     source = opencl.instrument(RACY, "k.cl").source
     assert source.count(FLAG) == 4  # the helpers of tile's, y's, y's += and hits' loads
-    marked, plain = _run(source), _run(source.replace(FLAG, "0u"))
+    options = (f"-D_GR_PAIR64={pair64}",)
+    marked, plain = _run(source, options), _run(source.replace(FLAG, "0u"), options)
     # the race on tile and y's shared words: the build run notes a possible conflict
     assert marked["shadow"][abi.SHD_CONFLICT] & abi.CONFLICT_SEEN
     assert marked["uninit"][0] == 64 and marked["unseen"][0] == 0  # sum's first reads
