@@ -92,3 +92,23 @@ def test_divergence_is_reported_as_the_analysis_kernels_report_it(case, monkeypa
     kernels = api.check(source, spec, path=str(case.kernel))
     assert shown.races == kernels.races
     assert any(r.cls == RaceClass.DIVERGENCE for r in shown.races)
+
+
+def test_a_log_longer_than_the_host_takes_stays_on_the_device(monkeypatch):
+    """Past HOST_RECORDS_MAX records the log is not read back: the analysis kernels
+    decide it, and say what the host's test would have (clean)."""
+    case = next(c for c in cases("opencl", ".cl") if c.id == "reduce_tree_clean")
+    source, spec = case.load()
+    ran = []
+
+    def counted(*args, **kwargs):
+        ran.append(args[2])  # the records it analysed
+        return opencl_backend.analyse_on_device(*args, **kwargs)
+
+    monkeypatch.setattr("gpurace.analysis.events_only.HOST_RECORDS_MAX", 0)
+    report = api.check(
+        source, spec, path=str(case.kernel),
+        backend=Patched(opencl_backend, analyse_on_device=counted),
+    )  # fmt: skip
+    assert report.races == [] and report.scope.complete
+    assert len(ran) == 1 and ran[0] > 0  # the build run's events, on the device

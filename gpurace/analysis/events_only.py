@@ -21,6 +21,11 @@ from gpurace.abi import (
 )
 from gpurace.model import Event, Kind
 
+#: the most records the host reads back to test (64 MiB of log): a longer events-only
+#: log (a launch of very many groups and barriers) stays on the device, where the
+#: analysis kernels decide it without a host copy of the log and its sort keys
+HOST_RECORDS_MAX = 1 << 21
+
 
 def diverges(records: np.ndarray, lo: int, hi: int) -> bool | None:
     """Whether the reference finds barrier divergence among the events of work-groups
