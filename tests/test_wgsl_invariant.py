@@ -18,6 +18,7 @@ from gpurace.instrument.wgsl.instrument import _Module
 from gpurace.instrument.wgsl.invariant import variant_reason
 from gpurace.launch import LaunchSpec
 from tests.patched import Patched
+from tests.wgsl_reduce import REDUCE
 
 HEAD = """
 @group(0) @binding(0) var<storage, read> ro: array<u32>;
@@ -37,26 +38,16 @@ MAIN = (
 
 def reason(body: str, functions: str = "") -> str | None:
     """The analysis' answer for an entry point `main` of `body` (lines from 13)."""
-    source = HEAD + functions + MAIN + body + "}\n"
+    return module_reason(HEAD + functions + MAIN + body + "}\n")
+
+
+def module_reason(source: str) -> str | None:
+    """The analysis' answer for the entry point `main` of a whole module."""
     m = _Module(source, "t.wgsl", None)
     found = variant_reason(m.scope.syms, m.functions, m.struct_builtins, m.functions["main"])
     assert (found is None) == ("main" in instrument(source, "t.wgsl").local_invariant)
     return found
 
-
-REDUCE = """
-    tile[lid] = ro[wid.x * 64u + lid];
-    workgroupBarrier();
-    for (var s = 32u; s > 0u; s >>= 1u) {
-        if (lid < s) {
-            tile[lid] = tile[lid] + tile[lid + s];
-        }
-        workgroupBarrier();
-    }
-    if (lid == 0u) {
-        rw[wid.x] = tile[0];
-    }
-"""
 
 # the benchmark's tiled product (bench/kernels/matmul.wgsl): its figure in
 # docs/performance.md rests on this module being group-invariant
@@ -64,7 +55,7 @@ MATMUL = (Path(__file__).resolve().parents[1] / "bench" / "kernels" / "matmul.wg
 
 
 def test_a_reduction_and_a_tiled_product_are_group_invariant():
-    assert reason(REDUCE) is None
+    assert module_reason(REDUCE) is None  # the tree reduction of the prefilter's tests
     assert instrument(MATMUL, "mm.wgsl").local_invariant == frozenset({"main"})
 
 

@@ -27,7 +27,7 @@ class RewriterAPI:
     macro_uses: list[tuple[int, int]]
     # while a store's right-hand side is visited: its lvalue (accesses.then_store_key)
     then_store: tuple[str, int, str] | None
-    then_loads: int  # loads marked ACC_THEN_STORE so far (a store's own are marked: `store`)
+    then_loads: int  # loads marked ACC_THEN_STORE so far (`store` counts its right-hand side's)
 
     if TYPE_CHECKING:
 
